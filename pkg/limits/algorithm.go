@@ -1,0 +1,256 @@
+package limits
+
+import (
+	"math"
+	"time"
+)
+
+// State is what a store keeps under one key. Its fields mean different things
+// per algorithm; the zero value (Live false) is an absent key.
+type State struct {
+	// Live is false for a key that does not exist.
+	Live bool
+	// Window is the index floor(now/T) of the window that Count belongs to
+	// (fixed and sliding windows).
+	Window int64
+	// Count is the hits counted in Window.
+	Count int64
+	// Prev is the hits counted in window Window-1 (sliding window).
+	Prev int64
+	// Tokens is what a token bucket holds at Stamp.
+	Tokens float64
+	// Stamp is the instant, in microseconds, of the last refill.
+	Stamp int64
+}
+
+// Decision is the outcome of Decide: the answer, the state to keep and when
+// that state stops mattering.
+type Decision struct {
+	Result Result
+	// State is the new state; store it only if Changed.
+	State   State
+	Changed bool
+	// ExpireAt is the instant, in microseconds, after which State is
+	// equivalent to an absent key. Zero or at most now: delete the key.
+	ExpireAt int64
+}
+
+// Decide applies hit cost to state s of limit l at instant now (microseconds
+// since the epoch). It is a pure function: the embedded store calls it inside
+// a critical section, and the Lua scripts of the Redis store mirror it
+// operation for operation, floating point included, so that both stores make
+// identical decisions.
+func Decide(l Limit, s State, cost int64, now int64) Decision {
+	switch l.Algorithm {
+	case FixedWindow:
+		return fixedWindow(l, s, cost, now)
+	case TokenBucket:
+		return tokenBucket(l, s, cost, now)
+	default:
+		return slidingWindow(l, s, cost, now)
+	}
+}
+
+func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// fixedWindow counts hits in epoch-aligned windows floor(now/T).
+func fixedWindow(l Limit, s State, cost, now int64) Decision {
+	n, t := l.Requests, l.PeriodMicros()
+	w := floorDiv(now, t)
+	end := (w + 1) * t
+	count := int64(0)
+	if s.Live && s.Window == w {
+		count = s.Count
+	}
+	need := max(cost, 1)
+	d := Decision{}
+	switch {
+	case cost < 0:
+		count = max(0, count+cost)
+		d.Result.Allowed = true
+		d.Changed = true
+	case cost > n:
+		// Can never fit: refused, key untouched.
+	case count+need <= n:
+		d.Result.Allowed = true
+		if cost > 0 {
+			count += cost
+			d.Changed = true
+		}
+	}
+	d.Result.Remaining = max(0, n-count)
+	switch {
+	case !d.Result.Allowed && cost <= n:
+		d.Result.Reset = micros(end - now)
+	case count > 0:
+		d.Result.Reset = micros(end - now)
+	}
+	if d.Changed {
+		d.State = State{Live: count > 0, Window: w, Count: count}
+		if count > 0 {
+			d.ExpireAt = end
+		}
+	}
+	return d
+}
+
+// slidingWindow is Cloudflare's two-counter estimate:
+// prev × (T − elapsed)/T + cur, computed in float64 in this exact order of
+// operations (the Lua script does the same).
+func slidingWindow(l Limit, s State, cost, now int64) Decision {
+	n, t := l.Requests, l.PeriodMicros()
+	w := floorDiv(now, t)
+	e := now - w*t
+	var cur, prev int64
+	if s.Live {
+		switch s.Window {
+		case w:
+			cur, prev = s.Count, s.Prev
+		case w - 1:
+			prev = s.Count
+		}
+	}
+	need := max(cost, 1)
+	d := Decision{}
+	switch {
+	case cost < 0:
+		cur = max(0, cur+cost)
+		d.Result.Allowed = true
+		d.Changed = true
+	case cost > n:
+		// Can never fit.
+	case slidingFits(n, t, prev, cur, e, need):
+		d.Result.Allowed = true
+		if cost > 0 {
+			cur += cost
+			d.Changed = true
+		}
+	}
+	est := slidingWeight(t, prev, e) + float64(cur)
+	d.Result.Remaining = max(0, int64(math.Floor(float64(n)-est)))
+	switch {
+	case !d.Result.Allowed && cost <= n:
+		d.Result.Reset = micros(slidingWait(n, t, prev, cur, e, need))
+	case cur > 0:
+		d.Result.Reset = micros(2*t - e)
+	case prev > 0:
+		d.Result.Reset = micros(t - e)
+	}
+	if d.Changed {
+		d.State = State{Live: cur > 0 || prev > 0, Window: w, Count: cur, Prev: prev}
+		switch {
+		case cur > 0:
+			d.ExpireAt = (w + 2) * t
+		case prev > 0:
+			d.ExpireAt = (w + 1) * t
+		}
+	}
+	return d
+}
+
+// slidingWeight is the previous window's share of the estimate at elapsed e.
+func slidingWeight(t, prev, e int64) float64 {
+	return float64(prev) * float64(t-e) / float64(t)
+}
+
+func slidingFits(n, t, prev, cur, e, need int64) bool {
+	return slidingWeight(t, prev, e)+float64(cur)+float64(need) <= float64(n)
+}
+
+// slidingWait is the shortest wait, in microseconds, after which a hit of
+// cost need (≤ n) fits, if nothing else arrives. The closed form is rounded
+// up and then checked with slidingFits itself, so that waiting the answer
+// always suffices, whatever the rounding of the division.
+func slidingWait(n, t, prev, cur, e, need int64) int64 {
+	// Within the current window, the previous window's weight decays.
+	if room := n - need - cur; room >= 0 && prev > 0 {
+		wait := (t - e) - int64(math.Floor(float64(room)*float64(t)/float64(prev)))
+		wait = max(wait, 0)
+		for wait < t-e && !slidingFits(n, t, prev, cur, e+wait, need) {
+			wait++
+		}
+		if wait < t-e {
+			return wait
+		}
+	}
+	// In the next window the current count becomes the previous one.
+	if cur+need <= n {
+		return t - e
+	}
+	e2 := t - int64(math.Floor(float64(n-need)*float64(t)/float64(cur)))
+	e2 = max(e2, 0)
+	for e2 < t && !slidingFits(n, t, cur, 0, e2, need) {
+		e2++
+	}
+	return t - e + e2
+}
+
+// tokenBucket refills at N/T tokens per microsecond up to B. Tokens are a
+// float64 computed in this exact order of operations (the Lua script does the
+// same); instants are integer microseconds.
+func tokenBucket(l Limit, s State, cost, now int64) Decision {
+	n, t, b := l.Requests, l.PeriodMicros(), l.Capacity()
+	tokens := float64(b)
+	if s.Live {
+		tokens = bucketRefill(s.Tokens, now-s.Stamp, n, t, b)
+	}
+	need := max(cost, 1)
+	d := Decision{}
+	switch {
+	case cost < 0:
+		tokens = math.Min(float64(b), tokens-float64(cost))
+		d.Result.Allowed = true
+		d.Changed = true
+	case cost > b:
+		// Can never fit.
+	case tokens >= float64(need):
+		d.Result.Allowed = true
+		if cost > 0 {
+			tokens -= float64(cost)
+			d.Changed = true
+		}
+	}
+	d.Result.Remaining = int64(math.Floor(tokens))
+	full := bucketWait(tokens, b, n, t, b)
+	if !d.Result.Allowed && cost <= b {
+		d.Result.Reset = micros(bucketWait(tokens, need, n, t, b))
+	} else {
+		d.Result.Reset = micros(full)
+	}
+	if d.Changed {
+		d.State = State{Live: full > 0, Tokens: tokens, Stamp: now}
+		if full > 0 {
+			d.ExpireAt = now + full
+		}
+	}
+	return d
+}
+
+func bucketRefill(tokens float64, elapsed, n, t, b int64) float64 {
+	if elapsed <= 0 {
+		return tokens
+	}
+	return math.Min(float64(b), tokens+float64(elapsed)*float64(n)/float64(t))
+}
+
+// bucketWait is the shortest wait, in microseconds, until the bucket holds
+// want tokens; rounded up, then checked with bucketRefill itself.
+func bucketWait(tokens float64, want, n, t, b int64) int64 {
+	if tokens >= float64(want) {
+		return 0
+	}
+	wait := int64(math.Ceil((float64(want) - tokens) * float64(t) / float64(n)))
+	for bucketRefill(tokens, wait, n, t, b) < float64(want) {
+		wait++
+	}
+	return wait
+}
+
+// floorDiv is floor(a/b) for b > 0, also for negative a.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && (a < 0) {
+		q--
+	}
+	return q
+}

@@ -1,0 +1,148 @@
+// Package limits holds what a rate limit is and how it is decided: the
+// Limit value type, the five algorithms as pure functions of
+// (state, limit, cost, now), and the Store contract that every backend
+// (the embedded store in package memory, Redis in package redisstore)
+// implements with the same semantics.
+//
+// Time is integer microseconds everywhere a decision is computed, so that the
+// Go code here and the Lua scripts of the Redis store make the same decision
+// for the same sequence of requests.
+package limits
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Algorithm names how a limit counts.
+type Algorithm uint8
+
+// The algorithms. The zero value is SlidingWindow, the default of the limits
+// file.
+const (
+	SlidingWindow Algorithm = iota
+	FixedWindow
+	TokenBucket
+	SlidingLog
+	LeakyBucket
+)
+
+var algorithmNames = [...]string{
+	SlidingWindow: "sliding_window",
+	FixedWindow:   "fixed_window",
+	TokenBucket:   "token_bucket",
+	SlidingLog:    "sliding_log",
+	LeakyBucket:   "leaky_bucket",
+}
+
+// String returns the name used in the limits file.
+func (a Algorithm) String() string {
+	if int(a) < len(algorithmNames) {
+		return algorithmNames[a]
+	}
+	return fmt.Sprintf("algorithm(%d)", uint8(a))
+}
+
+// ShortName is the compact tag used inside store keys.
+func (a Algorithm) ShortName() string {
+	switch a {
+	case SlidingWindow:
+		return "sw"
+	case FixedWindow:
+		return "fw"
+	case TokenBucket:
+		return "tb"
+	case SlidingLog:
+		return "sl"
+	case LeakyBucket:
+		return "lb"
+	}
+	return "xx"
+}
+
+// ParseAlgorithm maps a limits-file name to an Algorithm.
+func ParseAlgorithm(s string) (Algorithm, error) {
+	for i, n := range algorithmNames {
+		if n == s {
+			return Algorithm(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown algorithm %q (want one of %s)", s, strings.Join(algorithmNames[:], ", "))
+}
+
+// Implemented reports whether the algorithm can be decided by this build.
+// The limits file refuses algorithms that are not implemented yet, so that a
+// file never silently loads a limit that nothing enforces.
+func (a Algorithm) Implemented() bool {
+	switch a {
+	case SlidingWindow, FixedWindow, TokenBucket:
+		return true
+	}
+	return false
+}
+
+// Limit is one rate limit: Requests per Period, counted by Algorithm.
+// It is a small value type, safe to copy and to share between goroutines.
+type Limit struct {
+	Algorithm Algorithm
+	// Requests is N, the number of hits allowed per Period.
+	Requests int64
+	// Period is T, the unit times the unit multiplier. Always at least a
+	// microsecond for a valid limit.
+	Period time.Duration
+	// Burst is B, the capacity of a token bucket. Zero means Requests.
+	// Windows ignore it.
+	Burst int64
+}
+
+// String renders the limit for logs and /rlconfig.
+func (l Limit) String() string {
+	s := fmt.Sprintf("%s %d/%s", l.Algorithm, l.Requests, l.Period)
+	if l.Algorithm == TokenBucket {
+		s += fmt.Sprintf(" burst=%d", l.Capacity())
+	}
+	return s
+}
+
+// Capacity is the largest amount of quota the limit can hold at once: B for a
+// token bucket, N for the windows.
+func (l Limit) Capacity() int64 {
+	if l.Algorithm == TokenBucket && l.Burst > 0 {
+		return l.Burst
+	}
+	return l.Requests
+}
+
+// PeriodMicros is T in integer microseconds.
+func (l Limit) PeriodMicros() int64 { return l.Period.Microseconds() }
+
+// Validate reports why a limit cannot be decided, or nil.
+func (l Limit) Validate() error {
+	switch {
+	case !l.Algorithm.Implemented():
+		return fmt.Errorf("algorithm %s is not implemented yet", l.Algorithm)
+	case l.Requests <= 0:
+		return fmt.Errorf("requests_per_unit must be positive, got %d", l.Requests)
+	case l.Requests > MaxRequests:
+		return fmt.Errorf("requests_per_unit %d is above the maximum %d", l.Requests, MaxRequests)
+	case l.Period < time.Microsecond:
+		return fmt.Errorf("period %s is shorter than a microsecond", l.Period)
+	case l.Period > MaxPeriod:
+		return fmt.Errorf("period %s is longer than the maximum %s", l.Period, MaxPeriod)
+	case l.Burst < 0:
+		return fmt.Errorf("burst must not be negative, got %d", l.Burst)
+	case l.Burst > MaxRequests:
+		return fmt.Errorf("burst %d is above the maximum %d", l.Burst, MaxRequests)
+	}
+	return nil
+}
+
+// The bounds keep every value the algorithms compute well inside 2^53, so
+// that Lua's doubles in the Redis scripts and Go's integers agree exactly.
+const (
+	// MaxRequests bounds requests_per_unit and burst (also Envoy's uint32).
+	MaxRequests = 1 << 32
+	// MaxPeriod bounds unit × unit_multiplier: 100 years.
+	MaxPeriod = 100 * 365 * 24 * time.Hour
+)

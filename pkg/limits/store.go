@@ -1,0 +1,44 @@
+package limits
+
+import (
+	"context"
+	"time"
+)
+
+// Hit is one descriptor's claim on one limit: Cost units of the quota kept
+// under Key.
+//
+// Cost is c in semantics.md: a positive cost consumes, zero is a peek
+// (allowed if a request of cost 1 would be, consuming nothing) and a negative
+// cost refunds.
+type Hit struct {
+	Key   string
+	Limit Limit
+	Cost  int64
+}
+
+// Result is a store's answer for one Hit.
+type Result struct {
+	// Allowed reports whether the hit fits the limit.
+	Allowed bool
+	// Remaining is how many requests of cost 1 would be allowed right now,
+	// after this hit; never negative.
+	Remaining int64
+	// Reset is, on a refusal, the shortest wait after which the same hit
+	// would be allowed; on an allowed hit, the wait until Remaining is back at
+	// its maximum. Both assume nothing else arrives.
+	Reset time.Duration
+	// Err is set when the store could not decide this hit; the other fields
+	// are then meaningless.
+	Err error
+}
+
+// Store decides hits against shared state. Every implementation honours the
+// same semantics (the conformance suite in package storetest checks them).
+type Store interface {
+	// Decide decides hits[i] into results[i], which must be as long as hits.
+	// All hits of a call are sent together (one round trip to Redis); each
+	// is decided atomically on its own. A failure that touches only some
+	// hits (one cluster node down) sets Err on those results alone.
+	Decide(ctx context.Context, hits []Hit, results []Result)
+}

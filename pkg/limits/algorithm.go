@@ -173,8 +173,10 @@ func slidingWait(n, t, prev, cur, e, need int64) int64 {
 			return wait
 		}
 	}
-	// In the next window the current count becomes the previous one.
-	if cur+need <= n {
+	// In the next window the current count becomes the previous one. Its
+	// first instant is checked with slidingFits too: when cur·T is beyond
+	// 2^53, cur·T/T can round above cur.
+	if cur+need <= n && slidingFits(n, t, cur, 0, 0, need) {
 		return t - e
 	}
 	e2 := t - int64(math.Floor(float64(n-need)*float64(t)/float64(cur)))
@@ -211,9 +213,20 @@ func tokenBucket(l Limit, s State, cost, now int64) Decision {
 		}
 	}
 	d.Result.Remaining = int64(math.Floor(tokens))
-	full := bucketWait(tokens, b, n, t, b)
+	// Waits are measured from the state the store will keep: the old one on
+	// a refusal or a peek (refilling it in one step from its own stamp is not
+	// bit-for-bit the same as refilling the refilled tokens), the new one
+	// otherwise. Then waiting exactly Reset is what the next Decide sees.
+	kept, stamp := float64(b), now
+	switch {
+	case d.Changed:
+		kept = tokens
+	case s.Live:
+		kept, stamp = s.Tokens, s.Stamp
+	}
+	full := bucketWaitFrom(kept, stamp, now, b, n, t, b)
 	if !d.Result.Allowed && cost <= b {
-		d.Result.Reset = micros(bucketWait(tokens, need, n, t, b))
+		d.Result.Reset = micros(bucketWaitFrom(kept, stamp, now, need, n, t, b))
 	} else {
 		d.Result.Reset = micros(full)
 	}
@@ -234,7 +247,9 @@ func bucketRefill(tokens float64, elapsed, n, t, b int64) float64 {
 }
 
 // bucketWait is the shortest wait, in microseconds, until the bucket holds
-// want tokens; rounded up, then checked with bucketRefill itself.
+// want tokens; the closed form is rounded up, then moved up or down until it
+// is the shortest wait for which bucketRefill itself reaches want (the
+// rounding of the closed form can land on either side).
 func bucketWait(tokens float64, want, n, t, b int64) int64 {
 	if tokens >= float64(want) {
 		return 0
@@ -243,7 +258,16 @@ func bucketWait(tokens float64, want, n, t, b int64) int64 {
 	for bucketRefill(tokens, wait, n, t, b) < float64(want) {
 		wait++
 	}
+	for wait > 0 && bucketRefill(tokens, wait-1, n, t, b) >= float64(want) {
+		wait--
+	}
 	return wait
+}
+
+// bucketWaitFrom is the shortest wait from now until a bucket kept as tokens
+// at stamp holds want tokens.
+func bucketWaitFrom(tokens float64, stamp, now, want, n, t, b int64) int64 {
+	return max(0, bucketWait(tokens, want, n, t, b)-(now-stamp))
 }
 
 // floorDiv is floor(a/b) for b > 0, also for negative a.

@@ -134,12 +134,19 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("burst must not be negative, got %d", l.Burst)
 	case l.Burst > MaxRequests:
 		return fmt.Errorf("burst %d is above the maximum %d", l.Burst, MaxRequests)
+	case float64(l.Capacity())*float64(l.Period)/float64(l.Requests) > float64(MaxPeriod):
+		// The time to refill an empty bucket must stay a valid duration.
+		return fmt.Errorf("burst %d takes longer than %s to refill at %d per %s", l.Capacity(), MaxPeriod, l.Requests, l.Period)
 	}
 	return nil
 }
 
-// The bounds keep every value the algorithms compute well inside 2^53, so
-// that Lua's doubles in the Redis scripts and Go's integers agree exactly.
+// The bounds keep instants and waits, in microseconds, inside 2^53, so that
+// Lua's doubles in the Redis scripts represent them exactly. Intermediate
+// products (prev × (T − e) of the sliding window) may exceed 2^53; Go and Lua
+// still agree bit for bit because both do the same IEEE double operations in
+// the same order, and the waits are checked against the decision function
+// itself, so a reported wait always suffices.
 const (
 	// MaxRequests bounds requests_per_unit and burst (also Envoy's uint32).
 	MaxRequests = 1 << 32

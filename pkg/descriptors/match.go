@@ -1,0 +1,151 @@
+// Package descriptors maps the descriptors Envoy sends onto the limits of a
+// loaded config, and names the store key each one is counted under.
+//
+// Matching follows envoyproxy/ratelimit: walk the request's entries level by
+// level; at each level try the exact key and value, then the `*` wildcard
+// values in config order, then the bare key (one counter per distinct value).
+// A limit applies only where the walk ends on the last entry.
+package descriptors
+
+import (
+	"strings"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+)
+
+// Entry is one key/value pair of a request descriptor.
+type Entry struct {
+	Key, Value string
+}
+
+// Index is the matcher built from one config snapshot. It is immutable and
+// safe to share between goroutines; a reload builds a new one.
+type Index struct {
+	config  *config.Config
+	domains map[string]*Node
+}
+
+// Node is one descriptor of the config tree, prepared for matching.
+type Node struct {
+	// Descriptor is the config node; nil for a domain's root.
+	Descriptor *config.Descriptor
+	// Path is the node's place in its domain, `key_value.key2` as
+	// envoyproxy/ratelimit names it; a bounded label for metrics.
+	Path string
+	// Wildcard is set when the node's value holds a `*`.
+	Wildcard bool
+
+	exact     map[pair]*Node
+	wildcards []*Node
+	bare      map[string]*Node
+}
+
+type pair struct{ key, value string }
+
+// NewIndex prepares c for matching.
+func NewIndex(c *config.Config) *Index {
+	ix := &Index{config: c, domains: make(map[string]*Node, len(c.Domains))}
+	for name, d := range c.Domains {
+		root := &Node{}
+		root.add(d.Descriptors, "")
+		ix.domains[name] = root
+	}
+	return ix
+}
+
+// Config returns the snapshot the index was built from.
+func (ix *Index) Config() *config.Config { return ix.config }
+
+func (n *Node) add(children []*config.Descriptor, parent string) {
+	for _, d := range children {
+		path := d.Key
+		if d.Value != "" {
+			path += "_" + d.Value
+		}
+		if parent != "" {
+			path = parent + "." + path
+		}
+		c := &Node{Descriptor: d, Path: path, Wildcard: strings.Contains(d.Value, "*")}
+		switch {
+		case d.Value == "":
+			if n.bare == nil {
+				n.bare = make(map[string]*Node)
+			}
+			n.bare[d.Key] = c
+		case c.Wildcard:
+			n.wildcards = append(n.wildcards, c)
+		default:
+			if n.exact == nil {
+				n.exact = make(map[pair]*Node)
+			}
+			n.exact[pair{d.Key, d.Value}] = c
+		}
+		c.add(d.Descriptors, path)
+	}
+}
+
+// Match walks domain's tree with entries. It returns the node where the walk
+// ended on the last entry, or nil when the walk stopped early; known reports
+// whether the domain is configured at all. path receives the node matched at
+// each level (reuse its storage across calls to avoid allocating); on a
+// match, len(path) == len(entries).
+func (ix *Index) Match(domain string, entries []Entry, path []*Node) (end *Node, known bool, _ []*Node) {
+	root, ok := ix.domains[domain]
+	if !ok {
+		return nil, false, path
+	}
+	n := root
+	for _, e := range entries {
+		next := n.child(e)
+		if next == nil {
+			return nil, true, path
+		}
+		path = append(path, next)
+		n = next
+	}
+	if len(entries) == 0 {
+		return nil, true, path
+	}
+	return n, true, path
+}
+
+func (n *Node) child(e Entry) *Node {
+	if c, ok := n.exact[pair{e.Key, e.Value}]; ok {
+		return c
+	}
+	for _, c := range n.wildcards {
+		if c.Descriptor.Key == e.Key && WildcardMatch(c.Descriptor.Value, e.Value) {
+			return c
+		}
+	}
+	return n.bare[e.Key]
+}
+
+// WildcardMatch reports whether value matches pattern, where each `*` in
+// pattern stands for any run of bytes, possibly empty.
+func WildcardMatch(pattern, value string) bool {
+	// Iterative matching with backtracking to the last star: linear in
+	// practice and never exponential, whatever the input.
+	p, v := 0, 0
+	star, mark := -1, 0
+	for v < len(value) {
+		switch {
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, v
+			p++
+		case p < len(pattern) && pattern[p] == value[v]:
+			p++
+			v++
+		case star >= 0:
+			p = star + 1
+			mark++
+			v = mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
+}

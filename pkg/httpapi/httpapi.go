@@ -1,0 +1,132 @@
+// Package httpapi serves the service's HTTP endpoints: health, the /json
+// twin of the gRPC call, Prometheus metrics and the loaded limits.
+package httpapi
+
+import (
+	"context"
+
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// MaxBodyBytes bounds a /json request body.
+const MaxBodyBytes = 1 << 20
+
+// Limiter decides a rate limit request, as the gRPC service does.
+type Limiter interface {
+	ShouldRateLimit(context.Context, *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error)
+}
+
+// Options wire the endpoints to the running service.
+type Options struct {
+	Limiter Limiter
+	// Serving reports whether the service is serving with a loaded config;
+	// false turns the health endpoints to 503 (during shutdown).
+	Serving func() bool
+	// StorePing checks the store; nil for the embedded store, which cannot
+	// be unreachable.
+	StorePing func(context.Context) error
+	// ConfigLines lists the loaded limits, one line each.
+	ConfigLines func() []string
+	// Gatherer serves /metrics; nil leaves the endpoint out.
+	Gatherer prometheus.Gatherer
+}
+
+// Handler returns the HTTP API.
+func Handler(o Options) http.Handler {
+	mux := http.NewServeMux()
+	health := func(w http.ResponseWriter, r *http.Request) { serveHealth(w, r, o) }
+	mux.HandleFunc("GET /healthz", health)
+	mux.HandleFunc("GET /healthcheck", health)
+	mux.HandleFunc("POST /json", func(w http.ResponseWriter, r *http.Request) { serveJSON(w, r, o.Limiter) })
+	mux.HandleFunc("GET /rlconfig", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		for _, l := range o.ConfigLines() {
+			fmt.Fprintln(w, l)
+		}
+	})
+	if o.Gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{}))
+	}
+	return mux
+}
+
+// serveHealth answers 200 while the service serves, whether or not the
+// store answers: with a store down the service still decides by its failure
+// mode, and restarting it would not help. The body says which.
+func serveHealth(w http.ResponseWriter, r *http.Request, o Options) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if o.Serving != nil && !o.Serving() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, "not serving\n")
+		return
+	}
+	storeState := "store: embedded"
+	if o.StorePing != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if err := o.StorePing(ctx); err != nil {
+			storeState = "store: unreachable: " + err.Error()
+		} else {
+			storeState = "store: ok"
+		}
+	}
+	io.WriteString(w, "OK\n"+storeState+"\n")
+}
+
+// serveJSON is envoyproxy/ratelimit's /json: a RateLimitRequest in protobuf
+// JSON in, the RateLimitResponse out, with the code as the HTTP status.
+func serveJSON(w http.ResponseWriter, r *http.Request, l Limiter) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		return
+	}
+	var req rlsv3.RateLimitRequest
+	if err := protojson.Unmarshal(body, &req); err != nil {
+		httpError(w, http.StatusBadRequest, "bad RateLimitRequest: "+err.Error())
+		return
+	}
+	resp, err := l.ShouldRateLimit(r.Context(), &req)
+	if err != nil {
+		code := http.StatusInternalServerError
+		switch status.Code(err) {
+		case codes.InvalidArgument:
+			code = http.StatusBadRequest
+		case codes.Unavailable:
+			code = http.StatusServiceUnavailable
+		}
+		msg := err.Error()
+		if s, ok := status.FromError(err); ok {
+			msg = s.Message()
+		}
+		httpError(w, code, msg)
+		return
+	}
+	out, err := protojson.Marshal(resp)
+	if err != nil {
+		httpError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
+	w.Write(out)
+}
+
+func httpError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	io.WriteString(w, strings.TrimSpace(msg)+"\n")
+}

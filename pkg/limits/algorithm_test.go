@@ -1,0 +1,568 @@
+package limits_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+)
+
+// base is a fixed instant aligned to every period the tables use (1 s, 30 s,
+// 5 min, 1 h): 2023-11-14T22:00:00Z, in microseconds.
+const base = 1_699_999_200_000_000
+
+const (
+	ms  = int64(1_000)
+	sec = int64(1_000_000)
+)
+
+type decideCase struct {
+	name  string
+	limit limits.Limit
+	state limits.State
+	cost  int64
+	now   int64
+	want  limits.Decision
+}
+
+func runDecideCases(t *testing.T, cases []decideCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := limits.Decide(tc.limit, tc.state, tc.cost, tc.now)
+			if got != tc.want {
+				t.Errorf("Decide(%s, %+v, cost %d, now %d):\n got  %+v\n want %+v",
+					tc.limit, tc.state, tc.cost, tc.now, got, tc.want)
+			}
+		})
+	}
+}
+
+func res(allowed bool, remaining int64, reset time.Duration) limits.Result {
+	return limits.Result{Allowed: allowed, Remaining: remaining, Reset: reset}
+}
+
+func us(n int64) time.Duration { return time.Duration(n) * time.Microsecond }
+
+func TestDecideFixedWindow(t *testing.T) {
+	l := limits.Limit{Algorithm: limits.FixedWindow, Requests: 3, Period: time.Second}
+	w := int64(base / sec) // the window of base
+	now := base + 250*ms   // 250 ms into window w, 750 ms before its end
+	end := base + sec
+	live := func(window, count int64) limits.State {
+		return limits.State{Live: true, Window: window, Count: count}
+	}
+	runDecideCases(t, []decideCase{
+		{"absent first hit", l, limits.State{}, 1, now, limits.Decision{
+			Result: res(true, 2, 750*time.Millisecond), State: live(w, 1), Changed: true, ExpireAt: end}},
+		{"last allowed", l, live(w, 2), 1, now, limits.Decision{
+			Result: res(true, 0, 750*time.Millisecond), State: live(w, 3), Changed: true, ExpireAt: end}},
+		{"over: refused until the window ends", l, live(w, 3), 1, now, limits.Decision{
+			Result: res(false, 0, 750*time.Millisecond)}},
+		{"over: 1us before the boundary", l, live(w, 3), 1, end - 1, limits.Decision{
+			Result: res(false, 0, time.Microsecond)}},
+		{"boundary starts a new window", l, live(w, 3), 1, end, limits.Decision{
+			Result: res(true, 2, time.Second), State: live(w+1, 1), Changed: true, ExpireAt: end + sec}},
+		{"stale window is ignored", l, live(w-5, 3), 2, now, limits.Decision{
+			Result: res(true, 1, 750*time.Millisecond), State: live(w, 2), Changed: true, ExpireAt: end}},
+		{"cost 2 does not fit in 1", l, live(w, 2), 2, now, limits.Decision{
+			Result: res(false, 1, 750*time.Millisecond)}},
+		{"cost N fits an empty window", l, limits.State{}, 3, now, limits.Decision{
+			Result: res(true, 0, 750*time.Millisecond), State: live(w, 3), Changed: true, ExpireAt: end}},
+		{"peek absent", l, limits.State{}, 0, now, limits.Decision{
+			Result: res(true, 3, 0)}},
+		{"peek consumes nothing", l, live(w, 2), 0, now, limits.Decision{
+			Result: res(true, 1, 750*time.Millisecond)}},
+		{"peek refused when cost 1 would be", l, live(w, 3), 0, now, limits.Decision{
+			Result: res(false, 0, 750*time.Millisecond)}},
+		{"never fits: key untouched", l, live(w, 1), 4, now, limits.Decision{
+			Result: res(false, 2, 750*time.Millisecond)}},
+		{"never fits on absent key: already at maximum", l, limits.State{}, 4, now, limits.Decision{
+			Result: res(false, 3, 0)}},
+		{"refund", l, live(w, 3), -2, now, limits.Decision{
+			Result: res(true, 2, 750*time.Millisecond), State: live(w, 1), Changed: true, ExpireAt: end}},
+		{"refund never above N: key deleted", l, live(w, 1), -5, now, limits.Decision{
+			Result: res(true, 3, 0), State: limits.State{Window: w}, Changed: true}},
+		{"refund on absent key", l, limits.State{}, -1, now, limits.Decision{
+			Result: res(true, 3, 0), State: limits.State{Window: w}, Changed: true}},
+		{"negative instant floors", l, limits.State{}, 1, -1, limits.Decision{
+			Result: res(true, 2, time.Microsecond), State: live(-1, 1), Changed: true, ExpireAt: 0}},
+	})
+
+	t.Run("30s and 5min windows are epoch aligned", func(t *testing.T) {
+		for _, p := range []time.Duration{30 * time.Second, 5 * time.Minute} {
+			l := limits.Limit{Algorithm: limits.FixedWindow, Requests: 1, Period: p}
+			pu := p.Microseconds()
+			at := base + pu/3 // base is aligned to both
+			d := limits.Decide(l, limits.State{}, 1, at)
+			if want := (base/pu + 1) * pu; d.ExpireAt != want {
+				t.Errorf("%s: ExpireAt got %d want %d", p, d.ExpireAt, want)
+			}
+			if want := p - p/3; d.Result.Reset != want {
+				t.Errorf("%s: Reset got %s want %s", p, d.Result.Reset, want)
+			}
+		}
+	})
+}
+
+func TestDecideSlidingWindow(t *testing.T) {
+	l := limits.Limit{Algorithm: limits.SlidingWindow, Requests: 10, Period: time.Second}
+	w := int64(base / sec)
+	st := func(window, cur, prev int64) limits.State {
+		return limits.State{Live: true, Window: window, Count: cur, Prev: prev}
+	}
+	at := func(e int64) int64 { return base + e } // e µs into window w
+	runDecideCases(t, []decideCase{
+		// prev 8 weighs 8 × 0.75 = 6 at e = 250 ms.
+		{"previous window becomes prev", l, st(w-1, 8, 0), 1, at(250 * ms), limits.Decision{
+			Result: res(true, 3, 1750*time.Millisecond), State: st(w, 1, 8), Changed: true, ExpireAt: base + 2*sec}},
+		{"estimate reaches N exactly", l, st(w, 3, 8), 1, at(250 * ms), limits.Decision{
+			Result: res(true, 0, 1750*time.Millisecond), State: st(w, 4, 8), Changed: true, ExpireAt: base + 2*sec}},
+		// 8 × (T − e')/T + 4 + 1 ≤ 10 from e' = 375 ms: wait 125 ms.
+		{"over: wait for prev to decay", l, st(w, 4, 8), 1, at(250 * ms), limits.Decision{
+			Result: res(false, 0, 125*time.Millisecond)}},
+		{"over: 1us before the decay is enough", l, st(w, 4, 8), 1, at(375*ms - 1), limits.Decision{
+			Result: res(false, 0, time.Microsecond)}},
+		{"over: decayed just enough", l, st(w, 4, 8), 1, at(375 * ms), limits.Decision{
+			Result: res(true, 0, 1625*time.Millisecond), State: st(w, 5, 8), Changed: true, ExpireAt: base + 2*sec}},
+		// 8 × (T − e')/T + 4 + 3 ≤ 10 from e' = 625 ms.
+		{"cost 3 waits longer", l, st(w, 4, 8), 3, at(250 * ms), limits.Decision{
+			Result: res(false, 0, 375*time.Millisecond)}},
+		// cur 9 + 2 > 10 in this window; in the next one 9 × (T − e2)/T + 2 ≤ 10
+		// from e2 = T − floor(8T/9) = 111112 µs.
+		{"over: wait for the next window", l, st(w, 9, 0), 2, at(250 * ms), limits.Decision{
+			Result: res(false, 1, us(750_000+111_112))}},
+		{"over: at the computed instant", l, st(w-1, 9, 0), 2, at(111_112), limits.Decision{
+			Result: res(true, 0, us(2*sec-111_112)), State: st(w, 2, 9), Changed: true, ExpireAt: base + 2*sec}},
+		{"over: 1us before the computed instant", l, st(w-1, 9, 0), 2, at(111_111), limits.Decision{
+			Result: res(false, 1, time.Microsecond)}},
+		{"full previous window at the boundary", l, st(w-1, 10, 0), 1, at(0), limits.Decision{
+			Result: res(false, 0, 100*time.Millisecond)}},
+		{"two windows back is absent", l, st(w-2, 10, 10), 1, at(0), limits.Decision{
+			Result: res(true, 9, 2*time.Second), State: st(w, 1, 0), Changed: true, ExpireAt: base + 2*sec}},
+		{"peek consumes nothing", l, st(w, 4, 8), 0, at(500 * ms), limits.Decision{
+			Result: res(true, 2, 1500*time.Millisecond)}},
+		{"peek refused when cost 1 would be", l, st(w, 4, 8), 0, at(250 * ms), limits.Decision{
+			Result: res(false, 0, 125*time.Millisecond)}},
+		{"never fits, cur set: back at max after 2T - e", l, st(w, 4, 8), 11, at(250 * ms), limits.Decision{
+			Result: res(false, 0, 1750*time.Millisecond)}},
+		{"never fits, only prev: back at max after T - e", l, st(w-1, 4, 0), 11, at(250 * ms), limits.Decision{
+			Result: res(false, 7, 750*time.Millisecond)}},
+		{"never fits on absent key", l, limits.State{}, 11, at(250 * ms), limits.Decision{
+			Result: res(false, 10, 0)}},
+		{"refund", l, st(w, 4, 8), -3, at(250 * ms), limits.Decision{
+			Result: res(true, 3, 1750*time.Millisecond), State: st(w, 1, 8), Changed: true, ExpireAt: base + 2*sec}},
+		{"refund floors cur at 0, prev stays", l, st(w, 4, 8), -10, at(250 * ms), limits.Decision{
+			Result: res(true, 4, 750*time.Millisecond), State: st(w, 0, 8), Changed: true, ExpireAt: base + sec}},
+		{"refund to nothing deletes the key", l, st(w, 2, 0), -3, at(250 * ms), limits.Decision{
+			Result: res(true, 10, 0), State: limits.State{Window: w}, Changed: true}},
+	})
+
+	t.Run("next window start is checked, not assumed", func(t *testing.T) {
+		// 93214 × T is beyond 2^53 for this (valid) period, and
+		// 93214 × T / T rounds above 93214: the next window's first
+		// microsecond does not fit yet, the one after does.
+		T := int64(839_528_366) * sec
+		big := limits.Limit{Algorithm: limits.SlidingWindow, Requests: 93232, Period: time.Duration(T) * time.Microsecond}
+		runDecideCases(t, []decideCase{
+			{"refused in window 2", big, st(2, 93214, 1), 18, 2*T + 1000, limits.Decision{
+				Result: res(false, 17, us(T-1000+1))}},
+			{"still refused at the boundary", big, st(2, 93214, 1), 18, 3 * T, limits.Decision{
+				Result: res(false, 17, time.Microsecond)}},
+			{"allowed after the reported wait", big, st(2, 93214, 1), 18, 3*T + 1, limits.Decision{
+				Result: res(true, 0, us(2*T-1)), State: st(3, 18, 93214), Changed: true, ExpireAt: 5 * T}},
+		})
+	})
+
+	t.Run("estimate decays across the window", func(t *testing.T) {
+		// prev 8, cur 0: remaining = floor(10 − 8 × (T − e)/T).
+		for _, c := range []struct {
+			e, remaining int64
+			reset        time.Duration
+		}{
+			{0, 2, time.Second},
+			{250 * ms, 4, 750 * time.Millisecond},
+			{500 * ms, 6, 500 * time.Millisecond},
+			{750 * ms, 8, 250 * time.Millisecond},
+			{875 * ms, 9, 125 * time.Millisecond},
+			{sec - 1, 9, time.Microsecond},
+			{sec, 10, 0}, // next window: prev is two windows back
+		} {
+			d := limits.Decide(l, st(w-1, 8, 0), 0, at(c.e))
+			if want := res(true, c.remaining, c.reset); d.Result != want || d.Changed {
+				t.Errorf("peek at e=%dus: got %+v changed %v, want %+v unchanged", c.e, d.Result, d.Changed, want)
+			}
+		}
+	})
+}
+
+func TestDecideTokenBucket(t *testing.T) {
+	// 10 per second: one token every 100 ms. Every value below is exact in
+	// float64.
+	l := limits.Limit{Algorithm: limits.TokenBucket, Requests: 10, Period: time.Second}
+	burst := limits.Limit{Algorithm: limits.TokenBucket, Requests: 10, Period: time.Second, Burst: 20}
+	now := int64(base + 123)
+	st := func(tokens float64, stamp int64) limits.State {
+		return limits.State{Live: true, Tokens: tokens, Stamp: stamp}
+	}
+	runDecideCases(t, []decideCase{
+		{"absent is full (B defaults to N)", l, limits.State{}, 1, now, limits.Decision{
+			Result: res(true, 9, 100*time.Millisecond), State: st(9, now), Changed: true, ExpireAt: now + 100*ms}},
+		{"last token", l, st(1, now), 1, now, limits.Decision{
+			Result: res(true, 0, time.Second), State: st(0, now), Changed: true, ExpireAt: now + sec}},
+		{"empty: wait one token", l, st(0, now), 1, now, limits.Decision{
+			Result: res(false, 0, 100*time.Millisecond)}},
+		{"refill half a token", l, st(0, now-50*ms), 1, now, limits.Decision{
+			Result: res(false, 0, 50*time.Millisecond)}},
+		{"refill exactly one token", l, st(0, now-100*ms), 1, now, limits.Decision{
+			Result: res(true, 0, time.Second), State: st(0, now), Changed: true, ExpireAt: now + sec}},
+		{"cost 3 waits for 3 tokens", l, st(0.5, now), 3, now, limits.Decision{
+			Result: res(false, 0, 250*time.Millisecond)}},
+		{"refill is capped at B", l, st(2, now-time.Hour.Microseconds()), 1, now, limits.Decision{
+			Result: res(true, 9, 100*time.Millisecond), State: st(9, now), Changed: true, ExpireAt: now + 100*ms}},
+		{"fractional tokens floor", l, st(2.5, now), 1, now, limits.Decision{
+			Result: res(true, 1, 850*time.Millisecond), State: st(1.5, now), Changed: true, ExpireAt: now + 850*ms}},
+		{"burst above N", burst, limits.State{}, 20, now, limits.Decision{
+			Result: res(true, 0, 2*time.Second), State: st(0, now), Changed: true, ExpireAt: now + 2*sec}},
+		{"burst refills to B, not N", burst, st(0, now-5*sec), 0, now, limits.Decision{
+			Result: res(true, 20, 0)}},
+		{"cost above N fits a burst", burst, st(15, now), 12, now, limits.Decision{
+			Result: res(true, 3, 1700*time.Millisecond), State: st(3, now), Changed: true, ExpireAt: now + 1700*ms}},
+		{"peek consumes nothing", l, st(3, now), 0, now, limits.Decision{
+			Result: res(true, 3, 700*time.Millisecond)}},
+		{"peek refused when cost 1 would be", l, st(0.5, now), 0, now, limits.Decision{
+			Result: res(false, 0, 50*time.Millisecond)}},
+		{"never fits: key untouched, reset until full", l, st(3, now), 11, now, limits.Decision{
+			Result: res(false, 3, 700*time.Millisecond)}},
+		{"never fits above burst", burst, limits.State{}, 21, now, limits.Decision{
+			Result: res(false, 20, 0)}},
+		{"refund", l, st(3, now), -4, now, limits.Decision{
+			Result: res(true, 7, 300*time.Millisecond), State: st(7, now), Changed: true, ExpireAt: now + 300*ms}},
+		{"refund never above B: key deleted", l, st(3, now), -100, now, limits.Decision{
+			Result: res(true, 10, 0), State: limits.State{Tokens: 10, Stamp: now}, Changed: true}},
+	})
+
+	t.Run("waits are exact in float64", func(t *testing.T) {
+		// 10 per ms, burst 13, holding 1.13: ceil((13 − 1.13) × 1000/10)
+		// is 1188, but 1.13 + 1187 × 10/1000 already rounds to 13.
+		fast := limits.Limit{Algorithm: limits.TokenBucket, Requests: 10, Period: time.Millisecond, Burst: 13}
+		// 3 per second: a refusal or a peek keeps the old state, so the
+		// wait counts from its stamp. Refilling 0 tokens over 1 s gives
+		// exactly 3; refilling the refilled 0.1251 over the remaining
+		// 958300 µs gives slightly less.
+		slow := limits.Limit{Algorithm: limits.TokenBucket, Requests: 3, Period: time.Second}
+		runDecideCases(t, []decideCase{
+			{"closed form one too many", fast, st(1.13, now), 0, now, limits.Decision{
+				Result: res(true, 1, us(1187))}},
+			{"never fits: wait from the kept stamp", slow, st(0, now), 4, now + 41_700, limits.Decision{
+				Result: res(false, 0, us(958_300))}},
+			{"refused: wait from the kept stamp", slow, st(0, now), 1, now + 41_700, limits.Decision{
+				Result: res(false, 0, us(333_334-41_700))}},
+			{"peek: wait from the kept stamp", slow, st(2, now), 0, now + 41_700, limits.Decision{
+				Result: res(true, 2, us(333_334-41_700))}},
+		})
+	})
+}
+
+// The property tests below drive Decide through a one-key store model with a
+// fake clock and a seeded random arrival sequence, and check the guarantees
+// of semantics.md on every decision. RLS_PROPERTY_ITERATIONS sets how many
+// sequences run (default small, so that go test stays fast); a failure names
+// the sequence's seed.
+
+func propertyIterations(t *testing.T) int {
+	t.Helper()
+	n := 40
+	if testing.Short() {
+		n = 5
+	}
+	if s := os.Getenv("RLS_PROPERTY_ITERATIONS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v <= 0 {
+			t.Fatalf("RLS_PROPERTY_ITERATIONS=%q: want a positive integer", s)
+		}
+		n = v
+	}
+	return n
+}
+
+// model is the store contract reduced to one key: a state is absent once
+// now >= ExpireAt, and written only when Changed.
+type model struct {
+	s   limits.State
+	exp int64
+}
+
+func (m *model) load(now int64) limits.State {
+	if !m.s.Live || now >= m.exp {
+		return limits.State{}
+	}
+	return m.s
+}
+
+func (m *model) decide(l limits.Limit, cost, now int64) limits.Decision {
+	d := limits.Decide(l, m.load(now), cost, now)
+	if d.Changed {
+		if !d.State.Live || d.ExpireAt <= now {
+			*m = model{}
+		} else {
+			m.s, m.exp = d.State, d.ExpireAt
+		}
+	}
+	return d
+}
+
+// event is one decided hit of a sequence, kept for the bound checks.
+type event struct {
+	now, cost int64
+	allowed   bool
+}
+
+func randomLimit(r *rand.Rand, a limits.Algorithm) limits.Limit {
+	periods := []time.Duration{
+		7 * time.Microsecond, 997 * time.Microsecond, time.Millisecond,
+		time.Second, 30 * time.Second, 5 * time.Minute, time.Hour,
+		time.Duration(1+r.IntN(2_000_000)) * time.Microsecond,
+	}
+	l := limits.Limit{
+		Algorithm: a,
+		Requests:  int64(1 + r.IntN(12)),
+		Period:    periods[r.IntN(len(periods))],
+	}
+	if r.IntN(8) == 0 {
+		l.Requests = int64(50 + r.IntN(500))
+	}
+	if a == limits.TokenBucket && r.IntN(2) == 0 {
+		l.Burst = int64(1 + r.IntN(int(3*l.Requests)))
+	}
+	return l
+}
+
+// nextGap picks the wait before the next hit: often nothing, often about one
+// refill interval, sometimes exactly the last Reset or 1 µs less (where the
+// edge cases are), sometimes a few periods.
+func nextGap(r *rand.Rand, l limits.Limit, last time.Duration) int64 {
+	t := l.PeriodMicros()
+	step := max(1, t/l.Requests)
+	switch k := r.IntN(20); {
+	case k < 5:
+		return 0
+	case k < 12:
+		return r.Int64N(2 * step)
+	case k < 15:
+		return last.Microseconds()
+	case k < 17:
+		return max(0, last.Microseconds()-1)
+	case k < 19:
+		return r.Int64N(t + 1)
+	default:
+		return r.Int64N(3*t + 1)
+	}
+}
+
+func randomCost(r *rand.Rand, l limits.Limit, refunds bool) int64 {
+	switch k := r.IntN(20); {
+	case k < 12:
+		return 1
+	case k < 14:
+		return 0
+	case k < 18:
+		return int64(2 + r.IntN(3))
+	case k < 19:
+		return l.Capacity() + int64(1+r.IntN(3)) // can never fit
+	default:
+		if refunds {
+			return -int64(1 + r.IntN(3))
+		}
+		return 1
+	}
+}
+
+// runSequence decides a random sequence and checks, on every decision, the
+// rules that hold for every algorithm. It returns the decided events for the
+// algorithm-specific bounds.
+func runSequence(t *testing.T, seed uint64, a limits.Algorithm, refunds bool) (limits.Limit, []event) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	l := randomLimit(r, a)
+	now := int64(base + r.Int64N(l.PeriodMicros()*3))
+	capacity := l.Capacity()
+	var m model
+	var last time.Duration
+	events := make([]event, 0, 400)
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("seed %d, %s, hit %d at %d: %s", seed, l, len(events), now, fmt.Sprintf(format, args...))
+	}
+	for range 400 {
+		now += nextGap(r, l, last)
+		cost := randomCost(r, l, refunds)
+
+		// The expiry instant of the stored state is exact: from then on the
+		// state decides like an absent key.
+		if m.s.Live && now >= m.exp {
+			for _, c := range []int64{0, 1, capacity} {
+				if got, want := limits.Decide(l, m.s, c, now).Result, limits.Decide(l, limits.State{}, c, now).Result; got != want {
+					fail("state %+v past its ExpireAt %d decides cost %d as %+v, absent key as %+v", m.s, m.exp, c, got, want)
+				}
+			}
+		}
+
+		before := m
+		d := m.decide(l, cost, now)
+		res := d.Result
+		last = res.Reset
+		events = append(events, event{now: now, cost: cost, allowed: res.Allowed})
+
+		if res.Remaining < 0 || res.Remaining > capacity {
+			fail("cost %d: remaining got %d, want within [0, %d]", cost, res.Remaining, capacity)
+		}
+		if res.Reset < 0 {
+			fail("cost %d: negative reset %s", cost, res.Reset)
+		}
+		if cost < 0 && !res.Allowed {
+			fail("refund %d refused", cost)
+		}
+		if cost > capacity && (res.Allowed || m != before) {
+			fail("cost %d above capacity %d: allowed %v, state %+v → %+v; want refused and untouched", cost, capacity, res.Allowed, before, m)
+		}
+		if !res.Allowed && m != before {
+			fail("refused cost %d changed the state %+v → %+v", cost, before, m)
+		}
+		if cost == 0 && m != before {
+			fail("peek changed the state %+v → %+v", before, m)
+		}
+		if cost == 0 {
+			// A peek answers as a hit of cost 1 would, consuming nothing.
+			one := limits.Decide(l, before.load(now), 1, now)
+			if one.Result.Allowed != res.Allowed {
+				fail("peek allowed %v, cost 1 allowed %v", res.Allowed, one.Result.Allowed)
+			}
+		}
+		// Remaining is exact: that many hits of cost 1 now are allowed, one
+		// more is not.
+		probe := m
+		for i := range res.Remaining {
+			if !probe.decide(l, 1, now).Result.Allowed {
+				fail("remaining %d, but hit %d of cost 1 right after is refused", res.Remaining, i+1)
+			}
+		}
+		if probe.decide(l, 1, now).Result.Allowed {
+			fail("remaining %d, but one more hit of cost 1 is allowed", res.Remaining)
+		}
+
+		reset := res.Reset.Microseconds()
+		if !res.Allowed && cost <= capacity {
+			// Waiting exactly Reset suffices, and no shorter wait does.
+			after := m
+			if !after.decide(l, cost, now+reset).Result.Allowed {
+				fail("refused cost %d with reset %s, still refused after waiting it", cost, res.Reset)
+			}
+			if reset > 0 {
+				early := m
+				if early.decide(l, cost, now+reset-1).Result.Allowed {
+					fail("refused cost %d with reset %s, but allowed 1us earlier", cost, res.Reset)
+				}
+			}
+		} else {
+			// Reset is the wait until remaining is back at its maximum.
+			after := m
+			if got := after.decide(l, 0, now+reset).Result.Remaining; got != capacity {
+				fail("cost %d: reset %s, remaining after waiting it got %d want %d", cost, res.Reset, got, capacity)
+			}
+			if reset > 0 {
+				early := m
+				if got := early.decide(l, 0, now+reset-1).Result.Remaining; got >= capacity {
+					fail("cost %d: reset %s, but remaining already %d 1us earlier", cost, res.Reset, got)
+				}
+			}
+		}
+	}
+	return l, events
+}
+
+func forEachSequence(t *testing.T, a limits.Algorithm, check func(t *testing.T, seed uint64, l limits.Limit, events []event)) {
+	t.Helper()
+	n := propertyIterations(t)
+	for i := range n {
+		seed := uint64(i)*2 + uint64(a)*1_000_003
+		// Half the sequences refund: every per-decision rule still holds,
+		// but refunds give quota back, so the bounds are checked only on the
+		// other half.
+		runSequence(t, seed+1, a, true)
+		l, events := runSequence(t, seed, a, false)
+		check(t, seed, l, events)
+	}
+}
+
+func TestPropertyFixedWindow(t *testing.T) {
+	forEachSequence(t, limits.FixedWindow, func(t *testing.T, seed uint64, l limits.Limit, events []event) {
+		// Never more than N per aligned window, and a hit is allowed exactly
+		// when it fits.
+		T := l.PeriodMicros()
+		used := map[int64]int64{}
+		for i, ev := range events {
+			w := ev.now / T
+			fits := ev.cost <= l.Requests && used[w]+max(ev.cost, 1) <= l.Requests
+			if ev.allowed != fits {
+				t.Fatalf("seed %d, %s, hit %d (cost %d, %d used in window): allowed got %v want %v", seed, l, i, ev.cost, used[w], ev.allowed, fits)
+			}
+			if ev.allowed && ev.cost > 0 {
+				used[w] += ev.cost
+			}
+			if used[w] > l.Requests {
+				t.Fatalf("seed %d, %s: window %d holds %d, want at most %d", seed, l, w, used[w], l.Requests)
+			}
+		}
+	})
+}
+
+func TestPropertySlidingWindow(t *testing.T) {
+	forEachSequence(t, limits.SlidingWindow, func(t *testing.T, seed uint64, l limits.Limit, events []event) {
+		// Each hit is allowed exactly when prev·(T−e)/T + cur + c ≤ N for
+		// the hits actually allowed, in exact integer arithmetic:
+		// prev·(T−e) + (cur+c)·T ≤ N·T.
+		T := l.PeriodMicros()
+		used := map[int64]int64{}
+		for i, ev := range events {
+			w, e := ev.now/T, ev.now%T
+			prev, cur := used[w-1], used[w]
+			need := max(ev.cost, 1)
+			fits := ev.cost <= l.Requests && prev*(T-e)+(cur+need)*T <= l.Requests*T
+			if ev.allowed != fits {
+				t.Fatalf("seed %d, %s, hit %d (cost %d, prev %d, cur %d, e %d): allowed got %v want %v", seed, l, i, ev.cost, prev, cur, e, ev.allowed, fits)
+			}
+			if ev.allowed && ev.cost > 0 {
+				used[w] += ev.cost
+			}
+		}
+	})
+}
+
+func TestPropertyTokenBucket(t *testing.T) {
+	forEachSequence(t, limits.TokenBucket, func(t *testing.T, seed uint64, l limits.Limit, events []event) {
+		// In any interval [t_i, t_j], the allowed cost is at most
+		// B + N/T·(t_j − t_i). Scaled by T, with S the prefix sums:
+		// T·(S_j − S_{i−1}) − N·(t_j − t_i) ≤ B·T. The tokens are float64, so
+		// the interval is granted one extra microsecond of refill for
+		// rounding.
+		T, N, B := l.PeriodMicros(), l.Requests, l.Capacity()
+		t0 := events[0].now
+		var sum int64               // S_{j}
+		minPrefix := int64(1 << 62) // min over i ≤ j of T·S_{i−1} − N·t_i
+		for j, ev := range events {
+			tj := ev.now - t0
+			minPrefix = min(minPrefix, T*sum-N*tj)
+			if ev.allowed && ev.cost > 0 {
+				sum += ev.cost
+			}
+			if over := T*sum - N*tj - minPrefix; over > B*T+N {
+				t.Fatalf("seed %d, %s: by hit %d, an interval allowed %d/T too much (B·T = %d)", seed, l, j, over-B*T, B*T)
+			}
+		}
+	})
+}

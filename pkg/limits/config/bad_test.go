@@ -1,0 +1,166 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// badConfigs maps every file (or directory) under testdata/bad to the exact
+// error Load returns for it.
+var badConfigs = map[string]string{
+	// Unknown fields.
+	"unknown_field_root.yaml":       "testdata/bad/unknown_field_root.yaml:2: descriptor: unknown field at the top level, did you mean descriptors?",
+	"unknown_field_descriptor.yaml": "testdata/bad/unknown_field_descriptor.yaml:4: rate_limti: unknown field in a descriptor, did you mean rate_limit?",
+	"unknown_field_rate_limit.yaml": "testdata/bad/unknown_field_rate_limit.yaml:6: requests_per_unti: unknown field in a rate limit, did you mean requests_per_unit?",
+	"unknown_field_misplaced.yaml":  "testdata/bad/unknown_field_misplaced.yaml:4: unit: unknown field in a descriptor (it belongs in rate_limit)",
+	"unknown_field_replaces.yaml":   "testdata/bad/unknown_field_replaces.yaml:8: nmae: unknown field in a replaces entry, did you mean name?",
+
+	// Duplicates.
+	"duplicate_domain":            "testdata/bad/duplicate_domain/b.yml:2: api: duplicate domain, first in testdata/bad/duplicate_domain/a.yaml:1",
+	"duplicate_descriptor.yaml":   "testdata/bad/duplicate_descriptor.yaml:11: api.path_/users.method_GET: duplicate descriptor, first at line 6",
+	"duplicate_field.yaml":        "testdata/bad/duplicate_field.yaml:7: unit: duplicate field, first at line 5",
+	"duplicate_metadata_key.yaml": "testdata/bad/duplicate_metadata_key.yaml:6: team: duplicate field, first at line 5",
+
+	// Missing or empty.
+	"no_domain.yaml":    "testdata/bad/no_domain.yaml:1: no domain",
+	"empty_domain.yaml": "testdata/bad/empty_domain.yaml:1: domain: empty",
+	"empty_file.yaml":   "testdata/bad/empty_file.yaml: no domain (the file is empty)",
+	"empty_dir":         "testdata/bad/empty_dir: no limits files (*.yaml or *.yml) in the directory",
+	"no_key.yaml":       "testdata/bad/no_key.yaml:3: descriptor has no key",
+	"empty_key.yaml":    "testdata/bad/empty_key.yaml:3: key: empty",
+	"no_unit.yaml":      "testdata/bad/no_unit.yaml:5: rate_limit: has no unit",
+	"no_requests.yaml":  "testdata/bad/no_requests.yaml:5: rate_limit: has no requests_per_unit",
+
+	// Values.
+	"bad_unit.yaml":                   "testdata/bad/bad_unit.yaml:5: unit: want second, minute, hour, day, week, month or year, got \"fortnight\"",
+	"unknown_algorithm.yaml":          "testdata/bad/unknown_algorithm.yaml:5: algorithm: want sliding_window, fixed_window, token_bucket, sliding_log or leaky_bucket, got \"gcra\"",
+	"unknown_failure_mode.yaml":       "testdata/bad/unknown_failure_mode.yaml:7: failure_mode: want allow, deny, local or error, got \"ignore\"",
+	"requests_zero.yaml":              "testdata/bad/requests_zero.yaml:6: requests_per_unit: must be at least 1, got 0",
+	"requests_negative.yaml":          "testdata/bad/requests_negative.yaml:6: requests_per_unit: must be at least 1, got -5",
+	"requests_not_int.yaml":           "testdata/bad/requests_not_int.yaml:6: requests_per_unit: want an integer, got \"ten\"",
+	"requests_quoted.yaml":            "testdata/bad/requests_quoted.yaml:6: requests_per_unit: want an integer, got \"10\"",
+	"requests_float.yaml":             "testdata/bad/requests_float.yaml:6: requests_per_unit: want an integer, got 10.5",
+	"requests_too_many.yaml":          "testdata/bad/requests_too_many.yaml:6: requests_per_unit: must be at most 4294967296, got 4294967297",
+	"requests_out_of_range.yaml":      "testdata/bad/requests_out_of_range.yaml:6: requests_per_unit: 99999999999999999999 is out of range",
+	"unit_multiplier_zero.yaml":       "testdata/bad/unit_multiplier_zero.yaml:6: unit_multiplier: must be at least 1, got 0",
+	"period_too_long.yaml":            "testdata/bad/period_too_long.yaml:6: unit_multiplier: 101 years is longer than the maximum period of 100 years",
+	"burst_on_window.yaml":            "testdata/bad/burst_on_window.yaml:7: burst: sliding_window takes no burst (only token_bucket and leaky_bucket do)",
+	"burst_zero_token_bucket.yaml":    "testdata/bad/burst_zero_token_bucket.yaml:8: burst: must be at least 1 for a token_bucket, got 0",
+	"burst_negative.yaml":             "testdata/bad/burst_negative.yaml:8: burst: must be at least 0, got -1",
+	"bool_quoted.yaml":                "testdata/bad/bool_quoted.yaml:4: shadow_mode: want true or false, got \"true\"",
+	"bool_word.yaml":                  "testdata/bad/bool_word.yaml:4: detailed_metric: want true or false, got \"maybe\"",
+	"replaces_empty_name.yaml":        "testdata/bad/replaces_empty_name.yaml:8: replaces: entry without a name",
+	"replaces_itself.yaml":            "testdata/bad/replaces_itself.yaml:10: replaces: cannot replace the limit's own name \"users\"",
+	"unlimited_with_unit.yaml":        "testdata/bad/unlimited_with_unit.yaml:6: unit: unlimited with a unit",
+	"unlimited_with_requests.yaml":    "testdata/bad/unlimited_with_requests.yaml:6: requests_per_unit: unlimited with requests_per_unit",
+	"unlimited_with_algorithm.yaml":   "testdata/bad/unlimited_with_algorithm.yaml:5: algorithm: unlimited with an algorithm",
+	"rate_limit_and_rate_limits.yaml": "testdata/bad/rate_limit_and_rate_limits.yaml:5: rate_limits: cannot be used together with rate_limit (line 4)",
+	"rate_limits_empty.yaml":          "testdata/bad/rate_limits_empty.yaml:4: rate_limits: empty list",
+	// A bad body inside rate_limits is found before rate_limits is refused.
+	"rate_limits_bad_body.yaml": "testdata/bad/rate_limits_bad_body.yaml:8: requests_per_unit: want an integer, got \"lots\"",
+
+	// Wrong kinds of node.
+	"kind_root.yaml":            "testdata/bad/kind_root.yaml:1: want a mapping with domain and descriptors, got a list",
+	"kind_descriptors.yaml":     "testdata/bad/kind_descriptors.yaml:2: descriptors: want a list of descriptors, got \"x\"",
+	"kind_descriptor_item.yaml": "testdata/bad/kind_descriptor_item.yaml:3: descriptors: want a descriptor (a mapping with a key), got \"user\"",
+	"kind_rate_limit.yaml":      "testdata/bad/kind_rate_limit.yaml:4: rate_limit: want a mapping with requests_per_unit and unit, got 10",
+	"metadata_not_scalar.yaml":  "testdata/bad/metadata_not_scalar.yaml:5: teams: want a string, got a list",
+	"merge_not_mapping.yaml":    "testdata/bad/merge_not_mapping.yaml:5: <<: want a mapping or a list of mappings to merge, got 5",
+
+	// Not supported yet.
+	"algorithm_sliding_log.yaml":  "testdata/bad/algorithm_sliding_log.yaml:5: algorithm: sliding_log is not supported yet (planned in issue #3)",
+	"algorithm_leaky_bucket.yaml": "testdata/bad/algorithm_leaky_bucket.yaml:5: algorithm: leaky_bucket is not supported yet (planned in issue #3)",
+	"failure_mode_local.yaml":     "testdata/bad/failure_mode_local.yaml:7: failure_mode: local is not supported yet (planned in issue #4)",
+	"failure_mode_error.yaml":     "testdata/bad/failure_mode_error.yaml:7: failure_mode: error is not supported yet (planned in issue #4)",
+	"count_refused.yaml":          "testdata/bad/count_refused.yaml:8: count_refused: not supported yet (planned in issue #3)",
+	"rate_limits.yaml":            "testdata/bad/rate_limits.yaml:4: rate_limits: not supported yet (planned in issue #3); use rate_limit",
+
+	// YAML.
+	"two_documents.yaml":            "testdata/bad/two_documents.yaml:3: a second YAML document (the first is at line 1); a file holds one domain",
+	"alias_cycle.yaml":              "testdata/bad/alias_cycle.yaml:2: aliases expand too far (an alias cycle, or too many aliases)",
+	"syntax_first_line.yaml":        "testdata/bad/syntax_first_line.yaml:1: invalid YAML: mapping values are not allowed in this context",
+	"syntax_mapping_values.yaml":    "testdata/bad/syntax_mapping_values.yaml:4: invalid YAML: mapping values are not allowed in this context",
+	"syntax_indentation.yaml":       "testdata/bad/syntax_indentation.yaml:6: invalid YAML: did not find expected key",
+	"syntax_expected_key.yaml":      "testdata/bad/syntax_expected_key.yaml:3: invalid YAML: did not find expected key",
+	"syntax_unclosed_flow.yaml":     "testdata/bad/syntax_unclosed_flow.yaml:4: invalid YAML: did not find expected ',' or '}'",
+	"syntax_unclosed_quote.yaml":    "testdata/bad/syntax_unclosed_quote.yaml:3: invalid YAML: found unexpected end of stream",
+	"syntax_tab.yaml":               "testdata/bad/syntax_tab.yaml:4: invalid YAML: found a tab character that violates indentation",
+	"syntax_unknown_anchor.yaml":    "testdata/bad/syntax_unknown_anchor.yaml:4: invalid YAML: unknown anchor 'limit' referenced",
+	"syntax_control_character.yaml": "testdata/bad/syntax_control_character.yaml:3: invalid YAML: control characters are not allowed",
+}
+
+func TestLoadBad(t *testing.T) {
+	entries, err := os.ReadDir("testdata/bad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		name := e.Name()
+		seen[name] = true
+		t.Run(name, func(t *testing.T) {
+			want, ok := badConfigs[name]
+			if !ok {
+				t.Fatalf("testdata/bad/%s has no expected error in badConfigs", name)
+			}
+			_, err := Load(filepath.Join("testdata/bad", name))
+			checkError(t, "Load", err, want)
+		})
+	}
+	for name := range badConfigs {
+		if !seen[name] {
+			t.Errorf("badConfigs[%q]: no such fixture in testdata/bad", name)
+		}
+	}
+}
+
+// Parse reports the errors Load does, with the file name it is given.
+func TestParseBad(t *testing.T) {
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{"empty", "", "x.yaml: no domain (the file is empty)"},
+		{"only a document marker", "---\n", "x.yaml: no domain (the file is empty)"},
+		{"null", "~\n", "x.yaml: no domain (the file is empty)"},
+		{"scalar root", "api\n", `x.yaml:1: want a mapping with domain and descriptors, got "api"`},
+		{"domain a list", "domain: [a]\n", "x.yaml:1: domain: want a string, got a list"},
+		{"key a mapping", "domain: a\ndescriptors:\n  - key: {a: b}\n", "x.yaml:3: key: want a string, got a mapping"},
+		{"non-scalar field name", "domain: a\n[x]: y\n", "x.yaml:2: want a field name, got a list"},
+		{"replaces not a list", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, replaces: x}\n", `x.yaml:4: replaces: want a list of {name: …}, got "x"`},
+		{"replaces of strings", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, replaces: [x]}\n", `x.yaml:4: replaces: want {name: …}, got "x"`},
+		{"unlimited with burst", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, burst: 1}\n", "x.yaml:4: burst: unlimited with a burst"},
+		{"unlimited with failure mode", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, failure_mode: deny}\n", "x.yaml:4: failure_mode: unlimited with a failure_mode"},
+		{"unlimited not a bool", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: 1}\n", "x.yaml:4: unlimited: want true or false, got 1"},
+		{"rate_limit null", "domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n", "x.yaml:4: rate_limit: want a mapping with requests_per_unit and unit, got null"},
+		{"rate_limits not a list", "domain: a\ndescriptors:\n  - key: k\n    rate_limits: {unit: second}\n", "x.yaml:4: rate_limits: want a list of rate limits, got a mapping"},
+		{"metadata a list", "domain: a\ndescriptors:\n  - key: k\n    metadata: [a]\n", "x.yaml:4: metadata: want a mapping, got a list"},
+		{"burst on fixed window", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {algorithm: fixed_window, unit: second, requests_per_unit: 1, burst: 2}\n", "x.yaml:4: burst: fixed_window takes no burst (only token_bucket and leaky_bucket do)"},
+		{"burst too big", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {algorithm: token_bucket, unit: second, requests_per_unit: 1, burst: 4294967297}\n", "x.yaml:4: burst: must be at most 4294967296, got 4294967297"},
+		{"typo at the root", "domian: a\n", "x.yaml:1: domian: unknown field at the top level, did you mean domain?"},
+		{"descriptor field at the root", "domain: a\nkey: b\n", "x.yaml:2: key: unknown field at the top level (it belongs in a descriptor)"},
+		{"duplicate wildcard", "domain: a\ndescriptors:\n  - {key: k, value: 'a*'}\n  - {key: k, value: 'a*'}\n", "x.yaml:4: a.k_a*: duplicate descriptor, first at line 3"},
+		{"merge list of scalars", "domain: a\n<<: [x]\n", `x.yaml:2: <<: want a mapping or a list of mappings to merge, got "x"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("x.yaml", []byte(tc.data))
+			checkError(t, "Parse", err, tc.want)
+		})
+	}
+}
+
+// checkError checks that err, returned by call, is an *Error that reads
+// want.
+func checkError(t *testing.T, call string, err error, want string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: got no error, want %q", call, want)
+	}
+	if got := err.Error(); got != want {
+		t.Errorf("%s:\ngot  %s\nwant %s", call, got, want)
+	}
+	if _, ok := errors.AsType[*Error](err); !ok {
+		t.Errorf("%s: got error of type %T, want *Error", call, err)
+	}
+}

@@ -1,0 +1,93 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// level is a kind of mapping of the limits file with its known fields.
+type level struct {
+	// where completes "unknown field ..." ("in a descriptor").
+	where  string
+	fields []string
+}
+
+var (
+	rootLevel = &level{"at the top level", []string{"domain", "descriptors"}}
+
+	descriptorLevel = &level{"in a descriptor", []string{
+		"key", "value", "rate_limit", "rate_limits", "descriptors",
+		"shadow_mode", "quota_mode", "detailed_metric", "value_to_metric",
+		"share_threshold", "metadata",
+	}}
+
+	ruleLevel = &level{"in a rate limit", []string{
+		"requests_per_unit", "unit", "unlimited", "name", "replaces",
+		"algorithm", "burst", "unit_multiplier", "failure_mode",
+		"count_refused",
+	}}
+
+	replacesLevel = &level{"in a replaces entry", []string{"name"}}
+)
+
+// home says where a field that is unknown at one level belongs instead, for
+// the mistake of an indentation off by one.
+var home = []struct {
+	l    *level
+	says string
+}{
+	{descriptorLevel, "it belongs in a descriptor"},
+	{ruleLevel, "it belongs in rate_limit"},
+}
+
+func (l *level) known(name string) bool {
+	for _, f := range l.fields {
+		if f == name {
+			return true
+		}
+	}
+	return false
+}
+
+// unknown is the message for field name, unknown at level l: a field of
+// another level gets where it belongs, a typo gets the nearest known field
+// within two edits.
+func (l *level) unknown(name string) string {
+	msg := "unknown field " + l.where
+	for _, h := range home {
+		if h.l != l && h.l.known(name) {
+			return fmt.Sprintf("%s (%s)", msg, h.says)
+		}
+	}
+	best, dist := "", 3
+	for _, f := range l.fields {
+		if d := editDistance(strings.ToLower(name), f); d < dist {
+			best, dist = f, d
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf("%s, did you mean %s?", msg, best)
+	}
+	return msg
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

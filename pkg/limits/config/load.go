@@ -1,0 +1,134 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Load reads the limits files at path into a Config. path is one file, or a
+// directory whose *.yaml and *.yml files are all read, in name order. The
+// directory is not searched recursively, and names starting with a dot are
+// skipped: a Kubernetes ConfigMap volume holds every file twice, once
+// through the top-level symlink and once inside the ..data directory it
+// points into, and ..data and its timestamped targets start with dots.
+// Symlinks to files are followed.
+//
+// Each file holds one domain; a domain defined in two files is an error
+// naming both, and so is a directory without limits files. Every error is an
+// *Error.
+func Load(path string) (*Config, error) {
+	files, err := limitsFiles(path)
+	if err != nil {
+		return nil, err
+	}
+	c := &Config{Domains: make(map[string]*Domain, len(files))}
+	lines := make(map[string]int, len(files))
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fileError(file, err)
+		}
+		d, line, err := parse(file, data)
+		if err != nil {
+			return nil, err
+		}
+		if first, dup := c.Domains[d.Name]; dup {
+			return nil, &Error{File: file, Line: line, Word: d.Name,
+				Msg: fmt.Sprintf("duplicate domain, first in %s:%d", first.File, lines[d.Name])}
+		}
+		c.Domains[d.Name] = d
+		lines[d.Name] = line
+	}
+	return c, nil
+}
+
+// limitsFiles lists the files Load reads for path.
+func limitsFiles(path string) ([]string, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, fileError(path, err)
+	}
+	if !info.IsDir() {
+		return []string{path}, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, fileError(path, err)
+	}
+	var files []string
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
+			continue
+		}
+		file := filepath.Join(path, name)
+		info, err := os.Stat(file) // follows symlinks
+		if err != nil {
+			return nil, fileError(file, err)
+		}
+		if info.Mode().IsRegular() {
+			files = append(files, file)
+		}
+	}
+	if len(files) == 0 {
+		return nil, &Error{File: path, Msg: "no limits files (*.yaml or *.yml) in the directory"}
+	}
+	return files, nil
+}
+
+// Parse reads the contents of one limits file; file names it in errors and
+// in Domain.File. Every error is an *Error.
+//
+// The file is one YAML document holding one domain; empty (or null)
+// documents around it, such as after a trailing ---, are ignored. The
+// model is checked in full: unknown fields, duplicates, values of the wrong
+// kind and limits this build cannot enforce yet are errors, never silently
+// dropped limits.
+//
+// In the model, a rule that is not unlimited has a Limit that passes
+// limits.Limit.Validate, with Period = unit × unit_multiplier (1 unless
+// given) and, for a token bucket without a burst, Burst = requests_per_unit.
+// An unlimited rule has a zero Limit, Unit and UnitMultiplier. Descriptors
+// keep file order, since wildcards are tried in that order.
+func Parse(file string, data []byte) (*Domain, error) {
+	d, _, err := parse(file, data)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// parse is Parse, also returning the line of the domain field.
+func parse(file string, data []byte) (*Domain, int, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc *yaml.Node
+	for {
+		n := new(yaml.Node)
+		err := dec.Decode(n)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, 0, syntaxError(file, data, err)
+		}
+		if len(n.Content) == 0 || isNull(n.Content[0]) {
+			continue
+		}
+		if doc != nil {
+			return nil, 0, &Error{File: file, Line: n.Line, Msg: fmt.Sprintf("a second YAML document (the first is at line %d); a file holds one domain", doc.Line)}
+		}
+		doc = n
+	}
+	if doc == nil {
+		return nil, 0, &Error{File: file, Msg: "no domain (the file is empty)"}
+	}
+	p := &parser{file: file, budget: 10*len(data) + 1000}
+	return p.domain(doc.Content[0])
+}

@@ -1,0 +1,349 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+)
+
+const day = 24 * time.Hour
+
+// An envoyproxy/ratelimit file loads unchanged and means what it means
+// there; only the default algorithm differs.
+func TestLoadEnvoyFile(t *testing.T) {
+	c, err := Load("testdata/good/envoy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Domain{Name: "edge_proxy", File: "testdata/good/envoy.yaml", Descriptors: []*Descriptor{
+		{Key: "remote_address", Line: 6, Rules: []*Rule{{
+			Limit: limits.Limit{Algorithm: limits.SlidingWindow, Requests: 10, Period: time.Second},
+			Unit:  Second, UnitMultiplier: 1, Line: 8,
+		}}},
+		{Key: "remote_address", Value: "50.0.0.5", Line: 12, Rules: []*Rule{{Unlimited: true, Line: 15}}},
+		{Key: "to_cluster", Value: "mongo_cluster", Line: 18, Descriptors: []*Descriptor{
+			{Key: "from_cluster", Value: "*", DetailedMetric: true, Line: 21, Rules: []*Rule{{
+				Limit: limits.Limit{Requests: 100, Period: time.Minute},
+				Unit:  Minute, UnitMultiplier: 1, Line: 25,
+			}}},
+		}},
+		{Key: "path", Value: "/api/*", ValueToMetric: true, ShareThreshold: true, Line: 29, Rules: []*Rule{{
+			Name:  "api",
+			Limit: limits.Limit{Requests: 600, Period: time.Minute},
+			Unit:  Minute, UnitMultiplier: 1, Line: 34,
+		}}},
+		{Key: "path", Value: "/api/admin/*", Line: 37, Rules: []*Rule{{
+			Name:  "admin",
+			Limit: limits.Limit{Requests: 60, Period: time.Minute},
+			Unit:  Minute, UnitMultiplier: 1,
+			Replaces: []string{"api"},
+			Line:     40,
+		}}},
+		{Key: "client_id", Value: "foo", ShadowMode: true, Line: 47, Rules: []*Rule{{
+			Limit: limits.Limit{Requests: 1000, Period: time.Hour},
+			Unit:  Hour, UnitMultiplier: 1, Line: 52,
+		}}},
+		{Key: "source_cluster", Value: "proxy", Line: 55, Descriptors: []*Descriptor{
+			{Key: "destination_cluster", Value: "bar", Line: 58, Descriptors: []*Descriptor{
+				{Key: "remote_address", Line: 61, Rules: []*Rule{{
+					Limit: limits.Limit{Requests: 5, Period: day},
+					Unit:  Day, UnitMultiplier: 1, Line: 62,
+				}}},
+				{Key: "user", Line: 63},
+			}},
+		}},
+	}}
+	if len(c.Domains) != 1 {
+		t.Errorf("Load: got %d domains, want 1", len(c.Domains))
+	}
+	checkModel(t, "edge_proxy", c.Domains["edge_proxy"], want)
+}
+
+// Every envoy-rls addition: algorithms, burst, unit_multiplier,
+// failure_mode, count_refused, metadata, wildcards anywhere.
+func TestLoadAdditions(t *testing.T) {
+	d := parseFile(t, "testdata/good/additions.yaml")
+	want := &Domain{Name: "rls", File: "testdata/good/additions.yaml", Descriptors: []*Descriptor{
+		{Key: "user", Line: 4, Rules: []*Rule{{
+			Limit: limits.Limit{Algorithm: limits.FixedWindow, Requests: 300, Period: 5 * time.Minute},
+			Unit:  Minute, UnitMultiplier: 5,
+			FailureMode: FailDeny,
+			Line:        6,
+		}}},
+		{Key: "user", Value: "vip", Line: 13, Rules: []*Rule{{
+			Name:  "vip",
+			Limit: limits.Limit{Algorithm: limits.TokenBucket, Requests: 10, Period: time.Second, Burst: 50},
+			Unit:  Second, UnitMultiplier: 1,
+			FailureMode: FailAllow,
+			Line:        16,
+		}}},
+		{
+			Key: "api_key", Value: "*-test", QuotaMode: true, Line: 25,
+			Metadata: map[string]string{"team": "payments", "tier": "2", "owner": ""},
+			Rules: []*Rule{{
+				Limit: limits.Limit{Algorithm: limits.TokenBucket, Requests: 60, Period: time.Hour, Burst: 60},
+				Unit:  Hour, UnitMultiplier: 1, Line: 33,
+			}},
+		},
+		{Key: "tenant", Value: "a*b*", Line: 37, Descriptors: []*Descriptor{
+			{Key: "plan", Value: "free", Line: 40, Rules: []*Rule{{
+				Limit: limits.Limit{Algorithm: limits.SlidingWindow, Requests: 1000000, Period: 30 * day},
+				Unit:  Day, UnitMultiplier: 30, Line: 43,
+			}}},
+		}},
+	}}
+	checkModel(t, "rls", d, want)
+}
+
+// YAML features envoyproxy/ratelimit's YAML library accepts read the same.
+func TestLoadCompat(t *testing.T) {
+	d := parseFile(t, "testdata/good/compat.yaml")
+	month := limits.Limit{Requests: 1000, Period: 30 * day}
+	want := &Domain{Name: "compat", File: "testdata/good/compat.yaml", Descriptors: []*Descriptor{
+		{Key: "status", Value: "429", ShadowMode: true, Line: 7, Rules: []*Rule{{
+			Limit: month, Unit: Month, UnitMultiplier: 1, Line: 10, // the anchor starts the mapping
+		}}},
+		{Key: "status", Value: "1.50", Line: 13, Rules: []*Rule{{
+			Limit: limits.Limit{Requests: 10, Period: 30 * day}, Unit: Month, UnitMultiplier: 1, Line: 17,
+		}}},
+		{Key: "yearly", Line: 19, Rules: []*Rule{{
+			Limit: limits.Limit{Requests: 1, Period: 365 * day}, Unit: Year, UnitMultiplier: 1, Line: 21,
+		}}},
+		{Key: "leaf", Line: 22},
+	}}
+	checkModel(t, "compat", d, want)
+}
+
+// A directory laid out as a Kubernetes ConfigMap volume: the files are
+// symlinks into ..data, itself a symlink to a timestamped directory. Dot
+// names, subdirectories and other extensions are skipped; each would
+// duplicate a domain if it were read.
+func TestLoadDirectory(t *testing.T) {
+	c, err := Load("testdata/good/dir")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]*Domain{
+		"api": {Name: "api", File: "testdata/good/dir/api.yaml", Descriptors: []*Descriptor{
+			{Key: "path", Line: 5, Rules: []*Rule{{
+				Limit: limits.Limit{Requests: 100, Period: time.Second},
+				Unit:  Second, UnitMultiplier: 1, Line: 7,
+			}}},
+		}},
+		"web": {Name: "web", File: "testdata/good/dir/web.yml", Descriptors: []*Descriptor{
+			{Key: "remote_address", Line: 3, Rules: []*Rule{{
+				Limit: limits.Limit{Requests: 60, Period: time.Minute},
+				Unit:  Minute, UnitMultiplier: 1, Line: 5,
+			}}},
+		}},
+	}
+	checkModel(t, "Domains", c.Domains, want)
+}
+
+func TestLoadFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Symlink("missing.yaml", filepath.Join(dir, "broken.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path, want string
+	}{
+		{filepath.Join(dir, "nothing-here"), filepath.Join(dir, "nothing-here") + ": stat: no such file or directory"},
+		{dir, filepath.Join(dir, "broken.yaml") + ": stat: no such file or directory"},
+	} {
+		_, err := Load(tc.path)
+		checkError(t, "Load("+tc.path+")", err, tc.want)
+		if !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("Load(%s): got errors.Is(err, fs.ErrNotExist) false, want true", tc.path)
+		}
+	}
+}
+
+// Aliases that expand exponentially (here through merge keys, each
+// merging the previous mapping four times) stop early with an error.
+func TestParseAliasBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("domain: a\ndescriptors:\n  - key: k0\n    metadata: &l0 {a: b}\n")
+	for i := 1; i < 30; i++ {
+		fmt.Fprintf(&b, "  - key: k%d\n    metadata: &l%d {<<: [*l%d, *l%d, *l%d, *l%d]}\n", i, i, i-1, i-1, i-1, i-1)
+	}
+	start := time.Now()
+	_, err := Parse("bomb.yaml", []byte(b.String()))
+	e, ok := errors.AsType[*Error](err)
+	if !ok || !strings.Contains(e.Msg, "aliases expand too far") {
+		t.Fatalf("Parse: got %v, want aliases expand too far", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Parse: took %s, want well under a second", d)
+	}
+}
+
+func TestLines(t *testing.T) {
+	c, err := Load("testdata/good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.Lines()
+	want := []string{
+		"compat.status_1.50: sliding_window 10/720h0m0s shadow_mode=false",
+		"compat.status_429: sliding_window 1000/720h0m0s shadow_mode=true",
+		"compat.yearly: sliding_window 1/8760h0m0s shadow_mode=false",
+		"edge_proxy.client_id_foo: sliding_window 1000/1h0m0s shadow_mode=true",
+		"edge_proxy.path_/api/*: sliding_window 600/1m0s name=api shadow_mode=false",
+		"edge_proxy.path_/api/admin/*: sliding_window 60/1m0s name=admin shadow_mode=false replaces=api",
+		"edge_proxy.remote_address: sliding_window 10/1s shadow_mode=false",
+		"edge_proxy.remote_address_50.0.0.5: unlimited shadow_mode=false",
+		"edge_proxy.source_cluster_proxy.destination_cluster_bar.remote_address: sliding_window 5/24h0m0s shadow_mode=false",
+		"edge_proxy.to_cluster_mongo_cluster.from_cluster_*: sliding_window 100/1m0s shadow_mode=false",
+		"rls.api_key_*-test: token_bucket 60/1h0m0s burst=60 shadow_mode=false quota_mode=true",
+		"rls.tenant_a*b*.plan_free: sliding_window 1000000/720h0m0s shadow_mode=false",
+		"rls.user: fixed_window 300/5m0s shadow_mode=false failure_mode=deny",
+		"rls.user_vip: token_bucket 10/1s burst=50 name=vip shadow_mode=false failure_mode=allow",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Lines:\ngot  %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
+	}
+	if got := (*Config)(nil).Lines(); got != nil {
+		t.Errorf("nil Config: got %q, want nil", got)
+	}
+}
+
+func TestErrorFormat(t *testing.T) {
+	for _, tc := range []struct {
+		e    Error
+		want string
+	}{
+		{Error{File: "a.yaml", Line: 3, Word: "unit", Msg: "bad"}, "a.yaml:3: unit: bad"},
+		{Error{File: "a.yaml", Line: 3, Msg: "bad"}, "a.yaml:3: bad"},
+		{Error{File: "a.yaml", Word: "api", Msg: "bad"}, "a.yaml: api: bad"},
+		{Error{File: "dir", Msg: "bad"}, "dir: bad"},
+	} {
+		if got := tc.e.Error(); got != tc.want {
+			t.Errorf("%+v: got %q, want %q", tc.e, got, tc.want)
+		}
+	}
+}
+
+func TestUnknownFieldMessage(t *testing.T) {
+	for _, tc := range []struct {
+		l          *level
+		name, want string
+	}{
+		{rootLevel, "Domain", "unknown field at the top level, did you mean domain?"},
+		{rootLevel, "rate_limit", "unknown field at the top level (it belongs in a descriptor)"},
+		{descriptorLevel, "vaule", "unknown field in a descriptor, did you mean value?"},
+		{descriptorLevel, "ratelimit", "unknown field in a descriptor, did you mean rate_limit?"},
+		{descriptorLevel, "burst", "unknown field in a descriptor (it belongs in rate_limit)"},
+		{descriptorLevel, "limit", "unknown field in a descriptor"},
+		{ruleLevel, "descriptors", "unknown field in a rate limit (it belongs in a descriptor)"},
+		{ruleLevel, "unit_multiplyer", "unknown field in a rate limit, did you mean unit_multiplier?"},
+		{replacesLevel, "names", "unknown field in a replaces entry, did you mean name?"},
+	} {
+		if got := tc.l.unknown(tc.name); got != tc.want {
+			t.Errorf("%s %s: got %q, want %q", tc.l.where, tc.name, got, tc.want)
+		}
+	}
+}
+
+func parseFile(t *testing.T, file string) *Domain {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Parse(file, data)
+	if err != nil {
+		t.Fatalf("Parse: got %v, want no error", err)
+	}
+	return d
+}
+
+// checkModel compares got and want field by field and reports each
+// difference by its path, such as edge_proxy.Descriptors[2].Rules[0].Line.
+func checkModel(t *testing.T, name string, got, want any) {
+	t.Helper()
+	for _, d := range diff(name, reflect.ValueOf(got), reflect.ValueOf(want)) {
+		t.Error(d)
+	}
+}
+
+func diff(path string, got, want reflect.Value) []string {
+	switch got.Kind() {
+	case reflect.Pointer:
+		if got.IsNil() || want.IsNil() {
+			if got.IsNil() != want.IsNil() {
+				return []string{fmt.Sprintf("%s: got %v, want %v", path, got, want)}
+			}
+			return nil
+		}
+		return diff(path, got.Elem(), want.Elem())
+	case reflect.Struct:
+		var out []string
+		for i := range got.NumField() {
+			if f := got.Type().Field(i); f.IsExported() {
+				out = append(out, diff(path+"."+f.Name, got.Field(i), want.Field(i))...)
+			}
+		}
+		return out
+	case reflect.Slice:
+		var out []string
+		if got.Len() != want.Len() {
+			out = append(out, fmt.Sprintf("%s: got %d elements, want %d", path, got.Len(), want.Len()))
+		}
+		for i := range min(got.Len(), want.Len()) {
+			out = append(out, diff(fmt.Sprintf("%s[%d]", path, i), got.Index(i), want.Index(i))...)
+		}
+		return out
+	case reflect.Map:
+		var out []string
+		for _, k := range want.MapKeys() {
+			if !got.MapIndex(k).IsValid() {
+				out = append(out, fmt.Sprintf("%s[%q]: got nothing, want %v", path, k, want.MapIndex(k)))
+			}
+		}
+		for _, k := range got.MapKeys() {
+			w := want.MapIndex(k)
+			if !w.IsValid() {
+				out = append(out, fmt.Sprintf("%s[%q]: got %v, want nothing", path, k, got.MapIndex(k)))
+				continue
+			}
+			out = append(out, diff(fmt.Sprintf("%s[%q]", path, k), got.MapIndex(k), w)...)
+		}
+		return out
+	}
+	if !reflect.DeepEqual(got.Interface(), want.Interface()) {
+		return []string{fmt.Sprintf("%s: got %#v, want %#v", path, got.Interface(), want.Interface())}
+	}
+	return nil
+}
+
+func TestLineAt(t *testing.T) {
+	data := []byte("a\nb\r\nc\rd\u0085e\u2028f")
+	for _, tc := range []struct{ off, want int }{
+		{0, 1}, {1, 1}, {2, 2}, {4, 2}, {5, 3}, {6, 3}, {7, 4}, {8, 4}, {10, 5}, {13, 5}, {14, 6}, {len(data) - 1, 6},
+	} {
+		if got := lineAt(data, tc.off); got != tc.want {
+			t.Errorf("lineAt(%q, %d): got %d, want %d", data, tc.off, got, tc.want)
+		}
+	}
+	if got, want := lineCount(data), 6; got != want {
+		t.Errorf("lineCount: got %d, want %d", got, want)
+	}
+	for _, tc := range []struct {
+		data string
+		want int
+	}{{"", 1}, {"a", 1}, {"a\n", 1}, {"a\nb", 2}, {"a\n\n", 2}, {"\r0", 2}} {
+		if got := lineCount([]byte(tc.data)); got != tc.want {
+			t.Errorf("lineCount(%q): got %d, want %d", tc.data, got, tc.want)
+		}
+	}
+}

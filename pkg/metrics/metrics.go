@@ -1,0 +1,156 @@
+// Package metrics holds the service's Prometheus collectors. Every label set
+// is bounded by the loaded config, never by request values: a domain that is
+// not configured is counted as "unknown" and a rule by its name or config
+// path, so that no client can create series at will.
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Outcomes of one descriptor's decision, the values of the outcome label.
+const (
+	OutcomeOK          = "ok"
+	OutcomeOverLimit   = "over_limit"
+	OutcomeShadowOver  = "shadow_over_limit"
+	OutcomeQuotaOver   = "quota_over_limit"
+	OutcomeNeverFits   = "over_limit_never_fits"
+	OutcomeFailedAllow = "store_failed_allow"
+	OutcomeFailedDeny  = "store_failed_deny"
+	OutcomeUnlimited   = "unlimited"
+	OutcomeNoLimit     = "no_limit"
+)
+
+// UnknownDomain is the domain label of every request for a domain that no
+// limits file configures.
+const UnknownDomain = "unknown"
+
+// Metrics is the set of collectors. A nil *Metrics records nothing, which is
+// what tests that do not look at metrics pass.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	decisions     *prometheus.CounterVec
+	storeErrors   *prometheus.CounterVec
+	requests      *prometheus.CounterVec
+	latency       prometheus.Histogram
+	storeLatency  prometheus.Histogram
+	reloads       *prometheus.CounterVec
+	configSuccess prometheus.Gauge
+	configTime    prometheus.Gauge
+	storeUp       prometheus.Gauge
+}
+
+// New registers the collectors on a fresh registry, with the Go and process
+// collectors beside them.
+func New() *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: r,
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rls_decisions_total",
+			Help: "Descriptor decisions by domain, rule and outcome.",
+		}, []string{"domain", "rule", "outcome"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rls_store_errors_total",
+			Help: "Store calls that failed or timed out, by kind.",
+		}, []string{"kind"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rls_requests_total",
+			Help: "ShouldRateLimit calls by overall code (ok, over_limit, invalid, unavailable).",
+		}, []string{"code"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rls_request_duration_seconds",
+			Help:    "Time to answer one ShouldRateLimit call.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .02, .05, .1, .25, 1},
+		}),
+		storeLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rls_store_duration_seconds",
+			Help:    "Time of one store call (all descriptors of a request).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .02, .05, .1, .25, 1},
+		}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rls_config_reloads_total",
+			Help: "Limits config reloads by result (success, failure).",
+		}, []string{"result"}),
+		configSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rls_config_last_reload_successful",
+			Help: "Whether the last attempt to load the limits config succeeded (1) or kept the old config (0).",
+		}),
+		configTime: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rls_config_last_reload_success_timestamp_seconds",
+			Help: "When the config in effect was loaded.",
+		}),
+		storeUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rls_store_up",
+			Help: "Whether the last store health check succeeded.",
+		}),
+	}
+	r.MustRegister(m.decisions, m.storeErrors, m.requests, m.latency, m.storeLatency,
+		m.reloads, m.configSuccess, m.configTime, m.storeUp,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Decision counts one descriptor's outcome.
+func (m *Metrics) Decision(domain, rule, outcome string) {
+	if m == nil {
+		return
+	}
+	m.decisions.WithLabelValues(domain, rule, outcome).Inc()
+}
+
+// StoreError counts a failed store call of the given kind (timeout, error).
+func (m *Metrics) StoreError(kind string) {
+	if m == nil {
+		return
+	}
+	m.storeErrors.WithLabelValues(kind).Inc()
+}
+
+// Request counts one call by its overall code and observes its duration.
+func (m *Metrics) Request(code string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(code).Inc()
+	m.latency.Observe(d.Seconds())
+}
+
+// StoreCall observes the duration of one store call.
+func (m *Metrics) StoreCall(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.storeLatency.Observe(d.Seconds())
+}
+
+// Reload records a config load attempt.
+func (m *Metrics) Reload(ok bool, at time.Time) {
+	if m == nil {
+		return
+	}
+	if ok {
+		m.reloads.WithLabelValues("success").Inc()
+		m.configSuccess.Set(1)
+		m.configTime.Set(float64(at.Unix()))
+		return
+	}
+	m.reloads.WithLabelValues("failure").Inc()
+	m.configSuccess.Set(0)
+}
+
+// StoreUp records the result of a store health check.
+func (m *Metrics) StoreUp(up bool) {
+	if m == nil {
+		return
+	}
+	if up {
+		m.storeUp.Set(1)
+	} else {
+		m.storeUp.Set(0)
+	}
+}

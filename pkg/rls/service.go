@@ -1,0 +1,469 @@
+// Package rls is Envoy's RateLimitService v3 over the limits of a loaded
+// config and a store: it validates a request, matches each descriptor to its
+// limit, decides all of them in one store call and answers one status per
+// descriptor, in order.
+package rls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+	"github.com/envoy-rls/envoy-rls/pkg/metrics"
+)
+
+// Bounds on one request. Envoy's route actions produce a handful of
+// descriptors with a few entries each; anything far larger is a bug or an
+// attack, refused with InvalidArgument before any work.
+const (
+	MaxDescriptors = 64
+	MaxEntries     = 32
+)
+
+// Options configure a Service.
+type Options struct {
+	// Store decides the hits. Required.
+	Store limits.Store
+	// StoreTimeout bounds one store call; the request's own deadline, if
+	// sooner, wins. Zero means 50 ms.
+	StoreTimeout time.Duration
+	// FailureMode applies to limits that do not set their own.
+	FailureMode config.FailureMode
+	Logger      *zap.Logger
+	Metrics     *metrics.Metrics
+}
+
+// Service implements RateLimitService. It is safe for concurrent use; the
+// config is swapped atomically with SetIndex.
+type Service struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+
+	store        limits.Store
+	storeTimeout time.Duration
+	failureMode  config.FailureMode
+	log          *zap.Logger
+	metrics      *metrics.Metrics
+	index        atomic.Pointer[descriptors.Index]
+}
+
+var _ rlsv3.RateLimitServiceServer = (*Service)(nil)
+
+// New returns a Service that answers with ix.
+func New(ix *descriptors.Index, opts Options) (*Service, error) {
+	if opts.Store == nil {
+		return nil, errors.New("rls: a store is required")
+	}
+	if opts.StoreTimeout <= 0 {
+		opts.StoreTimeout = 50 * time.Millisecond
+	}
+	if opts.FailureMode == config.FailureModeDefault {
+		opts.FailureMode = config.FailAllow
+	}
+	if !opts.FailureMode.Implemented() {
+		return nil, fmt.Errorf("rls: failure mode %s is not supported yet", opts.FailureMode)
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	s := &Service{
+		store:        opts.Store,
+		storeTimeout: opts.StoreTimeout,
+		failureMode:  opts.FailureMode,
+		log:          opts.Logger,
+		metrics:      opts.Metrics,
+	}
+	s.index.Store(ix)
+	return s, nil
+}
+
+// SetIndex swaps the config in effect; requests in flight finish with the
+// one they started with.
+func (s *Service) SetIndex(ix *descriptors.Index) { s.index.Store(ix) }
+
+// Index returns the config in effect.
+func (s *Service) Index() *descriptors.Index { return s.index.Load() }
+
+// item is the plan for one request descriptor.
+type item struct {
+	domainLabel string
+	node        *descriptors.Node
+	rule        *config.Rule
+	limit       limits.Limit
+	cost        int64
+	hit         int // index into the store batch, or -1
+}
+
+// ShouldRateLimit decides every descriptor of req.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	start := time.Now()
+	resp, err := s.decide(ctx, req)
+	code := "invalid"
+	switch {
+	case err == nil && resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT:
+		code = "over_limit"
+	case err == nil:
+		code = "ok"
+	case status.Code(err) == codes.Unavailable:
+		code = "unavailable"
+	}
+	s.metrics.Request(code, time.Since(start))
+	return resp, err
+}
+
+func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if err := validate(req); err != nil {
+		return nil, err
+	}
+	ix := s.index.Load()
+	domain := req.GetDomain()
+	n := len(req.Descriptors)
+	items := make([]item, n)
+	hits := make([]limits.Hit, 0, n)
+	var entries []descriptors.Entry
+	var path []*descriptors.Node
+	var replaced map[string]bool
+
+	for i, d := range req.Descriptors {
+		entries = entries[:0]
+		for _, e := range d.Entries {
+			entries = append(entries, descriptors.Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
+		it := &items[i]
+		it.hit = -1
+		node, known, p := ix.Match(domain, entries, path[:0])
+		path = p
+		if !known {
+			it.domainLabel = metrics.UnknownDomain
+			continue
+		}
+		it.domainLabel = domain
+		it.node = node
+		if node != nil && len(node.Descriptor.Rules) > 0 {
+			it.rule = node.Descriptor.Rules[0]
+		}
+		if o := d.GetLimit(); o != nil {
+			r, err := overrideRule(it.rule, o)
+			if err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
+			}
+			it.rule = r
+		}
+		if it.rule == nil {
+			continue
+		}
+		for _, name := range it.rule.Replaces {
+			if replaced == nil {
+				replaced = make(map[string]bool)
+			}
+			replaced[name] = true
+		}
+		it.cost = cost(req, d)
+		it.limit = it.rule.Limit
+		if !it.rule.Unlimited {
+			// Counter keys name what the walk matched: a share_threshold
+			// wildcard shares one counter for all the values it matches.
+			keyEntries := entries
+			if node != nil {
+				keyEntries = sharedEntries(entries, path)
+			}
+			it.hit = len(hits)
+			hits = append(hits, limits.Hit{
+				Key:   descriptors.Key(descriptors.KeyInput{Domain: domain, Entries: keyEntries, Limit: it.limit}),
+				Limit: it.limit,
+				Cost:  it.cost,
+			})
+		}
+	}
+
+	// A rule that another matched rule replaces does not apply.
+	if replaced != nil {
+		for i := range items {
+			it := &items[i]
+			if it.rule != nil && it.rule.Name != "" && replaced[it.rule.Name] {
+				it.rule = nil
+				it.hit = -1
+			}
+		}
+		hits = compact(items, hits)
+	}
+
+	results := make([]limits.Result, len(hits))
+	if len(hits) > 0 {
+		sctx, cancel := context.WithTimeout(ctx, s.storeTimeout)
+		t0 := time.Now()
+		s.store.Decide(sctx, hits, results)
+		s.metrics.StoreCall(time.Since(t0))
+		cancel()
+	}
+	return s.respond(domain, req, items, results), nil
+}
+
+// compact drops the hits that no item points at any more and renumbers the
+// items' indices.
+func compact(items []item, hits []limits.Hit) []limits.Hit {
+	out := hits[:0]
+	for i := range items {
+		if items[i].hit < 0 {
+			continue
+		}
+		h := hits[items[i].hit]
+		items[i].hit = len(out)
+		out = append(out, h)
+	}
+	return out
+}
+
+func (s *Service) respond(domain string, req *rlsv3.RateLimitRequest, items []item, results []limits.Result) *rlsv3.RateLimitResponse {
+	resp := &rlsv3.RateLimitResponse{
+		OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(items)),
+	}
+	var quotaViolations []any
+	for i := range items {
+		it := &items[i]
+		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		resp.Statuses[i] = st
+		rule := ruleLabel(it)
+		switch {
+		case it.rule == nil:
+			s.metrics.Decision(it.domainLabel, rule, metrics.OutcomeNoLimit)
+			continue
+		case it.rule.Unlimited:
+			s.metrics.Decision(it.domainLabel, rule, metrics.OutcomeUnlimited)
+			continue
+		}
+		st.CurrentLimit = currentLimit(it.rule)
+		res := results[it.hit]
+		if res.Err != nil {
+			s.onStoreError(domain, it, st, res.Err)
+			if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+			}
+			continue
+		}
+		st.LimitRemaining = clampUint32(res.Remaining)
+		st.DurationUntilReset = durationpb.New(res.Reset)
+		outcome := metrics.OutcomeOK
+		if !res.Allowed {
+			var d config.Descriptor
+			if it.node != nil {
+				d = *it.node.Descriptor
+			}
+			switch {
+			case d.ShadowMode:
+				outcome = metrics.OutcomeShadowOver
+			case d.QuotaMode:
+				outcome = metrics.OutcomeQuotaOver
+				quotaViolations = append(quotaViolations, float64(i))
+			default:
+				outcome = metrics.OutcomeOverLimit
+				if it.cost > it.limit.Capacity() {
+					outcome = metrics.OutcomeNeverFits
+				}
+				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+			}
+		}
+		s.metrics.Decision(it.domainLabel, rule, outcome)
+	}
+	if quotaViolations != nil {
+		md, err := structpb.NewStruct(map[string]any{
+			"domain":              domain,
+			"quotaModeEnabled":    true,
+			"quotaModeViolations": quotaViolations,
+		})
+		if err == nil {
+			resp.DynamicMetadata = md
+		}
+	}
+	return resp
+}
+
+// onStoreError answers a descriptor whose store call failed by its limit's
+// failure mode.
+func (s *Service) onStoreError(domain string, it *item, st *rlsv3.RateLimitResponse_DescriptorStatus, err error) {
+	mode := it.rule.FailureMode
+	if mode == config.FailureModeDefault {
+		mode = s.failureMode
+	}
+	kind := "error"
+	if errors.Is(err, context.DeadlineExceeded) {
+		kind = "timeout"
+	}
+	s.metrics.StoreError(kind)
+	s.log.Warn("store call failed", zap.String("domain", domain), zap.String("rule", ruleLabel(it)),
+		zap.String("failure_mode", mode.String()), zap.Error(err))
+	if mode == config.FailDeny {
+		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+		s.metrics.Decision(it.domainLabel, ruleLabel(it), metrics.OutcomeFailedDeny)
+		return
+	}
+	// Failing open: nothing is known of the quota, so report it whole rather
+	// than a remaining of 0 that would make clients back off.
+	st.LimitRemaining = clampUint32(it.limit.Capacity())
+	s.metrics.Decision(it.domainLabel, ruleLabel(it), metrics.OutcomeFailedAllow)
+}
+
+func ruleLabel(it *item) string {
+	switch {
+	case it.rule != nil && it.rule.Name != "":
+		return it.rule.Name
+	case it.node != nil:
+		return it.node.Path
+	case it.rule != nil:
+		return "override"
+	}
+	return ""
+}
+
+// sharedEntries returns entries with the value of every share_threshold
+// wildcard level replaced by its pattern. It returns entries itself, without
+// copying, when no level shares.
+func sharedEntries(entries []descriptors.Entry, path []*descriptors.Node) []descriptors.Entry {
+	var out []descriptors.Entry
+	for i, n := range path {
+		if n.Wildcard && n.Descriptor.ShareThreshold {
+			if out == nil {
+				out = append([]descriptors.Entry(nil), entries...)
+			}
+			out[i].Value = n.Descriptor.Value
+		}
+	}
+	if out == nil {
+		return entries
+	}
+	return out
+}
+
+// cost is c of semantics.md: the request's hits_addend (0 means 1), unless
+// the descriptor sets its own (where 0 is a peek); negative when the
+// descriptor asks for a refund.
+func cost(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) int64 {
+	c := int64(req.GetHitsAddend())
+	if c == 0 {
+		c = 1
+	}
+	if h := d.GetHitsAddend(); h != nil {
+		// Anything above what any limit can hold is refused the same way;
+		// clamping keeps the arithmetic far from overflow.
+		c = int64(min(h.GetValue(), uint64(limits.MaxRequests)+1))
+	}
+	if d.GetIsNegativeHits() {
+		c = -c
+	}
+	return c
+}
+
+// overrideRule applies Envoy's descriptor limit override: its rate and
+// period, with the algorithm, burst, name and failure mode of the matched
+// rule, or the defaults.
+func overrideRule(matched *config.Rule, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) (*config.Rule, error) {
+	unit, ok := overrideUnits[o.GetUnit()]
+	if !ok {
+		return nil, fmt.Errorf("limit override has unit %s", o.GetUnit())
+	}
+	mult := int64(1)
+	if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 0 {
+		mult = int64(m.GetValue())
+	}
+	r := &config.Rule{Unit: unit, UnitMultiplier: mult}
+	if matched != nil {
+		r.Name = matched.Name
+		r.Limit.Algorithm = matched.Limit.Algorithm
+		r.FailureMode = matched.FailureMode
+		r.Replaces = matched.Replaces
+		if matched.Limit.Burst != matched.Limit.Requests {
+			r.Limit.Burst = matched.Limit.Burst
+		}
+	}
+	r.Limit.Requests = int64(o.GetRequestsPerUnit())
+	r.Limit.Period = unit.Duration() * time.Duration(mult)
+	if err := r.Limit.Validate(); err != nil {
+		return nil, fmt.Errorf("limit override: %w", err)
+	}
+	return r, nil
+}
+
+var overrideUnits = map[typev3.RateLimitUnit]config.Unit{
+	typev3.RateLimitUnit_SECOND: config.Second,
+	typev3.RateLimitUnit_MINUTE: config.Minute,
+	typev3.RateLimitUnit_HOUR:   config.Hour,
+	typev3.RateLimitUnit_DAY:    config.Day,
+	typev3.RateLimitUnit_MONTH:  config.Month,
+	typev3.RateLimitUnit_YEAR:   config.Year,
+}
+
+var responseUnits = [...]rlsv3.RateLimitResponse_RateLimit_Unit{
+	config.UnitUnknown: rlsv3.RateLimitResponse_RateLimit_UNKNOWN,
+	config.Second:      rlsv3.RateLimitResponse_RateLimit_SECOND,
+	config.Minute:      rlsv3.RateLimitResponse_RateLimit_MINUTE,
+	config.Hour:        rlsv3.RateLimitResponse_RateLimit_HOUR,
+	config.Day:         rlsv3.RateLimitResponse_RateLimit_DAY,
+	config.Week:        rlsv3.RateLimitResponse_RateLimit_WEEK,
+	config.Month:       rlsv3.RateLimitResponse_RateLimit_MONTH,
+	config.Year:        rlsv3.RateLimitResponse_RateLimit_YEAR,
+}
+
+// currentLimit reports a rule to Envoy. A period of k units is reported as
+// requests_per_unit per unit with unit_multiplier k, the field recent Envoy
+// APIs carry; older Envoys that ignore it read N per unit.
+func currentLimit(r *config.Rule) *rlsv3.RateLimitResponse_RateLimit {
+	cl := &rlsv3.RateLimitResponse_RateLimit{
+		Name:            r.Name,
+		RequestsPerUnit: clampUint32(r.Limit.Requests),
+	}
+	if int(r.Unit) < len(responseUnits) {
+		cl.Unit = responseUnits[r.Unit]
+	}
+	if r.UnitMultiplier > 1 {
+		cl.UnitMultiplier = wrapperspb.UInt32(uint32(min(r.UnitMultiplier, 1<<32-1)))
+	}
+	return cl
+}
+
+func clampUint32(v int64) uint32 {
+	switch {
+	case v < 0:
+		return 0
+	case v > 1<<32-1:
+		return 1<<32 - 1
+	}
+	return uint32(v)
+}
+
+// validate refuses what no config can answer: an empty domain, no
+// descriptors, an empty descriptor, sizes beyond the bounds.
+func validate(req *rlsv3.RateLimitRequest) error {
+	switch {
+	case req.GetDomain() == "":
+		return status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
+	case len(req.GetDescriptors()) == 0:
+		return status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
+	case len(req.GetDescriptors()) > MaxDescriptors:
+		return status.Errorf(codes.InvalidArgument, "%d descriptors, above the maximum of %d", len(req.GetDescriptors()), MaxDescriptors)
+	}
+	for i, d := range req.GetDescriptors() {
+		switch n := len(d.GetEntries()); {
+		case n == 0:
+			return status.Errorf(codes.InvalidArgument, "descriptor %d has no entries", i)
+		case n > MaxEntries:
+			return status.Errorf(codes.InvalidArgument, "descriptor %d has %d entries, above the maximum of %d", i, n, MaxEntries)
+		}
+	}
+	return nil
+}

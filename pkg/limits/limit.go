@@ -150,6 +150,7 @@ func (l Limit) Validate() error {
 const (
 	// MaxRequests bounds requests_per_unit and burst (also Envoy's uint32).
 	MaxRequests = 1 << 32
-	// MaxPeriod bounds unit × unit_multiplier: 100 years.
-	MaxPeriod = 100 * 365 * 24 * time.Hour
+	// MaxPeriod bounds unit × unit_multiplier: 10 years, so that window
+	// ends (w+2)·T stay below 2^53 microseconds for centuries.
+	MaxPeriod = 10 * 365 * 24 * time.Hour
 )

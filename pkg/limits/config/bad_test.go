@@ -45,7 +45,7 @@ var badConfigs = map[string]string{
 	"requests_too_many.yaml":          "testdata/bad/requests_too_many.yaml:6: requests_per_unit: must be at most 4294967296, got 4294967297",
 	"requests_out_of_range.yaml":      "testdata/bad/requests_out_of_range.yaml:6: requests_per_unit: 99999999999999999999 is out of range",
 	"unit_multiplier_zero.yaml":       "testdata/bad/unit_multiplier_zero.yaml:6: unit_multiplier: must be at least 1, got 0",
-	"period_too_long.yaml":            "testdata/bad/period_too_long.yaml:6: unit_multiplier: 101 years is longer than the maximum period of 100 years",
+	"period_too_long.yaml":            "testdata/bad/period_too_long.yaml:6: unit_multiplier: 101 years is longer than the maximum period of 10 years",
 	"burst_on_window.yaml":            "testdata/bad/burst_on_window.yaml:7: burst: sliding_window takes no burst (only token_bucket and leaky_bucket do)",
 	"burst_zero_token_bucket.yaml":    "testdata/bad/burst_zero_token_bucket.yaml:8: burst: must be at least 1 for a token_bucket, got 0",
 	"burst_negative.yaml":             "testdata/bad/burst_negative.yaml:8: burst: must be at least 0, got -1",

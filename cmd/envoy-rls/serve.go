@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/pprof"
+
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
+	"github.com/envoy-rls/envoy-rls/pkg/httpapi"
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/memory"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/redisstore"
+	"github.com/envoy-rls/envoy-rls/pkg/metrics"
+	"github.com/envoy-rls/envoy-rls/pkg/rls"
+	"github.com/envoy-rls/envoy-rls/pkg/watch"
+)
+
+// serve runs the server until SIGTERM or SIGINT and returns the exit status.
+func serve(o *options, stderr io.Writer) int {
+	// The config comes first: an invalid file is one plain line on stderr,
+	// not a JSON log, and the service answers only once it is loaded.
+	cfg, err := config.Load(o.configPath)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	log, err := newLogger(o, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "envoy-rls:", err)
+		return 2
+	}
+	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := runServer(ctx, o, cfg, log); err != nil {
+		log.Error("envoy-rls stopped", zap.Error(err))
+		fmt.Fprintln(stderr, "envoy-rls:", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(o *options, stderr io.Writer) (*zap.Logger, error) {
+	level, err := zapcore.ParseLevel(o.logLevel)
+	if err != nil {
+		return nil, fmt.Errorf("-log-level: %w", err)
+	}
+	encCfg := zap.NewProductionEncoderConfig()
+	encCfg.EncodeTime = zapcore.ISO8601TimeEncoder
+	var enc zapcore.Encoder
+	if o.logFormat == "console" {
+		enc = zapcore.NewConsoleEncoder(encCfg)
+	} else {
+		enc = zapcore.NewJSONEncoder(encCfg)
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(stderr), level)), nil
+}
+
+// storeHandle is a store with what the server needs around it.
+type storeHandle struct {
+	limits.Store
+	ping  func(context.Context) error // nil for the embedded store
+	close func() error
+}
+
+func openStore(o *options, log *zap.Logger) (*storeHandle, error) {
+	if o.redisURL == "" && o.redisCluster == "" {
+		m := memory.New(memory.Options{MaxKeys: o.maxKeys})
+		log.Info("using the embedded store: limits are per instance", zap.Int("max_keys", o.maxKeys))
+		return &storeHandle{Store: m, close: func() error { m.Close(); return nil }}, nil
+	}
+	var seeds []string
+	if o.redisCluster != "" {
+		for _, s := range strings.Split(o.redisCluster, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				seeds = append(seeds, s)
+			}
+		}
+	}
+	redis.SetLogger(redisLogger{log.Named("go-redis")})
+	client, err := redisstore.NewClient(redisstore.ClientOptions{
+		URL:      o.redisURL,
+		Cluster:  seeds,
+		Username: o.redisUsername,
+		Password: o.redisPassword,
+		TLS:      o.redisTLS,
+		TLSCA:    o.redisTLSCA,
+		Timeout:  o.storeTimeout,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s := redisstore.New(client, redisstore.Options{})
+	log.Info("using Redis", zap.Bool("cluster", len(seeds) > 0))
+	return &storeHandle{Store: s, ping: s.Ping, close: client.Close}, nil
+}
+
+func runServer(ctx context.Context, o *options, cfg *config.Config, log *zap.Logger) error {
+	m := metrics.New()
+	m.Reload(true, time.Now())
+	store, err := openStore(o, log)
+	if err != nil {
+		return err
+	}
+	defer store.close() //nolint:errcheck // closing at exit
+
+	svc, err := rls.New(descriptors.NewIndex(cfg), rls.Options{
+		Store:        store,
+		StoreTimeout: o.storeTimeout,
+		FailureMode:  o.failureMode,
+		Logger:       log,
+		Metrics:      m,
+	})
+	if err != nil {
+		return err
+	}
+
+	grpcLis, err := net.Listen("tcp", o.grpcAddr)
+	if err != nil {
+		return fmt.Errorf("-grpc-addr: %w", err)
+	}
+	httpLis, err := net.Listen("tcp", o.httpAddr)
+	if err != nil {
+		grpcLis.Close()
+		return fmt.Errorf("-http-addr: %w", err)
+	}
+
+	gs := grpc.NewServer(
+		// Envoy keeps a few long-lived HTTP/2 connections and may ping them;
+		// do not punish that.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	rlsv3.RegisterRateLimitServiceServer(gs, svc)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+
+	var serving atomic.Bool
+	serving.Store(true)
+	api := httpapi.Handler(httpapi.Options{
+		Limiter:     svc,
+		Serving:     serving.Load,
+		StorePing:   store.ping,
+		ConfigLines: func() []string { return svc.Index().Config().Lines() },
+		Gatherer:    m.Registry,
+	})
+	hsrv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+
+	var wg sync.WaitGroup
+	errc := make(chan error, 3)
+	wg.Add(2)
+	go func() { defer wg.Done(); errc <- serveGRPC(gs, grpcLis) }()
+	go func() { defer wg.Done(); errc <- serveHTTP(hsrv, httpLis) }()
+
+	var dsrv *http.Server
+	if o.debugAddr != "" {
+		dsrv = debugServer()
+		dlis, err := net.Listen("tcp", o.debugAddr)
+		if err != nil {
+			log.Warn("pprof is off: cannot listen", zap.String("addr", o.debugAddr), zap.Error(err))
+		} else {
+			wg.Add(1)
+			go func() { defer wg.Done(); errc <- serveHTTP(dsrv, dlis) }()
+		}
+	}
+
+	bg, stopBG := context.WithCancel(ctx)
+	defer stopBG()
+	if err := startReload(bg, &wg, o.configPath, svc, m, log); err != nil {
+		log.Warn("config reload is off", zap.Error(err))
+	}
+	if store.ping != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); watchStore(bg, store.ping, m, log) }()
+	}
+	log.Info("serving", zap.String("grpc", grpcLis.Addr().String()), zap.String("http", httpLis.Addr().String()),
+		zap.String("config", o.configPath), zap.String("failure_mode", o.failureMode.String()))
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case runErr = <-errc:
+	}
+
+	// Tell health checkers first, then drain what is in flight.
+	serving.Store(false)
+	hs.Shutdown()
+	stopBG()
+	done := make(chan struct{})
+	go func() { gs.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(o.shutdownTimeout):
+		log.Warn("drain timed out: closing the remaining connections", zap.Duration("timeout", o.shutdownTimeout))
+		gs.Stop()
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	hsrv.Shutdown(sctx) //nolint:errcheck // best effort at exit
+	if dsrv != nil {
+		dsrv.Close()
+	}
+	wg.Wait()
+	return runErr
+}
+
+func serveGRPC(s *grpc.Server, l net.Listener) error {
+	if err := s.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("grpc: %w", err)
+	}
+	return nil
+}
+
+func serveHTTP(s *http.Server, l net.Listener) error {
+	if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("http: %w", err)
+	}
+	return nil
+}
+
+func debugServer() *http.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+}
+
+// startReload reloads the config whenever its file or directory changes. A
+// config that does not load is refused with the same message as at startup,
+// and the last good one stays in effect.
+func startReload(ctx context.Context, wg *sync.WaitGroup, path string, svc *rls.Service, m *metrics.Metrics, log *zap.Logger) error {
+	w, err := watch.New(path, log, watch.Options{})
+	if err != nil {
+		return err
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		w.Run(ctx, func() {
+			cfg, err := config.Load(path)
+			if err != nil {
+				m.Reload(false, time.Now())
+				log.Error("config reload refused, keeping the last good config", zap.String("error", err.Error()))
+				return
+			}
+			svc.SetIndex(descriptors.NewIndex(cfg))
+			m.Reload(true, time.Now())
+			log.Info("config reloaded", zap.Int("domains", len(cfg.Domains)))
+		})
+	}()
+	return nil
+}
+
+// watchStore keeps the store-up gauge current.
+func watchStore(ctx context.Context, ping func(context.Context) error, m *metrics.Metrics, log *zap.Logger) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	wasUp := true
+	for {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := ping(pctx)
+		cancel()
+		m.StoreUp(err == nil)
+		if (err == nil) != wasUp {
+			if err != nil {
+				log.Warn("store unreachable", zap.Error(err))
+			} else {
+				log.Info("store reachable again")
+			}
+			wasUp = err == nil
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// redisLogger routes go-redis's own messages (failed dials during an
+// outage) to the service's logger instead of the standard library's.
+type redisLogger struct{ log *zap.Logger }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.Debug(fmt.Sprintf(format, v...))
+}

@@ -1,0 +1,118 @@
+package redistest
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestStartStopRestart(t *testing.T) {
+	s := Start(t)
+	if got, err := s.Do("PING"); err != nil || got != "PONG" {
+		t.Fatalf("PING: got %q, %v; want PONG", got, err)
+	}
+	if !strings.HasPrefix(s.URL(), "redis://127.0.0.1:") {
+		t.Errorf("URL() = %q, want redis://127.0.0.1:port", s.URL())
+	}
+	if _, err := s.Do("SET", "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Do("GET", "k"); err != nil || got != "v" {
+		t.Fatalf("GET k: got %q, %v; want v", got, err)
+	}
+
+	addr := s.Addr()
+	s.Stop()
+	if s.Running() {
+		t.Error("Running() after Stop = true")
+	}
+	if _, err := s.Do("PING"); err == nil {
+		t.Fatal("PING after Stop succeeded")
+	}
+	s.Stop() // idempotent
+
+	s.Restart()
+	if s.Addr() != addr {
+		t.Errorf("Restart moved the server: %s, want %s", s.Addr(), addr)
+	}
+	if got, err := s.Do("GET", "k"); err != nil || got != "(nil)" {
+		t.Errorf("GET k after Restart: got %q, %v; want (nil): data must not survive", got, err)
+	}
+}
+
+func TestErrorReply(t *testing.T) {
+	s := Start(t)
+	if _, err := s.Do("NOSUCHCOMMAND"); err == nil || !strings.Contains(err.Error(), "unknown command") {
+		t.Errorf("got %v, want an unknown command error", err)
+	}
+}
+
+func TestManyServers(t *testing.T) {
+	var wg sync.WaitGroup
+	addrs := make([]string, 8)
+	for i := range addrs {
+		wg.Go(func() {
+			addrs[i] = Start(t).Addr()
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for _, a := range addrs {
+		if seen[a] {
+			t.Errorf("two servers on %s", a)
+		}
+		seen[a] = true
+	}
+}
+
+// fatalTB records Fatalf instead of failing the real test.
+type fatalTB struct {
+	*testing.T
+	msg string
+}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+func TestMissingBinaryFails(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	f := &fatalTB{T: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Start(f)
+	}()
+	<-done
+	if !strings.Contains(f.msg, "redis-server is not on PATH") || !strings.Contains(f.msg, "make test") {
+		t.Errorf("Fatalf message = %q, want it to name redis-server and make test", f.msg)
+	}
+}
+
+func TestCluster(t *testing.T) {
+	for _, masters := range []int{1, 3} {
+		t.Run(fmt.Sprint(masters), func(t *testing.T) {
+			c := StartCluster(t, masters)
+			if len(c.Addrs()) != masters {
+				t.Fatalf("Addrs() = %v, want %d", c.Addrs(), masters)
+			}
+			// A key lives on exactly one node; the others redirect.
+			var owners int
+			for _, n := range c.Nodes {
+				_, err := n.Do("SET", "{tag}k", "v")
+				switch {
+				case err == nil:
+					owners++
+				case !strings.HasPrefix(err.Error(), "MOVED"):
+					t.Errorf("SET on %s: %v, want OK or MOVED", n.Addr(), err)
+				}
+			}
+			if owners != 1 {
+				t.Errorf("%d nodes took the key, want 1", owners)
+			}
+		})
+	}
+}

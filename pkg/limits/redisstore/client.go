@@ -1,0 +1,157 @@
+package redisstore
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DefaultTimeout is the socket timeout NewClient uses when
+// ClientOptions.Timeout is zero: the default of -store-timeout.
+const DefaultTimeout = 50 * time.Millisecond
+
+// ClientOptions are the -redis-* flags of the binary.
+type ClientOptions struct {
+	// URL is -redis-url: redis://[user:pass@]host:port[/db], or rediss://
+	// for TLS. go-redis query parameters (dial_timeout=…) are honoured.
+	URL string
+	// Cluster is -redis-cluster: host:port seeds of a Redis Cluster.
+	// Exactly one of URL and Cluster must be set.
+	Cluster []string
+	// Username and Password are used where the URL has none (the only way to
+	// pass credentials for a cluster).
+	Username, Password string
+	// TLS turns TLS on for a cluster (a URL says so with rediss://).
+	TLS bool
+	// TLSCA is a PEM file of CAs to trust instead of the system roots; it
+	// needs TLS to be on.
+	TLSCA string
+	// Timeout bounds every dial, read, write and wait for a pooled
+	// connection: the store must answer within -store-timeout even when Redis
+	// is down. Zero means DefaultTimeout.
+	Timeout time.Duration
+	// PoolSize is the number of connections per node; zero means go-redis's
+	// default (a few per CPU).
+	PoolSize int
+}
+
+// NewClient builds the go-redis client that the flags describe: a
+// *redis.Client for a URL, a *redis.ClusterClient for cluster seeds. Pass it
+// to New; Close it on shutdown.
+//
+// The client is tuned to fail fast, because a rate limit service that waits
+// for Redis stalls every request it guards: context deadlines are honoured on
+// the socket (ContextTimeoutEnabled), every timeout is Timeout, a failed dial
+// is not retried, and a failed command is not retried either, which also
+// means a script whose reply was lost is never run twice.
+func NewClient(o ClientOptions) (redis.UniversalClient, error) {
+	switch {
+	case o.URL != "" && len(o.Cluster) > 0:
+		return nil, errors.New("redisstore: -redis-url and -redis-cluster are mutually exclusive")
+	case o.URL == "" && len(o.Cluster) == 0:
+		return nil, errors.New("redisstore: one of -redis-url and -redis-cluster is required")
+	}
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	if o.URL != "" {
+		return newSingleClient(o, timeout)
+	}
+	return newClusterClient(o, timeout)
+}
+
+func newSingleClient(o ClientOptions, timeout time.Duration) (*redis.Client, error) {
+	opt, err := redis.ParseURL(o.URL)
+	if err != nil {
+		// A *url.Error quotes the URL, password included: keep only the cause.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("redisstore: -redis-url: %w", err)
+	}
+	if opt.Username == "" && opt.Password == "" {
+		opt.Username, opt.Password = o.Username, o.Password
+	}
+	if o.TLS && opt.TLSConfig == nil {
+		host, _, _ := net.SplitHostPort(opt.Addr)
+		opt.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	}
+	if err := addCA(opt.TLSConfig, o.TLSCA); err != nil {
+		return nil, err
+	}
+	opt.ContextTimeoutEnabled = true
+	opt.DialTimeout = orDefault(opt.DialTimeout, timeout)
+	opt.ReadTimeout = orDefault(opt.ReadTimeout, timeout)
+	opt.WriteTimeout = orDefault(opt.WriteTimeout, timeout)
+	opt.PoolTimeout = orDefault(opt.PoolTimeout, timeout)
+	if opt.MaxRetries == 0 {
+		opt.MaxRetries = -1 // -1 is go-redis for "no retries"; 0 means 3.
+	}
+	if opt.DialerRetries == 0 {
+		opt.DialerRetries = 1 // One attempt; 0 means 5, 100 ms apart.
+	}
+	if o.PoolSize > 0 {
+		opt.PoolSize = o.PoolSize
+	}
+	return redis.NewClient(opt), nil
+}
+
+func newClusterClient(o ClientOptions, timeout time.Duration) (*redis.ClusterClient, error) {
+	opt := &redis.ClusterOptions{
+		Addrs:                 o.Cluster,
+		Username:              o.Username,
+		Password:              o.Password,
+		ContextTimeoutEnabled: true,
+		DialTimeout:           timeout,
+		ReadTimeout:           timeout,
+		WriteTimeout:          timeout,
+		PoolTimeout:           timeout,
+		MaxRetries:            -1,
+		DialerRetries:         1,
+		PoolSize:              o.PoolSize,
+	}
+	if o.TLS {
+		// No ServerName: each node is verified against its own host name.
+		opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if err := addCA(opt.TLSConfig, o.TLSCA); err != nil {
+		return nil, err
+	}
+	return redis.NewClusterClient(opt), nil
+}
+
+// addCA makes cfg trust only the CAs in the PEM file path, if one is given.
+func addCA(cfg *tls.Config, path string) error {
+	if path == "" {
+		return nil
+	}
+	if cfg == nil {
+		return errors.New("redisstore: -redis-tls-ca needs TLS: use rediss:// or -redis-tls")
+	}
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("redisstore: -redis-tls-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("redisstore: -redis-tls-ca: no PEM certificate in %s", path)
+	}
+	cfg.RootCAs = pool
+	return nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}

@@ -1,0 +1,445 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/envoy-rls/envoy-rls/internal/redistest"
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+)
+
+func TestMain(m *testing.M) {
+	// go-redis logs every failed dial; the outage tests make many on purpose.
+	redis.SetLogger(quiet{})
+	os.Exit(m.Run())
+}
+
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+// implemented are the algorithms this store has scripts for.
+var implemented = []limits.Algorithm{limits.FixedWindow, limits.SlidingWindow, limits.TokenBucket}
+
+// testTimeout is generous: the race detector slows everything down, and
+// these tests are about decisions, not latency (TestOutage is).
+const testTimeout = 2 * time.Second
+
+// newClient returns a client of srv, closed when the test ends.
+func newClient(t testing.TB, o ClientOptions) redis.UniversalClient {
+	t.Helper()
+	c, err := NewClient(o)
+	if err != nil {
+		t.Fatalf("NewClient: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// setup starts a Redis and returns a store on it and a client to inspect it.
+func setup(t testing.TB, opts Options) (*Store, redis.UniversalClient, *redistest.Server) {
+	t.Helper()
+	srv := redistest.Start(t)
+	c := newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout})
+	return New(c, opts), c, srv
+}
+
+func fixedClock(now int64) Options {
+	return Options{Clock: func() int64 { return now }}
+}
+
+func hourly(alg limits.Algorithm, n int64) limits.Limit {
+	return limits.Limit{Algorithm: alg, Requests: n, Period: time.Hour}
+}
+
+func decideOne(t testing.TB, s *Store, h limits.Hit) limits.Result {
+	t.Helper()
+	res := make([]limits.Result, 1)
+	s.Decide(context.Background(), []limits.Hit{h}, res)
+	return res[0]
+}
+
+func TestDecideBasics(t *testing.T) {
+	const now = 1_767_225_600_000_000 + 123_456 // an hour boundary + a bit
+	s, _, _ := setup(t, fixedClock(now))
+	for _, alg := range implemented {
+		t.Run(alg.String(), func(t *testing.T) {
+			l := hourly(alg, 3)
+			key := "basics:" + alg.String()
+			for i := range 3 {
+				r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 1})
+				if r.Err != nil || !r.Allowed || r.Remaining != int64(2-i) {
+					t.Fatalf("hit %d: got %+v, want allowed with remaining %d", i, r, 2-i)
+				}
+			}
+			r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 1})
+			if r.Err != nil || r.Allowed || r.Remaining != 0 || r.Reset <= 0 {
+				t.Fatalf("4th hit: got %+v, want refused with a positive reset", r)
+			}
+		})
+	}
+}
+
+func TestNoScriptFallback(t *testing.T) {
+	s, c, _ := setup(t, fixedClock(1_767_225_600_000_000))
+	ctx := context.Background()
+	for _, alg := range implemented {
+		t.Run(alg.String(), func(t *testing.T) {
+			l := hourly(alg, 10)
+			key := "noscript:" + alg.String()
+			if r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 1}); r.Err != nil || r.Remaining != 9 {
+				t.Fatalf("first hit: got %+v, want remaining 9", r)
+			}
+			if err := c.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			// Both hits of the batch fall back to EVAL; the state survived.
+			res := make([]limits.Result, 2)
+			s.Decide(ctx, []limits.Hit{{Key: key, Limit: l, Cost: 1}, {Key: key, Limit: l, Cost: 2}}, res)
+			if res[0].Err != nil || res[0].Remaining != 8 || res[1].Err != nil || res[1].Remaining != 6 {
+				t.Fatalf("after SCRIPT FLUSH: got %+v, want remaining 8 then 6", res)
+			}
+			// EVAL loaded the script for the next EVALSHA.
+			ok, err := c.ScriptExists(ctx, scripts[alg].sha).Result()
+			if err != nil || len(ok) != 1 || !ok[0] {
+				t.Errorf("SCRIPT EXISTS after fallback: %v, %v; want [true]", ok, err)
+			}
+		})
+	}
+}
+
+func TestPerHitErrors(t *testing.T) {
+	s, c, _ := setup(t, fixedClock(1_767_225_600_000_000))
+	ctx := context.Background()
+	if err := c.RPush(ctx, "list", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, "garbage", "not a state", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	good := hourly(limits.SlidingWindow, 5)
+	hits := []limits.Hit{
+		{Key: "a", Limit: good, Cost: 1},
+		{Key: "list", Limit: good, Cost: 1},
+		{Key: "b", Limit: hourly(limits.TokenBucket, 5), Cost: 2},
+		{Key: "garbage", Limit: hourly(limits.FixedWindow, 5), Cost: 1},
+		{Key: "c", Limit: limits.Limit{Algorithm: limits.FixedWindow, Requests: 0, Period: time.Hour}, Cost: 1},
+		{Key: "d", Limit: hourly(limits.SlidingLog, 5), Cost: 1},
+		{Key: "e", Limit: hourly(limits.FixedWindow, 5), Cost: 1},
+	}
+	res := make([]limits.Result, len(hits))
+	s.Decide(ctx, hits, res)
+	wantErr := map[int]string{1: "WRONGTYPE", 3: "malformed", 4: "requests_per_unit", 5: "not implemented"}
+	wantRemaining := map[int]int64{0: 4, 2: 3, 6: 4}
+	for i, r := range res {
+		if want, ok := wantErr[i]; ok {
+			if r.Err == nil || !strings.Contains(r.Err.Error(), want) {
+				t.Errorf("hit %d (%s): got err %v, want one mentioning %q", i, hits[i].Key, r.Err, want)
+			}
+			continue
+		}
+		if r.Err != nil || !r.Allowed || r.Remaining != wantRemaining[i] {
+			t.Errorf("hit %d (%s): got %+v, want allowed with remaining %d", i, hits[i].Key, r, wantRemaining[i])
+		}
+	}
+	// The refused keys are untouched.
+	if typ := c.Type(ctx, "list").Val(); typ != "list" {
+		t.Errorf("type of list = %q", typ)
+	}
+	if v := c.Get(ctx, "garbage").Val(); v != "not a state" {
+		t.Errorf("garbage = %q", v)
+	}
+}
+
+// TestBeyondPrecision: a token bucket that would take longer than 2^52 µs to
+// fill must be refused before it reaches Redis, where its wait loops, in
+// doubles, would never end (x-1 == x from 2^53 on) and block Redis for every
+// client. limits.Limit.Validate refuses it today; the largest windows pass.
+func TestBeyondPrecision(t *testing.T) {
+	s, c, _ := setup(t, Options{})
+	hits := []limits.Hit{
+		{Key: "p1", Limit: limits.Limit{Algorithm: limits.TokenBucket, Requests: 1, Period: limits.MaxPeriod, Burst: limits.MaxRequests}, Cost: limits.MaxRequests},
+		{Key: "p2", Limit: limits.Limit{Algorithm: limits.TokenBucket, Requests: 1, Period: 365 * 24 * time.Hour, Burst: 1000}, Cost: 1000},
+		{Key: "p3", Limit: limits.Limit{Algorithm: limits.SlidingWindow, Requests: limits.MaxRequests, Period: limits.MaxPeriod}, Cost: 1},
+		{Key: "p4", Limit: limits.Limit{Algorithm: limits.TokenBucket, Requests: 1, Period: 365 * 24 * time.Hour, Burst: 10}, Cost: 10},
+	}
+	res := make([]limits.Result, len(hits))
+	s.Decide(context.Background(), hits, res)
+	for i, r := range res[:2] {
+		if r.Err == nil {
+			t.Errorf("hit %s: got %+v, want an error", hits[i].Key, r)
+		}
+		if n := c.Exists(context.Background(), hits[i].Key).Val(); n != 0 {
+			t.Errorf("hit %s: key written", hits[i].Key)
+		}
+	}
+	for i, r := range res[2:] {
+		if r.Err != nil || !r.Allowed {
+			t.Errorf("hit %s: got %+v, want allowed", hits[i+2].Key, r)
+		}
+	}
+}
+
+// TestResultsShorterThanHits checks that a caller's mistake is not a panic.
+func TestResultsShorterThanHits(t *testing.T) {
+	s, _, _ := setup(t, Options{})
+	l := hourly(limits.FixedWindow, 5)
+	res := make([]limits.Result, 1)
+	s.Decide(context.Background(), []limits.Hit{{Key: "x", Limit: l, Cost: 1}, {Key: "y", Limit: l, Cost: 1}}, res)
+	if res[0].Err != nil || !res[0].Allowed {
+		t.Errorf("got %+v, want the first hit decided", res[0])
+	}
+	s.Decide(context.Background(), nil, nil)
+}
+
+// TestRealTime uses the Redis server's TIME, as production does.
+func TestRealTime(t *testing.T) {
+	s, c, _ := setup(t, Options{})
+	ctx := context.Background()
+	const n = 5
+	for _, alg := range implemented {
+		t.Run(alg.String(), func(t *testing.T) {
+			if alg == limits.FixedWindow {
+				waitPastBoundary(t, c, time.Hour)
+			}
+			l := hourly(alg, n)
+			key := "realtime:" + alg.String()
+			for i := range n {
+				if r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 1}); r.Err != nil || !r.Allowed || r.Remaining != n-1-int64(i) {
+					t.Fatalf("hit %d: got %+v, want allowed, remaining %d", i, r, n-1-i)
+				}
+			}
+			r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 1})
+			if r.Err != nil || r.Allowed {
+				t.Fatalf("hit %d: got %+v, want refused", n, r)
+			}
+			now, err := c.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wantReset time.Duration
+			switch alg {
+			case limits.FixedWindow:
+				wantReset = now.Truncate(time.Hour).Add(time.Hour).Sub(now)
+			case limits.SlidingWindow:
+				// In the next window, the count (now the previous one) must
+				// decay by one request's worth: T/N more.
+				wantReset = now.Truncate(time.Hour).Add(time.Hour).Sub(now) + time.Hour/n
+			case limits.TokenBucket:
+				wantReset = time.Hour / n
+			}
+			if d := r.Reset - wantReset; d < -time.Second || d > time.Second {
+				t.Errorf("reset = %s, want about %s", r.Reset, wantReset)
+			}
+			pttl, err := c.PTTL(ctx, key).Result()
+			if err != nil || pttl <= 0 || pttl > 2*time.Hour {
+				t.Errorf("PTTL = %s, %v; want a TTL of at most 2h", pttl, err)
+			}
+		})
+	}
+}
+
+// waitPastBoundary waits, if Redis's clock is within seconds of a window
+// boundary, until it has passed, so that a fixed window test stays in one
+// window.
+func waitPastBoundary(t testing.TB, c redis.UniversalClient, period time.Duration) {
+	t.Helper()
+	now, err := c.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := now.Truncate(period).Add(period).Sub(now); left < 10*time.Second {
+		t.Logf("waiting %s for the window boundary", left)
+		time.Sleep(left + 10*time.Millisecond)
+	}
+}
+
+func TestConcurrent(t *testing.T) {
+	s, _, _ := setup(t, fixedClock(1_767_225_600_000_000+42))
+	const goroutines, hitsEach, n = 32, 20, 100
+	for _, alg := range implemented {
+		t.Run(alg.String(), func(t *testing.T) {
+			l := hourly(alg, n)
+			key := "concurrent:" + alg.String()
+			var allowed, errs atomic.Int64
+			var wg sync.WaitGroup
+			for range goroutines {
+				wg.Go(func() {
+					res := make([]limits.Result, 1)
+					for range hitsEach {
+						s.Decide(context.Background(), []limits.Hit{{Key: key, Limit: l, Cost: 1}}, res)
+						switch {
+						case res[0].Err != nil:
+							errs.Add(1)
+						case res[0].Allowed:
+							allowed.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if errs.Load() != 0 || allowed.Load() != n {
+				t.Errorf("allowed %d (errors %d) of %d hits, want exactly %d", allowed.Load(), errs.Load(), goroutines*hitsEach, n)
+			}
+		})
+	}
+}
+
+// TestOutage stops Redis: a call must fail fast, on every hit, and the store
+// must recover once Redis is back (with an empty script cache).
+func TestOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, ClientOptions{URL: srv.URL()}) // production timeouts
+	s := New(c, Options{})
+	hits := []limits.Hit{
+		{Key: "o1", Limit: hourly(limits.FixedWindow, 10), Cost: 1},
+		{Key: "o2", Limit: hourly(limits.SlidingWindow, 10), Cost: 1},
+		{Key: "o3", Limit: hourly(limits.TokenBucket, 10), Cost: 1},
+	}
+	res := make([]limits.Result, len(hits))
+	s.Decide(context.Background(), hits, res)
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("hit %d before the outage: %v", i, r.Err)
+		}
+	}
+
+	srv.Stop()
+	for _, tc := range []struct {
+		name  string
+		ctx   func() (context.Context, context.CancelFunc)
+		limit time.Duration
+	}{
+		{"deadline 1ms", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), time.Millisecond)
+		}, 200 * time.Millisecond},
+		{"no deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithCancel(context.Background())
+		}, 500 * time.Millisecond},
+	} {
+		ctx, cancel := tc.ctx()
+		start := time.Now()
+		s.Decide(ctx, hits, res)
+		elapsed := time.Since(start)
+		cancel()
+		if elapsed > tc.limit {
+			t.Errorf("%s: Decide took %s against a stopped Redis, want under %s", tc.name, elapsed, tc.limit)
+		}
+		for i, r := range res {
+			if r.Err == nil {
+				t.Errorf("%s: hit %d: got %+v, want an error", tc.name, i, r)
+			}
+		}
+	}
+	if err := s.Ping(context.Background()); err == nil {
+		t.Error("Ping against a stopped Redis: got nil, want an error")
+	}
+	// Many failed dials (more than the pool size) make go-redis answer with
+	// the last dial error at once and probe in the background, once a
+	// second: recovery then takes up to a second.
+	for range 100 {
+		s.Decide(context.Background(), hits, res)
+	}
+
+	srv.Restart()
+	restarted := time.Now()
+	defer func() { t.Logf("recovered %s after the restart", time.Since(restarted)) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.Decide(context.Background(), hits, res)
+		var err error
+		for _, r := range res {
+			err = errors.Join(err, r.Err)
+		}
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no recovery 5s after Redis restarted: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i, r := range res {
+		if !r.Allowed || r.Remaining != 9 {
+			t.Errorf("hit %d after restart: got %+v, want allowed with remaining 9 (fresh Redis)", i, r)
+		}
+	}
+	if err := s.Ping(context.Background()); err != nil {
+		t.Errorf("Ping after restart: %v", err)
+	}
+}
+
+// TestCluster runs the store on a three-master Redis Cluster: one pipeline
+// fans out to every node, a flushed script cache on one node is handled, and
+// a node down fails only its own hits.
+func TestCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	c := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: testTimeout})
+	s := New(c, fixedClock(1_767_225_600_000_000))
+	ctx := context.Background()
+
+	var hits []limits.Hit
+	for i := range 30 {
+		hits = append(hits, limits.Hit{Key: fmt.Sprintf("{k%d}", i), Limit: hourly(implemented[i%3], 10), Cost: 1})
+	}
+	res := make([]limits.Result, len(hits))
+	check := func(step string, wantRemaining int64, skip func(i int) bool) {
+		t.Helper()
+		s.Decide(ctx, hits, res)
+		for i, r := range res {
+			if skip != nil && skip(i) {
+				continue
+			}
+			if r.Err != nil || !r.Allowed || r.Remaining != wantRemaining {
+				t.Errorf("%s: hit %s: got %+v, want allowed with remaining %d", step, hits[i].Key, r, wantRemaining)
+			}
+		}
+	}
+	check("first", 9, nil)
+	if _, err := cl.Nodes[0].Do("SCRIPT", "FLUSH"); err != nil {
+		t.Fatal(err)
+	}
+	check("after SCRIPT FLUSH on one node", 8, nil)
+
+	// Which hits live on node 0?
+	onNode0 := make([]bool, len(hits))
+	var n0 int
+	for i, h := range hits {
+		_, err := cl.Nodes[0].Do("GET", h.Key)
+		onNode0[i] = err == nil
+		if onNode0[i] {
+			n0++
+		}
+	}
+	if n0 == 0 || n0 == len(hits) {
+		t.Fatalf("%d of %d keys on node 0; want some but not all", n0, len(hits))
+	}
+	cl.Nodes[0].Stop()
+	// The production deadline: go-redis retries node 0's commands with
+	// backoff until it expires, then sets the deadline error on every command
+	// without one, those answered by the other nodes included.
+	ctx2, cancel := context.WithTimeout(ctx, DefaultTimeout)
+	defer cancel()
+	start := time.Now()
+	s.Decide(ctx2, hits, res)
+	if elapsed := time.Since(start); elapsed > time.Second {
+		t.Errorf("node 0 down: Decide took %s, want about %s", elapsed, DefaultTimeout)
+	}
+	for i, r := range res {
+		switch {
+		case onNode0[i] && r.Err == nil:
+			t.Errorf("node 0 down: hit %s on node 0: got %+v, want an error", hits[i].Key, r)
+		case !onNode0[i] && (r.Err != nil || r.Remaining != 7):
+			t.Errorf("node 0 down: hit %s on another node: got %+v, want allowed with remaining 7", hits[i].Key, r)
+		}
+	}
+}

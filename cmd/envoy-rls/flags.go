@@ -60,9 +60,17 @@ func (f failureModeFlag) Set(s string) error {
 	return nil
 }
 
-// parseFlags reads args, then fills every flag not given there from
-// getenv.
-func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+// emptyMeansSomething lists the flags whose empty value is a setting of its
+// own (RLS_DEBUG_ADDR="" turns pprof off); for the others an empty variable
+// is as good as unset, as container templates often export them.
+var emptyMeansSomething = map[string]bool{
+	"debug-addr": true, "redis-url": true, "redis-cluster": true,
+	"redis-username": true, "redis-password": true, "redis-tls-ca": true,
+}
+
+// parseFlags reads args, then fills every flag not given there from the
+// environment (lookupEnv is os.LookupEnv in production).
+func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.Writer) (*options, error) {
 	o := &options{failureMode: config.FailAllow}
 	fs := flag.NewFlagSet("envoy-rls", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -96,7 +104,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (*o
 		if given[f.Name] {
 			return
 		}
-		if v := getenv(envName(f.Name)); v != "" {
+		if v, ok := lookupEnv(envName(f.Name)); ok && (v != "" || emptyMeansSomething[f.Name]) {
 			if err := fs.Set(f.Name, v); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", envName(f.Name), err))
 			}

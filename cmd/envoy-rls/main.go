@@ -16,14 +16,14 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr)) }
+func main() { os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)) }
 
 // run is main with its inputs and outputs passed in, and an exit status out.
-func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+func run(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "check-config" {
 		return checkConfig(args[1:], stdout, stderr)
 	}
-	o, err := parseFlags(args, getenv, stderr)
+	o, err := parseFlags(args, lookupEnv, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "envoy-rls:", err)
 		return 2

@@ -148,10 +148,12 @@ func runServer(ctx context.Context, o *options, cfg *config.Config, log *zap.Log
 		return fmt.Errorf("-http-addr: %w", err)
 	}
 
+	var inflight inflightCounter
 	gs := grpc.NewServer(
 		// Envoy keeps a few long-lived HTTP/2 connections and may ping them;
 		// do not punish that.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.ChainUnaryInterceptor(inflight.interceptor),
 	)
 	rlsv3.RegisterRateLimitServiceServer(gs, svc)
 	hs := health.NewServer()
@@ -208,19 +210,23 @@ func runServer(ctx context.Context, o *options, cfg *config.Config, log *zap.Log
 	case runErr = <-errc:
 	}
 
-	// Tell health checkers first, then drain what is in flight.
+	// Tell health checkers first, then stop accepting and drain the calls
+	// in flight, all within one -shutdown-timeout.
+	deadline := time.Now().Add(o.shutdownTimeout)
 	serving.Store(false)
 	hs.Shutdown()
 	stopBG()
 	done := make(chan struct{})
 	go func() { gs.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(o.shutdownTimeout):
-		log.Warn("drain timed out: closing the remaining connections", zap.Duration("timeout", o.shutdownTimeout))
-		gs.Stop()
+	// GracefulStop also waits for streams, and a health Watch stream never
+	// ends by itself: once the unary calls (every rate limit decision) are
+	// answered, close what is left.
+	if !inflight.waitIdle(done, deadline) {
+		log.Warn("drain timed out: closing the remaining calls", zap.Duration("timeout", o.shutdownTimeout))
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	gs.Stop()
+	<-done
+	sctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	hsrv.Shutdown(sctx) //nolint:errcheck // best effort at exit
 	if dsrv != nil {
@@ -312,4 +318,33 @@ type redisLogger struct{ log *zap.Logger }
 
 func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
 	l.log.Debug(fmt.Sprintf(format, v...))
+}
+
+// inflightCounter counts the unary calls being answered, so that shutdown
+// can wait for them without waiting for long-lived streams.
+type inflightCounter struct{ n atomic.Int64 }
+
+func (c *inflightCounter) interceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	c.n.Add(1)
+	defer c.n.Add(-1)
+	return handler(ctx, req)
+}
+
+// waitIdle waits until no unary call is in flight, or done is closed (every
+// connection has ended), or deadline passes; it reports whether the drain
+// finished in time.
+func (c *inflightCounter) waitIdle(done <-chan struct{}, deadline time.Time) bool {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for c.n.Load() > 0 {
+		select {
+		case <-done:
+			return true
+		case <-t.C:
+			if time.Now().After(deadline) {
+				return false
+			}
+		}
+	}
+	return true
 }

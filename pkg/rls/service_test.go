@@ -222,7 +222,7 @@ func TestShadowMode(t *testing.T) {
 	if resp.OverallCode != ok {
 		t.Errorf("overall = %v, want OK for a shadow limit", resp.OverallCode)
 	}
-	check(t, resp.Statuses[0], want{ok, "shadowed", 0, 2 * time.Hour - 20*time.Second - 13*time.Minute})
+	check(t, resp.Statuses[0], want{ok, "shadowed", 0, 2*time.Hour - 20*time.Second - 13*time.Minute})
 }
 
 func TestQuotaMode(t *testing.T) {

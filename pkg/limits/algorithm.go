@@ -21,6 +21,20 @@ type State struct {
 	Tokens float64
 	// Stamp is the instant, in microseconds, of the last refill.
 	Stamp int64
+	// Drain is when a leaky bucket's queue is empty again, in microseconds
+	// (fractional: requests are T/N apart).
+	Drain float64
+	// Log holds a sliding log's allowed hits, oldest first; Count is the sum
+	// of their costs.
+	Log []LogEntry
+}
+
+// LogEntry is one allowed hit of a sliding log.
+type LogEntry struct {
+	// At is the hit's instant in microseconds.
+	At int64
+	// Cost is what the hit consumed.
+	Cost int64
 }
 
 // Decision is the outcome of Decide: the answer, the state to keep and when
@@ -40,15 +54,37 @@ type Decision struct {
 // a critical section, and the Lua scripts of the Redis store mirror it
 // operation for operation, floating point included, so that both stores make
 // identical decisions.
+//
+// A sliding log's State.Log may share storage with the returned State's: a
+// store that keeps the old state after a refusal must not look at the new
+// one, and one that keeps the new state must drop the old.
 func Decide(l Limit, s State, cost int64, now int64) Decision {
+	return DecideWithin(l, s, cost, now, 0)
+}
+
+// DecideWithin is Decide for a caller that can wait at most maxDelay
+// microseconds for a leaky bucket's turn (its deadline); a longer wait is a
+// refusal. Zero means no bound beyond the bucket's own queue.
+func DecideWithin(l Limit, s State, cost, now, maxDelay int64) Decision {
 	switch l.Algorithm {
 	case FixedWindow:
 		return fixedWindow(l, s, cost, now)
 	case TokenBucket:
 		return tokenBucket(l, s, cost, now)
+	case SlidingLog:
+		return slidingLog(l, s, cost, now)
+	case LeakyBucket:
+		return leakyBucket(l, s, cost, now, maxDelay)
 	default:
 		return slidingWindow(l, s, cost, now)
 	}
+}
+
+// charged reports whether a refused hit still consumes: count_refused
+// counts every positive hit, as envoyproxy/ratelimit does and as an
+// after-the-fact charge (Envoy's apply_on_stream_done) needs.
+func charged(l Limit, allowed bool, cost int64) bool {
+	return !allowed && l.CountRefused && cost > 0
 }
 
 func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
@@ -77,6 +113,11 @@ func fixedWindow(l Limit, s State, cost, now int64) Decision {
 			count += cost
 			d.Changed = true
 		}
+	}
+	if charged(l, d.Result.Allowed, cost) {
+		// At most one period's worth of debt.
+		count = min(count+cost, 2*n)
+		d.Changed = true
 	}
 	d.Result.Remaining = max(0, n-count)
 	switch {
@@ -126,11 +167,22 @@ func slidingWindow(l Limit, s State, cost, now int64) Decision {
 			d.Changed = true
 		}
 	}
+	if charged(l, d.Result.Allowed, cost) {
+		// At most one period's worth of debt.
+		cur = min(cur+cost, 2*n)
+		d.Changed = true
+	}
+	// A refused hit's wait counts from the state that stays, a
+	// count_refused charge included.
+	var wait int64
+	if !d.Result.Allowed && cost <= n {
+		wait = slidingWait(n, t, prev, cur, e, need)
+	}
 	est := slidingWeight(t, prev, e) + float64(cur)
 	d.Result.Remaining = max(0, int64(math.Floor(float64(n)-est)))
 	switch {
 	case !d.Result.Allowed && cost <= n:
-		d.Result.Reset = micros(slidingWait(n, t, prev, cur, e, need))
+		d.Result.Reset = micros(wait)
 	case cur > 0:
 		d.Result.Reset = micros(2*t - e)
 	case prev > 0:
@@ -212,7 +264,12 @@ func tokenBucket(l Limit, s State, cost, now int64) Decision {
 			d.Changed = true
 		}
 	}
-	d.Result.Remaining = int64(math.Floor(tokens))
+	if charged(l, d.Result.Allowed, cost) {
+		// At most one period's worth (N tokens) of debt.
+		tokens = math.Max(tokens-float64(cost), -float64(n))
+		d.Changed = true
+	}
+	d.Result.Remaining = max(0, int64(math.Floor(tokens)))
 	// Waits are measured from the state the store will keep: the old one on
 	// a refusal or a peek (refilling it in one step from its own stamp is not
 	// bit-for-bit the same as refilling the refilled tokens), the new one
@@ -268,6 +325,166 @@ func bucketWait(tokens float64, want, n, t, b int64) int64 {
 // at stamp holds want tokens.
 func bucketWaitFrom(tokens float64, stamp, now, want, n, t, b int64) int64 {
 	return max(0, bucketWait(tokens, want, n, t, b)-(now-stamp))
+}
+
+// slidingLog keeps one entry per allowed hit and counts the costs inside
+// (now − T, now]: exact, with memory that grows with N (bounded by
+// MaxLogRequests).
+func slidingLog(l Limit, s State, cost, now int64) Decision {
+	n, t := l.Requests, l.PeriodMicros()
+	log, total := s.Log, int64(0)
+	// Entries at or before now − T have left the window.
+	drop := 0
+	for drop < len(log) && log[drop].At <= now-t {
+		drop++
+	}
+	log = log[drop:]
+	for _, e := range log {
+		total += e.Cost
+	}
+	need := max(cost, 1)
+	d := Decision{}
+	add := int64(0)
+	switch {
+	case cost < 0:
+		log, total = refundLog(log, total, -cost)
+		d.Result.Allowed = true
+		d.Changed = true
+	case cost > n:
+		// Can never fit.
+	case total+need <= n:
+		d.Result.Allowed = true
+		add = cost
+	}
+	if charged(l, d.Result.Allowed, cost) {
+		// At most one period's worth of debt.
+		add = min(cost, 2*n-total)
+	}
+	if add > 0 {
+		// A fresh slice: the caller's state may still be read after this.
+		log = append(append(make([]LogEntry, 0, len(log)+1), log...), LogEntry{At: now, Cost: add})
+		total += add
+		d.Changed = true
+	}
+	if drop > 0 && !d.Changed {
+		// Dropping what left the window changes nothing a decision sees.
+		log = s.Log[drop:]
+	}
+	d.Result.Remaining = max(0, n-total)
+	switch {
+	case !d.Result.Allowed && cost <= n:
+		// The oldest entries leave first: wait until enough of them have.
+		freed := int64(0)
+		for _, e := range log {
+			if total-freed+need <= n {
+				break
+			}
+			freed += e.Cost
+			d.Result.Reset = micros(e.At + t - now)
+		}
+	case len(log) > 0:
+		d.Result.Reset = micros(log[len(log)-1].At + t - now)
+	}
+	if d.Changed {
+		d.State = State{Live: len(log) > 0, Count: total, Log: log}
+		if len(log) > 0 {
+			d.ExpireAt = log[len(log)-1].At + t
+		}
+	}
+	return d
+}
+
+// refundLog gives back up to r units, newest entries first.
+func refundLog(log []LogEntry, total, r int64) ([]LogEntry, int64) {
+	out := append([]LogEntry(nil), log...)
+	for len(out) > 0 && r > 0 {
+		last := &out[len(out)-1]
+		take := min(last.Cost, r)
+		last.Cost -= take
+		total -= take
+		r -= take
+		if last.Cost == 0 {
+			out = out[:len(out)-1]
+		}
+	}
+	return out, total
+}
+
+// leakyBucket shapes: a queue of at most B requests drains at N/T, one every
+// I = T/N microseconds (GCRA-style: the state is when the queue is empty
+// again). A request that fits is allowed after Result.Delay, its turn; one
+// that does not fit, or whose turn comes after maxDelay, is refused at once.
+// A request of cost c takes c turns; it fits when its last turn is within
+// the queue, so with B = 0 requests are spaced at least I apart.
+func leakyBucket(l Limit, s State, cost, now, maxDelay int64) Decision {
+	n, t, b := l.Requests, l.PeriodMicros(), l.Burst
+	interval := float64(t) / float64(n)
+	drain := float64(now)
+	if s.Live {
+		drain = math.Max(s.Drain, float64(now))
+	}
+	wait := drain - float64(now)
+	need := max(cost, 1)
+	d := Decision{}
+	switch {
+	case cost < 0:
+		drain = math.Max(drain+float64(cost)*interval, float64(now))
+		d.Result.Allowed = true
+		d.Changed = true
+	case need-1 > b:
+		// Can never fit: more turns than the queue holds.
+	case leakyFits(wait, need, b, interval, maxDelay):
+		d.Result.Allowed = true
+		d.Result.Delay = micros(int64(math.Ceil(wait)))
+		if cost > 0 {
+			drain += float64(cost) * interval
+			d.Changed = true
+		}
+	}
+	if charged(l, d.Result.Allowed, cost) {
+		// At most one period's worth of debt beyond a full queue.
+		drain = math.Min(drain+float64(cost)*interval, float64(now)+float64(b)*interval+float64(t))
+		d.Changed = true
+	}
+	backlog := drain - float64(now)
+	// Free places in the queue: the request in service is not queued.
+	d.Result.Remaining = max(0, min(b, b+1-int64(math.Ceil(backlog/interval))))
+	switch {
+	case !d.Result.Allowed && need-1 <= b:
+		d.Result.Reset = micros(leakyWait(backlog, need, b, interval, maxDelay))
+	case backlog > interval:
+		d.Result.Reset = micros(int64(math.Ceil(backlog - interval)))
+	}
+	if d.Changed {
+		d.State = State{Live: backlog > 0, Drain: drain}
+		if backlog > 0 {
+			d.ExpireAt = int64(math.Ceil(drain))
+		}
+	}
+	return d
+}
+
+// leakyFits reports whether a request whose turn is wait away fits: its
+// last turn within the queue, its first within the caller's deadline.
+func leakyFits(wait float64, need, b int64, interval float64, maxDelay int64) bool {
+	if maxDelay > 0 && wait > float64(maxDelay) {
+		return false
+	}
+	return wait+float64(need-1)*interval <= float64(b)*interval
+}
+
+// leakyWait is the shortest wait after which a request refused with backlog
+// fits; rounded up, then checked with leakyFits itself.
+func leakyWait(backlog float64, need, b int64, interval float64, maxDelay int64) int64 {
+	over := backlog + float64(need-1)*interval - float64(b)*interval
+	if maxDelay > 0 {
+		over = math.Max(over, backlog-float64(maxDelay))
+	}
+	wait := max(0, int64(math.Ceil(over)))
+	for !leakyFits(math.Max(backlog-float64(wait), 0), need, b, interval, maxDelay) {
+		wait++
+	}
+	return wait
 }
 
 // floorDiv is floor(a/b) for b > 0, also for negative a.

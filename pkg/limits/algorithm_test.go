@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func runDecideCases(t *testing.T, cases []decideCase) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := limits.Decide(tc.limit, tc.state, tc.cost, tc.now)
-			if got != tc.want {
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Decide(%s, %+v, cost %d, now %d):\n got  %+v\n want %+v",
 					tc.limit, tc.state, tc.cost, tc.now, got, tc.want)
 			}
@@ -427,13 +428,13 @@ func runSequence(t *testing.T, seed uint64, a limits.Algorithm, refunds bool) (l
 		if cost < 0 && !res.Allowed {
 			fail("refund %d refused", cost)
 		}
-		if cost > capacity && (res.Allowed || m != before) {
+		if cost > capacity && (res.Allowed || !reflect.DeepEqual(m, before)) {
 			fail("cost %d above capacity %d: allowed %v, state %+v → %+v; want refused and untouched", cost, capacity, res.Allowed, before, m)
 		}
-		if !res.Allowed && m != before {
+		if !res.Allowed && !reflect.DeepEqual(m, before) {
 			fail("refused cost %d changed the state %+v → %+v", cost, before, m)
 		}
-		if cost == 0 && m != before {
+		if cost == 0 && !reflect.DeepEqual(m, before) {
 			fail("peek changed the state %+v → %+v", before, m)
 		}
 		if cost == 0 {

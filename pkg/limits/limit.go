@@ -75,11 +75,7 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 // The limits file refuses algorithms that are not implemented yet, so that a
 // file never silently loads a limit that nothing enforces.
 func (a Algorithm) Implemented() bool {
-	switch a {
-	case SlidingWindow, FixedWindow, TokenBucket:
-		return true
-	}
-	return false
+	return int(a) < len(algorithmNames)
 }
 
 // Limit is one rate limit: Requests per Period, counted by Algorithm.
@@ -91,27 +87,55 @@ type Limit struct {
 	// Period is T, the unit times the unit multiplier. Always at least a
 	// microsecond for a valid limit.
 	Period time.Duration
-	// Burst is B, the capacity of a token bucket. Zero means Requests.
-	// Windows ignore it.
+	// Burst is B: the capacity of a token bucket (zero means Requests), the
+	// queue length of a leaky bucket (zero: no queue). Windows ignore it.
 	Burst int64
+	// CountRefused makes refused hits consume too (down to one period's
+	// worth of debt), as envoyproxy/ratelimit counts and as a charge made
+	// after the response must.
+	CountRefused bool
 }
 
 // String renders the limit for logs and /rlconfig.
 func (l Limit) String() string {
 	s := fmt.Sprintf("%s %d/%s", l.Algorithm, l.Requests, l.Period)
-	if l.Algorithm == TokenBucket {
+	if l.Algorithm == TokenBucket || l.Algorithm == LeakyBucket {
 		s += fmt.Sprintf(" burst=%d", l.Capacity())
+	}
+	if l.CountRefused {
+		s += " count_refused"
 	}
 	return s
 }
 
-// Capacity is the largest amount of quota the limit can hold at once: B for a
-// token bucket, N for the windows.
+// Capacity is the largest value remaining can take: B for the buckets (N
+// for a token bucket whose Burst is zero), N for the windows and the log.
 func (l Limit) Capacity() int64 {
-	if l.Algorithm == TokenBucket && l.Burst > 0 {
+	switch {
+	case l.Algorithm == LeakyBucket:
+		return l.Burst
+	case l.Algorithm == TokenBucket && l.Burst > 0:
 		return l.Burst
 	}
 	return l.Requests
+}
+
+// MaxCost is the largest cost a hit can ever be allowed: Capacity, except
+// for a leaky bucket, whose request in service is not in the queue.
+func (l Limit) MaxCost() int64 {
+	if l.Algorithm == LeakyBucket {
+		return l.Burst + 1
+	}
+	return l.Capacity()
+}
+
+// MaxWait is the longest a leaky bucket may delay a request, B × T/N; zero
+// for the other algorithms.
+func (l Limit) MaxWait() time.Duration {
+	if l.Algorithm != LeakyBucket || l.Requests <= 0 {
+		return 0
+	}
+	return time.Duration(float64(l.Burst) * float64(l.Period) / float64(l.Requests))
 }
 
 // PeriodMicros is T in integer microseconds.
@@ -134,6 +158,8 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("burst must not be negative, got %d", l.Burst)
 	case l.Burst > MaxRequests:
 		return fmt.Errorf("burst %d is above the maximum %d", l.Burst, MaxRequests)
+	case l.Algorithm == SlidingLog && l.Requests > MaxLogRequests:
+		return fmt.Errorf("requests_per_unit %d is above %d, the most a sliding_log keeps (one entry per hit): use sliding_window", l.Requests, MaxLogRequests)
 	case float64(l.Capacity())*float64(l.Period)/float64(l.Requests) > float64(MaxPeriod):
 		// The time to refill an empty bucket must stay a valid duration.
 		return fmt.Errorf("burst %d takes longer than %s to refill at %d per %s", l.Capacity(), MaxPeriod, l.Requests, l.Period)
@@ -153,4 +179,8 @@ const (
 	// MaxPeriod bounds unit × unit_multiplier: 10 years, so that window
 	// ends (w+2)·T stay below 2^53 microseconds for centuries.
 	MaxPeriod = 10 * 365 * 24 * time.Hour
+	// MaxLogRequests bounds a sliding_log's requests_per_unit: it keeps one
+	// entry per allowed hit (about 60 bytes each in Redis), and a decision
+	// that refuses walks the oldest entries.
+	MaxLogRequests = 10_000
 )

@@ -15,6 +15,15 @@ type Hit struct {
 	Key   string
 	Limit Limit
 	Cost  int64
+	// MaxDelay is the longest a leaky bucket may delay this hit (what is
+	// left of the caller's deadline); a longer wait is a refusal. Zero means
+	// no bound beyond the bucket's own queue.
+	MaxDelay time.Duration
+	// Joint ties this hit to the next one: a run of joint hits (the limits
+	// of one descriptor's rate_limits list) is decided in one atomic step,
+	// all charged only if every one of them allows. Their keys must share a
+	// hash tag. A refused run charges only its count_refused limits.
+	Joint bool
 }
 
 // Result is a store's answer for one Hit.
@@ -28,6 +37,9 @@ type Result struct {
 	// would be allowed; on an allowed hit, the wait until Remaining is back at
 	// its maximum. Both assume nothing else arrives.
 	Reset time.Duration
+	// Delay is how long a leaky bucket makes an allowed hit wait for its
+	// turn before the answer goes out.
+	Delay time.Duration
 	// Err is set when the store could not decide this hit; the other fields
 	// are then meaningless.
 	Err error

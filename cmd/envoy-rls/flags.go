@@ -86,7 +86,7 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 	fs.StringVar(&o.redisTLSCA, "redis-tls-ca", "", "CA file for Redis TLS (default: system roots)")
 	fs.DurationVar(&o.storeTimeout, "store-timeout", 50*time.Millisecond, "longest a store call may take")
 	fs.Var(failureModeFlag{&o.failureMode}, "failure-mode", "when the store fails: allow (fail open) or deny (fail closed)")
-	fs.DurationVar(&o.maxDelay, "max-delay", time.Second, "longest wait a leaky_bucket may impose")
+	fs.DurationVar(&o.maxDelay, "max-delay", config.DefaultMaxDelay, "longest wait a leaky_bucket may impose; a file whose worst wait is longer is refused")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or console")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "longest the drain of requests in flight may take on SIGTERM")
@@ -122,6 +122,13 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 		return nil, fmt.Errorf("-log-format %q: want json or console", o.logFormat)
 	case o.maxKeys <= 0:
 		return nil, errors.New("-max-keys must be positive")
+	case o.maxDelay <= 0:
+		return nil, errors.New("-max-delay must be positive")
 	}
 	return o, nil
+}
+
+// loadOptions are what loading the limits file depends on.
+func (o *options) loadOptions() config.Options {
+	return config.Options{MaxDelay: o.maxDelay}
 }

@@ -5,10 +5,11 @@
 // Usage:
 //
 //	envoy-rls [flags]             run the server
-//	envoy-rls check-config PATH   load a limits file or directory, exit 0 if valid
+//	envoy-rls check-config [-max-delay DUR] PATH   load a limits file or directory, exit 0 if valid
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -33,11 +34,15 @@ func run(args []string, lookupEnv func(string) (string, bool), stdout, stderr io
 
 // checkConfig loads a limits file or directory the way the server does.
 func checkConfig(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 {
-		fmt.Fprintln(stderr, "usage: envoy-rls check-config PATH")
+	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	maxDelay := fs.Duration("max-delay", config.DefaultMaxDelay, "the server's -max-delay")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: envoy-rls check-config [-max-delay DUR] PATH")
 		return 2
 	}
-	c, err := config.Load(args[0])
+	args = fs.Args()
+	c, err := config.Options{MaxDelay: *maxDelay}.Load(args[0])
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

@@ -41,7 +41,7 @@ import (
 func serve(o *options, stderr io.Writer) int {
 	// The config comes first: an invalid file is one plain line on stderr,
 	// not a JSON log, and the service answers only once it is loaded.
-	cfg, err := config.Load(o.configPath)
+	cfg, err := o.loadOptions().Load(o.configPath)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -193,7 +193,7 @@ func runServer(ctx context.Context, o *options, cfg *config.Config, log *zap.Log
 
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
-	if err := startReload(bg, &wg, o.configPath, svc, m, log); err != nil {
+	if err := startReload(bg, &wg, o.configPath, o.loadOptions(), svc, m, log); err != nil {
 		log.Warn("config reload is off", zap.Error(err))
 	}
 	if store.ping != nil {
@@ -263,7 +263,7 @@ func debugServer() *http.Server {
 // startReload reloads the config whenever its file or directory changes. A
 // config that does not load is refused with the same message as at startup,
 // and the last good one stays in effect.
-func startReload(ctx context.Context, wg *sync.WaitGroup, path string, svc *rls.Service, m *metrics.Metrics, log *zap.Logger) error {
+func startReload(ctx context.Context, wg *sync.WaitGroup, path string, lo config.Options, svc *rls.Service, m *metrics.Metrics, log *zap.Logger) error {
 	w, err := watch.New(path, log, watch.Options{})
 	if err != nil {
 		return err
@@ -272,7 +272,7 @@ func startReload(ctx context.Context, wg *sync.WaitGroup, path string, svc *rls.
 	go func() {
 		defer wg.Done()
 		w.Run(ctx, func() {
-			cfg, err := config.Load(path)
+			cfg, err := lo.Load(path)
 			if err != nil {
 				m.Reload(false, time.Now())
 				log.Error("config reload refused, keeping the last good config", zap.String("error", err.Error()))

@@ -102,10 +102,18 @@ func (s *Service) Index() *descriptors.Index { return s.index.Load() }
 type item struct {
 	domainLabel string
 	node        *descriptors.Node
-	rule        *config.Rule
-	limit       limits.Limit
-	cost        int64
-	hit         int // index into the store batch, or -1
+	// rules are the limits that apply, all of which must allow: one from
+	// rate_limit or an override, several from rate_limits. Empty: none.
+	rules     []*config.Rule
+	unlimited bool
+	cost      int64
+	// first is the index of the item's first hit in the store batch; its
+	// hits are hits[first : first+len(rules)].
+	first int
+	// report is the index in rules of the limit the status reports.
+	report int
+	// shared is set when a share_threshold wildcard matched on the way.
+	shared bool
 }
 
 // ShouldRateLimit decides every descriptor of req.
@@ -125,15 +133,17 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	return resp, err
 }
 
+// delayMargin is kept between a leaky bucket's wait and the request's
+// deadline, for the answer to travel back.
+const delayMargin = 2 * time.Millisecond
+
 func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if err := validate(req); err != nil {
 		return nil, err
 	}
 	ix := s.index.Load()
 	domain := req.GetDomain()
-	n := len(req.Descriptors)
-	items := make([]item, n)
-	hits := make([]limits.Hit, 0, n)
+	items := make([]item, len(req.Descriptors))
 	var entries []descriptors.Entry
 	var path []*descriptors.Node
 	var replaced map[string]bool
@@ -144,7 +154,6 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 			entries = append(entries, descriptors.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
 		it := &items[i]
-		it.hit = -1
 		node, known, p := ix.Match(domain, entries, path[:0])
 		path = p
 		if !known {
@@ -153,53 +162,73 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		}
 		it.domainLabel = domain
 		it.node = node
-		if node != nil && len(node.Descriptor.Rules) > 0 {
-			it.rule = node.Descriptor.Rules[0]
+		if node != nil {
+			it.rules = node.Descriptor.Rules
+			for _, n := range path {
+				it.shared = it.shared || (n.Wildcard && n.Descriptor.ShareThreshold)
+			}
 		}
 		if o := d.GetLimit(); o != nil {
-			r, err := overrideRule(it.rule, o)
+			var matched *config.Rule
+			if len(it.rules) > 0 {
+				matched = it.rules[0]
+			}
+			r, err := overrideRule(matched, o)
 			if err != nil {
 				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
 			}
-			it.rule = r
+			it.rules = []*config.Rule{r}
 		}
-		if it.rule == nil {
-			continue
+		if len(it.rules) == 1 && it.rules[0].Unlimited {
+			it.unlimited = true
 		}
-		for _, name := range it.rule.Replaces {
-			if replaced == nil {
-				replaced = make(map[string]bool)
+		for _, r := range it.rules {
+			for _, name := range r.Replaces {
+				if replaced == nil {
+					replaced = make(map[string]bool)
+				}
+				replaced[name] = true
 			}
-			replaced[name] = true
 		}
 		it.cost = cost(req, d)
-		it.limit = it.rule.Limit
-		if !it.rule.Unlimited {
-			// Counter keys name what the walk matched: a share_threshold
-			// wildcard shares one counter for all the values it matches.
-			keyEntries := entries
-			if node != nil {
-				keyEntries = sharedEntries(entries, path)
-			}
-			it.hit = len(hits)
-			hits = append(hits, limits.Hit{
-				Key:   descriptors.Key(descriptors.KeyInput{Domain: domain, Entries: keyEntries, Limit: it.limit}),
-				Limit: it.limit,
-				Cost:  it.cost,
-			})
+	}
+	// A limit that another matched limit replaces does not apply.
+	if replaced != nil {
+		for i := range items {
+			items[i].rules = withoutReplaced(items[i].rules, replaced)
 		}
 	}
 
-	// A rule that another matched rule replaces does not apply.
-	if replaced != nil {
-		for i := range items {
-			it := &items[i]
-			if it.rule != nil && it.rule.Name != "" && replaced[it.rule.Name] {
-				it.rule = nil
-				it.hit = -1
-			}
+	var maxDelay time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		maxDelay = max(time.Until(dl)-delayMargin, time.Microsecond)
+	}
+	var hits []limits.Hit
+	for i, d := range req.Descriptors {
+		it := &items[i]
+		if it.unlimited || len(it.rules) == 0 {
+			continue
 		}
-		hits = compact(items, hits)
+		// Counter keys name what the walk matched: a share_threshold
+		// wildcard shares one counter for all the values it matches.
+		keyEntries := entries[:0]
+		for _, e := range d.Entries {
+			keyEntries = append(keyEntries, descriptors.Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
+		if it.shared {
+			_, _, path = ix.Match(domain, keyEntries, path[:0])
+			keyEntries = sharedEntries(keyEntries, path)
+		}
+		it.first = len(hits)
+		for j, r := range it.rules {
+			hits = append(hits, limits.Hit{
+				Key:      descriptors.Key(descriptors.KeyInput{Domain: domain, Entries: keyEntries, Limit: r.Limit, Index: j}),
+				Limit:    r.Limit,
+				Cost:     it.cost,
+				MaxDelay: maxDelay,
+				Joint:    j < len(it.rules)-1,
+			})
+		}
 	}
 
 	results := make([]limits.Result, len(hits))
@@ -210,76 +239,115 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		s.metrics.StoreCall(time.Since(t0))
 		cancel()
 	}
-	return s.respond(domain, req, items, results), nil
-}
-
-// compact drops the hits that no item points at any more and renumbers the
-// items' indices.
-func compact(items []item, hits []limits.Hit) []limits.Hit {
-	out := hits[:0]
-	for i := range items {
-		if items[i].hit < 0 {
-			continue
+	resp, delay := s.respond(domain, items, results)
+	if delay > 0 {
+		// A leaky bucket shapes: the answer goes out at the request's turn.
+		// The store refused any turn beyond the deadline; a store call that
+		// was slower than expected shortens the wait rather than letting the
+		// call time out.
+		if dl, ok := ctx.Deadline(); ok {
+			delay = min(delay, time.Until(dl)-delayMargin)
 		}
-		h := hits[items[i].hit]
-		items[i].hit = len(out)
-		out = append(out, h)
+		if err := sleep(ctx, delay); err != nil {
+			return nil, status.FromContextError(err).Err()
+		}
 	}
-	return out
+	return resp, nil
 }
 
-func (s *Service) respond(domain string, req *rlsv3.RateLimitRequest, items []item, results []limits.Result) *rlsv3.RateLimitResponse {
+func withoutReplaced(rules []*config.Rule, replaced map[string]bool) []*config.Rule {
+	for i, r := range rules {
+		if r.Name != "" && replaced[r.Name] {
+			kept := append([]*config.Rule(nil), rules[:i]...)
+			for _, r := range rules[i+1:] {
+				if r.Name == "" || !replaced[r.Name] {
+					kept = append(kept, r)
+				}
+			}
+			return kept
+		}
+	}
+	return rules
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// respond builds the statuses, and returns how long a leaky bucket asks the
+// answer to wait: nothing when the request is refused anyway.
+func (s *Service) respond(domain string, items []item, results []limits.Result) (*rlsv3.RateLimitResponse, time.Duration) {
 	resp := &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OK,
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(items)),
 	}
 	var quotaViolations []any
+	var delay time.Duration
 	for i := range items {
 		it := &items[i]
 		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 		resp.Statuses[i] = st
-		rule := ruleLabel(it)
 		switch {
-		case it.rule == nil:
-			s.metrics.Decision(it.domainLabel, rule, metrics.OutcomeNoLimit)
+		case it.unlimited:
+			s.metrics.Decision(it.domainLabel, ruleLabel(it), metrics.OutcomeUnlimited)
 			continue
-		case it.rule.Unlimited:
-			s.metrics.Decision(it.domainLabel, rule, metrics.OutcomeUnlimited)
+		case len(it.rules) == 0:
+			s.metrics.Decision(it.domainLabel, ruleLabel(it), metrics.OutcomeNoLimit)
 			continue
 		}
-		st.CurrentLimit = currentLimit(it.rule)
-		res := results[it.hit]
-		if res.Err != nil {
-			s.onStoreError(domain, it, st, res.Err)
+		group := results[it.first : it.first+len(it.rules)]
+		if err := groupError(group); err != nil {
+			s.onStoreError(domain, it, st, err)
 			if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
 				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 			}
 			continue
 		}
+		allowed := true
+		for _, r := range group {
+			allowed = allowed && r.Allowed
+		}
+		it.report = reported(group, allowed)
+		res := group[it.report]
+		st.CurrentLimit = currentLimit(it.rules[it.report])
 		st.LimitRemaining = clampUint32(res.Remaining)
 		st.DurationUntilReset = durationpb.New(res.Reset)
 		outcome := metrics.OutcomeOK
-		if !res.Allowed {
-			var d config.Descriptor
+		if allowed {
+			for _, r := range group {
+				delay = max(delay, r.Delay)
+			}
+		} else {
+			var shadow, quota bool
 			if it.node != nil {
-				d = *it.node.Descriptor
+				shadow, quota = it.node.Descriptor.ShadowMode, it.node.Descriptor.QuotaMode
 			}
 			switch {
-			case d.ShadowMode:
+			case shadow:
 				outcome = metrics.OutcomeShadowOver
-			case d.QuotaMode:
+			case quota:
 				outcome = metrics.OutcomeQuotaOver
 				quotaViolations = append(quotaViolations, float64(i))
 			default:
 				outcome = metrics.OutcomeOverLimit
-				if it.cost > it.limit.Capacity() {
+				if it.cost > it.rules[it.report].Limit.MaxCost() {
 					outcome = metrics.OutcomeNeverFits
 				}
 				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 			}
 		}
-		s.metrics.Decision(it.domainLabel, rule, outcome)
+		s.metrics.Decision(it.domainLabel, ruleLabel(it), outcome)
 	}
 	if quotaViolations != nil {
 		md, err := structpb.NewStruct(map[string]any{
@@ -291,16 +359,53 @@ func (s *Service) respond(domain string, req *rlsv3.RateLimitRequest, items []it
 			resp.DynamicMetadata = md
 		}
 	}
-	return resp
+	if resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT {
+		delay = 0
+	}
+	return resp, delay
+}
+
+// reported picks the limit a descriptor's status shows: on a refusal the
+// refusing limit with the longest wait, otherwise the one with the least
+// remaining (the first, on ties).
+func reported(group []limits.Result, allowed bool) int {
+	best := 0
+	for j, r := range group {
+		b := group[best]
+		switch {
+		case allowed && r.Remaining < b.Remaining:
+			best = j
+		case !allowed && !r.Allowed && (b.Allowed || r.Reset > b.Reset):
+			best = j
+		}
+	}
+	return best
+}
+
+func groupError(group []limits.Result) error {
+	for _, r := range group {
+		if r.Err != nil {
+			return r.Err
+		}
+	}
+	return nil
 }
 
 // onStoreError answers a descriptor whose store call failed by its limit's
 // failure mode.
 func (s *Service) onStoreError(domain string, it *item, st *rlsv3.RateLimitResponse_DescriptorStatus, err error) {
-	mode := it.rule.FailureMode
-	if mode == config.FailureModeDefault {
-		mode = s.failureMode
+	// Several limits on one descriptor: the strictest mode wins.
+	mode, rule := config.FailAllow, it.rules[0]
+	for _, r := range it.rules {
+		m := r.FailureMode
+		if m == config.FailureModeDefault {
+			m = s.failureMode
+		}
+		if m == config.FailDeny && mode != config.FailDeny {
+			mode, rule = m, r
+		}
 	}
+	st.CurrentLimit = currentLimit(rule)
 	kind := "error"
 	if errors.Is(err, context.DeadlineExceeded) {
 		kind = "timeout"
@@ -315,17 +420,21 @@ func (s *Service) onStoreError(domain string, it *item, st *rlsv3.RateLimitRespo
 	}
 	// Failing open: nothing is known of the quota, so report it whole rather
 	// than a remaining of 0 that would make clients back off.
-	st.LimitRemaining = clampUint32(it.limit.Capacity())
+	st.LimitRemaining = clampUint32(rule.Limit.Capacity())
 	s.metrics.Decision(it.domainLabel, ruleLabel(it), metrics.OutcomeFailedAllow)
 }
 
 func ruleLabel(it *item) string {
+	var r *config.Rule
+	if it.report < len(it.rules) {
+		r = it.rules[it.report]
+	}
 	switch {
-	case it.rule != nil && it.rule.Name != "":
-		return it.rule.Name
+	case r != nil && r.Name != "":
+		return r.Name
 	case it.node != nil:
 		return it.node.Path
-	case it.rule != nil:
+	case r != nil:
 		return "override"
 	}
 	return ""

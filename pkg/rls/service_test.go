@@ -52,6 +52,16 @@ descriptors:
     rate_limit: {name: strict, unit: hour, requests_per_unit: 5, failure_mode: deny}
   - key: windowed
     rate_limit: {name: windowed, unit: second, unit_multiplier: 30, requests_per_unit: 4}
+  - key: pair
+    rate_limits:
+      - {name: per-second, algorithm: token_bucket, unit: second, requests_per_unit: 2}
+      - {name: per-hour, algorithm: fixed_window, unit: hour, requests_per_unit: 3}
+  - key: shaped
+    rate_limit: {name: shaped, algorithm: leaky_bucket, unit: second, requests_per_unit: 10, burst: 2}
+  - key: charged
+    rate_limit: {name: charged, algorithm: fixed_window, unit: hour, requests_per_unit: 5, count_refused: true}
+  - key: logged
+    rate_limit: {name: logged, algorithm: sliding_log, unit: minute, requests_per_unit: 2}
 `
 
 // instant is a fixed clock: 2023-11-14T22:13:20Z, 20 s into a minute.

@@ -47,6 +47,9 @@ var badConfigs = map[string]string{
 	"unit_multiplier_zero.yaml":       "testdata/bad/unit_multiplier_zero.yaml:6: unit_multiplier: must be at least 1, got 0",
 	"period_too_long.yaml":            "testdata/bad/period_too_long.yaml:6: unit_multiplier: 101 years is longer than the maximum period of 10 years",
 	"burst_on_window.yaml":            "testdata/bad/burst_on_window.yaml:7: burst: sliding_window takes no burst (only token_bucket and leaky_bucket do)",
+	"burst_on_sliding_log.yaml":       "testdata/bad/burst_on_sliding_log.yaml:8: burst: sliding_log takes no burst (only token_bucket and leaky_bucket do)",
+	"sliding_log_too_many.yaml":       "testdata/bad/sliding_log_too_many.yaml:7: requests_per_unit: 20000 is above 10000, the most a sliding_log keeps (one entry per hit): use sliding_window",
+	"leaky_bucket_max_delay.yaml":     "testdata/bad/leaky_bucket_max_delay.yaml:9: burst: a leaky_bucket of 10 per second with burst 20 may delay a request 2s, above -max-delay 1s",
 	"burst_zero_token_bucket.yaml":    "testdata/bad/burst_zero_token_bucket.yaml:8: burst: must be at least 1 for a token_bucket, got 0",
 	"burst_negative.yaml":             "testdata/bad/burst_negative.yaml:8: burst: must be at least 0, got -1",
 	"bool_quoted.yaml":                "testdata/bad/bool_quoted.yaml:4: shadow_mode: want true or false, got \"true\"",
@@ -58,8 +61,9 @@ var badConfigs = map[string]string{
 	"unlimited_with_algorithm.yaml":   "testdata/bad/unlimited_with_algorithm.yaml:5: algorithm: unlimited with an algorithm",
 	"rate_limit_and_rate_limits.yaml": "testdata/bad/rate_limit_and_rate_limits.yaml:5: rate_limits: cannot be used together with rate_limit (line 4)",
 	"rate_limits_empty.yaml":          "testdata/bad/rate_limits_empty.yaml:4: rate_limits: empty list",
-	// A bad body inside rate_limits is found before rate_limits is refused.
-	"rate_limits_bad_body.yaml": "testdata/bad/rate_limits_bad_body.yaml:8: requests_per_unit: want an integer, got \"lots\"",
+	"rate_limits_bad_body.yaml":       "testdata/bad/rate_limits_bad_body.yaml:8: requests_per_unit: want an integer, got \"lots\"",
+	"rate_limits_unlimited.yaml":      "testdata/bad/rate_limits_unlimited.yaml:7: unlimited: not allowed in a rate_limits list; to make the descriptor unlimited, use rate_limit: {unlimited: true} instead of the list",
+	"rate_limits_duplicate.yaml":      "testdata/bad/rate_limits_duplicate.yaml:12: rate_limits: duplicate limit sliding_window 100/1m0s, first at line 5 (the limits of a list must differ in algorithm, requests_per_unit, period or burst)",
 
 	// Wrong kinds of node.
 	"kind_root.yaml":            "testdata/bad/kind_root.yaml:1: want a mapping with domain and descriptors, got a list",
@@ -70,12 +74,8 @@ var badConfigs = map[string]string{
 	"merge_not_mapping.yaml":    "testdata/bad/merge_not_mapping.yaml:5: <<: want a mapping or a list of mappings to merge, got 5",
 
 	// Not supported yet.
-	"algorithm_sliding_log.yaml":  "testdata/bad/algorithm_sliding_log.yaml:5: algorithm: sliding_log is not supported yet (planned in issue #3)",
-	"algorithm_leaky_bucket.yaml": "testdata/bad/algorithm_leaky_bucket.yaml:5: algorithm: leaky_bucket is not supported yet (planned in issue #3)",
-	"failure_mode_local.yaml":     "testdata/bad/failure_mode_local.yaml:7: failure_mode: local is not supported yet (planned in issue #4)",
-	"failure_mode_error.yaml":     "testdata/bad/failure_mode_error.yaml:7: failure_mode: error is not supported yet (planned in issue #4)",
-	"count_refused.yaml":          "testdata/bad/count_refused.yaml:8: count_refused: not supported yet (planned in issue #3)",
-	"rate_limits.yaml":            "testdata/bad/rate_limits.yaml:4: rate_limits: not supported yet (planned in issue #3); use rate_limit",
+	"failure_mode_local.yaml": "testdata/bad/failure_mode_local.yaml:7: failure_mode: local is not supported yet (planned in issue #4)",
+	"failure_mode_error.yaml": "testdata/bad/failure_mode_error.yaml:7: failure_mode: error is not supported yet (planned in issue #4)",
 
 	// YAML.
 	"two_documents.yaml":            "testdata/bad/two_documents.yaml:3: a second YAML document (the first is at line 1); a file holds one domain",
@@ -132,12 +132,20 @@ func TestParseBad(t *testing.T) {
 		{"replaces of strings", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, replaces: [x]}\n", `x.yaml:4: replaces: want {name: …}, got "x"`},
 		{"unlimited with burst", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, burst: 1}\n", "x.yaml:4: burst: unlimited with a burst"},
 		{"unlimited with failure mode", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, failure_mode: deny}\n", "x.yaml:4: failure_mode: unlimited with a failure_mode"},
+		{"unlimited with count_refused", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, count_refused: false}\n", "x.yaml:4: count_refused: unlimited with count_refused"},
 		{"unlimited not a bool", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: 1}\n", "x.yaml:4: unlimited: want true or false, got 1"},
 		{"rate_limit null", "domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n", "x.yaml:4: rate_limit: want a mapping with requests_per_unit and unit, got null"},
 		{"rate_limits not a list", "domain: a\ndescriptors:\n  - key: k\n    rate_limits: {unit: second}\n", "x.yaml:4: rate_limits: want a list of rate limits, got a mapping"},
 		{"metadata a list", "domain: a\ndescriptors:\n  - key: k\n    metadata: [a]\n", "x.yaml:4: metadata: want a mapping, got a list"},
 		{"burst on fixed window", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {algorithm: fixed_window, unit: second, requests_per_unit: 1, burst: 2}\n", "x.yaml:4: burst: fixed_window takes no burst (only token_bucket and leaky_bucket do)"},
 		{"burst too big", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {algorithm: token_bucket, unit: second, requests_per_unit: 1, burst: 4294967297}\n", "x.yaml:4: burst: must be at most 4294967296, got 4294967297"},
+		{"burst takes too long to refill", "domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      algorithm: token_bucket\n      unit: day\n      requests_per_unit: 1\n      burst: 4294967296\n", "x.yaml:8: burst: 4294967296 takes longer than 87600h0m0s to refill at 1 per 24h0m0s"},
+		{"sliding_log in a list above the bound", "domain: a\ndescriptors:\n  - key: k\n    rate_limits:\n      - {unit: second, requests_per_unit: 20000}\n      - {algorithm: sliding_log, unit: minute, requests_per_unit: 10001}\n", "x.yaml:6: requests_per_unit: 10001 is above 10000, the most a sliding_log keeps (one entry per hit): use sliding_window"},
+		{"unlimited alone in a list", "domain: a\ndescriptors:\n  - key: k\n    rate_limits: [{unlimited: true}]\n", "x.yaml:4: unlimited: not allowed in a rate_limits list; to make the descriptor unlimited, use rate_limit: {unlimited: true} instead of the list"},
+		{"unlimited with a unit in a list", "domain: a\ndescriptors:\n  - key: k\n    rate_limits:\n      - unit: second\n        unlimited: true\n", "x.yaml:6: unlimited: not allowed in a rate_limits list; to make the descriptor unlimited, use rate_limit: {unlimited: true} instead of the list"},
+		{"duplicate limit with a defaulted burst", "domain: a\ndescriptors:\n  - key: k\n    rate_limits:\n      - {algorithm: token_bucket, unit: second, requests_per_unit: 10, burst: 10}\n      - {algorithm: token_bucket, unit: second, requests_per_unit: 10, count_refused: true}\n", "x.yaml:6: rate_limits: duplicate limit token_bucket 10/1s burst=10, first at line 5 (the limits of a list must differ in algorithm, requests_per_unit, period or burst)"},
+		{"duplicate limit through an alias", "domain: a\ndescriptors:\n  - key: k\n    rate_limits:\n      - &l {unit: second, requests_per_unit: 10}\n      - {unit: hour, requests_per_unit: 100}\n      - *l\n", "x.yaml:7: rate_limits: duplicate limit sliding_window 10/1s, first at line 5 (the limits of a list must differ in algorithm, requests_per_unit, period or burst)"},
+		{"leaky bucket too slow in a list", "domain: a\ndescriptors:\n  - key: k\n    rate_limits:\n      - {unit: second, requests_per_unit: 10}\n      - {algorithm: leaky_bucket, unit: minute, unit_multiplier: 2, requests_per_unit: 3, burst: 1}\n", "x.yaml:6: burst: a leaky_bucket of 3 per 2 minutes with burst 1 may delay a request 40s, above -max-delay 1s"},
 		{"typo at the root", "domian: a\n", "x.yaml:1: domian: unknown field at the top level, did you mean domain?"},
 		{"descriptor field at the root", "domain: a\nkey: b\n", "x.yaml:2: key: unknown field at the top level (it belongs in a descriptor)"},
 		{"duplicate wildcard", "domain: a\ndescriptors:\n  - {key: k, value: 'a*'}\n  - {key: k, value: 'a*'}\n", "x.yaml:4: a.k_a*: duplicate descriptor, first at line 3"},

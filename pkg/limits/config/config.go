@@ -62,7 +62,9 @@ type Rule struct {
 	Replaces       []string
 	// FailureMode is the limit's own failure mode; FailureModeDefault
 	// defers to the -failure-mode flag.
-	FailureMode  FailureMode
+	FailureMode FailureMode
+	// CountRefused is count_refused as written; Limit.CountRefused holds
+	// it too, for the stores.
 	CountRefused bool
 	Line         int
 }

@@ -3,6 +3,7 @@ package config_test
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
@@ -35,6 +36,56 @@ descriptors:
 	// Output:
 	// api.path_/users/*: token_bucket 10/1s burst=20 shadow_mode=false
 	// api.remote_address: sliding_window 300/5m0s shadow_mode=false
+}
+
+// A rate_limits list puts several limits on one descriptor; Lines tells them
+// apart by their index in the list.
+func ExampleParse_rateLimits() {
+	d, err := config.Parse("limits.yaml", []byte(`
+domain: edge
+descriptors:
+  - key: user
+    rate_limits:
+      - unit: second
+        requests_per_unit: 10
+      - algorithm: fixed_window
+        unit: day
+        requests_per_unit: 10000
+        count_refused: true
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	c := &config.Config{Domains: map[string]*config.Domain{d.Name: d}}
+	for _, line := range c.Lines() {
+		fmt.Println(line)
+	}
+	// Output:
+	// edge.user[0]: sliding_window 10/1s shadow_mode=false
+	// edge.user[1]: fixed_window 10000/24h0m0s shadow_mode=false count_refused=true
+}
+
+// Options carry the -max-delay flag: a leaky_bucket that may delay a request
+// longer is refused.
+func ExampleOptions_Parse() {
+	file := []byte(`
+domain: api
+descriptors:
+  - key: user
+    rate_limit:
+      algorithm: leaky_bucket
+      unit: second
+      requests_per_unit: 10
+      burst: 20
+`)
+	_, err := config.Parse("limits.yaml", file)
+	fmt.Println(err)
+	_, err = config.Options{MaxDelay: 2 * time.Second}.Parse("limits.yaml", file)
+	fmt.Println(err)
+	// Output:
+	// limits.yaml:9: burst: a leaky_bucket of 10 per second with burst 20 may delay a request 2s, above -max-delay 1s
+	// <nil>
 }
 
 func ExampleError() {

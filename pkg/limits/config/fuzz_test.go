@@ -2,16 +2,33 @@ package config
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
 // FuzzParse checks that Parse never panics, that every error is an *Error
 // naming the file and a line inside it, and that every model it accepts is
-// one the stores can decide. It is seeded with every fixture.
+// one the stores can decide. It is seeded with every fixture and with the
+// edges of the algorithms' bounds and of rate_limits lists.
 func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		"domain: a\ndescriptors:\n  - key: k\n    rate_limit: {algorithm: leaky_bucket, unit: second, requests_per_unit: 10, burst: 10}\n",
+		"domain: a\ndescriptors:\n  - key: k\n    rate_limit: {algorithm: leaky_bucket, unit: minute, unit_multiplier: 2, requests_per_unit: 7, burst: 0}\n",
+		"domain: a\ndescriptors:\n  - key: k\n    rate_limit: {algorithm: sliding_log, unit: hour, requests_per_unit: 10000, count_refused: true}\n",
+		"domain: a\ndescriptors:\n  - key: k\n    rate_limit: {algorithm: token_bucket, unit: day, requests_per_unit: 1, burst: 4294967296}\n",
+		"domain: a\ndescriptors:\n  - key: k\n    rate_limits:\n      - {unit: second, requests_per_unit: 10}\n      - {algorithm: fixed_window, unit: day, requests_per_unit: 10000, count_refused: true}\n",
+		"domain: a\ndescriptors:\n  - key: k\n    rate_limits: [{unit: second, requests_per_unit: 1}, {unit: second, unit_multiplier: 60, requests_per_unit: 1}, {unlimited: false, unit: minute, requests_per_unit: 1}]\n",
+		"domain: a\ndescriptors:\n  - key: k\n    rate_limits: [&l {algorithm: token_bucket, unit: second, requests_per_unit: 5}, *l]\n",
+		"domain: a\ndescriptors:\n  - key: k\n    rate_limits: [{unlimited: true, name: x, replaces: [{name: y}]}]\n",
+		"domain: a\ndescriptors:\n  - key: k\n    rate_limits: []\n    rate_limit: {unlimited: true}\n",
+	} {
+		f.Add([]byte(seed))
+	}
 	err := filepath.WalkDir("testdata", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -50,7 +67,8 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// checkDecidable checks every rule under ds and counts them.
+// checkDecidable checks every rule under ds, with the default options, and
+// counts them.
 func checkDecidable(t *testing.T, ds []*Descriptor) int {
 	t.Helper()
 	n := 0
@@ -58,17 +76,39 @@ func checkDecidable(t *testing.T, ds []*Descriptor) int {
 		if d.Key == "" {
 			t.Fatalf("line %d: got a descriptor with an empty key", d.Line)
 		}
+		counting := map[string]bool{}
 		for _, r := range d.Rules {
 			n++
 			if r.Unlimited {
+				if len(d.Rules) > 1 {
+					t.Fatalf("line %d: got an unlimited rule among %d", r.Line, len(d.Rules))
+				}
+				if r.Limit != (limits.Limit{}) || r.CountRefused {
+					t.Fatalf("line %d: got an unlimited rule with a limit: %+v", r.Line, r)
+				}
 				continue
 			}
-			if err := r.Limit.Validate(); err != nil {
-				t.Fatalf("line %d: got limit %v, invalid: %v", r.Line, r.Limit, err)
+			l := r.Limit
+			if err := l.Validate(); err != nil {
+				t.Fatalf("line %d: got limit %v, invalid: %v", r.Line, l, err)
 			}
-			if !r.FailureMode.Implemented() || r.CountRefused {
+			if !r.FailureMode.Implemented() {
 				t.Fatalf("line %d: got a rule this build cannot enforce: %+v", r.Line, r)
 			}
+			if r.CountRefused != l.CountRefused {
+				t.Fatalf("line %d: got CountRefused %t, Limit.CountRefused %t", r.Line, r.CountRefused, l.CountRefused)
+			}
+			if w := l.MaxWait(); w > DefaultMaxDelay || w < 0 {
+				t.Fatalf("line %d: got limit %v, with a wait of %s", r.Line, l, w)
+			}
+			if l.Algorithm != limits.TokenBucket && l.Algorithm != limits.LeakyBucket && l.Burst != 0 {
+				t.Fatalf("line %d: got limit %v, with burst %d", r.Line, l, l.Burst)
+			}
+			id := fmt.Sprint(l.Algorithm, l.Requests, l.Period, l.Burst)
+			if counting[id] {
+				t.Fatalf("line %d: got limit %v twice on one descriptor", r.Line, l)
+			}
+			counting[id] = true
 		}
 		n += checkDecidable(t, d.Descriptors)
 	}

@@ -8,9 +8,37 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
+
+// DefaultMaxDelay is the default of the -max-delay flag: the longest wait a
+// leaky_bucket may impose.
+const DefaultMaxDelay = time.Second
+
+// Options are the service settings that a limits file is checked against.
+// The zero value is DefaultOptions.
+type Options struct {
+	// MaxDelay is the longest a leaky_bucket may delay a request (the
+	// -max-delay flag): a leaky_bucket whose worst wait, burst ×
+	// period / requests_per_unit, is longer is refused. Zero (or less)
+	// means DefaultMaxDelay.
+	MaxDelay time.Duration
+}
+
+// DefaultOptions are the options of Load and Parse, the flags' defaults.
+func DefaultOptions() Options {
+	return Options{MaxDelay: DefaultMaxDelay}
+}
+
+// maxDelay is o.MaxDelay with its default applied.
+func (o Options) maxDelay() time.Duration {
+	if o.MaxDelay <= 0 {
+		return DefaultMaxDelay
+	}
+	return o.MaxDelay
+}
 
 // Load reads the limits files at path into a Config. path is one file, or a
 // directory whose *.yaml and *.yml files are all read, in name order. The
@@ -22,8 +50,13 @@ import (
 //
 // Each file holds one domain; a domain defined in two files is an error
 // naming both, and so is a directory without limits files. Every error is an
-// *Error.
+// *Error. Load checks the files against DefaultOptions.
 func Load(path string) (*Config, error) {
+	return DefaultOptions().Load(path)
+}
+
+// Load is the package's Load, checking the files against o.
+func (o Options) Load(path string) (*Config, error) {
 	files, err := limitsFiles(path)
 	if err != nil {
 		return nil, err
@@ -35,7 +68,7 @@ func Load(path string) (*Config, error) {
 		if err != nil {
 			return nil, fileError(file, err)
 		}
-		d, line, err := parse(file, data)
+		d, line, err := o.parse(file, data)
 		if err != nil {
 			return nil, err
 		}
@@ -94,11 +127,22 @@ func limitsFiles(path string) ([]string, error) {
 //
 // In the model, a rule that is not unlimited has a Limit that passes
 // limits.Limit.Validate, with Period = unit × unit_multiplier (1 unless
-// given) and, for a token bucket without a burst, Burst = requests_per_unit.
-// An unlimited rule has a zero Limit, Unit and UnitMultiplier. Descriptors
-// keep file order, since wildcards are tried in that order.
+// given), Burst = requests_per_unit for a token bucket without a burst (0
+// for a leaky bucket without one), and CountRefused as the rule's; a leaky
+// bucket's MaxWait is at most the options' MaxDelay. An unlimited rule has a
+// zero Limit, Unit and UnitMultiplier. A descriptor's Rules are its
+// rate_limit, or its rate_limits list in order: a list holds no unlimited
+// rule and no two rules with the same algorithm, requests, period and burst.
+// Descriptors keep file order, since wildcards are tried in that order.
+//
+// Parse checks the file against DefaultOptions.
 func Parse(file string, data []byte) (*Domain, error) {
-	d, _, err := parse(file, data)
+	return DefaultOptions().Parse(file, data)
+}
+
+// Parse is the package's Parse, checking the file against o.
+func (o Options) Parse(file string, data []byte) (*Domain, error) {
+	d, _, err := o.parse(file, data)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +150,7 @@ func Parse(file string, data []byte) (*Domain, error) {
 }
 
 // parse is Parse, also returning the line of the domain field.
-func parse(file string, data []byte) (*Domain, int, error) {
+func (o Options) parse(file string, data []byte) (*Domain, int, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc *yaml.Node
 	for {
@@ -129,6 +173,6 @@ func parse(file string, data []byte) (*Domain, int, error) {
 	if doc == nil {
 		return nil, 0, &Error{File: file, Msg: "no domain (the file is empty)"}
 	}
-	p := &parser{file: file, budget: 10*len(data) + 1000}
+	p := &parser{file: file, budget: 10*len(data) + 1000, maxDelay: o.maxDelay()}
 	return p.domain(doc.Content[0])
 }

@@ -104,6 +104,136 @@ func TestLoadAdditions(t *testing.T) {
 	checkModel(t, "rls", d, want)
 }
 
+// The five algorithms with their burst defaults, count_refused on both the
+// rule and its limit, and rate_limits lists, one rule per body in order.
+func TestLoadAlgorithms(t *testing.T) {
+	d := parseFile(t, "testdata/good/algorithms.yaml")
+	want := &Domain{Name: "edge", File: "testdata/good/algorithms.yaml", Descriptors: []*Descriptor{
+		{Key: "fixed", Line: 5, Rules: []*Rule{{
+			Limit: limits.Limit{Algorithm: limits.FixedWindow, Requests: 100, Period: time.Minute, CountRefused: true},
+			Unit:  Minute, UnitMultiplier: 1, CountRefused: true, Line: 7,
+		}}},
+		{Key: "sliding", Line: 12, Rules: []*Rule{{
+			Limit: limits.Limit{Algorithm: limits.SlidingWindow, Requests: 100, Period: time.Minute},
+			Unit:  Minute, UnitMultiplier: 1, Line: 14,
+		}}},
+		{Key: "log", Line: 19, Rules: []*Rule{{
+			Limit: limits.Limit{Algorithm: limits.SlidingLog, Requests: limits.MaxLogRequests, Period: time.Hour},
+			Unit:  Hour, UnitMultiplier: 1, Line: 21,
+		}}},
+		{Key: "token", Line: 25, Rules: []*Rule{{
+			Limit: limits.Limit{Algorithm: limits.TokenBucket, Requests: 10, Period: time.Second, Burst: 20},
+			Unit:  Second, UnitMultiplier: 1, Line: 27,
+		}}},
+		{Key: "leaky", Line: 33, Rules: []*Rule{{
+			Limit: limits.Limit{Algorithm: limits.LeakyBucket, Requests: 10, Period: time.Second},
+			Unit:  Second, UnitMultiplier: 1, Line: 35,
+		}}},
+		{Key: "leaky", Value: "queue", Line: 41, Rules: []*Rule{{
+			Limit: limits.Limit{Algorithm: limits.LeakyBucket, Requests: 10, Period: time.Second, Burst: 10, CountRefused: true},
+			Unit:  Second, UnitMultiplier: 1, CountRefused: true, Line: 44,
+		}}},
+		{Key: "user", Line: 51, Rules: []*Rule{
+			{
+				Name:  "user-second",
+				Limit: limits.Limit{Algorithm: limits.TokenBucket, Requests: 10, Period: time.Second, Burst: 10},
+				Unit:  Second, UnitMultiplier: 1, Line: 53,
+			},
+			{
+				Name:  "user-day",
+				Limit: limits.Limit{Algorithm: limits.FixedWindow, Requests: 10000, Period: day, CountRefused: true},
+				Unit:  Day, UnitMultiplier: 1, CountRefused: true, Replaces: []string{"api"}, Line: 57,
+			},
+		}, Descriptors: []*Descriptor{
+			{Key: "plan", Line: 66, Rules: []*Rule{{
+				Limit: limits.Limit{Requests: 5, Period: time.Second},
+				Unit:  Second, UnitMultiplier: 1, Line: 68,
+			}}},
+		}},
+		{Key: "api_key", Value: "*", ShadowMode: true, Line: 71, Rules: []*Rule{
+			{Limit: limits.Limit{Requests: 10, Period: time.Second}, Unit: Second, UnitMultiplier: 1, Line: 75},
+			{Limit: limits.Limit{Requests: 100, Period: time.Minute}, Unit: Minute, UnitMultiplier: 1, Line: 76},
+			{
+				Limit: limits.Limit{Algorithm: limits.SlidingLog, Requests: 1000, Period: time.Hour},
+				Unit:  Hour, UnitMultiplier: 1, FailureMode: FailDeny, Line: 77,
+			},
+			{
+				Limit: limits.Limit{Algorithm: limits.LeakyBucket, Requests: 600, Period: 2 * time.Minute, Burst: 2},
+				Unit:  Minute, UnitMultiplier: 2, Line: 78,
+			},
+		}},
+	}}
+	checkModel(t, "edge", d, want)
+}
+
+// Options.MaxDelay bounds a leaky bucket's worst wait, burst × period /
+// requests_per_unit; the zero Options are DefaultOptions.
+func TestOptionsMaxDelay(t *testing.T) {
+	if got := DefaultOptions(); got.MaxDelay != time.Second {
+		t.Errorf("DefaultOptions: got MaxDelay %s, want 1s", got.MaxDelay)
+	}
+	leaky := func(requests, burst int64, unit string) []byte {
+		return fmt.Appendf(nil, "domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      algorithm: leaky_bucket\n      unit: %s\n      requests_per_unit: %d\n      burst: %d\n", unit, requests, burst)
+	}
+	for _, tc := range []struct {
+		name     string
+		maxDelay time.Duration
+		data     []byte
+		want     string // "" for no error
+	}{
+		{"at the bound", time.Second, leaky(10, 10, "second"), ""},
+		{"above the bound", time.Second, leaky(10, 11, "second"), "x.yaml:8: burst: a leaky_bucket of 10 per second with burst 11 may delay a request 1.1s, above -max-delay 1s"},
+		{"zero is the default", 0, leaky(10, 11, "second"), "x.yaml:8: burst: a leaky_bucket of 10 per second with burst 11 may delay a request 1.1s, above -max-delay 1s"},
+		{"negative is the default", -time.Second, leaky(10, 10, "second"), ""},
+		{"a longer bound", time.Minute, leaky(10, 600, "second"), ""},
+		{"a shorter bound", 50 * time.Millisecond, leaky(10, 1, "second"), "x.yaml:8: burst: a leaky_bucket of 10 per second with burst 1 may delay a request 100ms, above -max-delay 50ms"},
+		{"no queue never waits", time.Nanosecond, leaky(1, 0, "day"), ""},
+		{"the wait rounded up to a millisecond", time.Second, leaky(7, 10, "second"), "x.yaml:8: burst: a leaky_bucket of 7 per second with burst 10 may delay a request 1.429s, above -max-delay 1s"},
+		{"a wait under a millisecond", 100 * time.Microsecond, leaky(2000, 1, "second"), "x.yaml:8: burst: a leaky_bucket of 2000 per second with burst 1 may delay a request 500µs, above -max-delay 100µs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Options{MaxDelay: tc.maxDelay}.Parse("x.yaml", tc.data)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Parse: got %v, want no error", err)
+				}
+				return
+			}
+			checkError(t, "Parse", err, tc.want)
+		})
+	}
+
+	// Load applies the options to every file of a directory.
+	_, err := Options{MaxDelay: 500 * time.Millisecond}.Load("testdata/good")
+	checkError(t, "Load", err, "testdata/good/algorithms.yaml:47: burst: a leaky_bucket of 10 per second with burst 10 may delay a request 1s, above -max-delay 500ms")
+	c, err := Options{MaxDelay: 2 * time.Second}.Load("testdata/bad/leaky_bucket_max_delay.yaml")
+	if err != nil {
+		t.Fatalf("Load: got %v, want no error", err)
+	}
+	if got, want := c.Domains["api"].Descriptors[0].Rules[0].Limit.MaxWait(), 2*time.Second; got != want {
+		t.Errorf("Load: got MaxWait %s, want %s", got, want)
+	}
+}
+
+// An explicit burst of 0 is a leaky bucket's default; a leaky bucket takes
+// any burst from 0, a token bucket from 1.
+func TestParseLeakyBurst(t *testing.T) {
+	for _, burst := range []string{"", "burst: 0, ", "burst: 5, "} {
+		d, err := Parse("x.yaml", []byte("domain: a\ndescriptors:\n  - key: k\n    rate_limit: {algorithm: leaky_bucket, "+burst+"unit: second, requests_per_unit: 10}\n"))
+		if err != nil {
+			t.Fatalf("%q: got %v, want no error", burst, err)
+		}
+		l := d.Descriptors[0].Rules[0].Limit
+		want := int64(0)
+		if burst == "burst: 5, " {
+			want = 5
+		}
+		if l.Burst != want || l.Capacity() != want || l.MaxCost() != want+1 {
+			t.Errorf("%q: got %v (capacity %d, max cost %d), want burst %d", burst, l, l.Capacity(), l.MaxCost(), want)
+		}
+	}
+}
+
 // YAML features envoyproxy/ratelimit's YAML library accepts read the same.
 func TestLoadCompat(t *testing.T) {
 	d := parseFile(t, "testdata/good/compat.yaml")
@@ -197,6 +327,19 @@ func TestLines(t *testing.T) {
 		"compat.status_1.50: sliding_window 10/720h0m0s shadow_mode=false",
 		"compat.status_429: sliding_window 1000/720h0m0s shadow_mode=true",
 		"compat.yearly: sliding_window 1/8760h0m0s shadow_mode=false",
+		"edge.api_key_*[0]: sliding_window 10/1s shadow_mode=true",
+		"edge.api_key_*[1]: sliding_window 100/1m0s shadow_mode=true",
+		"edge.api_key_*[2]: sliding_log 1000/1h0m0s shadow_mode=true failure_mode=deny",
+		"edge.api_key_*[3]: leaky_bucket 600/2m0s burst=2 shadow_mode=true",
+		"edge.fixed: fixed_window 100/1m0s shadow_mode=false count_refused=true",
+		"edge.leaky: leaky_bucket 10/1s burst=0 shadow_mode=false",
+		"edge.leaky_queue: leaky_bucket 10/1s burst=10 shadow_mode=false count_refused=true",
+		"edge.log: sliding_log 10000/1h0m0s shadow_mode=false",
+		"edge.sliding: sliding_window 100/1m0s shadow_mode=false",
+		"edge.token: token_bucket 10/1s burst=20 shadow_mode=false",
+		"edge.user.plan: sliding_window 5/1s shadow_mode=false",
+		"edge.user[0]: token_bucket 10/1s burst=10 name=user-second shadow_mode=false",
+		"edge.user[1]: fixed_window 10000/24h0m0s name=user-day shadow_mode=false count_refused=true replaces=api",
 		"edge_proxy.client_id_foo: sliding_window 1000/1h0m0s shadow_mode=true",
 		"edge_proxy.path_/api/*: sliding_window 600/1m0s name=api shadow_mode=false",
 		"edge_proxy.path_/api/admin/*: sliding_window 60/1m0s name=admin shadow_mode=false replaces=api",

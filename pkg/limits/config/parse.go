@@ -20,6 +20,8 @@ type parser struct {
 	// small file expand exponentially (or forever, through an anchor that
 	// contains an alias to itself); the budget stops both.
 	budget int
+	// maxDelay bounds a leaky bucket's worst wait (-max-delay).
+	maxDelay time.Duration
 }
 
 // pair is one field of a mapping: its name node and its value, aliases
@@ -349,7 +351,7 @@ func (p *parser) descriptor(n *yaml.Node, line int, parent string) (*Descriptor,
 		return nil, p.errorf(second.key, second.key.Value, "cannot be used together with %s (line %d)", first.key.Value, first.key.Line)
 	}
 	if one != nil {
-		r, err := p.rule(one.value, "rate_limit")
+		r, err := p.rule(one.value, "rate_limit", false)
 		if err != nil {
 			return nil, err
 		}
@@ -358,9 +360,6 @@ func (p *parser) descriptor(n *yaml.Node, line int, parent string) (*Descriptor,
 	if many != nil {
 		rules, err := p.rules(*many)
 		if err != nil {
-			return nil, err
-		}
-		if err := p.notYetRateLimits(many.key); err != nil {
 			return nil, err
 		}
 		d.Rules = rules
@@ -400,7 +399,9 @@ func (p *parser) metadata(kv pair) (map[string]string, error) {
 	return m, nil
 }
 
-// rules reads a rate_limits list.
+// rules reads a rate_limits list: limits that must all allow a request, so
+// none is unlimited, and no two count the same way (algorithm, requests,
+// period and burst), since the second would change nothing.
 func (p *parser) rules(kv pair) ([]*Rule, error) {
 	v := kv.value
 	if v.Kind != yaml.SequenceNode {
@@ -409,16 +410,30 @@ func (p *parser) rules(kv pair) ([]*Rule, error) {
 	if len(v.Content) == 0 {
 		return nil, p.errorf(v, kv.key.Value, "empty list")
 	}
+	type counting struct {
+		algorithm limits.Algorithm
+		requests  int64
+		period    time.Duration
+		burst     int64
+	}
+	first := map[counting]int{}
 	var rules []*Rule
 	for _, item := range v.Content {
 		n, err := p.deref(item)
 		if err != nil {
 			return nil, err
 		}
-		r, err := p.rule(n, kv.key.Value)
+		r, err := p.rule(n, kv.key.Value, true)
 		if err != nil {
 			return nil, err
 		}
+		l := r.Limit
+		id := counting{l.Algorithm, l.Requests, l.Period, l.Burst}
+		if line, dup := first[id]; dup {
+			l.CountRefused = false
+			return nil, p.errorf(item, kv.key.Value, "duplicate limit %s, first at line %d (the limits of a list must differ in algorithm, requests_per_unit, period or burst)", l, line)
+		}
+		first[id] = r.Line
 		rules = append(rules, r)
 	}
 	return rules, nil
@@ -450,11 +465,12 @@ func list(name func(int) string, end string) string {
 }
 
 // rule reads one rate limit body n, the value of field word (rate_limit, or
-// an item of rate_limits). An unlimited rule has a zero Limit, Unit and
-// UnitMultiplier; any other has Limit validated, Burst set to
-// requests_per_unit for a token bucket that does not give one, and
-// UnitMultiplier at least 1.
-func (p *parser) rule(n *yaml.Node, word string) (*Rule, error) {
+// an item of rate_limits when inList). An unlimited rule has a zero Limit,
+// Unit and UnitMultiplier; any other has Limit validated, Burst set to
+// requests_per_unit for a token bucket that does not give one (0 for a
+// leaky bucket), Limit.CountRefused set to CountRefused, UnitMultiplier at
+// least 1, and, for a leaky bucket, a worst wait within p.maxDelay.
+func (p *parser) rule(n *yaml.Node, word string, inList bool) (*Rule, error) {
 	if n.Kind != yaml.MappingNode {
 		return nil, p.kindError(n, word, "a mapping with requests_per_unit and unit")
 	}
@@ -530,6 +546,10 @@ func (p *parser) rule(n *yaml.Node, word string) (*Rule, error) {
 		}
 	}
 
+	if r.Unlimited && inList {
+		return nil, p.errorf(at["unlimited"].value, "unlimited", "not allowed in a rate_limits list; to make the descriptor unlimited, use rate_limit: {unlimited: true} instead of the list")
+	}
+
 	if r.Unlimited {
 		for _, f := range []struct{ name, what string }{
 			{"unit", "a unit"},
@@ -538,6 +558,7 @@ func (p *parser) rule(n *yaml.Node, word string) (*Rule, error) {
 			{"algorithm", "an algorithm"},
 			{"burst", "a burst"},
 			{"failure_mode", "a failure_mode"},
+			{"count_refused", "count_refused"},
 		} {
 			if kv, ok := at[f.name]; ok {
 				return nil, p.errorf(kv.key, f.name, "unlimited with %s", f.what)
@@ -567,10 +588,11 @@ func (p *parser) rule(n *yaml.Node, word string) (*Rule, error) {
 		}
 		r.Unit, r.UnitMultiplier = unit, multiplier
 		r.Limit = limits.Limit{
-			Algorithm: algorithm,
-			Requests:  requests,
-			Period:    unit.Duration() * time.Duration(multiplier),
-			Burst:     burst,
+			Algorithm:    algorithm,
+			Requests:     requests,
+			Period:       unit.Duration() * time.Duration(multiplier),
+			Burst:        burst,
+			CountRefused: r.CountRefused,
 		}
 	}
 
@@ -578,11 +600,61 @@ func (p *parser) rule(n *yaml.Node, word string) (*Rule, error) {
 		return nil, err
 	}
 	if !r.Unlimited {
-		if err := r.Limit.Validate(); err != nil {
-			return nil, p.errorf(n, word, "%v", err)
+		if err := p.validate(r, n, word, at); err != nil {
+			return nil, err
+		}
+		if err := p.checkDelay(r, n, word, at); err != nil {
+			return nil, err
 		}
 	}
 	return r, nil
+}
+
+// validate checks the Limit of rule r, read from body n, with
+// limits.Limit.Validate. Its messages start with the field at fault
+// ("requests_per_unit 20000 is above …"); when the rule sets that field,
+// the error points at it, as "requests_per_unit: 20000 is above …".
+func (p *parser) validate(r *Rule, n *yaml.Node, word string, at map[string]pair) error {
+	err := r.Limit.Validate()
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for _, f := range []string{"requests_per_unit", "burst"} {
+		if rest, ok := strings.CutPrefix(msg, f+" "); ok {
+			if kv, set := at[f]; set {
+				return p.errorf(kv.value, f, "%s", rest)
+			}
+		}
+	}
+	return p.errorf(n, word, "%s", msg)
+}
+
+// checkDelay refuses a leaky bucket whose worst wait, burst × period /
+// requests_per_unit, is above -max-delay: the error points at its burst, or
+// at its algorithm when the burst is defaulted.
+func (p *parser) checkDelay(r *Rule, n *yaml.Node, word string, at map[string]pair) error {
+	l := r.Limit
+	wait := l.MaxWait()
+	if l.Algorithm != limits.LeakyBucket || wait <= p.maxDelay {
+		return nil
+	}
+	if wait > time.Millisecond {
+		// Rounded up, so that the wait shown is still above the bound.
+		wait = (wait + time.Millisecond - 1).Truncate(time.Millisecond)
+	}
+	node := n
+	for _, f := range []string{"burst", "algorithm"} {
+		if kv, ok := at[f]; ok {
+			node, word = kv.value, f
+			break
+		}
+	}
+	rate := fmt.Sprintf("%d per %s", l.Requests, r.Unit)
+	if r.UnitMultiplier > 1 {
+		rate = fmt.Sprintf("%d per %d %ss", l.Requests, r.UnitMultiplier, r.Unit)
+	}
+	return p.errorf(node, word, "a leaky_bucket of %s with burst %d may delay a request %s, above -max-delay %s", rate, l.Burst, wait, p.maxDelay)
 }
 
 // bounds checks a count (requests_per_unit, burst) against [least,

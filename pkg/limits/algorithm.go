@@ -362,13 +362,15 @@ func slidingLog(l Limit, s State, cost, now int64) Decision {
 	}
 	if add > 0 {
 		// A fresh slice: the caller's state may still be read after this.
-		log = append(append(make([]LogEntry, 0, len(log)+1), log...), LogEntry{At: now, Cost: add})
+		// A clock may step back: never append before the newest entry, so
+		// that the log stays in order.
+		at := now
+		if len(log) > 0 {
+			at = max(at, log[len(log)-1].At)
+		}
+		log = append(append(make([]LogEntry, 0, len(log)+1), log...), LogEntry{At: at, Cost: add})
 		total += add
 		d.Changed = true
-	}
-	if drop > 0 && !d.Changed {
-		// Dropping what left the window changes nothing a decision sees.
-		log = s.Log[drop:]
 	}
 	d.Result.Remaining = max(0, n-total)
 	switch {
@@ -435,8 +437,9 @@ func leakyBucket(l Limit, s State, cost, now, maxDelay int64) Decision {
 		// Can never fit: more turns than the queue holds.
 	case leakyFits(wait, need, b, interval, maxDelay):
 		d.Result.Allowed = true
-		d.Result.Delay = micros(int64(math.Ceil(wait)))
 		if cost > 0 {
+			// A peek takes no turn, so it does not wait for one.
+			d.Result.Delay = micros(int64(math.Ceil(wait)))
 			drain += float64(cost) * interval
 			d.Changed = true
 		}
@@ -474,7 +477,9 @@ func leakyFits(wait float64, need, b int64, interval float64, maxDelay int64) bo
 }
 
 // leakyWait is the shortest wait after which a request refused with backlog
-// fits; rounded up, then checked with leakyFits itself.
+// fits: the closed form rounded up, then moved up or down until it is the
+// shortest wait for which leakyFits itself passes (the rounding of the closed
+// form can land on either side, e.g. backlog + 2I − 2I above backlog).
 func leakyWait(backlog float64, need, b int64, interval float64, maxDelay int64) int64 {
 	over := backlog + float64(need-1)*interval - float64(b)*interval
 	if maxDelay > 0 {
@@ -483,6 +488,9 @@ func leakyWait(backlog float64, need, b int64, interval float64, maxDelay int64)
 	wait := max(0, int64(math.Ceil(over)))
 	for !leakyFits(math.Max(backlog-float64(wait), 0), need, b, interval, maxDelay) {
 		wait++
+	}
+	for wait > 0 && leakyFits(math.Max(backlog-float64(wait-1), 0), need, b, interval, maxDelay) {
+		wait--
 	}
 	return wait
 }

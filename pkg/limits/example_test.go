@@ -25,3 +25,25 @@ func ExampleDecide() {
 	// allowed=true remaining=0 reset=2s
 	// allowed=false remaining=0 reset=1s
 }
+
+// A leaky bucket shapes instead of refusing: a request that fits its queue
+// is allowed after Delay, its turn; one that does not is refused at once,
+// and so is one whose turn comes after the caller's deadline.
+func ExampleDecideWithin() {
+	l := limits.Limit{Algorithm: limits.LeakyBucket, Requests: 10, Period: time.Second, Burst: 2}
+	now := int64(1_700_000_000_000_000) // microseconds
+	var s limits.State
+	for _, maxDelay := range []int64{0, 0, 150_000, 0, 0} {
+		d := limits.DecideWithin(l, s, 1, now, maxDelay)
+		if d.Changed {
+			s = d.State
+		}
+		fmt.Printf("allowed=%v delay=%s remaining=%d reset=%s\n", d.Result.Allowed, d.Result.Delay, d.Result.Remaining, d.Result.Reset)
+	}
+	// Output:
+	// allowed=true delay=0s remaining=2 reset=0s
+	// allowed=true delay=100ms remaining=1 reset=100ms
+	// allowed=false delay=0s remaining=1 reset=50ms
+	// allowed=true delay=200ms remaining=0 reset=200ms
+	// allowed=false delay=0s remaining=0 reset=100ms
+}

@@ -158,6 +158,11 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("burst must not be negative, got %d", l.Burst)
 	case l.Burst > MaxRequests:
 		return fmt.Errorf("burst %d is above the maximum %d", l.Burst, MaxRequests)
+	case l.Algorithm == LeakyBucket && l.Period < MinLeakyInterval*time.Duration(l.Requests):
+		// The queue's drain time is a float64 of absolute microseconds (a
+		// quarter-microsecond resolution today): turns much shorter than a
+		// microsecond would round away.
+		return fmt.Errorf("requests_per_unit %d per %s is a turn every %s, shorter than a leaky_bucket's minimum %s: use token_bucket", l.Requests, l.Period, l.Period/time.Duration(l.Requests), MinLeakyInterval)
 	case l.Algorithm == SlidingLog && l.Requests > MaxLogRequests:
 		return fmt.Errorf("requests_per_unit %d is above %d, the most a sliding_log keeps (one entry per hit): use sliding_window", l.Requests, MaxLogRequests)
 	case float64(l.Capacity())*float64(l.Period)/float64(l.Requests) > float64(MaxPeriod):
@@ -180,7 +185,13 @@ const (
 	// ends (w+2)·T stay below 2^53 microseconds for centuries.
 	MaxPeriod = 10 * 365 * 24 * time.Hour
 	// MaxLogRequests bounds a sliding_log's requests_per_unit: it keeps one
-	// entry per allowed hit (about 60 bytes each in Redis), and a decision
+	// entry per allowed hit (about 100 bytes each in Redis past 128 entries,
+	// 16 in the embedded store), and a decision
 	// that refuses walks the oldest entries.
 	MaxLogRequests = 10_000
+	// MinLeakyInterval bounds a leaky bucket's turn T/N from below (at most
+	// 10,000 per second): shaping finer than that is lost in the network's
+	// jitter anyway, and it keeps the float rounding of the drain time
+	// below 0.2% of a turn.
+	MinLeakyInterval = 100 * time.Microsecond
 )

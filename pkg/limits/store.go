@@ -26,6 +26,16 @@ type Hit struct {
 	Joint bool
 }
 
+// MaxDelayMicros is MaxDelay as DecideWithin takes it: zero (or negative)
+// means no bound, and a bound under a microsecond is one microsecond rather
+// than none.
+func (h Hit) MaxDelayMicros() int64 {
+	if h.MaxDelay <= 0 {
+		return 0
+	}
+	return max(1, h.MaxDelay.Microseconds())
+}
+
 // Result is a store's answer for one Hit.
 type Result struct {
 	// Allowed reports whether the hit fits the limit.

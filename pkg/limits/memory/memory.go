@@ -3,15 +3,24 @@
 // unreachable.
 //
 // Keys live in up to 64 shards, each a mutex over a map, an LRU list and a
-// heap of expiry instants. A decision is one critical section of its key's shard, so
-// it is atomic per key; shards keep unrelated keys from contending. Memory is
-// bounded by Options.MaxKeys: a full shard drops an expired key if it has
-// one, else its least recently used key.
+// heap of expiry instants. A decision is one critical section of its key's
+// shard, so it is atomic per key; shards keep unrelated keys from contending.
+// Memory is bounded by Options.MaxKeys: a full shard drops an expired key if
+// it has one, else its least recently used key.
+//
+// A key's shard is chosen by its Redis Cluster hash tag when it has one (the
+// part between the first '{' and the next '}', as Redis picks a slot), else
+// by the whole key. The keys of a joint run (one descriptor's rate_limits
+// list) share a hash tag, so a run locks a single shard; a run whose keys do
+// not share one still decides atomically, locking its shards in index order.
 package memory
 
 import (
 	"context"
+	"fmt"
 	"hash/maphash"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,12 +49,19 @@ const (
 // Options configures a Store. The zero value is usable.
 type Options struct {
 	// MaxKeys bounds the keys held at once, across all shards; zero or
-	// negative means DefaultMaxKeys. A key costs about 130 bytes plus its
-	// own length: the default bounds the store near 130 MB plus the keys.
+	// negative means DefaultMaxKeys. A key costs about 190 bytes plus its
+	// own length (measured by BenchmarkMemoryPerKey: 235 bytes with a
+	// 50-byte key): the default bounds the store near 190 MB plus the keys.
+	// A sliding_log key also holds one 16-byte entry per hit in its window,
+	// so it counts as one key more per LogEntriesPerKey entries it has room
+	// for (a full log of N = 1000, 16 KB, counts as 85 keys): the bound
+	// stays one of memory, whatever the algorithms.
+	//
 	// Each shard holds its share of MaxKeys; when a key arrives in a full
-	// shard, the shard drops an expired key if it has one, else its least
-	// recently used key (whose limit then restarts from nothing: see
-	// Stats.Evictions).
+	// shard (or a log grows in one), the shard drops an expired key if it
+	// has one, else its least recently used key (whose limit then restarts
+	// from nothing: see Stats.Evictions). A single key heavier than its
+	// shard's share is still kept, alone.
 	MaxKeys int
 	// SweepInterval is how often the janitor removes expired keys; zero
 	// means DefaultSweepInterval and negative turns the janitor off.
@@ -129,17 +145,111 @@ func New(opts Options) *Store {
 // valid gets an Err. The context is not consulted: a decision waits for
 // nothing but its shard's mutex, and the store must still answer when it
 // stands in for a Redis that has used up the request's deadline.
+//
+// A run of joint hits (each with Joint set, up to and including the first
+// without) is one atomic step: every hit is decided, each Result is that
+// hit's own decision, and the new states are stored only if every hit is
+// allowed; if one is refused, only the count_refused limits keep theirs (a
+// refused count_refused hit is charged, as it would be alone). A run with
+// an invalid limit is not decided: every hit of it gets an Err. The keys of
+// a run are expected to differ (each names its limit's index); a key
+// repeated in a run sees the decision before it, as separate hits would.
 func (s *Store) Decide(_ context.Context, hits []limits.Hit, results []limits.Result) {
 	now := s.now()
-	for i := range hits {
-		h := &hits[i]
-		if err := h.Limit.Validate(); err != nil {
-			results[i] = limits.Result{Err: err}
-			continue
+	for i := 0; i < len(hits); {
+		j := i + 1
+		for j < len(hits) && hits[j-1].Joint {
+			j++
 		}
-		results[i] = s.shardOf(h.Key).decide(h, now)
+		if j == i+1 {
+			h := &hits[i]
+			if err := h.Limit.Validate(); err != nil {
+				results[i] = limits.Result{Err: err}
+			} else {
+				results[i] = s.shards[s.shardIndex(h.Key)].decide(h, now)
+			}
+		} else {
+			s.decideRun(hits[i:j], results[i:j], now)
+		}
+		i = j
 	}
 }
+
+// maxRunOnStack is the run length decideRun handles without allocating: a
+// descriptor rarely has more limits than this.
+const maxRunOnStack = 8
+
+// decideRun decides a run of joint hits in one critical section of every
+// shard it touches, taken in index order so that two runs never deadlock.
+func (s *Store) decideRun(hits []limits.Hit, results []limits.Result, now int64) {
+	for k := range hits {
+		if err := hits[k].Limit.Validate(); err != nil {
+			for m := range hits {
+				results[m] = limits.Result{Err: fmt.Errorf("joint with hit %d: %w", k, err)}
+			}
+			results[k] = limits.Result{Err: err}
+			return
+		}
+	}
+	var shardsBuf [maxRunOnStack]int
+	var decisionsBuf [maxRunOnStack]limits.Decision
+	shardOf, decisions := shardsBuf[:0], decisionsBuf[:0]
+	if len(hits) > maxRunOnStack {
+		shardOf, decisions = make([]int, 0, len(hits)), make([]limits.Decision, 0, len(hits))
+	}
+	for k := range hits {
+		shardOf = append(shardOf, s.shardIndex(hits[k].Key))
+	}
+	var lockedBuf [maxRunOnStack]int
+	locked := append(lockedBuf[:0], shardOf...)
+	slices.Sort(locked)
+	locked = slices.Compact(locked)
+	for _, i := range locked {
+		s.shards[i].mu.Lock()
+	}
+	defer func() {
+		for _, i := range locked {
+			s.shards[i].mu.Unlock()
+		}
+	}()
+
+	allowed := true
+	for k := range hits {
+		h := &hits[k]
+		state, found := limits.State{}, false
+		// A key decided earlier in the run is seen as that decision left it.
+		for m := k - 1; m >= 0 && !found; m-- {
+			if hits[m].Key == h.Key && decisions[m].Changed {
+				state, found = stateAfter(decisions[m], now), true
+			}
+		}
+		if !found {
+			state, _ = s.shards[shardOf[k]].load(h.Key, now)
+		}
+		d := limits.DecideWithin(h.Limit, state, h.Cost, now, h.MaxDelayMicros())
+		decisions = append(decisions, d)
+		results[k] = d.Result
+		allowed = allowed && d.Result.Allowed
+	}
+	for k := range hits {
+		sh := &s.shards[shardOf[k]]
+		i := sh.index[hits[k].Key]
+		if allowed || hits[k].Limit.CountRefused {
+			sh.apply(hits[k].Key, i, decisions[k], now)
+		} else if i != 0 {
+			sh.touch(i)
+		}
+	}
+}
+
+// stateAfter is the state a store keeps after d: absent once expired.
+func stateAfter(d limits.Decision, now int64) limits.State {
+	if !d.State.Live || d.ExpireAt <= now {
+		return limits.State{}
+	}
+	return d.State
+}
+
 
 // Stats returns the current counters. It takes each shard's lock in turn, so
 // it is cheap enough for a metrics scrape but not for the hot path.
@@ -165,11 +275,27 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func (s *Store) shardOf(key string) *shard {
+// shardIndex picks key's shard by its hash tag (see the package doc).
+func (s *Store) shardIndex(key string) int {
 	if s.shift == 64 {
-		return &s.shards[0]
+		return 0
 	}
-	return &s.shards[maphash.String(s.seed, key)>>s.shift]
+	return int(maphash.String(s.seed, hashTag(key)) >> s.shift)
+}
+
+// hashTag is the part of key that Redis Cluster hashes to pick a slot: the
+// text between the first '{' and the first '}' after it, when not empty;
+// else the whole key.
+func hashTag(key string) string {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return key
+	}
+	n := strings.IndexByte(key[open+1:], '}')
+	if n <= 0 {
+		return key
+	}
+	return key[open+1 : open+1+n]
 }
 
 func (s *Store) janitor(every time.Duration) {

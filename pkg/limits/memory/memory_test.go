@@ -3,6 +3,7 @@ package memory_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -42,6 +43,8 @@ func (c *fakeClock) advance(d time.Duration) { c.Add(d.Microseconds()) }
 var (
 	hour   = limits.Limit{Algorithm: limits.FixedWindow, Requests: 2, Period: time.Hour}
 	second = limits.Limit{Algorithm: limits.FixedWindow, Requests: 2, Period: time.Second}
+
+	algorithms = []limits.Algorithm{limits.FixedWindow, limits.SlidingWindow, limits.TokenBucket, limits.SlidingLog, limits.LeakyBucket}
 )
 
 func decide(t *testing.T, s *memory.Store, key string, l limits.Limit, cost int64) limits.Result {
@@ -74,11 +77,16 @@ func TestConcurrentHitsOnOneKey(t *testing.T) {
 	if left := time.Hour - time.Duration(time.Now().UnixNano())%time.Hour; left < 5*time.Second {
 		time.Sleep(left + 10*time.Millisecond)
 	}
-	for _, a := range []limits.Algorithm{limits.FixedWindow, limits.SlidingWindow, limits.TokenBucket} {
+	for _, a := range algorithms {
 		t.Run(a.String(), func(t *testing.T) {
 			s := memory.New(memory.Options{})
 			defer s.Close()
+			// A leaky bucket takes B + 1 at once: one in service, B queued
+			// (the next turn is 36 s away).
 			l := limits.Limit{Algorithm: a, Requests: 100, Period: time.Hour}
+			if a == limits.LeakyBucket {
+				l.Burst = 99
+			}
 			const goroutines, hits = 32, 50
 			var allowed atomic.Int64
 			var wg sync.WaitGroup
@@ -171,7 +179,6 @@ func TestKeysNeverAboveMaxKeys(t *testing.T) {
 			clock := newFakeClock()
 			s := memory.New(memory.Options{MaxKeys: maxKeys, SweepInterval: -1, Now: clock.Load})
 			defer s.Close()
-			algs := []limits.Algorithm{limits.FixedWindow, limits.SlidingWindow, limits.TokenBucket}
 			hits := make([]limits.Hit, 0, 8)
 			results := make([]limits.Result, 8)
 			for i := range maxKeys + 100 {
@@ -180,11 +187,13 @@ func TestKeysNeverAboveMaxKeys(t *testing.T) {
 				}
 				hits = hits[:0]
 				for j := range 8 {
-					a := algs[(i+j)%3]
+					a := algorithms[(i+j)%len(algorithms)]
 					hits = append(hits, limits.Hit{
 						Key:   fmt.Sprint(a.ShortName(), (i*8+j)%(3*maxKeys)),
-						Limit: limits.Limit{Algorithm: a, Requests: 3, Period: time.Duration(1+i%5) * time.Second},
+						Limit: limits.Limit{Algorithm: a, Requests: 3, Period: time.Duration(1+i%5) * time.Second, Burst: 3},
 						Cost:  int64(j%4) - 1,
+						// Some pairs are joint runs.
+						Joint: j%4 == 1 && i%3 == 0,
 					})
 				}
 				s.Decide(context.Background(), hits, results)
@@ -265,14 +274,145 @@ func TestInvalidLimitIsAnError(t *testing.T) {
 	}
 }
 
+func TestLogsCountAgainstMaxKeys(t *testing.T) {
+	clock := newFakeClock()
+	s := memory.New(memory.Options{MaxKeys: 20, SweepInterval: -1, Now: clock.Load})
+	defer s.Close()
+	for i := range 15 {
+		decide(t, s, fmt.Sprint("k", i), hour, 1)
+	}
+	// A full log of 100 entries weighs 1 + 100/12 rounded up = 10 keys: 5
+	// of the 15 others make room, the least recently used first.
+	log := limits.Limit{Algorithm: limits.SlidingLog, Requests: 100, Period: time.Hour}
+	for i := range 100 {
+		if r := decide(t, s, "log", log, 1); !r.Allowed {
+			t.Fatalf("log hit %d refused: %+v", i, r)
+		}
+		clock.advance(time.Millisecond)
+	}
+	wantStats(t, s, memory.Stats{Keys: 11, Evictions: 5})
+	for i := range 15 {
+		want := int64(1)
+		if i < 5 {
+			want = 2 // evicted: starts over
+		}
+		if got := remaining(t, s, fmt.Sprint("k", i), hour); got != want {
+			t.Errorf("k%d: remaining got %d want %d", i, got, want)
+		}
+	}
+	if r := decide(t, s, "log", log, 1); r.Allowed {
+		t.Errorf("log: hit 101 got %+v want refused", r)
+	}
+}
+
+func TestHeavyLogIsKeptAlone(t *testing.T) {
+	clock := newFakeClock()
+	s := memory.New(memory.Options{MaxKeys: 5, SweepInterval: -1, Now: clock.Load})
+	defer s.Close()
+	decide(t, s, "other", hour, 1)
+	log := limits.Limit{Algorithm: limits.SlidingLog, Requests: 100, Period: time.Hour}
+	for range 100 {
+		decide(t, s, "log", log, 1)
+	}
+	// The log outweighs the whole store: it stays, alone, and still limits.
+	wantStats(t, s, memory.Stats{Keys: 1, Evictions: 1})
+	if r := decide(t, s, "log", log, 1); r.Allowed || r.Reset != time.Hour {
+		t.Errorf("log: hit 101 got %+v want refused for an hour", r)
+	}
+}
+
+func TestMaxDelayBelowAMicrosecondIsABound(t *testing.T) {
+	clock := newFakeClock()
+	s := memory.New(memory.Options{SweepInterval: -1, Now: clock.Load})
+	defer s.Close()
+	l := limits.Limit{Algorithm: limits.LeakyBucket, Requests: 10, Period: time.Second, Burst: 5}
+	decide(t, s, "k", l, 1)
+	r := make([]limits.Result, 1)
+	s.Decide(context.Background(), []limits.Hit{{Key: "k", Limit: l, Cost: 1, MaxDelay: 500 * time.Nanosecond}}, r)
+	if r[0].Allowed {
+		t.Errorf("max delay 500ns, wait 100ms: got %+v want refused (not unbounded)", r[0])
+	}
+	s.Decide(context.Background(), []limits.Hit{{Key: "k", Limit: l, Cost: 1, MaxDelay: -time.Second}}, r)
+	if !r[0].Allowed || r[0].Delay != 100*time.Millisecond {
+		t.Errorf("negative max delay: got %+v want allowed after 100ms (no bound)", r[0])
+	}
+}
+
+func TestJointRunWithAnInvalidLimitIsNotDecided(t *testing.T) {
+	s := memory.New(memory.Options{SweepInterval: -1})
+	defer s.Close()
+	hits := []limits.Hit{
+		{Key: "{t}a", Limit: hour, Cost: 1, Joint: true},
+		{Key: "{t}b", Limit: limits.Limit{Algorithm: limits.FixedWindow, Period: time.Second}, Cost: 1, Joint: true},
+		{Key: "{t}c", Limit: hour, Cost: 1},
+		{Key: "alone", Limit: hour, Cost: 1},
+	}
+	r := make([]limits.Result, len(hits))
+	s.Decide(context.Background(), hits, r)
+	for i := range 3 {
+		if r[i].Err == nil {
+			t.Errorf("run member %d: got %+v want an error", i, r[i])
+		}
+	}
+	if r[3].Err != nil || !r[3].Allowed {
+		t.Errorf("hit after the run: got %+v want allowed", r[3])
+	}
+	wantStats(t, s, memory.Stats{Keys: 1})
+}
+
+func TestRefusedRunStoresNoNewKeys(t *testing.T) {
+	s := memory.New(memory.Options{MaxKeys: 3, SweepInterval: -1})
+	defer s.Close()
+	one := limits.Limit{Algorithm: limits.FixedWindow, Requests: 1, Period: time.Hour}
+	decide(t, s, "{t}full", one, 1)
+	for i := range 10 {
+		hits := []limits.Hit{
+			{Key: fmt.Sprint("{t}new", i), Limit: hour, Cost: 1, Joint: true},
+			{Key: "{t}full", Limit: one, Cost: 1},
+		}
+		r := make([]limits.Result, 2)
+		s.Decide(context.Background(), hits, r)
+		if !r[0].Allowed || r[1].Allowed {
+			t.Fatalf("run %d: got %+v want the first allowed, the second refused", i, r)
+		}
+	}
+	wantStats(t, s, memory.Stats{Keys: 1})
+}
+
+// benchLimits are limits that never refuse in a benchmark, so that every
+// hit writes its state. The sliding logs run at steady state: the clock
+// moves T/N per hit, so each hit drops the oldest entry of a full log.
+var benchLimits = []struct {
+	name  string
+	limit limits.Limit
+	tick  time.Duration // fake clock step per Decide; 0: the process clock
+}{
+	{"fixed_window", limits.Limit{Algorithm: limits.FixedWindow, Requests: limits.MaxRequests, Period: time.Hour}, 0},
+	{"sliding_window", limits.Limit{Algorithm: limits.SlidingWindow, Requests: limits.MaxRequests, Period: time.Hour}, 0},
+	{"token_bucket", limits.Limit{Algorithm: limits.TokenBucket, Requests: limits.MaxRequests, Period: time.Hour}, 0},
+	{"leaky_bucket", limits.Limit{Algorithm: limits.LeakyBucket, Requests: limits.MaxRequests, Period: time.Hour, Burst: limits.MaxRequests}, 0},
+	{"sliding_log/N=100", limits.Limit{Algorithm: limits.SlidingLog, Requests: 100, Period: time.Second}, 10 * time.Millisecond},
+	{"sliding_log/N=1000", limits.Limit{Algorithm: limits.SlidingLog, Requests: 1000, Period: time.Second}, time.Millisecond},
+}
+
+func benchStore(tick time.Duration) *memory.Store {
+	if tick == 0 {
+		return memory.New(memory.Options{})
+	}
+	clock := newFakeClock()
+	return memory.New(memory.Options{Now: func() int64 { return clock.Add(tick.Microseconds()) }})
+}
+
 func BenchmarkDecide(b *testing.B) {
-	for _, a := range []limits.Algorithm{limits.FixedWindow, limits.SlidingWindow, limits.TokenBucket} {
-		b.Run(a.String(), func(b *testing.B) {
-			s := memory.New(memory.Options{})
+	for _, c := range benchLimits {
+		b.Run(c.name, func(b *testing.B) {
+			s := benchStore(c.tick)
 			defer s.Close()
-			// Never refused, so every hit writes the state.
-			hits := []limits.Hit{{Key: "descriptor-key", Limit: limits.Limit{Algorithm: a, Requests: limits.MaxRequests, Period: time.Hour}, Cost: 1}}
+			hits := []limits.Hit{{Key: "descriptor-key", Limit: c.limit, Cost: 1}}
 			results := make([]limits.Result, 1)
+			for range 2 * c.limit.Requests * int64(min(c.tick, 1)) { // fill the logs
+				s.Decide(context.Background(), hits, results)
+			}
 			s.Decide(context.Background(), hits, results)
 			b.ReportAllocs()
 			for b.Loop() {
@@ -283,6 +423,86 @@ func BenchmarkDecide(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkDecideJoint is one descriptor's two limits, decided as a run.
+func BenchmarkDecideJoint(b *testing.B) {
+	s := memory.New(memory.Options{})
+	defer s.Close()
+	hits := []limits.Hit{
+		{Key: "rls:{0123456789abcdef}:sw:3600000000:0:6:domain", Limit: limits.Limit{Algorithm: limits.SlidingWindow, Requests: limits.MaxRequests, Period: time.Hour}, Cost: 1, Joint: true},
+		{Key: "rls:{0123456789abcdef}:tb:1000000:1:6:domain", Limit: limits.Limit{Algorithm: limits.TokenBucket, Requests: limits.MaxRequests, Period: time.Second}, Cost: 1},
+	}
+	results := make([]limits.Result, 2)
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Decide(context.Background(), hits, results)
+	}
+	if !results[0].Allowed || !results[1].Allowed {
+		b.Fatalf("got %+v want both allowed", results)
+	}
+}
+
+// BenchmarkMemoryPerKey measures the heap a key takes in the store, its key
+// string included (keys like the service's, about 50 bytes), for each
+// algorithm and for full sliding logs. It reports B/key, the heap grown by
+// the second half of the keys over their number, so that the store's fixed
+// start (each shard's first 1024 slots) is not counted; the time it reports
+// means nothing.
+func BenchmarkMemoryPerKey(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		limit limits.Limit
+		keys  int
+		hits  int // per key
+	}{
+		{"fixed_window", limits.Limit{Algorithm: limits.FixedWindow, Requests: 100, Period: time.Hour}, 200_000, 1},
+		{"sliding_window", limits.Limit{Algorithm: limits.SlidingWindow, Requests: 100, Period: time.Hour}, 200_000, 1},
+		{"token_bucket", limits.Limit{Algorithm: limits.TokenBucket, Requests: 100, Period: time.Hour}, 200_000, 1},
+		{"leaky_bucket", limits.Limit{Algorithm: limits.LeakyBucket, Requests: 100, Period: time.Hour, Burst: 10}, 200_000, 1},
+		{"sliding_log/N=100_full", limits.Limit{Algorithm: limits.SlidingLog, Requests: 100, Period: time.Hour}, 20_000, 100},
+		{"sliding_log/N=1000_full", limits.Limit{Algorithm: limits.SlidingLog, Requests: 1000, Period: time.Hour}, 2_000, 1000},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var perKey float64
+			for b.Loop() {
+				perKey = heapPerKey(b, c.limit, c.keys, c.hits)
+			}
+			b.ReportMetric(perKey, "B/key")
+		})
+	}
+}
+
+func heapPerKey(b *testing.B, l limits.Limit, keys, hits int) float64 {
+	b.Helper()
+	clock := newFakeClock()
+	s := memory.New(memory.Options{MaxKeys: keys * (2 + hits), SweepInterval: -1, Now: clock.Load})
+	defer s.Close()
+	hit := []limits.Hit{{Limit: l, Cost: 1}}
+	results := make([]limits.Result, 1)
+	fill := func(from, to int) {
+		for i := from; i < to; i++ {
+			hit[0].Key = fmt.Sprintf("rls:{%016x}:%s:3600000000:0:3:api4:user%d", i, l.Algorithm.ShortName(), i)
+			for range hits {
+				s.Decide(context.Background(), hit, results)
+				clock.advance(time.Microsecond)
+			}
+			if !results[0].Allowed {
+				b.Fatalf("key %d: got %+v want allowed", i, results[0])
+			}
+		}
+	}
+	var half, full runtime.MemStats
+	fill(0, keys/2)
+	runtime.GC()
+	runtime.ReadMemStats(&half)
+	fill(keys/2, keys)
+	runtime.GC()
+	runtime.ReadMemStats(&full)
+	if st := s.Stats(); st.Keys != keys {
+		b.Fatalf("Stats() %+v: want %d keys", st, keys)
+	}
+	return float64(full.HeapAlloc-half.HeapAlloc) / float64(keys-keys/2)
 }
 
 func BenchmarkDecideParallel(b *testing.B) {

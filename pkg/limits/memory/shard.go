@@ -20,8 +20,9 @@ type shard struct {
 	entries  []entry
 	freeHead int32
 	// heap is a binary min-heap of entry indices by expireAt.
-	heap     []int32
-	capacity int
+	heap []int32
+	// capacity bounds used, the sum of the entries' weights.
+	capacity, used int
 
 	evictions, expired uint64
 
@@ -34,6 +35,20 @@ type entry struct {
 	expireAt   int64
 	prev, next int32
 	heapAt     int32
+	weight     int32
+}
+
+// LogEntriesPerKey is how many sliding_log entries weigh as much as a key:
+// an entry is 16 bytes, a key about 190 besides its name (see
+// Options.MaxKeys), so a log counts as one key more per 12 entries it has
+// room for.
+const LogEntriesPerKey = 12
+
+// weight is what a state counts against the shard's capacity: 1 for a key,
+// plus its log's allocated room (Decide's doc allows a new log to keep room
+// beyond its length, so capacity, not length, is what memory holds).
+func weight(s limits.State) int {
+	return 1 + (cap(s.Log)+LogEntriesPerKey-1)/LogEntriesPerKey
 }
 
 func (sh *shard) init(capacity int) {
@@ -44,30 +59,43 @@ func (sh *shard) init(capacity int) {
 	sh.heap = make([]int32, 0, hint)
 }
 
-// decide is limits.Decide for one hit under the shard's lock, with the store
-// contract around it: a state is absent from its ExpireAt on, and is written
-// only when Changed.
+// decide is limits.DecideWithin for one hit under the shard's lock, with the
+// store contract around it.
 func (sh *shard) decide(h *limits.Hit, now int64) limits.Result {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	i, ok := sh.index[h.Key]
-	var state limits.State
-	if ok {
-		if now >= sh.entries[i].expireAt {
-			sh.remove(i)
-			sh.expired++
-			ok = false
-		} else {
-			state = sh.entries[i].state
-		}
+	state, i := sh.load(h.Key, now)
+	d := limits.DecideWithin(h.Limit, state, h.Cost, now, h.MaxDelayMicros())
+	sh.apply(h.Key, i, d, now)
+	return d.Result
+}
+
+// load returns key's state and entry index (0: none). A state is absent from
+// its ExpireAt on: an expired entry is removed here.
+func (sh *shard) load(key string, now int64) (limits.State, int32) {
+	i, ok := sh.index[key]
+	if !ok {
+		return limits.State{}, 0
 	}
-	d := limits.Decide(h.Limit, state, h.Cost, now)
+	if now >= sh.entries[i].expireAt {
+		sh.remove(i)
+		sh.expired++
+		return limits.State{}, 0
+	}
+	return sh.entries[i].state, i
+}
+
+// apply keeps decision d for key, whose entry is i (0: none): the new state
+// is written only when Changed, and deleted when it no longer matters. The
+// old state is dropped whenever the new one is kept, so that the two never
+// both live (a sliding log's may share storage: see limits.Decide).
+func (sh *shard) apply(key string, i int32, d limits.Decision, now int64) {
 	switch {
 	case d.Changed && (!d.State.Live || d.ExpireAt <= now):
-		if ok {
+		if i != 0 {
 			sh.remove(i)
 		}
-	case d.Changed && ok:
+	case d.Changed && i != 0:
 		e := &sh.entries[i]
 		e.state = d.State
 		if e.expireAt != d.ExpireAt {
@@ -75,26 +103,22 @@ func (sh *shard) decide(h *limits.Hit, now int64) limits.Result {
 			sh.heapFix(e.heapAt)
 		}
 		sh.touch(i)
+		if w := weight(d.State); w != int(e.weight) {
+			sh.used += w - int(e.weight)
+			e.weight = int32(w)
+			sh.makeRoom(0, i, now)
+		}
 	case d.Changed:
-		sh.insert(h.Key, d.State, d.ExpireAt, now)
-	case ok:
+		sh.insert(key, d.State, d.ExpireAt, now)
+	case i != 0:
 		sh.touch(i)
 	}
-	return d.Result
 }
 
-// insert adds a key, first making room if the shard is full: an expired
-// entry if there is one (the heap's top), else the least recently used.
+// insert adds a key, first making room for it.
 func (sh *shard) insert(key string, state limits.State, expireAt, now int64) {
-	if len(sh.index) >= sh.capacity {
-		if top := sh.heap[0]; sh.entries[top].expireAt <= now {
-			sh.remove(top)
-			sh.expired++
-		} else {
-			sh.remove(sh.entries[0].prev)
-			sh.evictions++
-		}
-	}
+	w := weight(state)
+	sh.makeRoom(w, 0, now)
 	i := sh.freeHead
 	if i != 0 {
 		sh.freeHead = sh.entries[i].next
@@ -102,10 +126,30 @@ func (sh *shard) insert(key string, state limits.State, expireAt, now int64) {
 		sh.entries = append(sh.entries, entry{})
 		i = int32(len(sh.entries) - 1)
 	}
-	sh.entries[i] = entry{key: key, state: state, expireAt: expireAt}
+	sh.entries[i] = entry{key: key, state: state, expireAt: expireAt, weight: int32(w)}
+	sh.used += w
 	sh.index[key] = i
 	sh.linkFront(i)
 	sh.heapPush(i)
+}
+
+// makeRoom drops entries other than keep until extra more fits the
+// capacity: an expired entry while there is one (the heap's top), else the
+// least recently used.
+func (sh *shard) makeRoom(extra int, keep int32, now int64) {
+	for sh.used+extra > sh.capacity && len(sh.heap) > 0 {
+		if top := sh.heap[0]; top != keep && sh.entries[top].expireAt <= now {
+			sh.remove(top)
+			sh.expired++
+			continue
+		}
+		lru := sh.entries[0].prev
+		if lru == keep {
+			return // keep is all there is
+		}
+		sh.remove(lru)
+		sh.evictions++
+	}
 }
 
 // remove deletes entry i from the map, the list and the heap, and frees its
@@ -115,6 +159,7 @@ func (sh *shard) remove(i int32) {
 	delete(sh.index, e.key)
 	sh.unlink(i)
 	sh.heapRemove(e.heapAt)
+	sh.used -= int(e.weight)
 	*e = entry{next: sh.freeHead}
 	sh.freeHead = i
 }

@@ -10,32 +10,74 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
+// benchLimit is a limit of alg under which every hit of a benchmark is
+// allowed and writes, the costlier path: the largest windows and buckets,
+// and a sliding log of MaxLogRequests over 100 ms, which holds a few thousand
+// entries at the rates of a local Redis and trims as it goes.
+func benchLimit(alg limits.Algorithm) limits.Limit {
+	l := limits.Limit{Algorithm: alg, Requests: limits.MaxRequests, Period: time.Hour}
+	switch alg {
+	case limits.SlidingLog:
+		l.Requests, l.Period = limits.MaxLogRequests, 100*time.Millisecond
+	case limits.LeakyBucket:
+		l.Burst = limits.MaxRequests
+	}
+	return l
+}
+
 // BenchmarkDecide measures one Decide call against a local Redis with the
-// server's TIME, as in production: one hit, and a batch of eight hits on
-// distinct keys (one pipeline). The limit is high, so that every hit is
-// allowed and writes, the costlier path.
+// server's TIME, as in production: one hit, a batch of eight hits on distinct
+// keys (one pipeline), and a joint run of two limits (one script).
 func BenchmarkDecide(b *testing.B) {
 	srv := redistest.Start(b)
 	c := newClient(b, ClientOptions{URL: srv.URL(), Timeout: time.Second})
 	s := New(c, Options{})
-	ctx := context.Background()
 	for _, alg := range implemented {
-		l := limits.Limit{Algorithm: alg, Requests: limits.MaxRequests, Period: time.Hour}
-		for _, batch := range []int{1, 8} {
-			b.Run(fmt.Sprintf("%s/batch=%d", alg, batch), func(b *testing.B) {
-				hits := make([]limits.Hit, batch)
+		l := benchLimit(alg)
+		for _, shape := range []struct {
+			name  string
+			n     int
+			joint bool
+		}{{"batch=1", 1, false}, {"batch=8", 8, false}, {"joint=2", 2, true}} {
+			b.Run(alg.String()+"/"+shape.name, func(b *testing.B) {
+				hits := make([]limits.Hit, shape.n)
 				for i := range hits {
-					hits[i] = limits.Hit{Key: fmt.Sprintf("bench:%s:%d", alg, i), Limit: l, Cost: 1}
+					hits[i] = limits.Hit{Key: fmt.Sprintf("{bench:%s:%s}:%d", alg, shape.name, i), Limit: l, Cost: 1}
+					hits[i].Joint = shape.joint && i < len(hits)-1
 				}
-				res := make([]limits.Result, batch)
-				b.ReportAllocs()
-				for b.Loop() {
-					s.Decide(ctx, hits, res)
-					if res[0].Err != nil || !res[0].Allowed {
-						b.Fatalf("got %+v", res[0])
-					}
-				}
+				benchHits(b, s, hits, true)
 			})
+		}
+	}
+	// A client over its limit: a full sliding log of 1000 refuses, walking
+	// its oldest entry for the wait.
+	b.Run("sliding_log/refused/full=1000", func(b *testing.B) {
+		l := limits.Limit{Algorithm: limits.SlidingLog, Requests: 1000, Period: time.Hour}
+		fill := make([]limits.Hit, 100)
+		for i := range fill {
+			fill[i] = limits.Hit{Key: "bench:sl:full", Limit: l, Cost: 1}
+		}
+		res := make([]limits.Result, len(fill))
+		for range 10 {
+			s.Decide(context.Background(), fill, res)
+		}
+		benchHits(b, s, fill[:1], false)
+	})
+}
+
+// benchHits decides hits in a loop, and fails unless every result is
+// allowed, or refused when allowed is false.
+func benchHits(b *testing.B, s *Store, hits []limits.Hit, allowed bool) {
+	b.Helper()
+	ctx := context.Background()
+	res := make([]limits.Result, len(hits))
+	b.ReportAllocs()
+	for b.Loop() {
+		s.Decide(ctx, hits, res)
+		for _, r := range res {
+			if r.Err != nil || r.Allowed != allowed {
+				b.Fatalf("got %+v, want allowed %v", r, allowed)
+			}
 		}
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,25 +16,83 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
+// eqCase is one limit under test, with the MaxDelay of its hits (leaky
+// buckets only; zero is no bound).
+type eqCase struct {
+	limit    limits.Limit
+	maxDelay time.Duration
+}
+
+func (c eqCase) String() string {
+	if c.maxDelay != 0 {
+		return fmt.Sprintf("%s max_delay=%s", c.limit, c.maxDelay)
+	}
+	return c.limit.String()
+}
+
 // equivalenceCases are limits whose periods do not divide evenly by N, with
 // buckets whose burst differs from N, down to microsecond periods and up to
-// the largest values a limit may hold.
-var equivalenceCases = []limits.Limit{
-	{Algorithm: limits.FixedWindow, Requests: 3, Period: time.Second},
-	{Algorithm: limits.FixedWindow, Requests: 7, Period: 10 * time.Second},
-	{Algorithm: limits.FixedWindow, Requests: 3, Period: 7 * time.Microsecond},
-	{Algorithm: limits.FixedWindow, Requests: 1000, Period: time.Hour},
-	{Algorithm: limits.SlidingWindow, Requests: 3, Period: time.Second},
-	{Algorithm: limits.SlidingWindow, Requests: 7, Period: 10 * time.Second},
-	{Algorithm: limits.SlidingWindow, Requests: 3, Period: 7 * time.Microsecond},
-	{Algorithm: limits.SlidingWindow, Requests: 11, Period: time.Minute},
-	{Algorithm: limits.SlidingWindow, Requests: limits.MaxRequests, Period: limits.MaxPeriod},
-	{Algorithm: limits.TokenBucket, Requests: 3, Period: time.Second, Burst: 5},
-	{Algorithm: limits.TokenBucket, Requests: 7, Period: 10 * time.Second, Burst: 2},
-	{Algorithm: limits.TokenBucket, Requests: 10, Period: time.Second},
-	{Algorithm: limits.TokenBucket, Requests: 3, Period: 7 * time.Microsecond, Burst: 4},
-	{Algorithm: limits.TokenBucket, Requests: limits.MaxRequests, Period: limits.MaxPeriod, Burst: 3},
-}
+// the largest values a limit may hold, each algorithm also with
+// count_refused, and leaky buckets with and without a deadline.
+var equivalenceCases = func() []eqCase {
+	type L = limits.Limit
+	const (
+		fw, sw, tb = limits.FixedWindow, limits.SlidingWindow, limits.TokenBucket
+		sl, lb     = limits.SlidingLog, limits.LeakyBucket
+		us, s      = time.Microsecond, time.Second
+	)
+	cr := func(l L) L { l.CountRefused = true; return l }
+	return []eqCase{
+		{limit: L{Algorithm: fw, Requests: 3, Period: s}},
+		{limit: L{Algorithm: fw, Requests: 7, Period: 10 * s}},
+		{limit: L{Algorithm: fw, Requests: 3, Period: 7 * us}},
+		{limit: L{Algorithm: fw, Requests: 1000, Period: time.Hour}},
+		{limit: cr(L{Algorithm: fw, Requests: 3, Period: s})},
+		{limit: cr(L{Algorithm: fw, Requests: 7, Period: 10 * s})},
+
+		{limit: L{Algorithm: sw, Requests: 3, Period: s}},
+		{limit: L{Algorithm: sw, Requests: 7, Period: 10 * s}},
+		{limit: L{Algorithm: sw, Requests: 3, Period: 7 * us}},
+		{limit: L{Algorithm: sw, Requests: 11, Period: time.Minute}},
+		{limit: L{Algorithm: sw, Requests: limits.MaxRequests, Period: limits.MaxPeriod}},
+		{limit: cr(L{Algorithm: sw, Requests: 3, Period: s})},
+		{limit: cr(L{Algorithm: sw, Requests: 7, Period: 10 * s})},
+		{limit: cr(L{Algorithm: sw, Requests: limits.MaxRequests, Period: limits.MaxPeriod})},
+
+		{limit: L{Algorithm: tb, Requests: 3, Period: s, Burst: 5}},
+		{limit: L{Algorithm: tb, Requests: 7, Period: 10 * s, Burst: 2}},
+		{limit: L{Algorithm: tb, Requests: 10, Period: s}},
+		{limit: L{Algorithm: tb, Requests: 3, Period: 7 * us, Burst: 4}},
+		{limit: L{Algorithm: tb, Requests: limits.MaxRequests, Period: limits.MaxPeriod, Burst: 3}},
+		{limit: cr(L{Algorithm: tb, Requests: 3, Period: s, Burst: 5})},
+		{limit: cr(L{Algorithm: tb, Requests: 7, Period: 10 * s, Burst: 2})},
+		{limit: cr(L{Algorithm: tb, Requests: limits.MaxRequests, Period: limits.MaxPeriod, Burst: 3})},
+
+		{limit: L{Algorithm: sl, Requests: 1, Period: s}},
+		{limit: L{Algorithm: sl, Requests: 3, Period: s}},
+		{limit: L{Algorithm: sl, Requests: 3, Period: 7 * us}},
+		{limit: L{Algorithm: sl, Requests: 10, Period: 10 * s}},
+		{limit: L{Algorithm: sl, Requests: 10, Period: time.Minute}},
+		{limit: L{Algorithm: sl, Requests: 100, Period: time.Minute}},
+		{limit: cr(L{Algorithm: sl, Requests: 1, Period: s})},
+		{limit: cr(L{Algorithm: sl, Requests: 3, Period: 7 * us})},
+		{limit: cr(L{Algorithm: sl, Requests: 10, Period: 10 * s})},
+
+		{limit: L{Algorithm: lb, Requests: 3, Period: s}},
+		{limit: L{Algorithm: lb, Requests: 7, Period: 10 * s, Burst: 2}},
+		{limit: L{Algorithm: lb, Requests: 10, Period: s, Burst: 5}},
+		{limit: L{Algorithm: lb, Requests: 3, Period: 700 * us, Burst: 2}},
+		{limit: L{Algorithm: lb, Requests: limits.MaxRequests, Period: limits.MaxPeriod, Burst: 5}},
+		{limit: L{Algorithm: lb, Requests: 7, Period: 10 * s, Burst: 5}, maxDelay: 2 * s},
+		{limit: L{Algorithm: lb, Requests: 10, Period: s, Burst: 5}, maxDelay: 150 * time.Millisecond},
+		{limit: L{Algorithm: lb, Requests: 3, Period: 700 * us, Burst: 5}, maxDelay: 300 * us},
+		{limit: L{Algorithm: lb, Requests: 3, Period: 700 * us, Burst: 5}, maxDelay: 500 * time.Nanosecond},
+		{limit: L{Algorithm: lb, Requests: 3, Period: s}, maxDelay: 100 * time.Millisecond},
+		{limit: cr(L{Algorithm: lb, Requests: 3, Period: s})},
+		{limit: cr(L{Algorithm: lb, Requests: 7, Period: 10 * s, Burst: 2})},
+		{limit: cr(L{Algorithm: lb, Requests: 10, Period: s, Burst: 5}), maxDelay: 150 * time.Millisecond},
+	}
+}()
 
 // iterations is the number of steps per sequence: RLS_PROPERTY_ITERATIONS,
 // 300 by default.
@@ -62,41 +122,85 @@ func extraSeed(t testing.TB) uint64 {
 	return n
 }
 
-// model keeps one key's state as a store does around limits.Decide.
+// model keeps one key's state as a store does around limits.DecideWithin,
+// with the conversion of Hit.MaxDelay that the conformance suite (and so the
+// embedded store) uses.
 type model struct {
 	state    limits.State
 	expireAt int64
 }
 
-func (m *model) decide(l limits.Limit, cost, now int64) limits.Decision {
+// decide is the decision on the model's state at now, not yet applied.
+func (m *model) decide(h limits.Hit, now int64) limits.Decision {
 	s := m.state
 	if now >= m.expireAt {
 		s = limits.State{}
 	}
-	d := limits.Decide(l, s, cost, now)
-	if d.Changed {
-		if d.ExpireAt > now {
-			m.state, m.expireAt = d.State, d.ExpireAt
-		} else {
-			m.state, m.expireAt = limits.State{}, 0
-		}
+	return limits.DecideWithin(h.Limit, s, h.Cost, now, h.MaxDelayMicros())
+}
+
+// apply stores a decision's state, as a store does when it charges.
+func (m *model) apply(d limits.Decision, now int64) {
+	if !d.Changed {
+		return
 	}
-	return d
+	if d.State.Live && d.ExpireAt > now {
+		m.state, m.expireAt = d.State, d.ExpireAt
+	} else {
+		m.state, m.expireAt = limits.State{}, 0
+	}
+}
+
+// decideCall is the reference of Store.Decide for one call: each hit of a
+// run of joint hits is decided on its own, a key repeated in the run seeing
+// the decision before it (as the embedded store does); a run all allowed
+// charges every limit, a refused run only its count_refused limits. It
+// reports, per hit, whether its decision was applied.
+func decideCall(models []*model, hits []limits.Hit, now int64) ([]limits.Decision, []bool) {
+	want := make([]limits.Decision, len(hits))
+	applied := make([]bool, len(hits))
+	for first := 0; first < len(hits); {
+		last := first
+		for last < len(hits)-1 && hits[last].Joint {
+			last++
+		}
+		allowed := true
+		seen := map[*model]model{} // what the run has decided so far
+		for i := first; i <= last; i++ {
+			m, ok := seen[models[i]]
+			if !ok {
+				m = *models[i]
+			}
+			want[i] = m.decide(hits[i], now)
+			m.apply(want[i], now)
+			seen[models[i]] = m
+			allowed = allowed && want[i].Result.Allowed
+		}
+		for i := first; i <= last; i++ {
+			if allowed || hits[i].Limit.CountRefused {
+				models[i].apply(want[i], now)
+				applied[i] = true
+			}
+		}
+		first = last + 1
+	}
+	return want, applied
 }
 
 // sequence is one key under test: its limit, its model and what Redis held
 // after the previous step.
 type sequence struct {
 	key   string
-	limit limits.Limit
+	c     eqCase
 	model model
-	value string // the raw value in Redis, "" when absent
+	dump  string // DUMP of the key in Redis, "" when absent
 }
 
 // TestEquivalence feeds the same pseudo-random sequences of hits to the Go
 // algorithms and to the scripts, with explicit instants, and requires the
-// same Allowed, Remaining and Reset at every step, and a key TTL that is
-// ExpireAt-now rounded up to the millisecond.
+// same Allowed, Remaining, Reset and Delay at every step, a key TTL that is
+// ExpireAt-now rounded up to the millisecond, a key left as it was when the
+// state does not change, and, for a sliding log, the entries of the Go log.
 //
 // Redis expires keys on its own clock, which does not follow the test's
 // instants: after checking the TTL of a step, the test removes it (PERSIST),
@@ -107,115 +211,241 @@ func TestEquivalence(t *testing.T) {
 	steps := iterations(t)
 	var now int64
 	s, c, _ := setup(t, Options{Clock: func() int64 { return now }})
-	for i, l := range equivalenceCases {
-		t.Run(fmt.Sprintf("%d/%s", i, l), func(t *testing.T) {
-			seqs := []*sequence{{key: fmt.Sprintf("eq:%d", i), limit: l}}
-			runSequences(t, s, c, &now, seqs, steps, uint64(i))
+	for i, ec := range equivalenceCases {
+		t.Run(fmt.Sprintf("%d/%s", i, ec), func(t *testing.T) {
+			seqs := []*sequence{{key: fmt.Sprintf("eq:%d", i), c: ec}}
+			runSequences(t, s, c, &now, seqs, steps, uint64(i), singles)
 		})
 	}
 	// All cases at once: one Decide call, one pipeline, per step.
 	t.Run("batched", func(t *testing.T) {
 		var seqs []*sequence
-		for i, l := range equivalenceCases {
-			seqs = append(seqs, &sequence{key: fmt.Sprintf("eqb:%d", i), limit: l})
+		for i, ec := range equivalenceCases {
+			seqs = append(seqs, &sequence{key: fmt.Sprintf("eqb:%d", i), c: ec})
 		}
-		runSequences(t, s, c, &now, seqs, steps, 1000)
+		runSequences(t, s, c, &now, seqs, steps, 1000, singles)
 	})
 }
 
-func runSequences(t *testing.T, s *Store, c redis.UniversalClient, now *int64, seqs []*sequence, steps int, seed uint64) {
+// TestJointEquivalence sends random runs of two or three joint hits, on keys
+// whose limits mix every algorithm with and without count_refused, and
+// requires the decisions, TTLs and states of decideCall: each hit decided on
+// its own, the run charged all or nothing (count_refused limits always).
+func TestJointEquivalence(t *testing.T) {
+	steps := iterations(t)
+	var now int64
+	s, c, _ := setup(t, Options{Clock: func() int64 { return now }})
+	for seed := range uint64(6) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 0x701e7^extraSeed(t)))
+			// Six keys of one descriptor (one hash tag), each with its own
+			// limit; small limits and short periods, so that refusals,
+			// debts and expiries are frequent.
+			var seqs []*sequence
+			for k := range 6 {
+				ec := equivalenceCases[rng.IntN(len(equivalenceCases))]
+				for ec.limit.Requests > 100 || ec.limit.Period > time.Minute {
+					ec = equivalenceCases[rng.IntN(len(equivalenceCases))]
+				}
+				seqs = append(seqs, &sequence{key: fmt.Sprintf("{joint%d}:%d", seed, k), c: ec})
+			}
+			for _, q := range seqs {
+				t.Logf("%s: %s", q.key, q.c)
+			}
+			runSequences(t, s, c, &now, seqs, steps, 2000+seed, jointRuns)
+		})
+	}
+}
+
+// planner picks the hits of a step: which sequences, in which order, and
+// which are joint with the next.
+type planner func(rng *rand.Rand, n int) (order []int, joint []bool)
+
+// singles hits every sequence once, none joint.
+func singles(_ *rand.Rand, n int) ([]int, []bool) {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	return order, make([]bool, n)
+}
+
+// jointRuns hits a random subset of the sequences, in random order, cut into
+// runs of two or three (a lone hit at the end when one is left). One run in
+// ten repeats a key.
+func jointRuns(rng *rand.Rand, n int) ([]int, []bool) {
+	order := rng.Perm(n)[:2+rng.IntN(n-1)]
+	joint := make([]bool, len(order))
+	for i := 0; i < len(order); {
+		size := min(2+rng.IntN(2), len(order)-i)
+		for k := i; k < i+size-1; k++ {
+			joint[k] = true
+		}
+		if size > 1 && rng.IntN(10) == 0 {
+			order[i+size-1] = order[i+rng.IntN(size-1)]
+		}
+		i += size
+	}
+	return order, joint
+}
+
+func runSequences(t *testing.T, s *Store, c redis.UniversalClient, now *int64, seqs []*sequence, steps int, seed uint64, plan planner) {
 	ctx := context.Background()
-	resets := 0
+	resets, decided := 0, 0
 	defer func() {
 		// A handful is expected with 1 ms TTLs on a slow machine; many
 		// would mean that the keys expire too early.
 		if resets > 0 {
-			t.Logf("%d of %d decisions: the key expired in real time before the test read it; sequence restarted", resets, steps*len(seqs))
+			t.Logf("%d of %d decisions: the key expired in real time before the test read it; sequence restarted", resets, decided)
 		}
-		if resets > steps*len(seqs)/10 {
+		if resets > decided/10 {
 			t.Errorf("too many keys expired before the test read them")
 		}
 	}()
 	rng := rand.New(rand.NewPCG(seed, 0x5eed^extraSeed(t)))
 	*now = 1_767_225_600_000_000 + rng.Int64N(1_000_000_000_000)
-	hits := make([]limits.Hit, len(seqs))
-	want := make([]limits.Decision, len(seqs))
-	res := make([]limits.Result, len(seqs))
 	for step := range steps {
 		// Keep instants where every value the algorithms compute, up to
 		// now+2T for the longest period, stays below 2^53: near the bound,
 		// long jumps become steps of at most a second.
-		adv := advance(rng, seqs[rng.IntN(len(seqs))].limit)
+		adv := advance(rng, seqs[rng.IntN(len(seqs))].c.limit)
 		if room := maxNow - *now; adv > room/2 {
 			adv = rng.Int64N(min(room/2, 1_000_000) + 1)
 		}
 		*now += adv
-		before := make([]model, len(seqs))
-		for i, q := range seqs {
-			hits[i] = limits.Hit{Key: q.key, Limit: q.limit, Cost: pickCost(rng, q.limit)}
+		order, joint := plan(rng, len(seqs))
+		hits := make([]limits.Hit, len(order))
+		models := make([]*model, len(order))
+		before := make([]model, len(order))
+		for i, k := range order {
+			q := seqs[k]
+			hits[i] = limits.Hit{Key: q.key, Limit: q.c.limit, Cost: pickCost(rng, q.c.limit), MaxDelay: q.c.maxDelay, Joint: joint[i]}
+			models[i] = &q.model
 			before[i] = q.model
-			want[i] = q.model.decide(q.limit, hits[i].Cost, *now)
 		}
+		want, applied := decideCall(models, hits, *now)
+		res := make([]limits.Result, len(hits))
 		start := time.Now()
 		s.Decide(ctx, hits, res)
+		decided += len(hits)
 
-		// Read what each script left, and make it permanent.
-		pipe := c.Pipeline()
-		pttls := make([]*redis.Cmd, len(seqs))
-		gets := make([]*redis.StringCmd, len(seqs))
-		for i, q := range seqs {
-			pttls[i] = pipe.Do(ctx, "PTTL", q.key)
-			gets[i] = pipe.Get(ctx, q.key)
-			pipe.Persist(ctx, q.key)
+		for i, k := range order {
+			q := seqs[k]
+			h, w, got := hits[i], want[i], res[i]
+			if got.Err != nil || got != w.Result {
+				t.Fatalf("step %d, hit %d of %d, %s (joint %v), cost %d, max delay %s, now %d, Go state %+v: Redis got %s (err %v); Go want %s",
+					step, i, len(hits), q.c.limit, h.Joint, h.Cost, h.MaxDelay, *now, before[i], format(got), got.Err, format(w.Result))
+			}
 		}
-		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+
+		// Read what the scripts left under each key, and make it permanent.
+		var touched []int
+		inspects := map[int]*redis.Cmd{}
+		pipe := c.Pipeline()
+		for _, k := range order {
+			if inspects[k] == nil {
+				touched = append(touched, k)
+				inspects[k] = pipe.Eval(ctx, inspectLua, []string{seqs[k].key})
+			}
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
 			t.Fatalf("step %d: inspect keys: %v", step, err)
 		}
 		elapsedMs := time.Since(start).Milliseconds() + 1
 
-		for i, q := range seqs {
-			h, w, got := hits[i], want[i], res[i]
-			where := fmt.Sprintf("step %d, %s, cost %d, now %d, Go state %+v, Redis state %q", step, q.limit, h.Cost, *now, before[i], q.value)
-			if got.Err != nil {
-				t.Fatalf("%s: %v", where, got.Err)
+		for _, k := range touched {
+			q := seqs[k]
+			// The key holds the last decision applied to it, if any.
+			var w limits.Decision
+			written := false
+			for i := range order {
+				if order[i] == k && applied[i] && want[i].Changed {
+					w, written = want[i], true
+				}
 			}
-			if got.Allowed != w.Result.Allowed || got.Remaining != w.Result.Remaining || got.Reset != w.Result.Reset {
-				t.Fatalf("%s: Redis got allowed=%v remaining=%d reset=%d µs; Go want allowed=%v remaining=%d reset=%d µs",
-					where, got.Allowed, got.Remaining, got.Reset.Microseconds(),
-					w.Result.Allowed, w.Result.Remaining, w.Result.Reset.Microseconds())
-			}
-			pttl, err := pttls[i].Int64()
-			if err != nil {
-				t.Fatalf("%s: PTTL: %v", where, err)
-			}
-			value := gets[i].Val()
-			live := w.Changed && w.ExpireAt > *now
+			where := fmt.Sprintf("step %d, key %s, %s, now %d", step, q.key, q.c.limit, *now)
+			pttl, dump, log := inspected(t, inspects[k])
 			switch {
-			case live:
+			case written && w.State.Live && w.ExpireAt > *now:
 				wantMs := (w.ExpireAt - *now + 999) / 1000
 				if pttl == -2 && wantMs <= elapsedMs {
 					// Redis's own clock expired the key before the test could
 					// read it: follow Redis.
 					resets++
 					q.model = model{}
-					value = ""
+					dump = ""
 					break
 				}
 				if pttl > wantMs || pttl < wantMs-elapsedMs {
 					t.Fatalf("%s: PTTL = %d ms, want %d ms (ExpireAt-now = %d µs, rounded up; %d ms elapsed)", where, pttl, wantMs, w.ExpireAt-*now, elapsedMs)
 				}
-			case w.Changed:
+				if q.c.limit.Algorithm == limits.SlidingLog {
+					if got := entries(t, log); !reflect.DeepEqual(got, w.State.Log) {
+						t.Fatalf("%s: sorted set holds %v, want the Go log %v", where, got, w.State.Log)
+					}
+				}
+			case written:
 				if pttl != -2 {
-					t.Fatalf("%s: PTTL = %d, want the key deleted (state equivalent to absent); value %q", where, pttl, value)
+					t.Fatalf("%s: PTTL = %d, want the key deleted (state equivalent to absent)", where, pttl)
 				}
 			default: // nothing written: the key is as the previous step left it
-				if value != q.value || (q.value == "") != (pttl == -2) || (q.value != "" && pttl != -1) {
-					t.Fatalf("%s: key changed without a change of state: %q (PTTL %d), was %q", where, value, pttl, q.value)
+				if dump != q.dump || (q.dump == "") != (pttl == -2) || (q.dump != "" && pttl != -1) {
+					t.Fatalf("%s: key changed without a write (PTTL %d)", where, pttl)
 				}
 			}
-			q.value = value
+			q.dump = dump
 		}
 	}
+}
+
+// inspectLua reads a key's PTTL, DUMP and, for a sorted set, its
+// entries, then makes the key permanent: in one script, so that a key with a
+// millisecond left cannot expire between the reads and PERSIST.
+const inspectLua = `
+local pttl = redis.call('PTTL', KEYS[1])
+local dump = redis.call('DUMP', KEYS[1]) or ''
+local log = {}
+if redis.call('TYPE', KEYS[1]).ok == 'zset' then
+  log = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+end
+redis.call('PERSIST', KEYS[1])
+return {pttl, dump, log}
+`
+
+// inspected reads inspectLua's reply.
+func inspected(t *testing.T, cmd *redis.Cmd) (pttl int64, dump string, log []any) {
+	t.Helper()
+	v, err := cmd.Slice()
+	if err != nil || len(v) != 3 {
+		t.Fatalf("inspect: %v, %v", v, err)
+	}
+	pttl, _ = v[0].(int64)
+	dump, _ = v[1].(string)
+	log, _ = v[2].([]any)
+	return pttl, dump, log
+}
+
+// entries decodes a sliding log's sorted set, as member, score pairs, into
+// the Go log it mirrors.
+func entries(t *testing.T, flat []any) []limits.LogEntry {
+	t.Helper()
+	var log []limits.LogEntry
+	for i := 0; i+1 < len(flat); i += 2 {
+		m, _ := flat[i].(string)
+		score, _ := flat[i+1].(string)
+		_, cost, ok := strings.Cut(m, ":")
+		c, err1 := strconv.ParseInt(cost, 10, 64)
+		at, err2 := strconv.ParseInt(score, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			t.Fatalf("sorted set entry %q %q: want start:cost and an integer score", m, score)
+		}
+		log = append(log, limits.LogEntry{At: at, Cost: c})
+	}
+	return log
+}
+
+func format(r limits.Result) string {
+	return fmt.Sprintf("allowed=%v remaining=%d reset=%d µs delay=%d µs", r.Allowed, r.Remaining, r.Reset.Microseconds(), r.Delay.Microseconds())
 }
 
 // maxNow bounds the test's instants (year 2065): with MaxPeriod, the sliding
@@ -240,9 +470,76 @@ func advance(rng *rand.Rand, l limits.Limit) int64 {
 	}
 }
 
-// pickCost picks among a peek, small costs, a refund and costs that can
-// never fit.
+// pickCost picks among a peek, small costs, refunds and costs that just fit
+// or can never fit.
 func pickCost(rng *rand.Rand, l limits.Limit) int64 {
-	costs := []int64{0, 1, 1, 1, 1, 2, 5, l.Requests + 1, -1, l.Capacity() + 1}
+	costs := []int64{0, 1, 1, 1, 1, 2, 5, l.Requests + 1, -1, -3, l.Capacity() + 1, l.MaxCost()}
 	return costs[rng.IntN(len(costs))]
+}
+
+// TestSlidingLogLong fills sliding logs of 1000 entries, many of them at one
+// instant, so that the walks of a refusal and of a refund read several pages
+// and entries of one instant must stay in the order of Go's log; it compares
+// every decision and the final entries with the Go algorithm.
+func TestSlidingLogLong(t *testing.T) {
+	var now int64 = 1_767_225_600_000_000
+	s, c, _ := setup(t, Options{Clock: func() int64 { return now }})
+	ctx := context.Background()
+	for _, countRefused := range []bool{false, true} {
+		l := limits.Limit{Algorithm: limits.SlidingLog, Requests: 1000, Period: time.Hour, CountRefused: countRefused}
+		t.Run(l.String(), func(t *testing.T) {
+			key := "long:" + l.String()
+			var m model
+			call := func(what string, costs ...int64) {
+				t.Helper()
+				hits := make([]limits.Hit, len(costs))
+				models := make([]*model, len(costs))
+				for i, cost := range costs {
+					hits[i] = limits.Hit{Key: key, Limit: l, Cost: cost}
+					models[i] = &m
+				}
+				res := make([]limits.Result, len(hits))
+				// One hit per decideCall: the hits of one Decide call on
+				// one key are decided in order.
+				want := make([]limits.Decision, len(hits))
+				for i := range hits {
+					d, _ := decideCall(models[i:i+1], hits[i:i+1], now)
+					want[i] = d[0]
+				}
+				s.Decide(ctx, hits, res)
+				for i := range hits {
+					if res[i] != want[i].Result {
+						t.Fatalf("%s, hit %d (cost %d): Redis got %s; Go want %s", what, i, costs[i], format(res[i]), format(want[i].Result))
+					}
+				}
+			}
+			ones := make([]int64, 100)
+			for i := range ones {
+				ones[i] = 1
+			}
+			for range 9 {
+				call("fill", ones...)
+				now += 3 * time.Minute.Microseconds()
+			}
+			call("fill", append(ones[:98:98], 2)...) // full: the last entry costs 2
+			call("refused, the walk frees every entry", 1000)
+			call("peek", 0)
+			call("refund", -650, 0, 1)
+			now += 20 * time.Minute.Microseconds()
+			call("after some entries left the window", 5, 0, 800, -1)
+			now += 50 * time.Minute.Microseconds()
+			call("after most entries left the window", 0, 1, 3)
+			zs, err := c.ZRangeWithScores(ctx, key, 0, -1).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var flat []any
+			for _, z := range zs {
+				flat = append(flat, z.Member, strconv.FormatFloat(z.Score, 'f', -1, 64))
+			}
+			if got := entries(t, flat); !reflect.DeepEqual(got, m.state.Log) {
+				t.Errorf("sorted set holds %v, want the Go log %v", got, m.state.Log)
+			}
+		})
+	}
 }

@@ -1,23 +1,46 @@
 // Package redisstore is the Redis implementation of limits.Store, shared by
 // every instance of the service.
 //
-// Each algorithm is one Lua script that mirrors its Go function in package
+// Each algorithm is a Lua function that mirrors its Go function in package
 // limits operation for operation, floating point included, so that the Redis
 // store and the embedded store make identical decisions for the same
-// sequence of hits. A script reads and writes the one key of its hit, so a
-// decision is atomic on a single Redis and on a Redis Cluster alike, and it
-// takes the time from the Redis server (TIME), so that instances with skewed
-// clocks still agree.
+// sequence of hits. A function decides without writing and hands back the
+// write that would store its new state; the tail of the script (lua/run.lua)
+// applies the writes once every hit of the call is decided. There is one
+// script per algorithm for a single hit, which reads and writes the one key of
+// its hit, and one joint script, with every algorithm, for a run of joint
+// hits (the limits of one descriptor), whose keys share a hash tag. So a
+// decision is atomic on a single Redis and on a Redis Cluster alike. The
+// scripts take the time from the Redis server (TIME), so that instances with
+// skewed clocks still agree.
 //
-// State is kept compactly as a string under the hit's key, with a TTL equal to
-// the time after which the state is equivalent to an absent key:
+// State is kept compactly under the hit's key, with a TTL equal to the time
+// after which the state is equivalent to an absent key (rounded up to the
+// millisecond):
 //
-//	fixed_window    "window count"        window = floor(now/T)
-//	sliding_window  "window count prev"   count of window, count of window-1
-//	token_bucket    "tokens stamp"        tokens as %.17g, stamp in µs
+//	fixed_window    string "window count"        window = floor(now/T)
+//	sliding_window  string "window count prev"   counts of window and window-1
+//	token_bucket    string "tokens stamp"        tokens as %.17g, stamp in µs
+//	leaky_bucket    string "drain"               µs as %.17g (fractional)
+//	sliding_log     sorted set, one entry per allowed hit: score = its instant
+//	                in µs, member = L start ":" cost, where start is the sum
+//	                of the costs before it and L a letter for the length of
+//	                start ('a' = 1 digit)
 //
-// A peek (cost 0) or a refused hit writes nothing; a state equivalent to an
-// absent key deletes the key.
+// A sliding log's entries are contiguous ranges [start, start+cost), so the
+// total inside the window is the end of the newest entry minus the start of
+// the oldest one after now−T: two lookups whatever the size of the set, and
+// no second key to keep in step with it (nor to keep in its slot). start also
+// makes every member unique, and its length letter keeps the entries of one
+// instant in the order of the Go log. Entries that have left the window are
+// removed when the key is next written; a refusal's wait and a refund walk
+// the set from the oldest or the newest entry, a page at a time.
+//
+// A peek (cost 0) or a refused hit writes nothing (unless its limit counts
+// refused hits); a state equivalent to an absent key deletes the key.
+//
+// The scripts need Redis 7.0 or later (ZRANGE BYSCORE … LIMIT, and
+// PEXPIRETIME for a joint run that repeats a key).
 package redisstore
 
 import (
@@ -26,6 +49,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -50,34 +74,56 @@ var (
 var (
 	//go:embed lua/prelude.lua
 	preludeLua string
+	//go:embed lua/run.lua
+	runLua string
 	//go:embed lua/fixed_window.lua
 	fixedWindowLua string
 	//go:embed lua/sliding_window.lua
 	slidingWindowLua string
 	//go:embed lua/token_bucket.lua
 	tokenBucketLua string
+	//go:embed lua/sliding_log.lua
+	slidingLogLua string
+	//go:embed lua/leaky_bucket.lua
+	leakyBucketLua string
 )
 
-// script is one algorithm's Lua source and its SHA1 for EVALSHA.
+// script is a composed Lua source and its SHA1 for EVALSHA.
 type script struct {
 	src string
 	sha string
 }
 
-func newScript(body string) script {
-	src := preludeLua + "\n" + body
+// newScript composes the prelude, the given algorithms and the tail.
+func newScript(algorithms ...string) script {
+	parts := append(append([]string{preludeLua}, algorithms...), runLua)
+	src := strings.Join(parts, "\n")
 	return script{src: src, sha: redis.NewScript(src).Hash()}
 }
 
-// scripts is indexed by limits.Algorithm; the zero script means the
-// algorithm has no Redis implementation.
-var scripts = func() []script {
-	s := make([]script, limits.LeakyBucket+1)
-	s[limits.FixedWindow] = newScript(fixedWindowLua)
-	s[limits.SlidingWindow] = newScript(slidingWindowLua)
-	s[limits.TokenBucket] = newScript(tokenBucketLua)
-	return s
-}()
+// algorithmLua is each algorithm's Lua function, indexed by limits.Algorithm.
+var algorithmLua = [...]string{
+	limits.FixedWindow:   fixedWindowLua,
+	limits.SlidingWindow: slidingWindowLua,
+	limits.TokenBucket:   tokenBucketLua,
+	limits.SlidingLog:    slidingLogLua,
+	limits.LeakyBucket:   leakyBucketLua,
+}
+
+var (
+	// scripts holds the single-hit script of each algorithm, indexed by
+	// limits.Algorithm: each defines only the function it runs, and reads
+	// on its own.
+	scripts = func() []script {
+		s := make([]script, len(algorithmLua))
+		for a, src := range algorithmLua {
+			s[a] = newScript(src)
+		}
+		return s
+	}()
+	// jointScript decides a run of joint hits, whatever their algorithms.
+	jointScript = newScript(algorithmLua[:]...)
+)
 
 // Options tune a Store. The zero value is what production uses.
 type Options struct {
@@ -113,12 +159,23 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Decide implements limits.Store. All hits go out in one pipeline, which a
-// cluster client splits into one round trip per node; each hit runs its
-// algorithm's script with EVALSHA. The hits whose node answers NOSCRIPT (a
-// restarted or flushed Redis) are sent again with EVAL, which also loads the
-// script for the next calls. Each result carries its own error, so a failure
-// of one hit (its node down, a key of the wrong type) leaves the others
-// decided. Hits beyond len(results) are not decided.
+// cluster client splits into one round trip per node. A hit on its own runs
+// its algorithm's script; a run of joint hits (Hit.Joint chains a hit to the
+// next, up to the first hit without it) runs the joint script once, with all
+// its keys, which decides every limit of the run and charges all of them or,
+// if any refuses, only those that count refused hits. The scripts go with
+// EVALSHA; those whose node answers NOSCRIPT (a restarted or flushed Redis)
+// are sent again with EVAL, which also loads the script for the next calls.
+//
+// The keys of a joint run must share a hash tag (Redis Cluster refuses the
+// script otherwise) and are expected to differ; a key repeated in a run sees
+// the decision before it, as the embedded store does.
+//
+// Each result carries its own error, so a failure of one script (its node
+// down, a key of the wrong type) leaves the others decided; a failed joint
+// run sets the error on every hit of the run, and so does an invalid limit in
+// it, since the run cannot be decided without it. Hits beyond len(results)
+// are not decided.
 func (s *Store) Decide(ctx context.Context, hits []limits.Hit, results []limits.Result) {
 	if len(results) < len(hits) {
 		hits = hits[:len(results)]
@@ -131,65 +188,113 @@ func (s *Store) Decide(ctx context.Context, hits []limits.Hit, results []limits.
 		now = strconv.FormatInt(s.clock(), 10)
 	}
 
-	cmds := make([]*redis.Cmd, len(hits))
+	runs := make([]run, 0, len(hits))
 	pipe := s.client.Pipeline()
-	for i, h := range hits {
-		results[i] = limits.Result{}
-		if err := h.Limit.Validate(); err != nil {
-			results[i].Err = fmt.Errorf("redisstore: %w", err)
+	for first := 0; first < len(hits); {
+		last := first
+		for last < len(hits)-1 && hits[last].Joint {
+			last++
+		}
+		r := run{first: first, last: last}
+		first = last + 1
+		if err := r.prepare(hits, now); err != nil {
+			for i := r.first; i <= r.last; i++ {
+				results[i] = limits.Result{Err: err}
+			}
 			continue
 		}
-		if int(h.Limit.Algorithm) >= len(scripts) || scripts[h.Limit.Algorithm].src == "" {
-			results[i].Err = fmt.Errorf("redisstore: %w: %s", errNoScript, h.Limit.Algorithm)
-			continue
-		}
-		cmds[i] = pipe.EvalSha(ctx, scripts[h.Limit.Algorithm].sha, []string{h.Key}, scriptArgs(h, now)...)
+		r.cmd = pipe.EvalSha(ctx, r.script.sha, r.keys, r.args...)
+		runs = append(runs, r)
 	}
-	if pipe.Len() == 0 {
+	if len(runs) == 0 {
 		return
 	}
 	// Exec's error is also set on each command it concerns; read those.
 	_, _ = pipe.Exec(ctx)
 
 	var retry []int
-	for i, cmd := range cmds {
-		if cmd == nil {
+	for k := range runs {
+		r := &runs[k]
+		if redis.HasErrorPrefix(r.cmd.Err(), "NOSCRIPT") {
+			retry = append(retry, k)
 			continue
 		}
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-			retry = append(retry, i)
-			continue
-		}
-		results[i] = toResult(cmd, hits[i].Limit.Algorithm)
+		r.results(hits, results)
 	}
 	if len(retry) == 0 {
 		return
 	}
 	pipe = s.client.Pipeline()
-	for _, i := range retry {
-		h := hits[i]
-		cmds[i] = pipe.Eval(ctx, scripts[h.Limit.Algorithm].src, []string{h.Key}, scriptArgs(h, now)...)
+	for _, k := range retry {
+		r := &runs[k]
+		r.cmd = pipe.Eval(ctx, r.script.src, r.keys, r.args...)
 	}
 	_, _ = pipe.Exec(ctx)
-	for _, i := range retry {
-		results[i] = toResult(cmds[i], hits[i].Limit.Algorithm)
+	for _, k := range retry {
+		runs[k].results(hits, results)
 	}
 }
 
-// scriptArgs is ARGV for a hit: N, T in µs, B, cost, now (empty: TIME).
-func scriptArgs(h limits.Hit, now string) []any {
-	return []any{h.Limit.Requests, h.Limit.PeriodMicros(), h.Limit.Capacity(), h.Cost, now}
+// argsPerHit is the number of ARGV fields of each hit, after now (see
+// lua/run.lua).
+const argsPerHit = 7
+
+// run is one script call: hits[first..last], a single hit or a joint run.
+type run struct {
+	first, last int
+	script      *script
+	keys        []string
+	args        []any
+	cmd         *redis.Cmd
 }
+
+// prepare validates the run's limits and builds its script call.
+func (r *run) prepare(hits []limits.Hit, now string) error {
+	joint := r.last > r.first
+	for i := r.first; i <= r.last; i++ {
+		l := hits[i].Limit
+		err := l.Validate()
+		if err == nil && (int(l.Algorithm) >= len(algorithmLua) || algorithmLua[l.Algorithm] == "") {
+			err = fmt.Errorf("%w: %s", errNoScript, l.Algorithm)
+		}
+		switch {
+		case err != nil && joint:
+			return fmt.Errorf("redisstore: joint run of %d hits: hit %d (%s): %w", r.last-r.first+1, i-r.first, hits[i].Key, err)
+		case err != nil:
+			return fmt.Errorf("redisstore: %w", err)
+		}
+	}
+	if joint {
+		r.script = &jointScript
+	} else {
+		r.script = &scripts[hits[r.first].Limit.Algorithm]
+	}
+	n := r.last - r.first + 1
+	r.keys = make([]string, 0, n)
+	r.args = make([]any, 0, 1+argsPerHit*n)
+	r.args = append(r.args, now)
+	for _, h := range hits[r.first : r.last+1] {
+		r.keys = append(r.keys, h.Key)
+		countRefused := 0
+		if h.Limit.CountRefused {
+			countRefused = 1
+		}
+		r.args = append(r.args, h.Limit.Algorithm.ShortName(), h.Limit.Requests, h.Limit.PeriodMicros(),
+			h.Limit.Capacity(), h.Cost, h.MaxDelayMicros(), countRefused)
+	}
+	return nil
+}
+
 
 // errNoScript is returned for an algorithm that package limits implements
 // but this store does not (yet).
 var errNoScript = errors.New("no Redis script for algorithm")
 
-// errReply is returned for a script reply that is not {allowed, remaining,
-// reset}; it means the script in Redis is not the one this build sent.
+// errReply is returned for a script reply that is not four integers per hit;
+// it means the script in Redis is not the one this build sent.
 var errReply = errors.New("unexpected script reply")
 
-// toResult reads a script's reply {allowed, remaining, reset_us}.
+// results reads the script's reply into results[first..last].
 //
 // A reply that arrived wins over the command's error: go-redis sets an error
 // that strikes the whole pipeline (a deadline that expires while its cluster
@@ -198,33 +303,46 @@ var errReply = errors.New("unexpected script reply")
 // already answered. Those scripts ran and charged; their answers are the
 // truth, and reporting them as failures would apply the failure mode to hits
 // that were decided.
-func toResult(cmd *redis.Cmd, alg limits.Algorithm) limits.Result {
-	if r, ok := parseReply(cmd.Val()); ok {
-		return r
+func (r *run) results(hits []limits.Hit, results []limits.Result) {
+	out := results[r.first : r.last+1]
+	if parseReply(r.cmd.Val(), out) {
+		return
 	}
-	if err := cmd.Err(); err != nil {
-		return limits.Result{Err: fmt.Errorf("redisstore: %s: %w", alg, err)}
+	what := hits[r.first].Limit.Algorithm.String()
+	if r.last > r.first {
+		what = fmt.Sprintf("joint run of %d hits", len(out))
 	}
-	return limits.Result{Err: fmt.Errorf("redisstore: %s: %w: %v", alg, errReply, cmd.Val())}
+	err := r.cmd.Err()
+	if err != nil {
+		err = fmt.Errorf("redisstore: %s: %w", what, err)
+	} else {
+		err = fmt.Errorf("redisstore: %s: %w: %v", what, errReply, r.cmd.Val())
+	}
+	for i := range out {
+		out[i] = limits.Result{Err: err}
+	}
 }
 
-// parseReply reads {allowed, remaining, reset_us}.
-func parseReply(v any) (limits.Result, bool) {
+// parseReply reads {allowed, remaining, reset_us, delay_us} per hit into out,
+// and reports whether the reply had that shape; out is untouched if not.
+func parseReply(v any, out []limits.Result) bool {
 	vals, ok := v.([]any)
-	if !ok || len(vals) != 3 {
-		return limits.Result{}, false
+	if !ok || len(vals) != 4*len(out) {
+		return false
 	}
-	var n [3]int64
-	for i, v := range vals {
-		x, ok := v.(int64)
-		if !ok {
-			return limits.Result{}, false
+	for _, v := range vals {
+		if _, ok := v.(int64); !ok {
+			return false
 		}
-		n[i] = x
 	}
-	return limits.Result{
-		Allowed:   n[0] == 1,
-		Remaining: n[1],
-		Reset:     time.Duration(n[2]) * time.Microsecond,
-	}, true
+	for i := range out {
+		n := vals[4*i:]
+		out[i] = limits.Result{
+			Allowed:   n[0].(int64) == 1,
+			Remaining: n[1].(int64),
+			Reset:     time.Duration(n[2].(int64)) * time.Microsecond,
+			Delay:     time.Duration(n[3].(int64)) * time.Microsecond,
+		}
+	}
+	return true
 }

@@ -28,7 +28,7 @@ type quiet struct{}
 func (quiet) Printf(context.Context, string, ...any) {}
 
 // implemented are the algorithms this store has scripts for.
-var implemented = []limits.Algorithm{limits.FixedWindow, limits.SlidingWindow, limits.TokenBucket}
+var implemented = []limits.Algorithm{limits.FixedWindow, limits.SlidingWindow, limits.TokenBucket, limits.SlidingLog, limits.LeakyBucket}
 
 // testTimeout is generous: the race detector slows everything down, and
 // these tests are about decisions, not latency (TestOutage is).
@@ -61,6 +61,17 @@ func hourly(alg limits.Algorithm, n int64) limits.Limit {
 	return limits.Limit{Algorithm: alg, Requests: n, Period: time.Hour}
 }
 
+// allowing is n per hour that allows n hits at one instant: for a leaky
+// bucket, a queue of n-1 behind the request in service (then waits are up to
+// (n-1)/n hour, and Hit.MaxDelay zero does not bound them).
+func allowing(alg limits.Algorithm, n int64) limits.Limit {
+	l := hourly(alg, n)
+	if alg == limits.LeakyBucket {
+		l.Burst = n - 1
+	}
+	return l
+}
+
 func decideOne(t testing.TB, s *Store, h limits.Hit) limits.Result {
 	t.Helper()
 	res := make([]limits.Result, 1)
@@ -73,7 +84,7 @@ func TestDecideBasics(t *testing.T) {
 	s, _, _ := setup(t, fixedClock(now))
 	for _, alg := range implemented {
 		t.Run(alg.String(), func(t *testing.T) {
-			l := hourly(alg, 3)
+			l := allowing(alg, 3)
 			key := "basics:" + alg.String()
 			for i := range 3 {
 				r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 1})
@@ -94,7 +105,7 @@ func TestNoScriptFallback(t *testing.T) {
 	ctx := context.Background()
 	for _, alg := range implemented {
 		t.Run(alg.String(), func(t *testing.T) {
-			l := hourly(alg, 10)
+			l := allowing(alg, 10)
 			key := "noscript:" + alg.String()
 			if r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 1}); r.Err != nil || r.Remaining != 9 {
 				t.Fatalf("first hit: got %+v, want remaining 9", r)
@@ -115,6 +126,26 @@ func TestNoScriptFallback(t *testing.T) {
 			}
 		})
 	}
+	t.Run("joint", func(t *testing.T) {
+		run := []limits.Hit{
+			{Key: "{noscript}:a", Limit: allowing(limits.SlidingLog, 10), Cost: 1, Joint: true},
+			{Key: "{noscript}:b", Limit: allowing(limits.LeakyBucket, 10), Cost: 2},
+		}
+		res := make([]limits.Result, len(run))
+		for i := range int64(2) {
+			if err := c.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			s.Decide(ctx, run, res)
+			if res[0].Err != nil || res[0].Remaining != 9-i || res[1].Err != nil || res[1].Remaining != 8-2*i {
+				t.Fatalf("call %d after SCRIPT FLUSH: got %+v, want remaining %d and %d", i, res, 9-i, 8-2*i)
+			}
+		}
+		ok, err := c.ScriptExists(ctx, jointScript.sha).Result()
+		if err != nil || len(ok) != 1 || !ok[0] {
+			t.Errorf("SCRIPT EXISTS after fallback: %v, %v; want [true]", ok, err)
+		}
+	})
 }
 
 func TestPerHitErrors(t *testing.T) {
@@ -126,20 +157,46 @@ func TestPerHitErrors(t *testing.T) {
 	if err := c.Set(ctx, "garbage", "not a state", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.ZAdd(ctx, "badlog", redis.Z{Score: 1_767_225_600_000_000, Member: "not an entry"}).Err(); err != nil {
+		t.Fatal(err)
+	}
 	good := hourly(limits.SlidingWindow, 5)
+	fw := hourly(limits.FixedWindow, 5)
+	sl := hourly(limits.SlidingLog, 5)
+	lb := allowing(limits.LeakyBucket, 5)
+	invalid := limits.Limit{Algorithm: limits.FixedWindow, Requests: 0, Period: time.Hour}
 	hits := []limits.Hit{
 		{Key: "a", Limit: good, Cost: 1},
 		{Key: "list", Limit: good, Cost: 1},
 		{Key: "b", Limit: hourly(limits.TokenBucket, 5), Cost: 2},
-		{Key: "garbage", Limit: hourly(limits.FixedWindow, 5), Cost: 1},
-		{Key: "c", Limit: limits.Limit{Algorithm: limits.FixedWindow, Requests: 0, Period: time.Hour}, Cost: 1},
-		{Key: "d", Limit: hourly(limits.SlidingLog, 5), Cost: 1},
-		{Key: "e", Limit: hourly(limits.FixedWindow, 5), Cost: 1},
+		{Key: "garbage", Limit: fw, Cost: 1},
+		{Key: "c", Limit: invalid, Cost: 1},
+		{Key: "d", Limit: sl, Cost: 1},
+		{Key: "e", Limit: fw, Cost: 1},
+		{Key: "garbage", Limit: sl, Cost: 1},
+		{Key: "f", Limit: lb, Cost: 1},
+		{Key: "garbage", Limit: lb, Cost: 1},
+		{Key: "badlog", Limit: sl, Cost: 1},
+		// A joint run fails as a whole, and charges nothing, when one of
+		// its scripts' keys is of the wrong type...
+		{Key: "{j}:1", Limit: fw, Cost: 1, Joint: true},
+		{Key: "list", Limit: fw, Cost: 1},
+		// ... or one of its limits is invalid.
+		{Key: "{j}:2", Limit: fw, Cost: 1, Joint: true},
+		{Key: "{j}:3", Limit: invalid, Cost: 1},
+		// The hits after them are decided, a joint run among them.
+		{Key: "{j}:4", Limit: sl, Cost: 1, Joint: true},
+		{Key: "{j}:5", Limit: lb, Cost: 1, Joint: true},
+		{Key: "{j}:6", Limit: good, Cost: 1},
+		{Key: "g", Limit: fw, Cost: 2},
 	}
 	res := make([]limits.Result, len(hits))
 	s.Decide(ctx, hits, res)
-	wantErr := map[int]string{1: "WRONGTYPE", 3: "malformed", 4: "requests_per_unit", 5: "not implemented"}
-	wantRemaining := map[int]int64{0: 4, 2: 3, 6: 4}
+	wantErr := map[int]string{
+		1: "WRONGTYPE", 3: "malformed", 4: "requests_per_unit", 7: "WRONGTYPE", 9: "malformed", 10: "malformed",
+		11: "WRONGTYPE", 12: "WRONGTYPE", 13: "requests_per_unit", 14: "requests_per_unit",
+	}
+	wantRemaining := map[int]int64{0: 4, 2: 3, 5: 4, 6: 4, 8: 4, 15: 4, 16: 4, 17: 4, 18: 3}
 	for i, r := range res {
 		if want, ok := wantErr[i]; ok {
 			if r.Err == nil || !strings.Contains(r.Err.Error(), want) {
@@ -151,12 +208,73 @@ func TestPerHitErrors(t *testing.T) {
 			t.Errorf("hit %d (%s): got %+v, want allowed with remaining %d", i, hits[i].Key, r, wantRemaining[i])
 		}
 	}
-	// The refused keys are untouched.
+	// The refused keys are untouched, and so are the keys of failed runs.
 	if typ := c.Type(ctx, "list").Val(); typ != "list" {
 		t.Errorf("type of list = %q", typ)
 	}
 	if v := c.Get(ctx, "garbage").Val(); v != "not a state" {
 		t.Errorf("garbage = %q", v)
+	}
+	if n := c.ZCard(ctx, "badlog").Val(); n != 1 {
+		t.Errorf("badlog has %d entries, want 1", n)
+	}
+	if n := c.Exists(ctx, "{j}:1", "{j}:2", "{j}:3").Val(); n != 0 {
+		t.Errorf("%d keys of the failed joint runs exist, want none", n)
+	}
+}
+
+// TestJointRepeatedKey: a key repeated in a joint run sees the decision
+// before it, as the embedded store does, and a refused run leaves it exactly
+// as it was (value and TTL), but for its count_refused limits.
+func TestJointRepeatedKey(t *testing.T) {
+	s, c, _ := setup(t, fixedClock(1_767_225_600_000_000))
+	ctx := context.Background()
+	two := hourly(limits.SlidingLog, 2)
+	counting := two
+	counting.CountRefused = true
+	never := limits.Hit{Key: "{rep}:never", Limit: hourly(limits.FixedWindow, 1), Cost: 2}
+	run := func(hits ...limits.Hit) []limits.Result {
+		t.Helper()
+		for i := range hits[:len(hits)-1] {
+			hits[i].Joint = true
+		}
+		res := make([]limits.Result, len(hits))
+		s.Decide(ctx, hits, res)
+		for i, r := range res {
+			if r.Err != nil {
+				t.Fatalf("hit %d: %v", i, r.Err)
+			}
+		}
+		return res
+	}
+	a := limits.Hit{Key: "{rep}:a", Limit: two, Cost: 1}
+	run(a) // one entry, expiring in an hour
+	before, err := c.Dump(ctx, a.Key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pttl := c.PTTL(ctx, a.Key).Val()
+
+	// The second hit on a sees the first: refused. Nothing is charged.
+	res := run(a, a)
+	if !res[0].Allowed || res[0].Remaining != 0 || res[1].Allowed {
+		t.Fatalf("a, a: got %+v, want allowed with remaining 0, then refused", res)
+	}
+	if got := c.Dump(ctx, a.Key).Val(); got != before {
+		t.Errorf("a after a refused run: changed")
+	}
+	if got := c.PTTL(ctx, a.Key).Val(); got > pttl || got < pttl-time.Second {
+		t.Errorf("a after a refused run: PTTL %s, want %s", got, pttl)
+	}
+
+	// A count_refused hit on a is charged, whatever comes after it: here a
+	// refund that the refused run undoes.
+	res = run(limits.Hit{Key: a.Key, Limit: counting, Cost: 1}, limits.Hit{Key: a.Key, Limit: two, Cost: -1}, never)
+	if !res[0].Allowed || res[0].Remaining != 0 || !res[1].Allowed || res[1].Remaining != 1 || res[2].Allowed {
+		t.Fatalf("counting a, refund a, never: got %+v, want allowed (remaining 0, then 1), then refused", res)
+	}
+	if n := c.ZCard(ctx, a.Key).Val(); n != 2 {
+		t.Errorf("a after a refused run with a count_refused hit: %d entries, want 2", n)
 	}
 }
 
@@ -211,7 +329,7 @@ func TestRealTime(t *testing.T) {
 			if alg == limits.FixedWindow {
 				waitPastBoundary(t, c, time.Hour)
 			}
-			l := hourly(alg, n)
+			l := allowing(alg, n)
 			key := "realtime:" + alg.String()
 			for i := range n {
 				if r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 1}); r.Err != nil || !r.Allowed || r.Remaining != n-1-int64(i) {
@@ -234,8 +352,12 @@ func TestRealTime(t *testing.T) {
 				// In the next window, the count (now the previous one) must
 				// decay by one request's worth: T/N more.
 				wantReset = now.Truncate(time.Hour).Add(time.Hour).Sub(now) + time.Hour/n
-			case limits.TokenBucket:
+			case limits.TokenBucket, limits.LeakyBucket:
+				// One token, or one turn of the queue.
 				wantReset = time.Hour / n
+			case limits.SlidingLog:
+				// The first hit leaves the window.
+				wantReset = time.Hour
 			}
 			if d := r.Reset - wantReset; d < -time.Second || d > time.Second {
 				t.Errorf("reset = %s, want about %s", r.Reset, wantReset)
@@ -263,35 +385,81 @@ func waitPastBoundary(t testing.TB, c redis.UniversalClient, period time.Duratio
 	}
 }
 
+// TestConcurrent hits one key from many goroutines: exactly N are allowed,
+// for every algorithm (a leaky bucket with a queue of N-1 and a deadline
+// beyond its longest wait admits N at one instant).
 func TestConcurrent(t *testing.T) {
 	s, _, _ := setup(t, fixedClock(1_767_225_600_000_000+42))
-	const goroutines, hitsEach, n = 32, 20, 100
+	const n = 100
 	for _, alg := range implemented {
 		t.Run(alg.String(), func(t *testing.T) {
-			l := hourly(alg, n)
 			key := "concurrent:" + alg.String()
-			var allowed, errs atomic.Int64
-			var wg sync.WaitGroup
-			for range goroutines {
-				wg.Go(func() {
-					res := make([]limits.Result, 1)
-					for range hitsEach {
-						s.Decide(context.Background(), []limits.Hit{{Key: key, Limit: l, Cost: 1}}, res)
-						switch {
-						case res[0].Err != nil:
-							errs.Add(1)
-						case res[0].Allowed:
-							allowed.Add(1)
-						}
-					}
-				})
-			}
-			wg.Wait()
-			if errs.Load() != 0 || allowed.Load() != n {
-				t.Errorf("allowed %d (errors %d) of %d hits, want exactly %d", allowed.Load(), errs.Load(), goroutines*hitsEach, n)
+			hit := limits.Hit{Key: key, Limit: allowing(alg, n), Cost: 1, MaxDelay: time.Hour}
+			if got := hammer(t, s, []limits.Hit{hit}); got != n {
+				t.Errorf("allowed %d, want exactly %d", got, n)
 			}
 		})
 	}
+}
+
+// TestConcurrentJoint hits a joint run of 10/hour and 5/hour from many
+// goroutines: exactly 5 runs are allowed, and the 10/hour key, which allows
+// every hit on its own, is charged only by those 5.
+func TestConcurrentJoint(t *testing.T) {
+	s, _, _ := setup(t, fixedClock(1_767_225_600_000_000+42))
+	pairs := [][2]limits.Algorithm{{limits.TokenBucket, limits.SlidingLog}, {limits.SlidingLog, limits.LeakyBucket}}
+	for _, alg := range implemented {
+		pairs = append(pairs, [2]limits.Algorithm{alg, alg})
+	}
+	for _, p := range pairs {
+		t.Run(p[0].String()+"+"+p[1].String(), func(t *testing.T) {
+			tag := fmt.Sprintf("{cj:%s:%s}", p[0], p[1])
+			run := []limits.Hit{
+				{Key: tag + "10", Limit: allowing(p[0], 10), Cost: 1, MaxDelay: time.Hour, Joint: true},
+				{Key: tag + "5", Limit: allowing(p[1], 5), Cost: 1, MaxDelay: time.Hour},
+			}
+			if got := hammer(t, s, run); got != 5 {
+				t.Errorf("allowed %d runs, want exactly 5", got)
+			}
+			peek := run[0]
+			peek.Cost, peek.Joint = 0, false
+			if r := decideOne(t, s, peek); r.Err != nil || !r.Allowed || r.Remaining != 5 {
+				t.Errorf("peek at the 10/hour key: got %+v, want allowed with remaining 5 (5 consumed)", r)
+			}
+		})
+	}
+}
+
+// hammer sends hits as one Decide call 20 times from each of 32 goroutines,
+// and returns how many calls had every hit allowed. Any error fails t.
+func hammer(t *testing.T, s *Store, hits []limits.Hit) int64 {
+	t.Helper()
+	const goroutines, callsEach = 32, 20
+	var allowed, errs atomic.Int64
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			res := make([]limits.Result, len(hits))
+			for range callsEach {
+				s.Decide(context.Background(), hits, res)
+				all := true
+				for _, r := range res {
+					if r.Err != nil {
+						errs.Add(1)
+					}
+					all = all && r.Err == nil && r.Allowed
+				}
+				if all {
+					allowed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if errs.Load() != 0 {
+		t.Errorf("%d errors in %d calls", errs.Load(), goroutines*callsEach)
+	}
+	return allowed.Load()
 }
 
 // TestOutage stops Redis: a call must fail fast, on every hit, and the store
@@ -304,6 +472,8 @@ func TestOutage(t *testing.T) {
 		{Key: "o1", Limit: hourly(limits.FixedWindow, 10), Cost: 1},
 		{Key: "o2", Limit: hourly(limits.SlidingWindow, 10), Cost: 1},
 		{Key: "o3", Limit: hourly(limits.TokenBucket, 10), Cost: 1},
+		{Key: "{o}4", Limit: hourly(limits.SlidingLog, 10), Cost: 1, Joint: true},
+		{Key: "{o}5", Limit: allowing(limits.LeakyBucket, 10), Cost: 1},
 	}
 	res := make([]limits.Result, len(hits))
 	s.Decide(context.Background(), hits, res)
@@ -398,7 +568,13 @@ func TestCluster(t *testing.T) {
 
 	var hits []limits.Hit
 	for i := range 30 {
-		hits = append(hits, limits.Hit{Key: fmt.Sprintf("{k%d}", i), Limit: hourly(implemented[i%3], 10), Cost: 1})
+		hits = append(hits, limits.Hit{Key: fmt.Sprintf("{k%d}", i), Limit: allowing(implemented[i%len(implemented)], 10), Cost: 1})
+	}
+	// Joint runs of two keys of one hash tag: one script on one node.
+	for i := range 10 {
+		hits = append(hits,
+			limits.Hit{Key: fmt.Sprintf("{r%d}:a", i), Limit: allowing(implemented[i%len(implemented)], 10), Cost: 1, Joint: true},
+			limits.Hit{Key: fmt.Sprintf("{r%d}:b", i), Limit: allowing(implemented[(i+2)%len(implemented)], 10), Cost: 1})
 	}
 	res := make([]limits.Result, len(hits))
 	check := func(step string, wantRemaining int64, skip func(i int) bool) {
@@ -423,7 +599,8 @@ func TestCluster(t *testing.T) {
 	onNode0 := make([]bool, len(hits))
 	var n0 int
 	for i, h := range hits {
-		_, err := cl.Nodes[0].Do("GET", h.Key)
+		// Any key type answers EXISTS; a key of another node's slot is MOVED.
+		_, err := cl.Nodes[0].Do("EXISTS", h.Key)
 		onNode0[i] = err == nil
 		if onNode0[i] {
 			n0++

@@ -1,10 +1,14 @@
 // Package storetest is the conformance suite of limits.Store: one table of
 // cases, run against every store (the embedded one and Redis), so that all of
-// them decide exactly as semantics.md says and as limits.Decide computes.
+// them decide exactly as semantics.md says and as limits.DecideWithin
+// computes, joint runs of hits included.
 //
 // The suite owns the clock. A store under test must read the clock it is
 // given once per Decide call instead of its own; Run advances it between
 // calls, so every case runs at fixed instants.
+//
+// A store converts Hit.MaxDelay to DecideWithin's microseconds as
+// Hit.MaxDelayMicros does; the suite's deadlines are whole milliseconds.
 package storetest
 
 import (
@@ -47,13 +51,21 @@ type step struct {
 	// another key, in the same call).
 	n    int64
 	same bool
+	// joint ties this hit to the next step, which must have same set: the
+	// two are one atomic run (Hit.Joint).
+	joint bool
+	// maxDelay is the hit's Hit.MaxDelay.
+	maxDelay time.Duration
+	// with, when set, changes this hit's limit (another algorithm, or
+	// count_refused, for one member of a joint run).
+	with func(*limits.Limit)
 	want per
 }
 
 // per is a step's expected result for each algorithm.
-type per struct{ fw, sw, tb limits.Result }
+type per struct{ fw, sw, tb, sl, lb limits.Result }
 
-func all(r limits.Result) per { return per{r, r, r} }
+func all(r limits.Result) per { return per{fw: r, sw: r, tb: r, sl: r, lb: r} }
 
 func (p per) of(a limits.Algorithm) limits.Result {
 	switch a {
@@ -61,6 +73,10 @@ func (p per) of(a limits.Algorithm) limits.Result {
 		return p.fw
 	case limits.SlidingWindow:
 		return p.sw
+	case limits.SlidingLog:
+		return p.sl
+	case limits.LeakyBucket:
+		return p.lb
 	}
 	return p.tb
 }
@@ -73,14 +89,22 @@ func no(remaining int64, reset time.Duration) limits.Result {
 	return limits.Result{Allowed: false, Remaining: remaining, Reset: reset}
 }
 
+// later is an allowed leaky bucket hit that waits delay for its turn.
+func later(remaining int64, reset, delay time.Duration) limits.Result {
+	return limits.Result{Allowed: true, Remaining: remaining, Reset: reset, Delay: delay}
+}
+
 type testCase struct {
 	name string
-	// algs restricts the case to some algorithms; nil means all three.
+	// algs restricts the case to some algorithms; nil means those that
+	// count N per period (all but the leaky bucket, which shapes).
 	algs   []limits.Algorithm
 	n      int64
 	period time.Duration
 	burst  int64
-	steps  []step
+	// countRefused sets the case's limits' CountRefused.
+	countRefused bool
+	steps        []step
 }
 
 const (
@@ -89,7 +113,11 @@ const (
 	s  = time.Second
 )
 
-var algorithms = []limits.Algorithm{limits.FixedWindow, limits.SlidingWindow, limits.TokenBucket}
+var (
+	algorithms = []limits.Algorithm{limits.FixedWindow, limits.SlidingWindow, limits.TokenBucket, limits.SlidingLog, limits.LeakyBucket}
+	counting   = []limits.Algorithm{limits.FixedWindow, limits.SlidingWindow, limits.TokenBucket, limits.SlidingLog}
+	leaky      = []limits.Algorithm{limits.LeakyBucket}
+)
 
 // Run runs the conformance suite against the stores newStore returns, as
 // one subtest per algorithm and case.
@@ -99,7 +127,11 @@ func Run(t *testing.T, newStore Factory) {
 	for _, a := range algorithms {
 		t.Run(a.String(), func(t *testing.T) {
 			for _, c := range cases {
-				if c.algs != nil && !contains(c.algs, a) {
+				algs := c.algs
+				if algs == nil {
+					algs = counting
+				}
+				if !contains(algs, a) {
 					continue
 				}
 				t.Run(c.name, func(t *testing.T) {
@@ -120,7 +152,7 @@ func contains(as []limits.Algorithm, a limits.Algorithm) bool {
 }
 
 // cases is the table. The expected values are worked out by hand from
-// semantics.md; each is also checked against limits.Decide.
+// semantics.md; each is also checked against limits.DecideWithin.
 func cases() []testCase {
 	return []testCase{
 		countCase(s, 0),
@@ -130,16 +162,16 @@ func cases() []testCase {
 			name: "peek consumes nothing", n: 3, period: time.Minute, // 20 s into the window
 			steps: []step{
 				{cost: 0, want: all(ok(3, 0))},
-				{cost: 1, want: per{ok(2, 40*s), ok(2, 100*s), ok(2, 20*s)}},
-				{cost: 0, want: per{ok(2, 40*s), ok(2, 100*s), ok(2, 20*s)}},
-				{cost: 0, want: per{ok(2, 40*s), ok(2, 100*s), ok(2, 20*s)}},
-				{cost: 2, want: per{ok(0, 40*s), ok(0, 100*s), ok(0, 60*s)}},
+				{cost: 1, want: per{fw: ok(2, 40*s), sw: ok(2, 100*s), tb: ok(2, 20*s), sl: ok(2, time.Minute)}},
+				{cost: 0, want: per{fw: ok(2, 40*s), sw: ok(2, 100*s), tb: ok(2, 20*s), sl: ok(2, time.Minute)}},
+				{cost: 0, want: per{fw: ok(2, 40*s), sw: ok(2, 100*s), tb: ok(2, 20*s), sl: ok(2, time.Minute)}},
+				{cost: 2, want: per{fw: ok(0, 40*s), sw: ok(0, 100*s), tb: ok(0, 60*s), sl: ok(0, time.Minute)}},
 				// Refused exactly when cost 1 would be, with its wait.
-				{cost: 0, want: per{no(0, 40*s), no(0, 60*s), no(0, 20*s)}},
-				{cost: 1, want: per{no(0, 40*s), no(0, 60*s), no(0, 20*s)}},
+				{cost: 0, want: per{fw: no(0, 40*s), sw: no(0, 60*s), tb: no(0, 20*s), sl: no(0, time.Minute)}},
+				{cost: 1, want: per{fw: no(0, 40*s), sw: no(0, 60*s), tb: no(0, 20*s), sl: no(0, time.Minute)}},
 				// Sliding: prev 3 weighs 2 at 20 s into the next window.
-				{wait: untilReset, cost: 0, want: per{ok(3, 0), ok(1, 40*s), ok(1, 40*s)}},
-				{cost: 0, want: per{ok(3, 0), ok(1, 40*s), ok(1, 40*s)}},
+				{wait: untilReset, cost: 0, want: per{fw: ok(3, 0), sw: ok(1, 40*s), tb: ok(1, 40*s), sl: ok(3, 0)}},
+				{cost: 0, want: per{fw: ok(3, 0), sw: ok(1, 40*s), tb: ok(1, 40*s), sl: ok(3, 0)}},
 			},
 		},
 		{
@@ -147,10 +179,10 @@ func cases() []testCase {
 			steps: []step{
 				// Reset: the wait until the key is back at its maximum.
 				{cost: 5, want: all(no(4, 0))},
-				{cost: 1, want: per{ok(3, s), ok(3, 2*s), ok(3, 250*ms)}},
-				{cost: 5, want: per{no(3, s), no(3, 2*s), no(3, 250*ms)}},
-				{cost: 100, want: per{no(3, s), no(3, 2*s), no(3, 250*ms)}},
-				{cost: 3, want: per{ok(0, s), ok(0, 2*s), ok(0, s)}},
+				{cost: 1, want: per{fw: ok(3, s), sw: ok(3, 2*s), tb: ok(3, 250*ms), sl: ok(3, s)}},
+				{cost: 5, want: per{fw: no(3, s), sw: no(3, 2*s), tb: no(3, 250*ms), sl: no(3, s)}},
+				{cost: 100, want: per{fw: no(3, s), sw: no(3, 2*s), tb: no(3, 250*ms), sl: no(3, s)}},
+				{cost: 3, want: per{fw: ok(0, s), sw: ok(0, 2*s), tb: ok(0, s), sl: ok(0, s)}},
 			},
 		},
 		{
@@ -166,69 +198,69 @@ func cases() []testCase {
 		{
 			name: "refund never above the maximum", n: 5, period: s,
 			steps: []step{
-				{cost: 1, want: per{ok(4, s), ok(4, 2*s), ok(4, 200*ms)}},
-				{cost: 1, want: per{ok(3, s), ok(3, 2*s), ok(3, 400*ms)}},
-				{cost: 1, want: per{ok(2, s), ok(2, 2*s), ok(2, 600*ms)}},
-				{cost: -2, want: per{ok(4, s), ok(4, 2*s), ok(4, 200*ms)}},
+				{cost: 1, want: per{fw: ok(4, s), sw: ok(4, 2*s), tb: ok(4, 200*ms), sl: ok(4, s)}},
+				{cost: 1, want: per{fw: ok(3, s), sw: ok(3, 2*s), tb: ok(3, 400*ms), sl: ok(3, s)}},
+				{cost: 1, want: per{fw: ok(2, s), sw: ok(2, 2*s), tb: ok(2, 600*ms), sl: ok(2, s)}},
+				{cost: -2, want: per{fw: ok(4, s), sw: ok(4, 2*s), tb: ok(4, 200*ms), sl: ok(4, s)}},
 				{cost: -10, want: all(ok(5, 0))},
-				{cost: 1, want: per{ok(4, s), ok(4, 2*s), ok(4, 200*ms)}},
-				{cost: 1, want: per{ok(3, s), ok(3, 2*s), ok(3, 400*ms)}},
-				{cost: 1, want: per{ok(2, s), ok(2, 2*s), ok(2, 600*ms)}},
-				{cost: 1, want: per{ok(1, s), ok(1, 2*s), ok(1, 800*ms)}},
-				{cost: 1, want: per{ok(0, s), ok(0, 2*s), ok(0, s)}},
-				{cost: 1, want: per{no(0, s), no(0, 1200*ms), no(0, 200*ms)}},
+				{cost: 1, want: per{fw: ok(4, s), sw: ok(4, 2*s), tb: ok(4, 200*ms), sl: ok(4, s)}},
+				{cost: 1, want: per{fw: ok(3, s), sw: ok(3, 2*s), tb: ok(3, 400*ms), sl: ok(3, s)}},
+				{cost: 1, want: per{fw: ok(2, s), sw: ok(2, 2*s), tb: ok(2, 600*ms), sl: ok(2, s)}},
+				{cost: 1, want: per{fw: ok(1, s), sw: ok(1, 2*s), tb: ok(1, 800*ms), sl: ok(1, s)}},
+				{cost: 1, want: per{fw: ok(0, s), sw: ok(0, 2*s), tb: ok(0, s), sl: ok(0, s)}},
+				{cost: 1, want: per{fw: no(0, s), sw: no(0, 1200*ms), tb: no(0, 200*ms), sl: no(0, s)}},
 			},
 		},
 		{
 			name: "keys are independent", n: 2, period: s,
 			steps: []step{
-				{cost: 1, want: per{ok(1, s), ok(1, 2*s), ok(1, 500*ms)}},
-				{cost: 1, want: per{ok(0, s), ok(0, 2*s), ok(0, s)}},
-				{cost: 1, want: per{no(0, s), no(0, 1500*ms), no(0, 500*ms)}},
-				{key: "b", cost: 1, want: per{ok(1, s), ok(1, 2*s), ok(1, 500*ms)}},
-				{key: "b", cost: 0, want: per{ok(1, s), ok(1, 2*s), ok(1, 500*ms)}},
-				{key: "a", cost: 0, want: per{no(0, s), no(0, 1500*ms), no(0, 500*ms)}},
+				{cost: 1, want: per{fw: ok(1, s), sw: ok(1, 2*s), tb: ok(1, 500*ms), sl: ok(1, s)}},
+				{cost: 1, want: per{fw: ok(0, s), sw: ok(0, 2*s), tb: ok(0, s), sl: ok(0, s)}},
+				{cost: 1, want: per{fw: no(0, s), sw: no(0, 1500*ms), tb: no(0, 500*ms), sl: no(0, s)}},
+				{key: "b", cost: 1, want: per{fw: ok(1, s), sw: ok(1, 2*s), tb: ok(1, 500*ms), sl: ok(1, s)}},
+				{key: "b", cost: 0, want: per{fw: ok(1, s), sw: ok(1, 2*s), tb: ok(1, 500*ms), sl: ok(1, s)}},
+				{key: "a", cost: 0, want: per{fw: no(0, s), sw: no(0, 1500*ms), tb: no(0, 500*ms), sl: no(0, s)}},
 			},
 		},
 		{
 			name: "hits in one call are decided in order", n: 2, period: s,
 			steps: []step{
-				{cost: 1, want: per{ok(1, s), ok(1, 2*s), ok(1, 500*ms)}},
-				{same: true, key: "b", cost: 1, want: per{ok(1, s), ok(1, 2*s), ok(1, 500*ms)}},
+				{cost: 1, want: per{fw: ok(1, s), sw: ok(1, 2*s), tb: ok(1, 500*ms), sl: ok(1, s)}},
+				{same: true, key: "b", cost: 1, want: per{fw: ok(1, s), sw: ok(1, 2*s), tb: ok(1, 500*ms), sl: ok(1, s)}},
 				// The second hit on a key sees the first.
-				{same: true, cost: 1, want: per{ok(0, s), ok(0, 2*s), ok(0, s)}},
-				{same: true, cost: 1, want: per{no(0, s), no(0, 1500*ms), no(0, 500*ms)}},
-				{same: true, cost: 0, want: per{no(0, s), no(0, 1500*ms), no(0, 500*ms)}},
+				{same: true, cost: 1, want: per{fw: ok(0, s), sw: ok(0, 2*s), tb: ok(0, s), sl: ok(0, s)}},
+				{same: true, cost: 1, want: per{fw: no(0, s), sw: no(0, 1500*ms), tb: no(0, 500*ms), sl: no(0, s)}},
+				{same: true, cost: 0, want: per{fw: no(0, s), sw: no(0, 1500*ms), tb: no(0, 500*ms), sl: no(0, s)}},
 				// Another limit in the same call.
-				{same: true, key: "c", n: 1, cost: 1, want: per{ok(0, s), ok(0, 2*s), ok(0, s)}},
-				{same: true, key: "c", n: 1, cost: 1, want: per{no(0, s), no(0, 2*s), no(0, s)}},
+				{same: true, key: "c", n: 1, cost: 1, want: per{fw: ok(0, s), sw: ok(0, 2*s), tb: ok(0, s), sl: ok(0, s)}},
+				{same: true, key: "c", n: 1, cost: 1, want: per{fw: no(0, s), sw: no(0, 2*s), tb: no(0, s), sl: no(0, s)}},
 				// A refund and a hit in the next call.
-				{cost: -1, want: per{ok(1, s), ok(1, 2*s), ok(1, 500*ms)}},
-				{same: true, cost: 1, want: per{ok(0, s), ok(0, 2*s), ok(0, s)}},
+				{cost: -1, want: per{fw: ok(1, s), sw: ok(1, 2*s), tb: ok(1, 500*ms), sl: ok(1, s)}},
+				{same: true, cost: 1, want: per{fw: ok(0, s), sw: ok(0, 2*s), tb: ok(0, s), sl: ok(0, s)}},
 			},
 		},
 		{
 			// Start is 20 s into a minute: the boundary is 40 s later.
 			name: "window boundary", n: 2, period: time.Minute,
 			steps: []step{
-				{wait: 40*s - us, cost: 1, want: per{ok(1, us), ok(1, time.Minute+us), ok(1, 30*s)}},
-				{cost: 1, want: per{ok(0, us), ok(0, time.Minute+us), ok(0, time.Minute)}},
-				{cost: 1, want: per{no(0, us), no(0, 30*s+us), no(0, 30*s)}},
+				{wait: 40*s - us, cost: 1, want: per{fw: ok(1, us), sw: ok(1, time.Minute+us), tb: ok(1, 30*s), sl: ok(1, time.Minute)}},
+				{cost: 1, want: per{fw: ok(0, us), sw: ok(0, time.Minute+us), tb: ok(0, time.Minute), sl: ok(0, time.Minute)}},
+				{cost: 1, want: per{fw: no(0, us), sw: no(0, 30*s+us), tb: no(0, 30*s), sl: no(0, time.Minute)}},
 				// The fixed window starts over; the sliding one counts the
 				// previous window in full; the bucket ignores windows.
-				{wait: us, cost: 0, want: per{ok(2, 0), no(0, 30*s), no(0, 30*s-us)}},
-				{cost: 1, want: per{ok(1, time.Minute), no(0, 30*s), no(0, 30*s-us)}},
-				{cost: 1, want: per{ok(0, time.Minute), no(0, 30*s), no(0, 30*s-us)}},
-				{cost: 1, want: per{no(0, time.Minute), no(0, 30*s), no(0, 30*s-us)}},
+				{wait: us, cost: 0, want: per{fw: ok(2, 0), sw: no(0, 30*s), tb: no(0, 30*s-us), sl: no(0, time.Minute-us)}},
+				{cost: 1, want: per{fw: ok(1, time.Minute), sw: no(0, 30*s), tb: no(0, 30*s-us), sl: no(0, time.Minute-us)}},
+				{cost: 1, want: per{fw: ok(0, time.Minute), sw: no(0, 30*s), tb: no(0, 30*s-us), sl: no(0, time.Minute-us)}},
+				{cost: 1, want: per{fw: no(0, time.Minute), sw: no(0, 30*s), tb: no(0, 30*s-us), sl: no(0, time.Minute-us)}},
 			},
 		},
 		{
 			name: "keys expire", n: 2, period: time.Minute,
 			steps: []step{
-				{cost: 1, want: per{ok(1, 40*s), ok(1, 100*s), ok(1, 30*s)}},
-				{cost: 1, want: per{ok(0, 40*s), ok(0, 100*s), ok(0, time.Minute)}},
+				{cost: 1, want: per{fw: ok(1, 40*s), sw: ok(1, 100*s), tb: ok(1, 30*s), sl: ok(1, time.Minute)}},
+				{cost: 1, want: per{fw: ok(0, 40*s), sw: ok(0, 100*s), tb: ok(0, time.Minute), sl: ok(0, time.Minute)}},
 				{wait: 3 * time.Minute, cost: 0, want: all(ok(2, 0))},
-				{cost: 2, want: per{ok(0, 40*s), ok(0, 100*s), ok(0, time.Minute)}},
+				{cost: 2, want: per{fw: ok(0, 40*s), sw: ok(0, 100*s), tb: ok(0, time.Minute), sl: ok(0, time.Minute)}},
 			},
 		},
 		{
@@ -265,6 +297,10 @@ func cases() []testCase {
 				{wait: 625 * ms, cost: 0, want: all(ok(6, 750*ms))},
 			},
 		},
+		slidingLogCase(),
+		leakyCase(), leakyCostCase(), leakyNoQueueCase(), maxDelayCase(),
+		countRefusedCase(), countRefusedLeakyCase(),
+		jointCase(), jointCountRefusedCase(), jointLeakyCase(),
 	}
 }
 
@@ -277,16 +313,17 @@ func countCase(T, e time.Duration) testCase {
 			fw: ok(4-i, T-e),
 			sw: ok(4-i, 2*T-e),
 			tb: ok(4-i, time.Duration(i+1)*T/5),
+			sl: ok(4-i, T),
 		}})
 	}
 	// Sliding: in the next window the 5 hits weigh 5 × (T − e')/T ≤ 4 from
-	// e' = T/5. Bucket: a token every T/5.
-	refused := per{fw: no(0, T-e), sw: no(0, T-e+T/5), tb: no(0, T/5)}
+	// e' = T/5. Bucket: a token every T/5. Log: all five leave at once, T on.
+	refused := per{fw: no(0, T-e), sw: no(0, T-e+T/5), tb: no(0, T/5), sl: no(0, T)}
 	steps = append(steps,
 		step{cost: 1, want: refused},
 		step{cost: 0, want: refused},
 		step{wait: beforeReset, cost: 1, want: all(no(0, us))},
-		step{wait: us, cost: 1, want: per{fw: ok(4, T), sw: ok(0, 2*T-T/5), tb: ok(0, T)}},
+		step{wait: us, cost: 1, want: per{fw: ok(4, T), sw: ok(0, 2*T-T/5), tb: ok(0, T), sl: ok(4, T)}},
 	)
 	return testCase{name: "N then refused/" + T.String(), n: 5, period: T, steps: steps}
 }
@@ -301,7 +338,7 @@ func drain(n int64, T time.Duration) []step {
 }
 
 // harness runs one case against one new store, with a reference model of
-// the store contract built on limits.Decide.
+// the store contract built on limits.DecideWithin.
 type harness struct {
 	t      *testing.T
 	store  limits.Store
@@ -351,21 +388,29 @@ func (h *harness) run(a limits.Algorithm, c testCase) {
 		call := c.steps[i:j]
 		hits := make([]limits.Hit, len(call))
 		for k, st := range call {
-			l := limits.Limit{Algorithm: a, Requests: c.n, Period: c.period, Burst: c.burst}
+			l := limits.Limit{Algorithm: a, Requests: c.n, Period: c.period, Burst: c.burst, CountRefused: c.countRefused}
 			if st.n != 0 {
 				l.Requests = st.n
+			}
+			if st.with != nil {
+				st.with(&l)
 			}
 			key := st.key
 			if key == "" {
 				key = "a"
 			}
-			hits[k] = limits.Hit{Key: h.prefix + key, Limit: l, Cost: st.cost}
+			if st.joint && (k+1 == len(call)) {
+				h.t.Fatalf("step %d: joint with no step after it in the same call", i+k)
+			}
+			// A case's keys share a hash tag, as one descriptor's keys do, so
+			// that any of them may form a joint run.
+			hits[k] = limits.Hit{Key: h.prefix + "{case}:" + key, Limit: l, Cost: st.cost, MaxDelay: st.maxDelay, Joint: st.joint}
 		}
 		results := h.decide(hits)
 		for k, st := range call {
 			if want := st.want.of(a); results[k] != want {
 				h.t.Errorf("step %d (%s, key %s, cost %d) at start+%s:\n got  %s\n want %s",
-					i+k, hits[k].Limit, strings.TrimPrefix(hits[k].Key, h.prefix), st.cost,
+					i+k, hits[k].Limit, h.name(hits[k].Key), st.cost,
 					time.Duration(h.clock.Load()-Start)*time.Microsecond, format(results[k]), format(want))
 			}
 		}
@@ -377,25 +422,32 @@ func (h *harness) run(a limits.Algorithm, c testCase) {
 	}
 }
 
+// name is a key as the case names it.
+func (h *harness) name(key string) string {
+	return strings.TrimPrefix(key, h.prefix+"{case}:")
+}
+
 // decide sends hits in one Decide call and checks every result against the
-// reference model: the store must answer exactly as limits.Decide does.
+// reference model: the store must answer exactly as limits.DecideWithin
+// does, run by run.
 func (h *harness) decide(hits []limits.Hit) []limits.Result {
 	h.t.Helper()
 	results := make([]limits.Result, len(hits))
 	for i := range results {
 		// Garbage, to check that the store writes every field.
-		results[i] = limits.Result{Allowed: true, Remaining: -7, Reset: -time.Hour, Err: errGarbage}
+		results[i] = limits.Result{Allowed: true, Remaining: -7, Reset: -time.Hour, Delay: -time.Hour, Err: errGarbage}
 	}
 	h.store.Decide(h.t.Context(), hits, results)
 	now := h.clock.Load()
+	want := h.reference(hits, now)
 	for i, hit := range hits {
 		if results[i].Err != nil {
 			h.t.Fatalf("hit %d (%s, cost %d): store error: %v", i, hit.Limit, hit.Cost, results[i].Err)
 		}
-		if want := h.reference(hit, now); results[i] != want {
-			h.t.Errorf("hit %d (%s, key %s, cost %d) at start+%s differs from limits.Decide:\n got  %s\n want %s",
-				i, hit.Limit, strings.TrimPrefix(hit.Key, h.prefix), hit.Cost,
-				time.Duration(now-Start)*time.Microsecond, format(results[i]), format(want))
+		if results[i] != want[i] {
+			h.t.Errorf("hit %d (%s, key %s, cost %d) at start+%s differs from limits.DecideWithin:\n got  %s\n want %s",
+				i, hit.Limit, h.name(hit.Key), hit.Cost,
+				time.Duration(now-Start)*time.Microsecond, format(results[i]), format(want[i]))
 		}
 	}
 	return results
@@ -403,22 +455,53 @@ func (h *harness) decide(hits []limits.Hit) []limits.Result {
 
 var errGarbage = fmt.Errorf("storetest: result not written by the store")
 
-func (h *harness) reference(hit limits.Hit, now int64) limits.Result {
-	r := h.ref[hit.Key]
-	var st limits.State
-	if r.state.Live && now < r.expireAt {
-		st = r.state
-	}
-	d := limits.Decide(hit.Limit, st, hit.Cost, now)
-	if d.Changed {
-		if d.State.Live && d.ExpireAt > now {
-			h.ref[hit.Key] = refState{d.State, d.ExpireAt}
-		} else {
-			delete(h.ref, hit.Key)
+// reference decides hits as the store contract says: each run of joint hits
+// is decided whole, its new states kept only if every hit is allowed, else
+// only those of its count_refused limits.
+func (h *harness) reference(hits []limits.Hit, now int64) []limits.Result {
+	results := make([]limits.Result, len(hits))
+	for i := 0; i < len(hits); {
+		j := i + 1
+		for j < len(hits) && hits[j-1].Joint {
+			j++
 		}
+		pending := map[string]refState{}
+		view := func(key string) limits.State {
+			r, ok := pending[key]
+			if !ok {
+				r = h.ref[key]
+			}
+			if r.state.Live && now < r.expireAt {
+				return r.state
+			}
+			return limits.State{}
+		}
+		decisions := make([]limits.Decision, j-i)
+		allowed := true
+		for k, hit := range hits[i:j] {
+			d := limits.DecideWithin(hit.Limit, view(hit.Key), hit.Cost, now, hit.MaxDelayMicros())
+			if d.Changed {
+				pending[hit.Key] = refState{d.State, d.ExpireAt}
+			}
+			decisions[k], results[i+k] = d, d.Result
+			allowed = allowed && d.Result.Allowed
+		}
+		for k, hit := range hits[i:j] {
+			d := decisions[k]
+			if !d.Changed || !(allowed || hit.Limit.CountRefused) {
+				continue
+			}
+			if d.State.Live && d.ExpireAt > now {
+				h.ref[hit.Key] = refState{d.State, d.ExpireAt}
+			} else {
+				delete(h.ref, hit.Key)
+			}
+		}
+		i = j
 	}
-	return d.Result
+	return results
 }
+
 
 func format(r limits.Result) string {
 	verdict := "refused"
@@ -426,8 +509,204 @@ func format(r limits.Result) string {
 		verdict = "allowed"
 	}
 	s := fmt.Sprintf("%s remaining=%d reset=%s", verdict, r.Remaining, r.Reset)
+	if r.Delay != 0 {
+		s += fmt.Sprintf(" delay=%s", r.Delay)
+	}
 	if r.Err != nil {
 		s += fmt.Sprintf(" err=%v", r.Err)
 	}
 	return s
+}
+
+// slidingLogCase: each hit leaves the log T after it came.
+func slidingLogCase() testCase {
+	return testCase{
+		name: "log frees hits one by one", algs: []limits.Algorithm{limits.SlidingLog}, n: 3, period: s,
+		steps: []step{
+			{cost: 1, want: all(ok(2, s))},
+			{wait: 300 * ms, cost: 1, want: all(ok(1, s))},
+			{wait: 300 * ms, cost: 1, want: all(ok(0, s))},
+			// The first leaves at start + 1 s.
+			{cost: 1, want: all(no(0, 400*ms))},
+			{cost: 0, want: all(no(0, 400*ms))},
+			{wait: beforeReset, cost: 1, want: all(no(0, us))},
+			{wait: us, cost: 1, want: all(ok(0, s))},
+			// Cost 2 waits for the hits of start + 300 ms and + 600 ms.
+			{cost: 2, want: all(no(0, 600*ms))},
+			{wait: untilReset, cost: 2, want: all(ok(0, s))},
+			{wait: 2 * s, cost: 0, want: all(ok(3, 0))},
+		},
+	}
+}
+
+// The leaky bucket cases: 10 per second is one turn every I = 100 ms; B = 2
+// places in the queue besides the request in service.
+
+func leakyCase() testCase {
+	return testCase{
+		name: "leaky bucket delays, then refuses at once", algs: leaky, n: 10, period: s, burst: 2,
+		steps: []step{
+			{cost: 1, want: all(later(2, 0, 0))},
+			{cost: 1, want: all(later(1, 100*ms, 100*ms))},
+			{cost: 1, want: all(later(0, 200*ms, 200*ms))},
+			{cost: 1, want: all(no(0, 100*ms))},
+			{cost: 0, want: all(no(0, 100*ms))},
+			{wait: beforeReset, cost: 1, want: all(no(0, us))},
+			{wait: us, cost: 1, want: all(later(0, 200*ms, 200*ms))},
+			// 50 ms of queue left: a peek waits for it, consuming nothing.
+			{wait: 250 * ms, cost: 0, want: all(ok(2, 0))},
+			{wait: s, cost: 0, want: all(ok(2, 0))},
+		},
+	}
+}
+
+func leakyCostCase() testCase {
+	return testCase{
+		name: "leaky bucket costs", algs: leaky, n: 10, period: s, burst: 2,
+		steps: []step{
+			// B + 1 turns fit an idle bucket; more never fit.
+			{cost: 3, want: all(later(0, 200*ms, 0))},
+			{cost: 4, want: all(no(0, 200*ms))},
+			{cost: 2, want: all(no(0, 200*ms))},
+			{wait: untilReset, cost: 2, want: all(later(0, 200*ms, 100*ms))},
+			{cost: -3, want: all(ok(2, 0))},
+			{cost: 4, want: all(no(2, 0))},
+		},
+	}
+}
+
+func leakyNoQueueCase() testCase {
+	return testCase{
+		name: "leaky bucket without a queue spaces requests", algs: leaky, n: 10, period: s,
+		steps: []step{
+			{cost: 1, want: all(ok(0, 0))},
+			{cost: 1, want: all(no(0, 100*ms))},
+			{wait: beforeReset, cost: 1, want: all(no(0, us))},
+			{wait: us, cost: 1, want: all(ok(0, 0))},
+			{cost: 2, want: all(no(0, 0))},
+		},
+	}
+}
+
+func maxDelayCase() testCase {
+	return testCase{
+		name: "max delay refuses a longer wait at once, charging nothing", algs: leaky, n: 10, period: s, burst: 2,
+		steps: []step{
+			{cost: 1, want: all(later(2, 0, 0))},
+			{cost: 1, maxDelay: 50 * ms, want: all(no(2, 50*ms))},
+			{cost: 1, maxDelay: 100 * ms, want: all(later(1, 100*ms, 100*ms))},
+			{cost: 1, maxDelay: 150 * ms, want: all(no(1, 50*ms))},
+			{wait: untilReset, cost: 1, maxDelay: 150 * ms, want: all(later(0, 150*ms, 150*ms))},
+		},
+	}
+}
+
+// countRefusedCase: refused hits are charged, down to 2N counted (N tokens
+// of debt); every refused hit's Reset is measured from the charged state.
+func countRefusedCase() testCase {
+	return testCase{
+		name: "count_refused charges refused hits", n: 4, period: s, countRefused: true,
+		steps: []step{
+			{cost: 4, want: per{fw: ok(0, s), sw: ok(0, 2*s), tb: ok(0, s), sl: ok(0, s)}},
+			// Counted 5: the sliding window's next one weighs 5 × (T − e')/T
+			// + 1 ≤ 4 from e' = 400 ms; the bucket holds −0.6 tokens.
+			{wait: 100 * ms, cost: 1, want: per{fw: no(0, 900*ms), sw: no(0, 1300*ms), tb: no(0, 400*ms), sl: no(0, 900*ms)}},
+			{wait: untilReset, cost: 1, want: per{fw: ok(3, s), sw: ok(0, 1600*ms), tb: ok(0, s), sl: ok(2, s)}},
+			// Never fits, charged up to the cap: 8 counted, −4 tokens.
+			{cost: 9, want: per{fw: no(0, s), sw: no(0, 1600*ms), tb: no(0, 2*s), sl: no(0, s)}},
+			// At the cap a refusal adds nothing.
+			{cost: 1, want: per{fw: no(0, s), sw: no(0, 1225*ms), tb: no(0, 1250*ms), sl: no(0, s)}},
+			{wait: untilReset, cost: 1, want: per{fw: ok(3, s), sw: ok(0, 1375*ms), tb: ok(0, s), sl: ok(3, s)}},
+		},
+	}
+}
+
+// countRefusedLeakyCase: 4 per second, I = 250 ms, B = 1.
+func countRefusedLeakyCase() testCase {
+	return testCase{
+		name: "count_refused takes turns of refused hits", algs: leaky, n: 4, period: s, burst: 1, countRefused: true,
+		steps: []step{
+			{cost: 1, want: all(later(1, 0, 0))},
+			{cost: 1, want: all(later(0, 250*ms, 250*ms))},
+			{cost: 1, want: all(no(0, 500*ms))},
+			{wait: untilReset, cost: 1, want: all(later(0, 250*ms, 250*ms))},
+			// Refused past the max delay: still a turn taken.
+			{cost: 1, maxDelay: 100 * ms, want: all(no(0, 650*ms))},
+			// Never fits: charged up to B·I + T = 1.25 s of queue.
+			{cost: 5, want: all(no(0, s))},
+		},
+	}
+}
+
+func withCountRefused(l *limits.Limit) { l.CountRefused = true }
+
+// jointCase: a run of limits a (N = 4) and b (N = 1) is charged only if
+// both allow.
+func jointCase() testCase {
+	fresh := per{fw: ok(3, s), sw: ok(3, 2*s), tb: ok(3, 250*ms), sl: ok(3, s)}
+	full := per{fw: no(0, s), sw: no(0, 2*s), tb: no(0, s), sl: no(0, s)}
+	return testCase{
+		name: "joint run is charged only if every limit allows", n: 4, period: s,
+		steps: []step{
+			{key: "b", n: 1, cost: 1, want: per{fw: ok(0, s), sw: ok(0, 2*s), tb: ok(0, s), sl: ok(0, s)}},
+			// Each result is its own limit's decision.
+			{cost: 1, joint: true, want: fresh},
+			{same: true, key: "b", n: 1, cost: 1, want: full},
+			{cost: 0, want: all(ok(4, 0))},
+			{same: true, key: "b", n: 1, cost: 0, want: full},
+			// Both allow: both charged.
+			{cost: 1, joint: true, want: fresh},
+			{same: true, key: "c", cost: 1, want: fresh},
+			{cost: 0, want: fresh},
+			{same: true, key: "c", cost: 0, want: fresh},
+			// A run, then a lone hit, in one call.
+			{cost: 1, joint: true, want: per{fw: ok(2, s), sw: ok(2, 2*s), tb: ok(2, 500*ms), sl: ok(2, s)}},
+			{same: true, key: "b", n: 1, cost: 1, want: full},
+			{same: true, key: "c", cost: 1, want: per{fw: ok(2, s), sw: ok(2, 2*s), tb: ok(2, 500*ms), sl: ok(2, s)}},
+			{cost: 0, want: fresh},
+		},
+	}
+}
+
+// jointCountRefusedCase: a count_refused member keeps its charge when the
+// run is refused, by another member or by itself.
+func jointCountRefusedCase() testCase {
+	fresh := per{fw: ok(3, s), sw: ok(3, 2*s), tb: ok(3, 250*ms), sl: ok(3, s)}
+	return testCase{
+		name: "joint run charges its count_refused limits when refused", n: 4, period: s,
+		steps: []step{
+			{key: "b", n: 1, cost: 1, want: per{fw: ok(0, s), sw: ok(0, 2*s), tb: ok(0, s), sl: ok(0, s)}},
+			{cost: 1, joint: true, with: withCountRefused, want: fresh},
+			{same: true, key: "b", n: 1, cost: 1, want: per{fw: no(0, s), sw: no(0, 2*s), tb: no(0, s), sl: no(0, s)}},
+			{cost: 0, with: withCountRefused, want: fresh},
+			// a refuses cost 4 and is charged (5 counted, −1 token); c allows
+			// but the run is refused, so c is not.
+			{cost: 4, joint: true, with: withCountRefused, want: per{fw: no(0, s), sw: no(0, 2*s), tb: no(0, 1250*ms), sl: no(0, s)}},
+			{same: true, key: "c", cost: 1, want: fresh},
+			{cost: 0, key: "c", want: all(ok(4, 0))},
+			{same: true, cost: 0, with: withCountRefused, want: per{fw: no(0, s), sw: no(0, 1400*ms), tb: no(0, 500*ms), sl: no(0, s)}},
+		},
+	}
+}
+
+func withFixedWindow(l *limits.Limit) { l.Algorithm, l.Burst = limits.FixedWindow, 0 }
+
+// jointLeakyCase: a leaky bucket joint with fixed windows (one descriptor's
+// limits may mix algorithms). A refused run takes no turn; the leaky
+// bucket's result still carries its own delay (the service drops it when
+// the request is refused).
+func jointLeakyCase() testCase {
+	return testCase{
+		name: "joint run across algorithms", algs: leaky, n: 10, period: s, burst: 2,
+		steps: []step{
+			{key: "b", n: 1, with: withFixedWindow, cost: 1, want: all(ok(0, s))},
+			{cost: 1, want: all(later(2, 0, 0))},
+			{cost: 1, joint: true, want: all(later(1, 100*ms, 100*ms))},
+			{same: true, key: "b", n: 1, with: withFixedWindow, cost: 1, want: all(no(0, s))},
+			{cost: 0, want: all(ok(2, 0))},
+			{cost: 1, joint: true, want: all(later(1, 100*ms, 100*ms))},
+			{same: true, key: "c", n: 5, with: withFixedWindow, cost: 1, want: all(ok(4, s))},
+			{cost: 0, want: all(ok(1, 100*ms))},
+		},
+	}
 }

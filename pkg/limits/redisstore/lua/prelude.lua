@@ -1,21 +1,21 @@
--- Shared head of every script (prepended in Go). It mirrors the helpers of
--- pkg/limits/algorithm.go; numbers are doubles, every value stays below 2^53.
+-- Shared head of every script (Go composes prelude, algorithms, run.lua). It
+-- mirrors the helpers of pkg/limits/algorithm.go; numbers are doubles, every
+-- value stays below 2^53.
 --
--- KEYS[1] = the key, exactly as the caller built it.
--- ARGV = N, T (microseconds), B, cost, now (microseconds; empty: Redis TIME).
--- Returns {allowed (0/1), remaining, reset (microseconds)}.
-local key = KEYS[1]
-local n = tonumber(ARGV[1])
-local t = tonumber(ARGV[2])
-local b = tonumber(ARGV[3])
-local cost = tonumber(ARGV[4])
-local now
-if ARGV[5] ~= nil and ARGV[5] ~= '' then
-  now = tonumber(ARGV[5])
-else
-  local tm = redis.call('TIME')
-  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-end
+-- Each algorithm file defines one function
+--
+--   decide(key, n, t, b, cost, now, maxdelay, countrefused)
+--     -> allowed, remaining, reset, delay, write
+--
+-- that reads the key's state and returns the decision (reset and delay in
+-- microseconds) and the write that would store its new state: a function
+-- that performs it, or nil when the state does not change. Deciding writes
+-- nothing; run.lua calls write only when the run is charged, so that a joint
+-- run can decide all its limits before it charges any.
+
+-- algorithms maps limits.Algorithm.ShortName to the algorithm's function;
+-- each algorithm file registers itself.
+local algorithms = {}
 
 -- floordiv is floor(a/d) for d > 0, exact for integers below 2^53 even where
 -- the division a/d rounds up to the next integer.
@@ -29,31 +29,59 @@ local function floordiv(a, d)
   return q
 end
 
--- num renders a number so that tonumber reads back the same double (Lua's
--- tostring keeps only 14 digits).
+-- num renders a number so that tonumber, and Redis, read back the same double
+-- (Lua's tostring keeps only 14 digits). Every number sent to redis.call goes
+-- through it.
 local function num(x)
   return string.format('%.17g', x)
 end
 
--- keep stores value until now + ttl (microseconds, > 0), rounded up to the
--- next millisecond: a key may outlive its state by less than a millisecond,
--- never the other way round.
-local function keep(value, ttl)
-  redis.call('SET', key, value, 'PX', num(floordiv(ttl + 999, 1000)))
+-- ttl_ms is a TTL of ttl microseconds (> 0) in milliseconds, rounded up: a key
+-- may outlive its state by less than a millisecond, never the other way round.
+local function ttl_ms(ttl)
+  return num(floordiv(ttl + 999, 1000))
 end
 
--- load returns the fields of the stored state, or nil for an absent key.
-local function load(pattern)
+-- charged mirrors charged in algorithm.go: count_refused makes a refused
+-- positive hit consume anyway.
+local function charged(countrefused, allowed, cost)
+  return countrefused and not allowed and cost > 0
+end
+
+-- malformed aborts the script, before any write, on a state this build did
+-- not write.
+local function malformed(key)
+  error({err = 'envoy-rls: malformed state under key ' .. key})
+end
+
+-- load returns the numeric fields of the string state under key, or nil for
+-- an absent key. A key of another type fails the script with WRONGTYPE.
+local function load(key, pattern)
   local v = redis.call('GET', key)
   if not v then
     return nil
   end
   local f = {string.match(v, pattern)}
   if #f == 0 then
-    return redis.error_reply('envoy-rls: malformed state under key')
+    malformed(key)
   end
   for i = 1, #f do
     f[i] = tonumber(f[i])
   end
   return f
+end
+
+-- set_write is the write that stores value under key for ttl microseconds
+-- (> 0) from now.
+local function set_write(key, value, ttl)
+  return function()
+    redis.call('SET', key, value, 'PX', ttl_ms(ttl))
+  end
+end
+
+-- del_write is the write for a state equivalent to an absent key.
+local function del_write(key)
+  return function()
+    redis.call('DEL', key)
+  end
 end

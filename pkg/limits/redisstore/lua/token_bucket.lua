@@ -1,79 +1,87 @@
--- token_bucket: mirrors tokenBucket in pkg/limits/algorithm.go, floating
--- point included (same operations in the same order).
--- State: "tokens stamp", tokens as %.17g so that the double round-trips,
--- expiring when the bucket is full again.
-local function refill(tk, elapsed)
+-- token_bucket mirrors tokenBucket in pkg/limits/algorithm.go, floating point
+-- included (same operations in the same order).
+-- State: the string "tokens stamp", tokens as %.17g so that the double
+-- round-trips, expiring when the bucket is full again.
+
+-- tb_refill is bucketRefill.
+local function tb_refill(n, t, b, tk, elapsed)
   if elapsed <= 0 then
     return tk
   end
   return math.min(b, tk + elapsed * n / t)
 end
 
--- wait is the shortest wait until the bucket holds want tokens: the closed
--- form, then moved up or down to the shortest wait that refill itself agrees
--- with.
-local function wait(tk, want)
+-- tb_wait is bucketWait: the shortest wait until the bucket holds want
+-- tokens: the closed form, then moved up or down to the shortest wait that
+-- tb_refill itself agrees with.
+local function tb_wait(n, t, b, tk, want)
   if tk >= want then
     return 0
   end
   local wt = math.ceil((want - tk) * t / n)
-  while refill(tk, wt) < want do
+  while tb_refill(n, t, b, tk, wt) < want do
     wt = wt + 1
   end
-  while wt > 0 and refill(tk, wt - 1) >= want do
+  while wt > 0 and tb_refill(n, t, b, tk, wt - 1) >= want do
     wt = wt - 1
   end
   return wt
 end
 
--- wait_from is the shortest wait from now until a bucket kept as tk at
--- stamp holds want tokens.
-local function wait_from(tk, stamp, want)
-  return math.max(0, wait(tk, want) - (now - stamp))
+-- tb_wait_from is bucketWaitFrom: the shortest wait from now until a bucket
+-- kept as tk at stamp holds want tokens.
+local function tb_wait_from(n, t, b, tk, stamp, now, want)
+  return math.max(0, tb_wait(n, t, b, tk, want) - (now - stamp))
 end
 
-local tokens = b
-local s = load('^(%S+) (%S+)$')
-if s and s.err then
-  return s
-end
-if s then
-  tokens = refill(s[1], now - s[2])
-end
-local need = math.max(cost, 1)
-local allowed, changed = false, false
-if cost < 0 then
-  tokens = math.min(b, tokens - cost)
-  allowed = true
-  changed = true
-elseif cost > b then
-  -- Can never fit.
-elseif tokens >= need then
-  allowed = true
-  if cost > 0 then
-    tokens = tokens - cost
+local function token_bucket(key, n, t, b, cost, now, maxdelay, countrefused)
+  local tokens = b
+  local s = load(key, '^(%S+) (%S+)$')
+  if s then
+    tokens = tb_refill(n, t, b, s[1], now - s[2])
+  end
+  local need = math.max(cost, 1)
+  local allowed, changed = false, false
+  if cost < 0 then
+    tokens = math.min(b, tokens - cost)
+    allowed = true
+    changed = true
+  elseif cost > b then
+    -- Can never fit.
+  elseif tokens >= need then
+    allowed = true
+    if cost > 0 then
+      tokens = tokens - cost
+      changed = true
+    end
+  end
+  if charged(countrefused, allowed, cost) then
+    -- At most one period's worth (N tokens) of debt.
+    tokens = math.max(tokens - cost, -n)
     changed = true
   end
-end
-local remaining = math.floor(tokens)
--- Waits are measured from the state that stays in Redis: the stored one on a
--- refusal or a peek, the new one otherwise.
-local kept, stamp = b, now
-if changed then
-  kept = tokens
-elseif s then
-  kept, stamp = s[1], s[2]
-end
-local full = wait_from(kept, stamp, b)
-local reset = full
-if not allowed and cost <= b then
-  reset = wait_from(kept, stamp, need)
-end
-if changed then
-  if full > 0 then
-    keep(num(tokens) .. ' ' .. num(now), full)
-  else
-    redis.call('DEL', key)
+  local remaining = math.max(0, math.floor(tokens))
+  -- Waits are measured from the state that stays in Redis: the stored one on
+  -- a refusal or a peek, the new one otherwise.
+  local kept, stamp = b, now
+  if changed then
+    kept = tokens
+  elseif s then
+    kept, stamp = s[1], s[2]
   end
+  local full = tb_wait_from(n, t, b, kept, stamp, now, b)
+  local reset = full
+  if not allowed and cost <= b then
+    reset = tb_wait_from(n, t, b, kept, stamp, now, need)
+  end
+  local write
+  if changed then
+    if full > 0 then
+      write = set_write(key, num(tokens) .. ' ' .. num(now), full)
+    else
+      write = del_write(key)
+    end
+  end
+  return allowed, remaining, reset, 0, write
 end
-return {allowed and 1 or 0, remaining, reset}
+algorithms.tb = token_bucket

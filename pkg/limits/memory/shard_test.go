@@ -1,0 +1,106 @@
+package memory
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+)
+
+func TestHashTag(t *testing.T) {
+	// Redis Cluster's rule: the text between the first '{' and the first
+	// '}' after it, unless that is empty.
+	for key, want := range map[string]string{
+		"rls:{0123abcd}:sw:60000000:0:3:api": "0123abcd",
+		"rls:{0123abcd}:tb:60000000:1:3:api": "0123abcd",
+		"plain":                              "plain",
+		"a{b}c{d}":                           "b",
+		"a{}b{c}":                            "a{}b{c}", // empty first tag: the whole key
+		"a{b":                                "a{b",
+		"a}b{c}":                             "c",
+		"{{x}}":                              "{x",
+	} {
+		if got := hashTag(key); got != want {
+			t.Errorf("hashTag(%q) got %q want %q", key, got, want)
+		}
+	}
+}
+
+func TestKeysOfOneTagShareAShard(t *testing.T) {
+	s := New(Options{SweepInterval: -1}) // the default MaxKeys: 64 shards
+	defer s.Close()
+	if len(s.shards) != maxShards {
+		t.Fatalf("shards got %d want %d", len(s.shards), maxShards)
+	}
+	spread := map[int]bool{}
+	for i := range 200 {
+		tag := string(rune('a'+i%26)) + string(rune('a'+i/26))
+		want := s.shardIndex("rls:{" + tag + "}:sw:1:0:x")
+		if got := s.shardIndex("rls:{" + tag + "}:tb:99:1:something else"); got != want {
+			t.Errorf("tag %q: shards got %d and %d, want one", tag, want, got)
+		}
+		spread[want] = true
+	}
+	if len(spread) < maxShards/2 {
+		t.Errorf("200 tags fall in %d shards: want them spread", len(spread))
+	}
+}
+
+func TestWeight(t *testing.T) {
+	for _, c := range []struct {
+		log  int
+		want int
+	}{{0, 1}, {1, 2}, {12, 2}, {13, 3}, {100, 10}, {1000, 85}} {
+		s := limits.State{Live: true, Log: make([]limits.LogEntry, 0, c.log)}
+		if got := weight(s); got != c.want {
+			t.Errorf("weight of a log with room for %d: got %d want %d", c.log, got, c.want)
+		}
+	}
+}
+
+// TestConcurrentJointRuns decides runs of two limits from many goroutines,
+// half of them naming the keys in the other order, with the keys in two
+// shards: the locks are taken in one order (no deadlock), and the runs are
+// atomic (a is charged exactly as often as b).
+func TestConcurrentJointRuns(t *testing.T) {
+	s := New(Options{SweepInterval: -1})
+	defer s.Close()
+	keyA := "a"
+	keyB := "b"
+	for i := 0; s.shardIndex(keyB) == s.shardIndex(keyA); i++ {
+		keyB = "b" + string(rune('0'+i%10)) + string(rune('0'+i/10))
+	}
+	a := limits.Limit{Algorithm: limits.SlidingLog, Requests: 100, Period: time.Hour}
+	b := limits.Limit{Algorithm: limits.TokenBucket, Requests: 50, Period: time.Hour}
+	const goroutines, runs = 16, 20
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			hits := []limits.Hit{{Key: keyA, Limit: a, Cost: 1, Joint: true}, {Key: keyB, Limit: b, Cost: 1}}
+			if g%2 == 1 {
+				hits = []limits.Hit{{Key: keyB, Limit: b, Cost: 1, Joint: true}, {Key: keyA, Limit: a, Cost: 1}}
+			}
+			results := make([]limits.Result, 2)
+			for range runs {
+				s.Decide(context.Background(), hits, results)
+				if results[0].Allowed && results[1].Allowed {
+					allowed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := allowed.Load(); got != 50 {
+		t.Errorf("runs allowed got %d want 50 of %d", got, goroutines*runs)
+	}
+	peek := []limits.Hit{{Key: keyA, Limit: a}, {Key: keyB, Limit: b}}
+	results := make([]limits.Result, 2)
+	s.Decide(context.Background(), peek, results)
+	if results[0].Remaining != 50 || results[1].Remaining != 0 {
+		t.Errorf("remaining got a %d, b %d; want 50 and 0 (charged together)", results[0].Remaining, results[1].Remaining)
+	}
+}

@@ -1,0 +1,82 @@
+-- leaky_bucket mirrors leakyBucket in pkg/limits/algorithm.go, floating point
+-- included (same operations in the same order).
+-- State: the string "drain", the instant in microseconds (fractional, as
+-- %.17g) at which the queue is empty again, expiring then (rounded up).
+
+-- lb_fits is leakyFits: the request's last turn within the queue, its first
+-- within the caller's deadline (maxdelay, 0: none).
+local function lb_fits(wait, need, b, interval, maxdelay)
+  if maxdelay > 0 and wait > maxdelay then
+    return false
+  end
+  return wait + (need - 1) * interval <= b * interval
+end
+
+-- lb_wait is leakyWait: the shortest wait after which a request refused with
+-- backlog fits: the closed form rounded up, then moved up or down until it is
+-- the shortest wait for which lb_fits itself passes.
+local function lb_wait(backlog, need, b, interval, maxdelay)
+  local over = backlog + (need - 1) * interval - b * interval
+  if maxdelay > 0 then
+    over = math.max(over, backlog - maxdelay)
+  end
+  local wait = math.max(0, math.ceil(over))
+  while not lb_fits(math.max(backlog - wait, 0), need, b, interval, maxdelay) do
+    wait = wait + 1
+  end
+  while wait > 0 and lb_fits(math.max(backlog - (wait - 1), 0), need, b, interval, maxdelay) do
+    wait = wait - 1
+  end
+  return wait
+end
+
+local function leaky_bucket(key, n, t, b, cost, now, maxdelay, countrefused)
+  local interval = t / n
+  local drain = now
+  local s = load(key, '^(%S+)$')
+  if s then
+    drain = math.max(s[1], now)
+  end
+  local wait = drain - now
+  local need = math.max(cost, 1)
+  local allowed, changed, delay = false, false, 0
+  if cost < 0 then
+    drain = math.max(drain + cost * interval, now)
+    allowed = true
+    changed = true
+  elseif need - 1 > b then
+    -- Can never fit: more turns than the queue holds.
+  elseif lb_fits(wait, need, b, interval, maxdelay) then
+    allowed = true
+    if cost > 0 then
+      -- A peek takes no turn, so it does not wait for one.
+      delay = math.ceil(wait)
+      drain = drain + cost * interval
+      changed = true
+    end
+  end
+  if charged(countrefused, allowed, cost) then
+    -- At most one period's worth of debt beyond a full queue.
+    drain = math.min(drain + cost * interval, now + b * interval + t)
+    changed = true
+  end
+  local backlog = drain - now
+  -- Free places in the queue: the request in service is not queued.
+  local remaining = math.max(0, math.min(b, b + 1 - math.ceil(backlog / interval)))
+  local reset = 0
+  if not allowed and need - 1 <= b then
+    reset = lb_wait(backlog, need, b, interval, maxdelay)
+  elseif backlog > interval then
+    reset = math.ceil(backlog - interval)
+  end
+  local write
+  if changed then
+    if backlog > 0 then
+      write = set_write(key, num(drain), math.ceil(drain) - now)
+    else
+      write = del_write(key)
+    end
+  end
+  return allowed, remaining, reset, delay, write
+end
+algorithms.lb = leaky_bucket

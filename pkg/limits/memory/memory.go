@@ -250,7 +250,6 @@ func stateAfter(d limits.Decision, now int64) limits.State {
 	return d.State
 }
 
-
 // Stats returns the current counters. It takes each shard's lock in turn, so
 // it is cheap enough for a metrics scrape but not for the hot path.
 func (s *Store) Stats() Stats {

@@ -502,7 +502,6 @@ func (h *harness) reference(hits []limits.Hit, now int64) []limits.Result {
 	return results
 }
 
-
 func format(r limits.Result) string {
 	verdict := "refused"
 	if r.Allowed {

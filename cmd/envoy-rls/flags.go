@@ -53,9 +53,6 @@ func (f failureModeFlag) Set(s string) error {
 	if err != nil {
 		return err
 	}
-	if !m.Implemented() {
-		return fmt.Errorf("failure mode %s is not supported yet (planned in issue #4)", m)
-	}
 	*f.m = m
 	return nil
 }
@@ -85,7 +82,7 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 	fs.BoolVar(&o.redisTLS, "redis-tls", false, "TLS to a Redis Cluster")
 	fs.StringVar(&o.redisTLSCA, "redis-tls-ca", "", "CA file for Redis TLS (default: system roots)")
 	fs.DurationVar(&o.storeTimeout, "store-timeout", 50*time.Millisecond, "longest a store call may take")
-	fs.Var(failureModeFlag{&o.failureMode}, "failure-mode", "when the store fails: allow (fail open) or deny (fail closed)")
+	fs.Var(failureModeFlag{&o.failureMode}, "failure-mode", "when the store fails: allow (fail open), deny (fail closed), local (this instance's embedded store) or error (gRPC UNAVAILABLE)")
 	fs.DurationVar(&o.maxDelay, "max-delay", config.DefaultMaxDelay, "longest wait a leaky_bucket may impose; a file whose worst wait is longer is refused")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or console")

@@ -59,7 +59,7 @@ func TestFlagsErrors(t *testing.T) {
 	}{
 		{[]string{"-redis-url", "redis://a", "-redis-cluster", "b:1"}, nil, "both set"},
 		{nil, map[string]string{"RLS_FAILURE_MODE": "sometimes"}, "RLS_FAILURE_MODE"},
-		{[]string{"-failure-mode", "local"}, nil, "not supported yet"},
+		{[]string{"-failure-mode", "sometimes"}, nil, "unknown failure mode"},
 		{[]string{"-log-format", "xml"}, nil, "-log-format"},
 		{[]string{"-store-timeout", "0s"}, nil, "-store-timeout"},
 		{[]string{"serve"}, nil, "unexpected argument"},

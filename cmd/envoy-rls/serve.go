@@ -29,6 +29,7 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/httpapi"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/breaker"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/memory"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/redisstore"
@@ -82,15 +83,18 @@ func newLogger(o *options, stderr io.Writer) (*zap.Logger, error) {
 // storeHandle is a store with what the server needs around it.
 type storeHandle struct {
 	limits.Store
+	// local is the embedded store that decides for failure_mode local while
+	// Redis fails; nil when the embedded store is the store.
+	local limits.Store
 	ping  func(context.Context) error // nil for the embedded store
 	close func() error
 }
 
-func openStore(o *options, log *zap.Logger) (*storeHandle, error) {
+func openStore(o *options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, error) {
+	mem := memory.New(memory.Options{MaxKeys: o.maxKeys})
 	if o.redisURL == "" && o.redisCluster == "" {
-		m := memory.New(memory.Options{MaxKeys: o.maxKeys})
 		log.Info("using the embedded store: limits are per instance", zap.Int("max_keys", o.maxKeys))
-		return &storeHandle{Store: m, close: func() error { m.Close(); return nil }}, nil
+		return &storeHandle{Store: mem, close: mem.Close}, nil
 	}
 	var seeds []string
 	if o.redisCluster != "" {
@@ -111,24 +115,39 @@ func openStore(o *options, log *zap.Logger) (*storeHandle, error) {
 		Timeout:  o.storeTimeout,
 	})
 	if err != nil {
+		mem.Close()
 		return nil, err
 	}
 	s := redisstore.New(client, redisstore.Options{})
+	// Once Redis is found down, stop waiting on it: answer by the failure
+	// mode at once, and probe twice a second.
+	b := breaker.New(s, breaker.Options{OnChange: func(open bool) {
+		m.BreakerOpen(open)
+		if open {
+			log.Warn("store circuit open: answering by the failure mode without waiting for Redis")
+		} else {
+			log.Info("store circuit closed: Redis answers again")
+		}
+	}})
 	log.Info("using Redis", zap.Bool("cluster", len(seeds) > 0))
-	return &storeHandle{Store: s, ping: s.Ping, close: client.Close}, nil
+	return &storeHandle{Store: b, local: mem, ping: s.Ping, close: func() error {
+		mem.Close()
+		return client.Close()
+	}}, nil
 }
 
 func runServer(ctx context.Context, o *options, cfg *config.Config, log *zap.Logger) error {
 	m := metrics.New()
 	m.Reload(true, time.Now())
-	store, err := openStore(o, log)
+	store, err := openStore(o, m, log)
 	if err != nil {
 		return err
 	}
 	defer store.close() //nolint:errcheck // closing at exit
 
 	svc, err := rls.New(descriptors.NewIndex(cfg), rls.Options{
-		Store:        store,
+		Store:        store.Store,
+		Local:        store.local,
 		StoreTimeout: o.storeTimeout,
 		FailureMode:  o.failureMode,
 		Logger:       log,

@@ -2,8 +2,15 @@ package limits
 
 import (
 	"context"
+	"errors"
 	"time"
 )
+
+// ErrUnavailable marks a store failure that says nothing about the hit and
+// everything about the store: a connection refused, a timeout. A store wraps
+// such errors with it (errors.Is), so that a circuit breaker can tell a dead
+// store from a bad key.
+var ErrUnavailable = errors.New("store unavailable")
 
 // Hit is one descriptor's claim on one limit: Cost units of the quota kept
 // under Key.

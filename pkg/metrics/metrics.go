@@ -42,6 +42,8 @@ type Metrics struct {
 	configSuccess prometheus.Gauge
 	configTime    prometheus.Gauge
 	storeUp       prometheus.Gauge
+	localDecided  prometheus.Counter
+	breakerOpen   prometheus.Gauge
 }
 
 // New registers the collectors on a fresh registry, with the Go and process
@@ -88,9 +90,17 @@ func New() *Metrics {
 			Name: "rls_store_up",
 			Help: "Whether the last store health check succeeded.",
 		}),
+		localDecided: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rls_local_fallback_decisions_total",
+			Help: "Descriptors decided on this instance's embedded store because the shared store failed (failure_mode local).",
+		}),
+		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rls_store_circuit_open",
+			Help: "Whether the store's circuit breaker is open (failing fast without calling the store).",
+		}),
 	}
 	r.MustRegister(m.decisions, m.storeErrors, m.requests, m.latency, m.storeLatency,
-		m.reloads, m.configSuccess, m.configTime, m.storeUp,
+		m.reloads, m.configSuccess, m.configTime, m.storeUp, m.localDecided, m.breakerOpen,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -152,5 +162,26 @@ func (m *Metrics) StoreUp(up bool) {
 		m.storeUp.Set(1)
 	} else {
 		m.storeUp.Set(0)
+	}
+}
+
+// LocalFallback counts a descriptor decided on the embedded store because
+// the shared store failed.
+func (m *Metrics) LocalFallback() {
+	if m == nil {
+		return
+	}
+	m.localDecided.Inc()
+}
+
+// BreakerOpen records whether the store's circuit breaker is open.
+func (m *Metrics) BreakerOpen(open bool) {
+	if m == nil {
+		return
+	}
+	if open {
+		m.breakerOpen.Set(1)
+	} else {
+		m.breakerOpen.Set(0)
 	}
 }

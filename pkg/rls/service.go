@@ -44,8 +44,12 @@ type Options struct {
 	StoreTimeout time.Duration
 	// FailureMode applies to limits that do not set their own.
 	FailureMode config.FailureMode
-	Logger      *zap.Logger
-	Metrics     *metrics.Metrics
+	// Local decides the descriptors whose failure mode is `local` while
+	// Store fails: this instance's embedded store. Nil makes `local` act as
+	// `allow`.
+	Local   limits.Store
+	Logger  *zap.Logger
+	Metrics *metrics.Metrics
 }
 
 // Service implements RateLimitService. It is safe for concurrent use; the
@@ -54,6 +58,7 @@ type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
 	store        limits.Store
+	local        limits.Store
 	storeTimeout time.Duration
 	failureMode  config.FailureMode
 	log          *zap.Logger
@@ -74,14 +79,12 @@ func New(ix *descriptors.Index, opts Options) (*Service, error) {
 	if opts.FailureMode == config.FailureModeDefault {
 		opts.FailureMode = config.FailAllow
 	}
-	if !opts.FailureMode.Implemented() {
-		return nil, fmt.Errorf("rls: failure mode %s is not supported yet", opts.FailureMode)
-	}
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
 	s := &Service{
 		store:        opts.Store,
+		local:        opts.Local,
 		storeTimeout: opts.StoreTimeout,
 		failureMode:  opts.FailureMode,
 		log:          opts.Logger,
@@ -238,6 +241,9 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		s.store.Decide(sctx, hits, results)
 		s.metrics.StoreCall(time.Since(t0))
 		cancel()
+		if err := s.fallBack(ctx, items, hits, results); err != nil {
+			return nil, err
+		}
 	}
 	resp, delay := s.respond(domain, items, results)
 	if delay > 0 {
@@ -391,26 +397,85 @@ func groupError(group []limits.Result) error {
 	return nil
 }
 
-// onStoreError answers a descriptor whose store call failed by its limit's
-// failure mode.
-func (s *Service) onStoreError(domain string, it *item, st *rlsv3.RateLimitResponse_DescriptorStatus, err error) {
-	// Several limits on one descriptor: the strictest mode wins.
+// failureMode is the mode of a descriptor whose store call failed: with
+// several limits, the strictest of theirs (error, then deny, then local,
+// then allow).
+func (s *Service) failureModeOf(it *item) (config.FailureMode, *config.Rule) {
+	rank := map[config.FailureMode]int{config.FailAllow: 0, config.FailLocal: 1, config.FailDeny: 2, config.FailError: 3}
 	mode, rule := config.FailAllow, it.rules[0]
 	for _, r := range it.rules {
 		m := r.FailureMode
 		if m == config.FailureModeDefault {
 			m = s.failureMode
 		}
-		if m == config.FailDeny && mode != config.FailDeny {
+		if rank[m] > rank[mode] {
 			mode, rule = m, r
 		}
 	}
-	st.CurrentLimit = currentLimit(rule)
-	kind := "error"
-	if errors.Is(err, context.DeadlineExceeded) {
-		kind = "timeout"
+	return mode, rule
+}
+
+// fallBack applies the failure modes that do not answer from the status
+// alone: `error` fails the whole call with UNAVAILABLE, so that Envoy's own
+// failure_mode_deny decides; `local` decides the descriptor again on the
+// embedded store of this instance (per instance, so approximate).
+func (s *Service) fallBack(ctx context.Context, items []item, hits []limits.Hit, results []limits.Result) error {
+	var local []int // the items to decide locally
+	for i := range items {
+		it := &items[i]
+		if it.unlimited || len(it.rules) == 0 {
+			continue
+		}
+		err := groupError(results[it.first : it.first+len(it.rules)])
+		if err == nil {
+			continue
+		}
+		switch mode, _ := s.failureModeOf(it); mode {
+		case config.FailError:
+			s.metrics.StoreError(errorKind(err))
+			s.log.Warn("store call failed: answering UNAVAILABLE (failure_mode error)", zap.String("rule", ruleLabel(it)), zap.Error(err))
+			return status.Errorf(codes.Unavailable, "rate limit store unavailable: %v", err)
+		case config.FailLocal:
+			local = append(local, i)
+		}
 	}
-	s.metrics.StoreError(kind)
+	if len(local) == 0 || s.local == nil {
+		return nil
+	}
+	var lhits []limits.Hit
+	for _, i := range local {
+		it := &items[i]
+		lhits = append(lhits, hits[it.first:it.first+len(it.rules)]...)
+	}
+	lres := make([]limits.Result, len(lhits))
+	s.local.Decide(ctx, lhits, lres)
+	k := 0
+	for _, i := range local {
+		it := &items[i]
+		s.metrics.StoreError(errorKind(results[it.first].Err))
+		s.metrics.LocalFallback()
+		copy(results[it.first:it.first+len(it.rules)], lres[k:k+len(it.rules)])
+		k += len(it.rules)
+	}
+	return nil
+}
+
+func errorKind(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, limits.ErrUnavailable):
+		return "unavailable"
+	}
+	return "error"
+}
+
+// onStoreError answers a descriptor whose store call failed by its limit's
+// failure mode.
+func (s *Service) onStoreError(domain string, it *item, st *rlsv3.RateLimitResponse_DescriptorStatus, err error) {
+	mode, rule := s.failureModeOf(it)
+	st.CurrentLimit = currentLimit(rule)
+	s.metrics.StoreError(errorKind(err))
 	s.log.Warn("store call failed", zap.String("domain", domain), zap.String("rule", ruleLabel(it)),
 		zap.String("failure_mode", mode.String()), zap.Error(err))
 	if mode == config.FailDeny {

@@ -401,6 +401,35 @@ func TestFailureModes(t *testing.T) {
 			t.Errorf("failure_mode: deny on the limit: %v", resp)
 		}
 	})
+	t.Run("error", func(t *testing.T) {
+		f := newFixture(t, fail, Options{FailureMode: config.FailError})
+		_, err := f.svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "edge",
+			Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("remote_address", "x")}})
+		if status.Code(err) != codes.Unavailable {
+			t.Errorf("failure_mode error: err = %v, want UNAVAILABLE", err)
+		}
+		// Unlimited and unmatched descriptors need no store: no error.
+		f.call(t, desc("path", "/healthz"), desc("nothing", "here"))
+	})
+	t.Run("local", func(t *testing.T) {
+		local := memory.New(memory.Options{SweepInterval: -1})
+		t.Cleanup(func() { local.Close() })
+		f := newFixture(t, fail, Options{FailureMode: config.FailLocal, Local: local})
+		// The embedded store of this instance decides: 3 per minute.
+		for i := 0; i < 3; i++ {
+			if resp := f.call(t, desc("remote_address", "x")); resp.OverallCode != ok {
+				t.Fatalf("hit %d on the local store: %v", i, resp.OverallCode)
+			}
+		}
+		resp := f.call(t, desc("remote_address", "x"))
+		if resp.OverallCode != over || resp.Statuses[0].CurrentLimit.GetName() != "per-ip" {
+			t.Errorf("4th hit on the local store: %v, want OVER_LIMIT by per-ip", resp)
+		}
+		// A limit's own deny still wins over the flag's local.
+		if resp := f.call(t, desc("strict", "y")); resp.OverallCode != over {
+			t.Errorf("failure_mode deny under -failure-mode local: %v", resp.OverallCode)
+		}
+	})
 	t.Run("deny", func(t *testing.T) {
 		f := newFixture(t, fail, Options{FailureMode: config.FailDeny})
 		resp := f.call(t, desc("remote_address", "x"), desc("path", "/healthz"))

@@ -74,8 +74,6 @@ var badConfigs = map[string]string{
 	"merge_not_mapping.yaml":    "testdata/bad/merge_not_mapping.yaml:5: <<: want a mapping or a list of mappings to merge, got 5",
 
 	// Not supported yet.
-	"failure_mode_local.yaml": "testdata/bad/failure_mode_local.yaml:7: failure_mode: local is not supported yet (planned in issue #4)",
-	"failure_mode_error.yaml": "testdata/bad/failure_mode_error.yaml:7: failure_mode: error is not supported yet (planned in issue #4)",
 
 	// YAML.
 	"two_documents.yaml":            "testdata/bad/two_documents.yaml:3: a second YAML document (the first is at line 1); a file holds one domain",

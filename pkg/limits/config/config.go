@@ -173,8 +173,3 @@ func ParseFailureMode(s string) (FailureMode, error) {
 	}
 	return FailureModeDefault, fmt.Errorf("unknown failure mode %q (want allow, deny, local or error)", s)
 }
-
-// Implemented reports whether this build can act on the mode.
-func (m FailureMode) Implemented() bool {
-	return m == FailureModeDefault || m == FailAllow || m == FailDeny
-}

@@ -4,16 +4,9 @@ package config
 // enforce yet. Each such feature is parsed and checked in full, then refused
 // here, so that a file never loads a limit that nothing enforces, and so that
 // lifting a refusal is deleting its lines in this file and nothing else.
-const (
-	// issueFailureModes: the local and error failure modes.
-	issueFailureModes = "planned in issue #4"
-)
 
 // notYetRule refuses what a fully parsed and checked rate limit asks for but
 // this build cannot do. at holds the rule's fields by name.
 func (p *parser) notYetRule(r *Rule, at map[string]pair) error {
-	if f, ok := at["failure_mode"]; ok && !r.FailureMode.Implemented() {
-		return p.errorf(f.value, "failure_mode", "%s is not supported yet (%s)", r.FailureMode, issueFailureModes)
-	}
 	return nil
 }

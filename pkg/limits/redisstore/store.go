@@ -285,7 +285,6 @@ func (r *run) prepare(hits []limits.Hit, now string) error {
 	return nil
 }
 
-
 // errNoScript is returned for an algorithm that package limits implements
 // but this store does not (yet).
 var errNoScript = errors.New("no Redis script for algorithm")
@@ -313,14 +312,33 @@ func (r *run) results(hits []limits.Hit, results []limits.Result) {
 		what = fmt.Sprintf("joint run of %d hits", len(out))
 	}
 	err := r.cmd.Err()
-	if err != nil {
+	switch {
+	case err != nil && unavailable(err):
+		err = fmt.Errorf("redisstore: %s: %w: %w", what, limits.ErrUnavailable, err)
+	case err != nil:
 		err = fmt.Errorf("redisstore: %s: %w", what, err)
-	} else {
+	default:
 		err = fmt.Errorf("redisstore: %s: %w: %v", what, errReply, r.cmd.Val())
 	}
 	for i := range out {
 		out[i] = limits.Result{Err: err}
 	}
+}
+
+// unavailable tells a store that is down or unreachable (no connection, a
+// timeout, a cluster without a master for the slot) from a reply error of a
+// store that answered (a key of the wrong type).
+func unavailable(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return true
+	}
+	for _, p := range []string{"CLUSTERDOWN", "LOADING", "MASTERDOWN", "TRYAGAIN", "BUSY"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // parseReply reads {allowed, remaining, reset_us, delay_us} per hit into out,

@@ -374,7 +374,7 @@ func (s *server) shouldRateLimit(req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitR
 }
 
 // decide calls the service over gRPC and fails the test on an error.
-func (s *server) decide(t *testing.T, req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
+func (s *server) decide(t testing.TB, req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
 	t.Helper()
 	resp, err := s.shouldRateLimit(req)
 	if err != nil {
@@ -389,7 +389,7 @@ func (s *server) url(path string) string { return "http://" + s.httpAddr + path 
 var httpClient = &http.Client{Timeout: callBound}
 
 // get fetches an HTTP path and returns the status and body.
-func (s *server) get(t *testing.T, path string) (int, string) {
+func (s *server) get(t testing.TB, path string) (int, string) {
 	t.Helper()
 	resp, err := httpClient.Get(s.url(path))
 	if err != nil {
@@ -408,7 +408,7 @@ func (s *server) post(t *testing.T, path, body string) (int, string) {
 	return readResponse(t, resp)
 }
 
-func readResponse(t *testing.T, resp *http.Response) (int, string) {
+func readResponse(t testing.TB, resp *http.Response) (int, string) {
 	t.Helper()
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -420,7 +420,7 @@ func readResponse(t *testing.T, resp *http.Response) (int, string) {
 
 // metric returns the value of one series (name{labels} exactly as the
 // Prometheus text format writes it, labels sorted by name) from /metrics.
-func (s *server) metric(t *testing.T, series string) (float64, bool) {
+func (s *server) metric(t testing.TB, series string) (float64, bool) {
 	t.Helper()
 	code, body := s.get(t, "/metrics")
 	if code != http.StatusOK {
@@ -498,7 +498,7 @@ type want struct {
 }
 
 // checkResponse checks the overall code and every status, in order.
-func checkResponse(t *testing.T, resp *rlsv3.RateLimitResponse, overall rlsv3.RateLimitResponse_Code, statuses ...want) {
+func checkResponse(t testing.TB, resp *rlsv3.RateLimitResponse, overall rlsv3.RateLimitResponse_Code, statuses ...want) {
 	t.Helper()
 	if got := resp.GetOverallCode(); got != overall {
 		t.Errorf("overall_code: got %v, want %v (response %v)", got, overall, resp)
@@ -511,7 +511,7 @@ func checkResponse(t *testing.T, resp *rlsv3.RateLimitResponse, overall rlsv3.Ra
 	}
 }
 
-func checkStatus(t *testing.T, label string, got *rlsv3.RateLimitResponse_DescriptorStatus, w want) {
+func checkStatus(t testing.TB, label string, got *rlsv3.RateLimitResponse_DescriptorStatus, w want) {
 	t.Helper()
 	if got.GetCode() != w.code {
 		t.Errorf("%s: code: got %v, want %v (status %v)", label, got.GetCode(), w.code, got)
@@ -530,7 +530,7 @@ func checkStatus(t *testing.T, label string, got *rlsv3.RateLimitResponse_Descri
 // checkReset checks a duration_until_reset that the service computed at some
 // instant between `since` and now, and that would be want at `since`:
 // it may be smaller by the time elapsed since then, plus rounding.
-func checkReset(t *testing.T, label string, got *durationpb.Duration, want time.Duration, since time.Time) {
+func checkReset(t testing.TB, label string, got *durationpb.Duration, want time.Duration, since time.Time) {
 	t.Helper()
 	if got == nil {
 		t.Errorf("%s: duration_until_reset: got none, want %s", label, want)
@@ -547,7 +547,7 @@ func checkReset(t *testing.T, label string, got *durationpb.Duration, want time.
 // f(e) where e is how far into its epoch-aligned window of period p the
 // service's clock was. before is taken just before the call. When a window
 // boundary passed during the call, e is unknown and nothing is checked.
-func checkWindowReset(t *testing.T, label string, got *durationpb.Duration, p time.Duration, before time.Time, f func(e time.Duration) time.Duration) {
+func checkWindowReset(t testing.TB, label string, got *durationpb.Duration, p time.Duration, before time.Time, f func(e time.Duration) time.Duration) {
 	t.Helper()
 	after := time.Now()
 	if before.UnixMicro()/p.Microseconds() != after.UnixMicro()/p.Microseconds() {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
@@ -31,6 +32,20 @@ type options struct {
 	logFormat       string
 	shutdownTimeout time.Duration
 	maxKeys         int
+
+	// gRPC TLS and connection lifetime.
+	grpcTLSCert          string
+	grpcTLSKey           string
+	grpcTLSClientCA      string
+	grpcMaxConnectionAge time.Duration
+	// Redis keys and connections.
+	redisKeyPrefix string
+	redisPoolSize  int
+	// What callers may do.
+	shadowMode   bool
+	jsonEndpoint bool
+	negativeHits bool
+	hashValues   bool
 }
 
 // envPrefix turns a flag name into its environment twin: -redis-url is
@@ -88,6 +103,16 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or console")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "longest the drain of requests in flight may take on SIGTERM")
 	fs.IntVar(&o.maxKeys, "max-keys", 1_000_000, "most keys the embedded store holds (expired, then least recently used, are evicted)")
+	fs.StringVar(&o.grpcTLSCert, "grpc-tls-cert", "", "PEM certificate (chain) of the gRPC server: serve TLS (with -grpc-tls-key; reread when the files change)")
+	fs.StringVar(&o.grpcTLSKey, "grpc-tls-key", "", "PEM private key of -grpc-tls-cert")
+	fs.StringVar(&o.grpcTLSClientCA, "grpc-tls-client-ca", "", "PEM CAs of gRPC clients: require a client certificate they signed (mutual TLS)")
+	fs.DurationVar(&o.grpcMaxConnectionAge, "grpc-max-connection-age", 0, "close a gRPC connection after this long (±10%), so that clients reconnect and spread over new replicas; calls in flight get -shutdown-timeout to finish; 0: never")
+	fs.StringVar(&o.redisKeyPrefix, "redis-key-prefix", descriptors.KeyPrefix, "start of every store key (no { or }); instances that share counters must use the same one")
+	fs.IntVar(&o.redisPoolSize, "redis-pool-size", 0, "Redis connections per node (0: go-redis's default, 10 per CPU)")
+	fs.BoolVar(&o.shadowMode, "shadow-mode", false, "report every OVER_LIMIT as OK and count it as shadow_over_limit (a dry run of the limits)")
+	fs.BoolVar(&o.jsonEndpoint, "json-endpoint", true, "serve POST /json on -http-addr (false: 404)")
+	fs.BoolVar(&o.negativeHits, "negative-hits", true, "accept descriptors with is_negative_hits (refunds); false answers InvalidArgument")
+	fs.BoolVar(&o.hashValues, "hash-values", false, "key counters by the SHA-256 of each descriptor value, so that Redis never holds the values")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -121,6 +146,17 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 		return nil, errors.New("-max-keys must be positive")
 	case o.maxDelay <= 0:
 		return nil, errors.New("-max-delay must be positive")
+	case (o.grpcTLSCert == "") != (o.grpcTLSKey == ""):
+		return nil, errors.New("-grpc-tls-cert and -grpc-tls-key go together: set both or neither")
+	case o.grpcTLSClientCA != "" && o.grpcTLSCert == "":
+		return nil, errors.New("-grpc-tls-client-ca needs -grpc-tls-cert and -grpc-tls-key: mutual TLS is TLS first")
+	case o.grpcMaxConnectionAge < 0:
+		return nil, errors.New("-grpc-max-connection-age must not be negative (0 turns it off)")
+	case o.redisPoolSize < 0:
+		return nil, errors.New("-redis-pool-size must not be negative (0 is go-redis's default)")
+	}
+	if err := descriptors.CheckKeyPrefix(o.redisKeyPrefix); err != nil {
+		return nil, fmt.Errorf("-redis-key-prefix: %w", err)
 	}
 	return o, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -92,6 +94,10 @@ type storeHandle struct {
 
 func openStore(o *options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, error) {
 	mem := memory.New(memory.Options{MaxKeys: o.maxKeys})
+	m.Registry.MustRegister(metrics.NewMemoryStoreCollector(func() (int, uint64, uint64) {
+		st := mem.Stats()
+		return st.Keys, st.Evictions, st.Expired
+	}))
 	if o.redisURL == "" && o.redisCluster == "" {
 		log.Info("using the embedded store: limits are per instance", zap.Int("max_keys", o.maxKeys))
 		return &storeHandle{Store: mem, close: mem.Close}, nil
@@ -113,30 +119,107 @@ func openStore(o *options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 		TLS:      o.redisTLS,
 		TLSCA:    o.redisTLSCA,
 		Timeout:  o.storeTimeout,
+		PoolSize: o.redisPoolSize,
 	})
 	if err != nil {
 		mem.Close()
 		return nil, err
 	}
 	s := redisstore.New(client, redisstore.Options{})
+	warmUp(s.Ping, log)
 	// Once Redis is found down, stop waiting on it: answer by the failure
-	// mode at once, and probe twice a second.
-	b := breaker.New(s, breaker.Options{OnChange: func(open bool) {
-		m.BreakerOpen(open)
-		if open {
-			log.Warn("store circuit open: answering by the failure mode without waiting for Redis")
-		} else {
-			log.Info("store circuit closed: Redis answers again")
-		}
-	}})
+	// mode at once, and probe twice a second. Not for a cluster: the breaker
+	// sees one store, and calls that find one dead master would open it for
+	// the keys of the live masters too; there, each call fails on its own
+	// within -store-timeout.
+	var store limits.Store = s
+	if len(seeds) == 0 {
+		store = breaker.New(s, breaker.Options{OnChange: func(open bool) {
+			m.BreakerOpen(open)
+			if open {
+				log.Warn("store circuit open: answering by the failure mode without waiting for Redis")
+			} else {
+				log.Info("store circuit closed: Redis answers again")
+			}
+		}})
+	}
 	log.Info("using Redis", zap.Bool("cluster", len(seeds) > 0))
-	return &storeHandle{Store: b, local: mem, ping: s.Ping, close: func() error {
+	return &storeHandle{Store: store, local: mem, ping: s.Ping, close: func() error {
 		mem.Close()
 		return client.Close()
 	}}, nil
 }
 
+// warmUpBound is how long the start waits for Redis to answer a first PING.
+const warmUpBound = time.Second
+
+// warmUp opens the first Redis connection before the service answers, so
+// that the first decisions do not wait on a dial, a TLS handshake and AUTH
+// that -store-timeout may not cover (they would take the failure mode).
+// A Redis that does not answer is logged and left to the failure mode.
+func warmUp(ping func(context.Context) error, log *zap.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), warmUpBound)
+	defer cancel()
+	if err := ping(ctx); err != nil {
+		log.Warn("Redis does not answer yet: deciding by the failure mode until it does", zap.Error(err))
+	}
+}
+
 func runServer(ctx context.Context, o *options, cfg *config.Config, log *zap.Logger) error {
+	ls, err := listen(o, log)
+	if err != nil {
+		return err
+	}
+	return serveOn(ctx, o, cfg, log, ls)
+}
+
+// listeners are the server's sockets. They are opened first, so that a
+// test can ask for port 0 and learn the ports before serveOn runs.
+type listeners struct {
+	grpc, http net.Listener
+	debug      net.Listener // nil when pprof is off
+}
+
+func listen(o *options, log *zap.Logger) (*listeners, error) {
+	ls := &listeners{}
+	var err error
+	if ls.grpc, err = net.Listen("tcp", o.grpcAddr); err != nil {
+		return nil, fmt.Errorf("-grpc-addr: %w", err)
+	}
+	if ls.http, err = net.Listen("tcp", o.httpAddr); err != nil {
+		ls.grpc.Close()
+		return nil, fmt.Errorf("-http-addr: %w", err)
+	}
+	if o.debugAddr != "" {
+		if ls.debug, err = net.Listen("tcp", o.debugAddr); err != nil {
+			log.Warn("pprof is off: cannot listen", zap.String("addr", o.debugAddr), zap.Error(err))
+			ls.debug = nil
+		}
+	}
+	return ls, nil
+}
+
+// close closes every listener; closing one that a server already closed
+// does nothing.
+func (ls *listeners) close() {
+	for _, l := range []net.Listener{ls.grpc, ls.http, ls.debug} {
+		if l != nil {
+			l.Close()
+		}
+	}
+}
+
+// serveOn runs the server on ls until ctx is done, and closes them.
+func serveOn(ctx context.Context, o *options, cfg *config.Config, log *zap.Logger, ls *listeners) error {
+	defer ls.close()
+	grpcLis, httpLis := ls.grpc, ls.http
+	var grpcTLS *tls.Config
+	if o.grpcTLSCert != "" {
+		var err error
+		if grpcTLS, err = grpcTLSConfig(o, log); err != nil {
+			return err
+		}
+	}
 	m := metrics.New()
 	m.Reload(true, time.Now())
 	store, err := openStore(o, m, log)
@@ -148,32 +231,40 @@ func runServer(ctx context.Context, o *options, cfg *config.Config, log *zap.Log
 	svc, err := rls.New(descriptors.NewIndex(cfg), rls.Options{
 		Store:        store.Store,
 		Local:        store.local,
+		MaxDelay:     o.maxDelay,
 		StoreTimeout: o.storeTimeout,
 		FailureMode:  o.failureMode,
 		Logger:       log,
 		Metrics:      m,
+
+		KeyPrefix:          o.redisKeyPrefix,
+		HashValues:         o.hashValues,
+		RefuseNegativeHits: !o.negativeHits,
+		ShadowMode:         o.shadowMode,
 	})
 	if err != nil {
 		return err
 	}
 
-	grpcLis, err := net.Listen("tcp", o.grpcAddr)
-	if err != nil {
-		return fmt.Errorf("-grpc-addr: %w", err)
-	}
-	httpLis, err := net.Listen("tcp", o.httpAddr)
-	if err != nil {
-		grpcLis.Close()
-		return fmt.Errorf("-http-addr: %w", err)
-	}
-
 	var inflight inflightCounter
-	gs := grpc.NewServer(
+	gopts := []grpc.ServerOption{
 		// Envoy keeps a few long-lived HTTP/2 connections and may ping them;
 		// do not punish that.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(inflight.interceptor),
-	)
+	}
+	if o.grpcMaxConnectionAge > 0 {
+		// A client told to go away reconnects, possibly to a replica that
+		// started since; its calls in flight get the drain bound to finish.
+		gopts = append(gopts, grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionAge:      o.grpcMaxConnectionAge,
+			MaxConnectionAgeGrace: o.shutdownTimeout,
+		}))
+	}
+	if grpcTLS != nil {
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(grpcTLS)))
+	}
+	gs := grpc.NewServer(gopts...)
 	rlsv3.RegisterRateLimitServiceServer(gs, svc)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
@@ -190,6 +281,9 @@ func runServer(ctx context.Context, o *options, cfg *config.Config, log *zap.Log
 		ConfigLines: func() []string { return svc.Index().Config().Lines() },
 		Gatherer:    m.Registry,
 	})
+	if !o.jsonEndpoint {
+		api = withoutJSON(api)
+	}
 	hsrv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 
 	var wg sync.WaitGroup
@@ -199,15 +293,10 @@ func runServer(ctx context.Context, o *options, cfg *config.Config, log *zap.Log
 	go func() { defer wg.Done(); errc <- serveHTTP(hsrv, httpLis) }()
 
 	var dsrv *http.Server
-	if o.debugAddr != "" {
+	if ls.debug != nil {
 		dsrv = debugServer()
-		dlis, err := net.Listen("tcp", o.debugAddr)
-		if err != nil {
-			log.Warn("pprof is off: cannot listen", zap.String("addr", o.debugAddr), zap.Error(err))
-		} else {
-			wg.Add(1)
-			go func() { defer wg.Done(); errc <- serveHTTP(dsrv, dlis) }()
-		}
+		wg.Add(1)
+		go func() { defer wg.Done(); errc <- serveHTTP(dsrv, ls.debug) }()
 	}
 
 	bg, stopBG := context.WithCancel(ctx)
@@ -220,7 +309,9 @@ func runServer(ctx context.Context, o *options, cfg *config.Config, log *zap.Log
 		go func() { defer wg.Done(); watchStore(bg, store.ping, m, log) }()
 	}
 	log.Info("serving", zap.String("grpc", grpcLis.Addr().String()), zap.String("http", httpLis.Addr().String()),
-		zap.String("config", o.configPath), zap.String("failure_mode", o.failureMode.String()))
+		zap.String("config", o.configPath), zap.String("failure_mode", o.failureMode.String()),
+		zap.Bool("grpc_tls", o.grpcTLSCert != ""), zap.Bool("grpc_mtls", o.grpcTLSClientCA != ""),
+		zap.Bool("shadow_mode", o.shadowMode))
 
 	var runErr error
 	select {
@@ -269,6 +360,19 @@ func serveHTTP(s *http.Server, l net.Listener) error {
 	return nil
 }
 
+// withoutJSON is the HTTP API without POST /json (-json-endpoint=false),
+// for an -http-addr that callers who must not decide can reach: /json
+// answers 404 as an unknown path does.
+func withoutJSON(api http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/json", http.NotFoundHandler())
+	mux.Handle("/", api)
+	return mux
+}
+
+// debugServer serves pprof. It is the only server that does: the HTTP API
+// on -http-addr never does, since the debug address is meant to stay on
+// loopback.
 func debugServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -36,7 +36,7 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 	c := &Cluster{}
 	busPorts := make([]string, masters)
 	for i := range masters {
-		s := start(t, func(int) []string {
+		s := start(t, Options{}, func(int) []string {
 			bus, err := freePort()
 			if err != nil {
 				t.Fatalf("redistest: %v", err)

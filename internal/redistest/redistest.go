@@ -42,6 +42,12 @@ type Server struct {
 	port int
 	// extra are arguments added to every start (cluster mode).
 	extra []string
+	// opts are StartWith's options; certs their TLS files, nil without TLS.
+	opts  Options
+	certs *TLSFiles
+	// client is how Do and the readiness check talk to the server: over
+	// TLS, authenticated, as opts require.
+	client client
 
 	mu   sync.Mutex
 	proc *process // nil while stopped
@@ -59,13 +65,14 @@ type process struct {
 // directory removed) when the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	return start(t, nil)
+	return start(t, Options{}, nil)
 }
 
-func start(t testing.TB, extra func(port int) []string) *Server {
+func start(t testing.TB, o Options, extra func(port int) []string) *Server {
 	t.Helper()
 	bin := lookPath(t, "redis-server")
-	s := &Server{t: t, bin: bin, dir: t.TempDir()}
+	s := &Server{t: t, bin: bin, dir: t.TempDir(), opts: o}
+	s.setUp(t)
 	t.Cleanup(s.Stop)
 	var errs []error
 	for range startAttempts {
@@ -103,8 +110,14 @@ func lookPath(t testing.TB, name string) string {
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
-// URL is the server's address as a -redis-url.
-func (s *Server) URL() string { return "redis://" + s.Addr() }
+// URL is the server's address as a -redis-url: rediss:// for a TLS server.
+// It holds no credentials.
+func (s *Server) URL() string {
+	if s.certs != nil {
+		return "rediss://" + s.Addr()
+	}
+	return "redis://" + s.Addr()
+}
 
 // Port is the server's TCP port.
 func (s *Server) Port() int { return s.port }
@@ -153,7 +166,7 @@ func (s *Server) Running() bool {
 // newlines, nil as "(nil)". A Redis error reply is returned as an error. It
 // is for setting up and inspecting state without a client library.
 func (s *Server) Do(args ...string) (string, error) {
-	return do(s.Addr(), 5*time.Second, args...)
+	return s.client.do(s.Addr(), 5*time.Second, args...)
 }
 
 // errPortTaken reports that redis-server could not bind its port.
@@ -162,8 +175,7 @@ var errPortTaken = errors.New("port already in use")
 // launch starts redis-server on s.port and waits until it answers as itself.
 func (s *Server) launch() error {
 	logPath := filepath.Join(s.dir, "redis.log")
-	args := []string{
-		"--port", strconv.Itoa(s.port),
+	args := append(s.listenArgs(),
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",
@@ -171,7 +183,7 @@ func (s *Server) launch() error {
 		"--daemonize", "no",
 		"--dir", s.dir,
 		"--logfile", logPath,
-	}
+	)
 	args = append(args, s.extra...)
 	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.dir
@@ -198,7 +210,7 @@ func (s *Server) launch() error {
 		}
 		// Ask for the process id so that a server of someone else that took
 		// the port in the meantime is never mistaken for ours.
-		info, err := do(s.Addr(), 100*time.Millisecond, "INFO", "server")
+		info, err := s.client.do(s.Addr(), 100*time.Millisecond, "INFO", "server")
 		if err == nil {
 			if strings.Contains(info, "process_id:"+strconv.Itoa(cmd.Process.Pid)+"\r\n") {
 				s.mu.Lock()
@@ -250,9 +262,10 @@ func tail(path string) string {
 	return string(bytes.TrimSpace(b))
 }
 
-// do sends one command in RESP over a fresh connection and reads the reply.
-func do(addr string, timeout time.Duration, args ...string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, timeout)
+// do sends one command in RESP over a fresh connection (after AUTH, if the
+// client has credentials) and reads the reply.
+func (cl client) do(addr string, timeout time.Duration, args ...string) (string, error) {
+	c, err := cl.dial(addr, timeout)
 	if err != nil {
 		return "", err
 	}
@@ -261,14 +274,25 @@ func do(addr string, timeout time.Duration, args ...string) (string, error) {
 		return "", err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	for _, cmd := range [][]string{cl.auth, args} {
+		if cmd == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "*%d\r\n", len(cmd))
+		for _, a := range cmd {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
 	}
 	if _, err := io.WriteString(c, b.String()); err != nil {
 		return "", err
 	}
-	return readReply(bufio.NewReader(c))
+	r := bufio.NewReader(c)
+	if cl.auth != nil {
+		if _, err := readReply(r); err != nil {
+			return "", fmt.Errorf("AUTH: %w", err)
+		}
+	}
+	return readReply(r)
 }
 
 // redisError is an error reply.

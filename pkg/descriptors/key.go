@@ -3,7 +3,9 @@ package descriptors
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
@@ -24,6 +26,28 @@ type KeyInput struct {
 	Limit   limits.Limit
 	// Index is the limit's position in its descriptor's rate_limits list.
 	Index int
+
+	// Prefix starts the key instead of KeyPrefix (the -redis-key-prefix
+	// flag); empty means KeyPrefix. CheckKeyPrefix tells whether one is
+	// usable.
+	Prefix string
+	// HashValues replaces every entry's value by its SHA-256, whatever its
+	// length (the -hash-values flag), so that the store never holds what a
+	// caller sent; the hash tag is then computed over the hashes too.
+	HashValues bool
+}
+
+// CheckKeyPrefix reports whether p can start a store key: it must not be
+// empty (every key must stay easy to find), and must not contain a brace,
+// which would move the Redis Cluster hash tag that follows it.
+func CheckKeyPrefix(p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("key prefix must not be empty")
+	case strings.ContainsAny(p, "{}"):
+		return fmt.Errorf("key prefix %q must not contain { or }: they would move the Redis Cluster hash tag", p)
+	}
+	return nil
 }
 
 // AppendKey appends the store key of in to dst and returns the result.
@@ -32,18 +56,23 @@ type KeyInput struct {
 //
 //	rls:{TAG}:ALGO:PERIOD_US:INDEX:LEN:domain(LEN:key LEN:value)...
 //
-// Every string is length-prefixed (an over-long one is `#` and its hash,
-// which no length prefix starts with), so no two different descriptors share
-// a key: {a_b: c} and {a: b_c} differ. TAG, the Redis Cluster hash tag, is a
-// hash of the domain and entries alone, so that all the keys of one
-// descriptor (its limits, whatever their algorithm or period) share a slot,
-// while different descriptors spread over the cluster. The hash is FNV-1a,
-// fixed across processes and versions, so that every instance computes the
-// same key.
+// where `rls:` is in.Prefix when set. Every string is length-prefixed (an
+// over-long one, and every value when HashValues is set, is `#` and its
+// hash, which no length prefix starts with), so no two different
+// descriptors share a key: {a_b: c} and {a: b_c} differ. TAG, the Redis
+// Cluster hash tag, is a hash of the domain and entries alone, so that all
+// the keys of one descriptor (its limits, whatever their algorithm or
+// period) share a slot, while different descriptors spread over the
+// cluster. The hash is FNV-1a, fixed across processes and versions, so that
+// every instance computes the same key.
 func AppendKey(dst []byte, in KeyInput) []byte {
-	dst = append(dst, KeyPrefix...)
+	if in.Prefix != "" {
+		dst = append(dst, in.Prefix...)
+	} else {
+		dst = append(dst, KeyPrefix...)
+	}
 	dst = append(dst, '{')
-	dst = appendHex64(dst, tagHash(in.Domain, in.Entries))
+	dst = appendHex64(dst, tagHash(in.Domain, in.Entries, in.HashValues))
 	dst = append(dst, "}:"...)
 	dst = append(dst, in.Limit.Algorithm.ShortName()...)
 	dst = append(dst, ':')
@@ -54,7 +83,11 @@ func AppendKey(dst []byte, in KeyInput) []byte {
 	dst = appendString(dst, in.Domain)
 	for _, e := range in.Entries {
 		dst = appendString(dst, e.Key)
-		dst = appendString(dst, e.Value)
+		if in.HashValues {
+			dst = appendHashed(dst, e.Value)
+		} else {
+			dst = appendString(dst, e.Value)
+		}
 	}
 	return dst
 }
@@ -67,13 +100,25 @@ func Key(in KeyInput) string {
 
 func appendString(dst []byte, s string) []byte {
 	if len(s) > MaxValueLen {
-		sum := sha256.Sum256([]byte(s))
-		dst = append(dst, '#')
-		return hex.AppendEncode(dst, sum[:16])
+		return appendHashed(dst, s)
 	}
 	dst = strconv.AppendInt(dst, int64(len(s)), 10)
 	dst = append(dst, ':')
 	return append(dst, s...)
+}
+
+// appendHashed appends `#` and the first 128 bits of the SHA-256 of s, in
+// hex: the same for a value hashed because it is long as for one hashed by
+// HashValues.
+func appendHashed(dst []byte, s string) []byte {
+	sum := valueHash(s)
+	dst = append(dst, '#')
+	return hex.AppendEncode(dst, sum[:])
+}
+
+func valueHash(s string) [16]byte {
+	sum := sha256.Sum256([]byte(s))
+	return [16]byte(sum[:16])
 }
 
 const (
@@ -81,18 +126,25 @@ const (
 	fnvPrime  = 1099511628211
 )
 
-// tagHash hashes the length-prefixed domain and entries with FNV-1a.
-func tagHash(domain string, entries []Entry) uint64 {
+// tagHash hashes the length-prefixed domain and entries with FNV-1a; with
+// hashValues, each value's SHA-256 (as in the key) stands for the value.
+func tagHash(domain string, entries []Entry, hashValues bool) uint64 {
 	h := uint64(fnvOffset)
 	h = fnvString(h, domain)
 	for _, e := range entries {
 		h = fnvString(h, e.Key)
-		h = fnvString(h, e.Value)
+		if hashValues {
+			sum := valueHash(e.Value)
+			h = fnvString(h, sum[:])
+		} else {
+			h = fnvString(h, e.Value)
+		}
 	}
 	return h
 }
 
-func fnvString(h uint64, s string) uint64 {
+// fnvString adds the length of s, then s, to the FNV-1a hash h.
+func fnvString[S ~string | ~[]byte](h uint64, s S) uint64 {
 	n := uint64(len(s))
 	for i := 0; i < 8; i++ {
 		h ^= n & 0xff

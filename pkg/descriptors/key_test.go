@@ -112,13 +112,20 @@ func FuzzKey(f *testing.F) {
 	f.Add("d", "a_b", "c", "a", "b_c", 0)
 	f.Add("d", "1:x", "", "", "2:y", 1)
 	f.Add("", "", strings.Repeat("v", 200), "k", "", 2)
+	// Over-long parts: just under, at and over the bound, a 100 kB one, and
+	// invalid UTF-8, a multi-byte rune cut at the bound included.
+	f.Add("d", "k", strings.Repeat("v", MaxValueLen), "k", strings.Repeat("v", MaxValueLen+1), 0)
+	f.Add(strings.Repeat("d", 1000), strings.Repeat("k", 129), strings.Repeat("v", 100_000), "k", "", 3)
+	f.Add("d", "user", strings.Repeat("é", 64), "user", strings.Repeat("é", 64)+"\xc3", 0)
+	f.Add("\xff", "\xfe\xff", "\xc3\x28", "\xe2\x82", "\xed\xa0\x80", 1)
+	f.Add("d", "k", "#0123456789abcdef0123456789abcdef", "k", "33:#", 0) // look like hashes
 	f.Fuzz(func(t *testing.T, domain, k1, v1, k2, v2 string, index int) {
 		if index < 0 || index > 1000 {
 			return
 		}
 		in := KeyInput{Domain: domain, Entries: []Entry{{k1, v1}, {k2, v2}}, Limit: minute, Index: index}
 		key := Key(in)
-		_, parts := decodeKey(t, key)
+		head, parts := decodeKey(t, key)
 		want := []string{domain, k1, v1, k2, v2}
 		if len(parts) != len(want) {
 			t.Fatalf("decoded %d parts from %q, want %d", len(parts), key, len(want))
@@ -136,6 +143,26 @@ func FuzzKey(f *testing.F) {
 		}
 		if strings.Count(key[:strings.IndexByte(key, '}')+1], "{") != 1 {
 			t.Fatalf("hash tag of %q is not the first {…}", key)
+		}
+		// The key is bounded whatever the lengths: the head, then at most
+		// MaxValueLen and its length prefix per part.
+		bound := len(KeyPrefix) + len("{0123456789abcdef}:") + len(head) + len(want)*(MaxValueLen+len(strconv.Itoa(MaxValueLen))+1)
+		if len(key) > bound {
+			t.Fatalf("key of %d bytes, above the bound of %d", len(key), bound)
+		}
+		// A long part is hashed whole: changing its last byte changes the key.
+		for i, w := range want {
+			if len(w) <= MaxValueLen {
+				continue
+			}
+			changed := append([]string(nil), want...)
+			b := []byte(w)
+			b[len(b)-1] ^= 1
+			changed[i] = string(b)
+			other := Key(KeyInput{Domain: changed[0], Entries: []Entry{{changed[1], changed[2]}, {changed[3], changed[4]}}, Limit: minute, Index: index})
+			if other == key {
+				t.Fatalf("part %d changed in its last byte, same key %q", i, key)
+			}
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package descriptors
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
@@ -101,13 +102,35 @@ func FuzzMatch(f *testing.F) {
 	ix := NewIndex(testConfig())
 	f.Add("edge", "path", "/api/v1/items", "user", "bob")
 	f.Add("edge", "remote_address", "10.0.0.1", "", "")
+	// Over-long values (hashed in keys, matched whole) and invalid UTF-8:
+	// matching is byte-wise, so neither escapes its limit.
+	long := strings.Repeat("v", 100_000)
+	f.Add("edge", "remote_address", long, "", "")
+	f.Add("edge", "path", "/api/"+long+"/items", "user", long)
+	f.Add("edge", "path", "/login", "user", strings.Repeat("é", 64)+"\xc3")
+	f.Add("edge", "remote_address", "\xff\xfe\x00", "\xc3\x28", "\xe2\x82")
+	f.Add("edge", "path", "/api/\xff/items", "", "")
+	f.Add("\xff", "remote_address", "10.0.0.1", "", "")
+	f.Add("edge", "plan", "free", "api_key", "\xed\xa0\x80") // a UTF-16 surrogate
 	f.Fuzz(func(t *testing.T, domain, k1, v1, k2, v2 string) {
 		entries := []Entry{{k1, v1}, {k2, v2}}
 		n, _, path := ix.Match(domain, entries, nil)
 		if n != nil && len(path) != len(entries) {
 			t.Fatalf("matched with a path of %d for %d entries", len(path), len(entries))
 		}
-		WildcardMatch(v1, v2)
+		// Any value of a bare key gets a limit: no length or byte sequence
+		// escapes it.
+		if n, _, _ := ix.Match("edge", []Entry{{"remote_address", v1}}, nil); n == nil || len(n.Descriptor.Rules) == 0 {
+			t.Fatalf("remote_address %.40q matched no limit", v1)
+		}
+		if !WildcardMatch("*", v1) || !WildcardMatch(v1, v1) {
+			t.Fatalf("%.40q: * or the value itself does not match it", v1)
+		}
+		// Matching is linear in practice but O(len(pattern)×len(value)) at
+		// worst; patterns come from the config and are short.
+		if len(v1)*len(v2) <= 1<<22 {
+			WildcardMatch(v1, v2)
+		}
 	})
 }
 

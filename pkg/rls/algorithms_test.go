@@ -7,6 +7,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -115,4 +116,21 @@ func TestSlidingLog(t *testing.T) {
 	f.clock.Add(10 * time.Second.Microseconds())
 	// The oldest hit leaves the window 40 s from now.
 	check(t, f.call(t, logged).Statuses[0], want{over, "logged", 0, 40 * time.Second})
+}
+
+func TestLeakyBucketOverrideBoundedByMaxDelay(t *testing.T) {
+	f := newFixture(t, nil, Options{MaxDelay: 300 * time.Millisecond})
+	// An override slows the bucket to 1 per hour: its queue of 2 would wait
+	// hours. -max-delay bounds it even for a request without a deadline.
+	d := desc("shaped", "override")
+	d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_HOUR}
+	f.call(t, d)
+	start := time.Now()
+	resp := f.call(t, d)
+	if resp.OverallCode != over {
+		t.Errorf("a turn an hour away under -max-delay 300ms: %v, want OVER_LIMIT", resp.OverallCode)
+	}
+	if el := time.Since(start); el > 250*time.Millisecond {
+		t.Errorf("answered after %v; a refusal must not wait", el)
+	}
 }

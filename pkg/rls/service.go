@@ -44,12 +44,32 @@ type Options struct {
 	StoreTimeout time.Duration
 	// FailureMode applies to limits that do not set their own.
 	FailureMode config.FailureMode
+	// MaxDelay bounds every leaky bucket wait (-max-delay); zero means
+	// config.DefaultMaxDelay.
+	MaxDelay time.Duration
 	// Local decides the descriptors whose failure mode is `local` while
 	// Store fails: this instance's embedded store. Nil makes `local` act as
 	// `allow`.
 	Local   limits.Store
 	Logger  *zap.Logger
 	Metrics *metrics.Metrics
+
+	// KeyPrefix starts every store key (-redis-key-prefix); empty means
+	// descriptors.KeyPrefix.
+	KeyPrefix string
+	// HashValues keys counters by the SHA-256 of each descriptor value
+	// instead of the value (-hash-values), so that neither the store nor a
+	// log line holds what a caller sent.
+	HashValues bool
+	// RefuseNegativeHits answers InvalidArgument to a request with a
+	// descriptor marked is_negative_hits (-negative-hits=false): a caller
+	// that is not trusted must not refund its own hits.
+	RefuseNegativeHits bool
+	// ShadowMode turns every OVER_LIMIT into OK, as each limit's
+	// shadow_mode does (-shadow-mode): decisions are made and counted as
+	// shadow_over_limit, nothing is refused. It covers failure_mode deny
+	// too; failure_mode error still answers UNAVAILABLE.
+	ShadowMode bool
 }
 
 // Service implements RateLimitService. It is safe for concurrent use; the
@@ -59,11 +79,17 @@ type Service struct {
 
 	store        limits.Store
 	local        limits.Store
+	maxDelay     time.Duration
 	storeTimeout time.Duration
 	failureMode  config.FailureMode
 	log          *zap.Logger
 	metrics      *metrics.Metrics
 	index        atomic.Pointer[descriptors.Index]
+
+	keyPrefix          string
+	hashValues         bool
+	refuseNegativeHits bool
+	shadowMode         bool
 }
 
 var _ rlsv3.RateLimitServiceServer = (*Service)(nil)
@@ -72,6 +98,9 @@ var _ rlsv3.RateLimitServiceServer = (*Service)(nil)
 func New(ix *descriptors.Index, opts Options) (*Service, error) {
 	if opts.Store == nil {
 		return nil, errors.New("rls: a store is required")
+	}
+	if opts.MaxDelay <= 0 {
+		opts.MaxDelay = config.DefaultMaxDelay
 	}
 	if opts.StoreTimeout <= 0 {
 		opts.StoreTimeout = 50 * time.Millisecond
@@ -82,13 +111,24 @@ func New(ix *descriptors.Index, opts Options) (*Service, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
+	if opts.KeyPrefix != "" {
+		if err := descriptors.CheckKeyPrefix(opts.KeyPrefix); err != nil {
+			return nil, fmt.Errorf("rls: %w", err)
+		}
+	}
 	s := &Service{
 		store:        opts.Store,
 		local:        opts.Local,
+		maxDelay:     opts.MaxDelay,
 		storeTimeout: opts.StoreTimeout,
 		failureMode:  opts.FailureMode,
 		log:          opts.Logger,
 		metrics:      opts.Metrics,
+
+		keyPrefix:          opts.KeyPrefix,
+		hashValues:         opts.HashValues,
+		refuseNegativeHits: opts.RefuseNegativeHits,
+		shadowMode:         opts.ShadowMode,
 	}
 	s.index.Store(ix)
 	return s, nil
@@ -143,6 +183,13 @@ const delayMargin = 2 * time.Millisecond
 func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if err := validate(req); err != nil {
 		return nil, err
+	}
+	if s.refuseNegativeHits {
+		for i, d := range req.Descriptors {
+			if d.GetIsNegativeHits() {
+				return nil, status.Errorf(codes.InvalidArgument, "descriptor %d: is_negative_hits is not accepted (-negative-hits=false)", i)
+			}
+		}
 	}
 	ix := s.index.Load()
 	domain := req.GetDomain()
@@ -202,9 +249,12 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		}
 	}
 
-	var maxDelay time.Duration
+	// A leaky bucket's wait never outlives the request's deadline, nor
+	// -max-delay (a descriptor limit override can slow a bucket down far
+	// beyond what its file allows).
+	maxDelay := s.maxDelay
 	if dl, ok := ctx.Deadline(); ok {
-		maxDelay = max(time.Until(dl)-delayMargin, time.Microsecond)
+		maxDelay = min(maxDelay, max(time.Until(dl)-delayMargin, time.Microsecond))
 	}
 	var hits []limits.Hit
 	for i, d := range req.Descriptors {
@@ -225,7 +275,8 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		it.first = len(hits)
 		for j, r := range it.rules {
 			hits = append(hits, limits.Hit{
-				Key:      descriptors.Key(descriptors.KeyInput{Domain: domain, Entries: keyEntries, Limit: r.Limit, Index: j}),
+				Key: descriptors.Key(descriptors.KeyInput{Domain: domain, Entries: keyEntries, Limit: r.Limit, Index: j,
+					Prefix: s.keyPrefix, HashValues: s.hashValues}),
 				Limit:    r.Limit,
 				Cost:     it.cost,
 				MaxDelay: maxDelay,
@@ -339,7 +390,7 @@ func (s *Service) respond(domain string, items []item, results []limits.Result) 
 				shadow, quota = it.node.Descriptor.ShadowMode, it.node.Descriptor.QuotaMode
 			}
 			switch {
-			case shadow:
+			case shadow || s.shadowMode:
 				outcome = metrics.OutcomeShadowOver
 			case quota:
 				outcome = metrics.OutcomeQuotaOver
@@ -478,7 +529,7 @@ func (s *Service) onStoreError(domain string, it *item, st *rlsv3.RateLimitRespo
 	s.metrics.StoreError(errorKind(err))
 	s.log.Warn("store call failed", zap.String("domain", domain), zap.String("rule", ruleLabel(it)),
 		zap.String("failure_mode", mode.String()), zap.Error(err))
-	if mode == config.FailDeny {
+	if mode == config.FailDeny && !s.shadowMode {
 		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		s.metrics.Decision(it.domainLabel, ruleLabel(it), metrics.OutcomeFailedDeny)
 		return
@@ -486,7 +537,11 @@ func (s *Service) onStoreError(domain string, it *item, st *rlsv3.RateLimitRespo
 	// Failing open: nothing is known of the quota, so report it whole rather
 	// than a remaining of 0 that would make clients back off.
 	st.LimitRemaining = clampUint32(rule.Limit.Capacity())
-	s.metrics.Decision(it.domainLabel, ruleLabel(it), metrics.OutcomeFailedAllow)
+	outcome := metrics.OutcomeFailedAllow
+	if mode == config.FailDeny {
+		outcome = metrics.OutcomeShadowOver // -shadow-mode: refused in a dry run only
+	}
+	s.metrics.Decision(it.domainLabel, ruleLabel(it), outcome)
 }
 
 func ruleLabel(it *item) string {

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -41,6 +42,13 @@ type ClientOptions struct {
 	// default (a few per CPU).
 	PoolSize int
 }
+
+// noPipelinePool turns off go-redis's dedicated pool for pipelines, so that
+// the store's calls (all pipelines) share one pool with PING: PoolSize is then
+// the bound on connections, and the PING of a health check or of the start
+// opens a connection that decisions use. A pipeline_pool_size in the URL
+// still wins.
+const noPipelinePool = -1
 
 // NewClient builds the go-redis client that the flags describe: a
 // *redis.Client for a URL, a *redis.ClusterClient for cluster seeds. Pass it
@@ -102,7 +110,45 @@ func newSingleClient(o ClientOptions, timeout time.Duration) (*redis.Client, err
 	if o.PoolSize > 0 {
 		opt.PoolSize = o.PoolSize
 	}
-	return redis.NewClient(opt), nil
+	if opt.PipelinePoolSize == 0 {
+		opt.PipelinePoolSize = noPipelinePool
+	}
+	c := redis.NewClient(opt)
+	c.AddHook(connErrorHook{})
+	return c, nil
+}
+
+// connErrorHook gives every command of a pipeline the error that kept the
+// pipeline from running at all. go-redis returns an error reply met while
+// preparing a connection (WRONGPASS or NOAUTH from the AUTH of a new
+// connection) from Exec but sets it on no command, so that the store, which
+// reads each command's error, would see an empty reply instead of the
+// reason.
+type connErrorHook struct{}
+
+var _ redis.Hook = connErrorHook{}
+
+func (connErrorHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (connErrorHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (connErrorHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if err == nil {
+			return nil
+		}
+		// A command that ran has its own reply or error; an error with none
+		// set means that none ran.
+		for _, c := range cmds {
+			if c.Err() != nil {
+				return err
+			}
+		}
+		for _, c := range cmds {
+			c.SetErr(err)
+		}
+		return err
+	}
 }
 
 func newClusterClient(o ClientOptions, timeout time.Duration) (*redis.ClusterClient, error) {
@@ -117,7 +163,15 @@ func newClusterClient(o ClientOptions, timeout time.Duration) (*redis.ClusterCli
 		PoolTimeout:           timeout,
 		MaxRetries:            -1,
 		DialerRetries:         1,
-		PoolSize:              o.PoolSize,
+		// go-redis retries a cluster pipeline (MaxRedirects times) on a
+		// failed dial too, sleeping a growing backoff in between: a call
+		// for the keys of a dead master would wait out -store-timeout.
+		// Redirects need no backoff.
+		MinRetryBackoff: -1,
+		MaxRetryBackoff: -1,
+		PoolSize:        o.PoolSize,
+		// As for a single Redis.
+		PipelinePoolSize: noPipelinePool,
 	}
 	if o.TLS {
 		// No ServerName: each node is verified against its own host name.

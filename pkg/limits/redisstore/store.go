@@ -333,7 +333,7 @@ func unavailable(err error) bool {
 	if !errors.As(err, &re) {
 		return true
 	}
-	for _, p := range []string{"CLUSTERDOWN", "LOADING", "MASTERDOWN", "TRYAGAIN", "BUSY"} {
+	for _, p := range []string{"CLUSTERDOWN", "LOADING", "MASTERDOWN", "TRYAGAIN", "BUSY", "NOAUTH", "WRONGPASS"} {
 		if redis.HasErrorPrefix(err, p) {
 			return true
 		}

@@ -1,0 +1,400 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/envoy-rls/envoy-rls/internal/redistest"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+)
+
+// These tests run the server in this process (serveOn, on port-0
+// listeners) on the embedded store, and drive it over real gRPC and HTTP.
+
+// serveLimits is the config of the in-process servers: one request per
+// hour per value of k.
+const serveLimits = `
+domain: test
+descriptors:
+  - key: k
+    rate_limit: {name: one, algorithm: fixed_window, unit: hour, requests_per_unit: 1}
+`
+
+// callBound is the deadline of one call to an in-process server.
+const callBound = 5 * time.Second
+
+type inProcess struct {
+	grpcAddr, httpAddr, debugAddr string
+}
+
+// startInProcess runs the server with the standard test flags and more
+// (later flags win), and stops it when the test ends, failing the test
+// unless it stops cleanly.
+func startInProcess(t *testing.T, args ...string) *inProcess {
+	t.Helper()
+	cfgPath := filepath.Join(t.TempDir(), "limits.yaml")
+	if err := os.WriteFile(cfgPath, []byte(serveLimits), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"-config", cfgPath, "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0",
+		"-debug-addr", "", "-shutdown-timeout", "5s"}
+	o, err := parseFlags(append(base, args...), env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := o.loadOptions().Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := listen(o, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &inProcess{grpcAddr: ls.grpc.Addr().String(), httpAddr: ls.http.Addr().String()}
+	if ls.debug != nil {
+		s.debugAddr = ls.debug.Addr().String()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serveOn(ctx, o, cfg, zap.NewNop(), ls) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("server stopped with %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("server did not stop within 15s")
+		}
+	})
+	return s
+}
+
+var httpClient = &http.Client{Timeout: callBound}
+
+// httpDo sends a request and returns the status and body.
+func httpDo(t *testing.T, method, url, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+func (s *inProcess) postJSON(t *testing.T, body string) (int, string) {
+	t.Helper()
+	return httpDo(t, "POST", "http://"+s.httpAddr+"/json", body)
+}
+
+func jsonRequest(value string, extra string) string {
+	return `{"domain":"test","descriptors":[{"entries":[{"key":"k","value":"` + value + `"}]` + extra + `}]}`
+}
+
+func TestPprofOnlyOnDebugAddr(t *testing.T) {
+	s := startInProcess(t, "-debug-addr", "127.0.0.1:0")
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/heap", "/debug/pprof/profile?seconds=1"} {
+		if code, _ := httpDo(t, "GET", "http://"+s.httpAddr+path, ""); code != http.StatusNotFound {
+			t.Errorf("GET %s on -http-addr: status %d, want 404", path, code)
+		}
+	}
+	if code, body := httpDo(t, "GET", "http://"+s.debugAddr+"/debug/pprof/", ""); code != http.StatusOK || !strings.Contains(body, "goroutine") {
+		t.Errorf("GET /debug/pprof/ on -debug-addr: status %d, want 200 with the profiles", code)
+	}
+}
+
+func TestJSONEndpointFlag(t *testing.T) {
+	t.Parallel()
+	t.Run("default", func(t *testing.T) {
+		t.Parallel()
+		s := startInProcess(t)
+		if code, body := s.postJSON(t, jsonRequest("a", "")); code != http.StatusOK {
+			t.Errorf("POST /json: %d %s, want 200", code, body)
+		}
+	})
+	t.Run("off", func(t *testing.T) {
+		t.Parallel()
+		s := startInProcess(t, "-json-endpoint=false")
+		if code, _ := s.postJSON(t, jsonRequest("a", "")); code != http.StatusNotFound {
+			t.Errorf("POST /json with -json-endpoint=false: %d, want 404", code)
+		}
+		for _, p := range []string{"//json", "/./json"} {
+			if code, _ := httpDo(t, "POST", "http://"+s.httpAddr+p, jsonRequest("a", "")); code == http.StatusOK || code == http.StatusTooManyRequests {
+				t.Errorf("POST %s with -json-endpoint=false: %d, want no decision", p, code)
+			}
+		}
+		// The rest of the API stays.
+		for _, p := range []string{"/healthz", "/healthcheck", "/metrics", "/rlconfig"} {
+			if code, _ := httpDo(t, "GET", "http://"+s.httpAddr+p, ""); code != http.StatusOK {
+				t.Errorf("GET %s: %d, want 200", p, code)
+			}
+		}
+	})
+}
+
+func TestNegativeHitsFlag(t *testing.T) {
+	t.Parallel()
+	refund := jsonRequest("a", `,"isNegativeHits":true`)
+	t.Run("default", func(t *testing.T) {
+		t.Parallel()
+		s := startInProcess(t)
+		if code, body := s.postJSON(t, refund); code != http.StatusOK {
+			t.Errorf("a refund: %d %s, want 200", code, body)
+		}
+	})
+	t.Run("off", func(t *testing.T) {
+		t.Parallel()
+		s := startInProcess(t, "-negative-hits=false")
+		s.postJSON(t, jsonRequest("a", ""))
+		if code, body := s.postJSON(t, refund); code != http.StatusBadRequest || !strings.Contains(body, "is_negative_hits") {
+			t.Errorf("a refund with -negative-hits=false: %d %s, want 400 naming is_negative_hits", code, body)
+		}
+		// Not refunded: the next hit is still over the limit.
+		if code, _ := s.postJSON(t, jsonRequest("a", "")); code != http.StatusTooManyRequests {
+			t.Errorf("second hit after a refused refund: %d, want 429", code)
+		}
+	})
+}
+
+func TestShadowModeFlag(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{"default", nil, http.StatusTooManyRequests},
+		{"on", []string{"-shadow-mode"}, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := startInProcess(t, tc.args...)
+			if code, _ := s.postJSON(t, jsonRequest("a", "")); code != http.StatusOK {
+				t.Fatalf("first hit: %d, want 200", code)
+			}
+			code, body := s.postJSON(t, jsonRequest("a", ""))
+			if code != tc.want {
+				t.Errorf("second hit: %d %s, want %d", code, body, tc.want)
+			}
+			_, metrics := httpDo(t, "GET", "http://"+s.httpAddr+"/metrics", "")
+			shadowed := strings.Contains(metrics, `rls_decisions_total{domain="test",outcome="shadow_over_limit",rule="one"} 1`)
+			if shadowed != (tc.want == http.StatusOK) {
+				t.Errorf("shadow_over_limit counted: %v, want %v", shadowed, tc.want == http.StatusOK)
+			}
+		})
+	}
+}
+
+// grpcCall makes one ShouldRateLimit call over conn.
+func grpcCall(conn *grpc.ClientConn, value string) (*rlsv3.RateLimitResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), callBound)
+	defer cancel()
+	return rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{
+		Domain: "test",
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: value}},
+		}},
+	})
+}
+
+func grpcDial(t *testing.T, addr string, creds credentials.TransportCredentials) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// clientTLS is a client's TLS trusting ca, with the certificates given.
+func clientTLS(ca *redistest.CA, certs ...tls.Certificate) credentials.TransportCredentials {
+	return credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), Certificates: certs, MinVersion: tls.VersionTLS12})
+}
+
+// checkRefused fails the test unless a call over creds fails as
+// UNAVAILABLE: the connection is refused, no decision made.
+func checkRefused(t *testing.T, addr, what string, creds credentials.TransportCredentials) {
+	t.Helper()
+	resp, err := grpcCall(grpcDial(t, addr, creds), "refused")
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("%s: got %v, %v; want UNAVAILABLE", what, resp, err)
+	}
+}
+
+func TestGRPCTLS(t *testing.T) {
+	t.Parallel()
+	ca := redistest.NewCA(t)
+	cert, key := ca.Issue(t, "envoy-rls")
+	s := startInProcess(t, "-grpc-tls-cert", cert, "-grpc-tls-key", key)
+
+	resp, err := grpcCall(grpcDial(t, s.grpcAddr, clientTLS(ca)), "a")
+	if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("over TLS: %v, %v; want OK", resp, err)
+	}
+	checkRefused(t, s.grpcAddr, "plaintext", insecure.NewCredentials())
+	checkRefused(t, s.grpcAddr, "trusting another CA", clientTLS(redistest.NewCA(t)))
+	// TLS alone asks for no client certificate; one sent is ignored.
+	sc, sk := redistest.NewCA(t).Issue(t, "stranger")
+	if _, err := grpcCall(grpcDial(t, s.grpcAddr, clientTLS(ca, redistest.KeyPair(t, sc, sk))), "b"); err != nil {
+		t.Errorf("TLS with a client certificate nobody asked for: %v", err)
+	}
+}
+
+func TestGRPCMutualTLS(t *testing.T) {
+	t.Parallel()
+	ca := redistest.NewCA(t)
+	cert, key := ca.Issue(t, "envoy-rls")
+	clients := redistest.NewCA(t)
+	s := startInProcess(t, "-grpc-tls-cert", cert, "-grpc-tls-key", key, "-grpc-tls-client-ca", clients.File)
+
+	ec, ek := clients.Issue(t, "envoy")
+	envoy := redistest.KeyPair(t, ec, ek)
+	resp, err := grpcCall(grpcDial(t, s.grpcAddr, clientTLS(ca, envoy)), "a")
+	if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("mutual TLS with a client certificate: %v, %v; want OK", resp, err)
+	}
+	checkRefused(t, s.grpcAddr, "no client certificate", clientTLS(ca))
+	// The server's own CA did not sign clients: its certificates are refused.
+	nc, nk := ca.Issue(t, "not-a-client")
+	checkRefused(t, s.grpcAddr, "a client certificate of another CA", clientTLS(ca, redistest.KeyPair(t, nc, nk)))
+	checkRefused(t, s.grpcAddr, "plaintext", insecure.NewCredentials())
+}
+
+func TestGRPCTLSBadFiles(t *testing.T) {
+	t.Parallel()
+	ca := redistest.NewCA(t)
+	cert, key := ca.Issue(t, "envoy-rls")
+	_, otherKey := ca.Issue(t, "other")
+	notPEM := filepath.Join(t.TempDir(), "not.pem")
+	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing cert", []string{"-grpc-tls-cert", cert + ".nope", "-grpc-tls-key", key}, "no such file"},
+		{"key of another cert", []string{"-grpc-tls-cert", cert, "-grpc-tls-key", otherKey}, "private key does not match"},
+		{"client CA missing", []string{"-grpc-tls-cert", cert, "-grpc-tls-key", key, "-grpc-tls-client-ca", notPEM + ".nope"}, "-grpc-tls-client-ca"},
+		{"client CA not PEM", []string{"-grpc-tls-cert", cert, "-grpc-tls-key", key, "-grpc-tls-client-ca", notPEM}, "no PEM certificate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-debug-addr", ""}, tc.args...)
+			o, err := parseFlags(args, env(nil), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), callBound)
+			defer cancel()
+			err = runServer(ctx, o, &config.Config{}, zap.NewNop())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("runServer: %v, want an error mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestGRPCMaxConnectionAge(t *testing.T) {
+	t.Parallel()
+	s := startInProcess(t, "-grpc-max-connection-age", "200ms", "-shutdown-timeout", "1s")
+	conn := grpcDial(t, s.grpcAddr, insecure.NewCredentials())
+	if _, err := grpcCall(conn, "a"); err != nil {
+		t.Fatal(err)
+	}
+	// The server sends GOAWAY after about 200 ms: the client leaves READY.
+	ctx, cancel := context.WithTimeout(context.Background(), callBound)
+	defer cancel()
+	for conn.GetState() == connectivity.Ready {
+		if !conn.WaitForStateChange(ctx, connectivity.Ready) {
+			t.Fatalf("connection still READY after %s with -grpc-max-connection-age 200ms", callBound)
+		}
+	}
+	// And reconnects for the next call.
+	if _, err := grpcCall(conn, "b"); err != nil {
+		t.Errorf("call after the connection aged out: %v", err)
+	}
+}
+
+// TestKeyPairReload: a renewed certificate is served without a restart; a
+// broken pair keeps the last good one.
+func TestKeyPairReload(t *testing.T) {
+	ca := redistest.NewCA(t)
+	dir := t.TempDir()
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	install := func(cert, key string, at time.Time) {
+		t.Helper()
+		for _, f := range [][2]string{{cert, certFile}, {key, keyFile}} {
+			b, err := os.ReadFile(f[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(f[1], b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			// A distinct time, as a rewrite a second later would have.
+			if err := os.Chtimes(f[1], at, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	now := time.Now()
+	c1, k1 := ca.Issue(t, "one")
+	install(c1, k1, now.Add(-time.Hour))
+	core, logs := observer.New(zapcore.InfoLevel)
+	kp := &keyPair{certFile: certFile, keyFile: keyFile, log: zap.New(core)}
+	if err := kp.load(); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := kp.get(nil)
+
+	c2, k2 := ca.Issue(t, "two")
+	install(c2, k2, now.Add(-time.Minute))
+	second, _ := kp.get(nil)
+	if second == first {
+		t.Fatal("the renewed certificate was not loaded")
+	}
+	if got, want := second.Leaf.Subject.CommonName, "two"; got != want {
+		t.Errorf("served the certificate of %q, want %q", got, want)
+	}
+
+	// Half a rotation: the new certificate with the old key.
+	c3, _ := ca.Issue(t, "three")
+	install(c3, k2, now)
+	if got, _ := kp.get(nil); got != second {
+		t.Error("a mismatched pair replaced the last good certificate")
+	}
+	if logs.FilterMessage("gRPC TLS certificate not reloaded, keeping the last good one").Len() != 1 {
+		t.Errorf("logs: %v, want one warning about the pair that did not load", logs.All())
+	}
+}

@@ -1,0 +1,39 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+var (
+	memoryKeysDesc = prometheus.NewDesc("rls_memory_store_keys",
+		"Keys held by the embedded store, expired ones not yet removed included.", nil, nil)
+	memoryEvictionsDesc = prometheus.NewDesc("rls_memory_store_evictions_total",
+		"Live keys the embedded store dropped to stay within -max-keys; each forgets its quota, so a growing count means -max-keys is too small.", nil, nil)
+	memoryExpiredDesc = prometheus.NewDesc("rls_memory_store_expired_total",
+		"Keys the embedded store removed because their state had expired.", nil, nil)
+)
+
+// NewMemoryStoreCollector returns a collector of the embedded store's
+// counters, read from stats at each scrape (memory.Store.Stats: keys held,
+// live keys evicted, expired keys removed):
+//
+//	metrics.NewMemoryStoreCollector(func() (int, uint64, uint64) {
+//		st := store.Stats()
+//		return st.Keys, st.Evictions, st.Expired
+//	})
+func NewMemoryStoreCollector(stats func() (keys int, evictions, expired uint64)) prometheus.Collector {
+	return memoryStoreCollector(stats)
+}
+
+type memoryStoreCollector func() (int, uint64, uint64)
+
+func (c memoryStoreCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- memoryKeysDesc
+	ch <- memoryEvictionsDesc
+	ch <- memoryExpiredDesc
+}
+
+func (c memoryStoreCollector) Collect(ch chan<- prometheus.Metric) {
+	keys, evictions, expired := c()
+	ch <- prometheus.MustNewConstMetric(memoryKeysDesc, prometheus.GaugeValue, float64(keys))
+	ch <- prometheus.MustNewConstMetric(memoryEvictionsDesc, prometheus.CounterValue, float64(evictions))
+	ch <- prometheus.MustNewConstMetric(memoryExpiredDesc, prometheus.CounterValue, float64(expired))
+}

@@ -1,0 +1,111 @@
+package integration
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/envoy-rls/envoy-rls/internal/redistest"
+)
+
+// securityLimits is the config of the security tests: one request per hour
+// per API key.
+const securityLimits = `
+domain: sec
+descriptors:
+  - key: api_key
+    rate_limit: {name: per-key, algorithm: fixed_window, unit: hour, requests_per_unit: 1}
+`
+
+// TestRedisTLSAndAuth runs the binary against a Redis that speaks TLS only
+// and requires an ACL user: -redis-url rediss://user:pass@… with
+// -redis-tls-ca decides, with its keys under -redis-key-prefix and, with
+// -hash-values, no descriptor value in Redis.
+func TestRedisTLSAndAuth(t *testing.T) {
+	t.Parallel()
+	const (
+		user     = "rls"
+		password = "rls-s3cret"
+		secret   = "sk-live-123456"
+	)
+	srv := redistest.StartWith(t, redistest.Options{TLS: true, Users: []redistest.User{{Name: user, Password: password}}})
+	config := writeConfig(t, securityLimits)
+
+	t.Run("URL credentials", func(t *testing.T) {
+		s := startServer(t, config,
+			"-redis-url", srv.URLWithUser(user, password),
+			"-redis-tls-ca", srv.TLS().CA.File,
+			"-redis-key-prefix", "sec-test:",
+			"-hash-values")
+		lim := limit("per-key", 1, unitHour)
+		checkResponse(t, s.decide(t, request("sec", desc("api_key", secret))), codeOK, want{codeOK, lim, 0})
+		checkResponse(t, s.decide(t, request("sec", desc("api_key", secret))), codeOver, want{codeOver, lim, 0})
+		if code, body := s.get(t, "/healthz"); code != http.StatusOK || !strings.Contains(body, "store: ok") {
+			t.Errorf("/healthz: %d %q, want 200 with store: ok", code, body)
+		}
+		keys, err := srv.Do("KEYS", "*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if keys == "" {
+			t.Fatal("no key in Redis after two decisions")
+		}
+		for _, k := range strings.Split(keys, "\n") {
+			if !strings.HasPrefix(k, "sec-test:{") {
+				t.Errorf("key %q does not start with -redis-key-prefix and the hash tag", k)
+			}
+			if strings.Contains(k, secret) {
+				t.Errorf("key %q holds the descriptor value despite -hash-values", k)
+			}
+		}
+	})
+
+	// Credentials from the flag and its environment twin, with rediss://.
+	t.Run("flag and environment credentials", func(t *testing.T) {
+		s := startServerWith(t, func(grpcAddr, httpAddr string) ([]string, []string) {
+			args := append(standardFlags(config, grpcAddr, httpAddr),
+				"-redis-url", srv.URL(), "-redis-username", user, "-redis-key-prefix", "sec-env:")
+			return args, []string{"RLS_REDIS_PASSWORD=" + password, "RLS_REDIS_TLS_CA=" + srv.TLS().CA.File}
+		})
+		lim := limit("per-key", 1, unitHour)
+		checkResponse(t, s.decide(t, request("sec", desc("api_key", "env"))), codeOK, want{codeOK, lim, 0})
+		checkResponse(t, s.decide(t, request("sec", desc("api_key", "env"))), codeOver, want{codeOver, lim, 0})
+	})
+
+	// A wrong password does not stop the service: it answers by its failure
+	// mode, and says why on /healthz and in its log, without the password.
+	t.Run("wrong password", func(t *testing.T) {
+		const wrong = "not-the-password"
+		s := startServer(t, config,
+			"-redis-url", srv.URLWithUser(user, wrong),
+			"-redis-tls-ca", srv.TLS().CA.File,
+			"-failure-mode", "deny")
+		resp := s.decide(t, request("sec", desc("api_key", "w")))
+		if resp.GetOverallCode() != codeOver {
+			t.Errorf("decision with a wrong password and -failure-mode deny: %v, want OVER_LIMIT", resp)
+		}
+		code, body := s.get(t, "/healthz")
+		if code != http.StatusOK || !strings.Contains(body, "WRONGPASS") {
+			t.Errorf("/healthz: %d %q, want 200 naming WRONGPASS", code, body)
+		}
+		if !poll(reloadBound, func() bool { return strings.Contains(s.stderr.String(), "WRONGPASS") }) {
+			t.Errorf("the log does not say WRONGPASS; stderr:\n%s", s.stderr.String())
+		}
+		if strings.Contains(s.stderr.String(), wrong) || strings.Contains(body, wrong) {
+			t.Error("the password shows in the log or on /healthz")
+		}
+	})
+
+	// A CA that did not sign the server's certificate: refused, and said so.
+	t.Run("wrong CA", func(t *testing.T) {
+		s := startServer(t, config,
+			"-redis-url", srv.URLWithUser(user, password),
+			"-redis-tls-ca", redistest.NewCA(t).File)
+		if resp := s.decide(t, request("sec", desc("api_key", "ca"))); resp.GetOverallCode() != codeOK {
+			t.Errorf("decision with an untrusted Redis and -failure-mode allow: %v, want OK", resp)
+		}
+		if _, body := s.get(t, "/healthz"); !strings.Contains(body, "certificate signed by unknown authority") {
+			t.Errorf("/healthz: %q, want it to name the unknown authority", body)
+		}
+	})
+}

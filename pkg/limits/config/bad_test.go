@@ -57,7 +57,6 @@ var badConfigs = map[string]string{
 	"replaces_empty_name.yaml":        "testdata/bad/replaces_empty_name.yaml:8: replaces: entry without a name",
 	"replaces_itself.yaml":            "testdata/bad/replaces_itself.yaml:10: replaces: cannot replace the limit's own name \"users\"",
 	"unlimited_with_unit.yaml":        "testdata/bad/unlimited_with_unit.yaml:6: unit: unlimited with a unit",
-	"unlimited_with_requests.yaml":    "testdata/bad/unlimited_with_requests.yaml:6: requests_per_unit: unlimited with requests_per_unit",
 	"unlimited_with_algorithm.yaml":   "testdata/bad/unlimited_with_algorithm.yaml:5: algorithm: unlimited with an algorithm",
 	"rate_limit_and_rate_limits.yaml": "testdata/bad/rate_limit_and_rate_limits.yaml:5: rate_limits: cannot be used together with rate_limit (line 4)",
 	"rate_limits_empty.yaml":          "testdata/bad/rate_limits_empty.yaml:4: rate_limits: empty list",

@@ -551,9 +551,11 @@ func (p *parser) rule(n *yaml.Node, word string, inList bool) (*Rule, error) {
 	}
 
 	if r.Unlimited {
+		// requests_per_unit beside unlimited is ignored, as
+		// envoyproxy/ratelimit ignores it, so that its files load unchanged;
+		// everything else would be a limit that silently does nothing.
 		for _, f := range []struct{ name, what string }{
 			{"unit", "a unit"},
-			{"requests_per_unit", "requests_per_unit"},
 			{"unit_multiplier", "a unit_multiplier"},
 			{"algorithm", "an algorithm"},
 			{"burst", "a burst"},

@@ -46,6 +46,10 @@ type options struct {
 	jsonEndpoint bool
 	negativeHits bool
 	hashValues   bool
+	// Headers of the service's own, and /explain.
+	responseHeaders bool
+	json429Body     bool
+	explainEndpoint bool
 }
 
 // envPrefix turns a flag name into its environment twin: -redis-url is
@@ -113,11 +117,14 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 	fs.BoolVar(&o.jsonEndpoint, "json-endpoint", true, "serve POST /json on -http-addr (false: 404)")
 	fs.BoolVar(&o.negativeHits, "negative-hits", true, "accept descriptors with is_negative_hits (refunds); false answers InvalidArgument")
 	fs.BoolVar(&o.hashValues, "hash-values", false, "key counters by the SHA-256 of each descriptor value, so that Redis never holds the values")
+	fs.BoolVar(&o.responseHeaders, "response-headers", false, "add RateLimit-Policy and RateLimit (IETF draft) to every answer's response_headers_to_add, and Retry-After on OVER_LIMIT")
+	fs.BoolVar(&o.json429Body, "json-429-body", false, "give OVER_LIMIT answers a JSON raw_body and a content-type: application/json header")
+	fs.BoolVar(&o.explainEndpoint, "explain-endpoint", true, "serve GET /explain on -http-addr (false: 404)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q (subcommands: check-config)", fs.Arg(0))
+		return nil, fmt.Errorf("unexpected argument %q (subcommands: check-config, lint, explain)", fs.Arg(0))
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })

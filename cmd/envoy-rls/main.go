@@ -4,8 +4,10 @@
 //
 // Usage:
 //
-//	envoy-rls [flags]             run the server
-//	envoy-rls check-config [-max-delay DUR] PATH   load a limits file or directory, exit 0 if valid
+//	envoy-rls [flags]                                   run the server
+//	envoy-rls check-config [-max-delay DUR] PATH        load a limits file or directory, exit 0 if valid
+//	envoy-rls lint [-envoy PATH] [-limits PATH]         check that Envoy's rate_limits actions reach the limits
+//	envoy-rls explain [flags] DOMAIN key=value...       show which limit a descriptor matches and its state
 package main
 
 import (
@@ -23,6 +25,12 @@ func main() { os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)) }
 func run(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "check-config" {
 		return checkConfig(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "lint" {
+		return lintCmd(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "explain" {
+		return explainCommand(args[1:], lookupEnv, stdout, stderr)
 	}
 	o, err := parseFlags(args, lookupEnv, stderr)
 	if err != nil {

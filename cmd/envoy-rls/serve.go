@@ -241,6 +241,9 @@ func serveOn(ctx context.Context, o *options, cfg *config.Config, log *zap.Logge
 		HashValues:         o.hashValues,
 		RefuseNegativeHits: !o.negativeHits,
 		ShadowMode:         o.shadowMode,
+
+		ResponseHeaders: o.responseHeaders,
+		JSON429Body:     o.json429Body,
 	})
 	if err != nil {
 		return err
@@ -280,6 +283,7 @@ func serveOn(ctx context.Context, o *options, cfg *config.Config, log *zap.Logge
 		StorePing:   store.ping,
 		ConfigLines: func() []string { return svc.Index().Config().Lines() },
 		Gatherer:    m.Registry,
+		Explainer:   explainer(o, svc), // nil with -explain-endpoint=false
 	})
 	if !o.jsonEndpoint {
 		api = withoutJSON(api)

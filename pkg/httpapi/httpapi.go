@@ -40,6 +40,8 @@ type Options struct {
 	ConfigLines func() []string
 	// Gatherer serves /metrics; nil leaves the endpoint out.
 	Gatherer prometheus.Gatherer
+	// Explainer serves GET /explain (explain.go); nil leaves it out.
+	Explainer Explainer
 }
 
 // Handler returns the HTTP API.
@@ -57,6 +59,9 @@ func Handler(o Options) http.Handler {
 	})
 	if o.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{}))
+	}
+	if o.Explainer != nil {
+		mux.HandleFunc("GET /explain", func(w http.ResponseWriter, r *http.Request) { serveExplain(w, r, o.Explainer) })
 	}
 	return mux
 }

@@ -70,6 +70,14 @@ type Options struct {
 	// shadow_over_limit, nothing is refused. It covers failure_mode deny
 	// too; failure_mode error still answers UNAVAILABLE.
 	ShadowMode bool
+
+	// ResponseHeaders adds the IETF RateLimit-Policy and RateLimit headers
+	// (and Retry-After on OVER_LIMIT) to every answer's
+	// response_headers_to_add (-response-headers); see headers.go.
+	ResponseHeaders bool
+	// JSON429Body gives an OVER_LIMIT answer a small JSON raw_body and a
+	// content-type: application/json header (-json-429-body).
+	JSON429Body bool
 }
 
 // Service implements RateLimitService. It is safe for concurrent use; the
@@ -90,6 +98,10 @@ type Service struct {
 	hashValues         bool
 	refuseNegativeHits bool
 	shadowMode         bool
+
+	// Headers of the service's own (headers.go).
+	responseHeaders bool
+	json429Body     bool
 }
 
 var _ rlsv3.RateLimitServiceServer = (*Service)(nil)
@@ -129,6 +141,9 @@ func New(ix *descriptors.Index, opts Options) (*Service, error) {
 		hashValues:         opts.HashValues,
 		refuseNegativeHits: opts.RefuseNegativeHits,
 		shadowMode:         opts.ShadowMode,
+
+		responseHeaders: opts.ResponseHeaders,
+		json429Body:     opts.JSON429Body,
 	}
 	s.index.Store(ix)
 	return s, nil
@@ -275,8 +290,7 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		it.first = len(hits)
 		for j, r := range it.rules {
 			hits = append(hits, limits.Hit{
-				Key: descriptors.Key(descriptors.KeyInput{Domain: domain, Entries: keyEntries, Limit: r.Limit, Index: j,
-					Prefix: s.keyPrefix, HashValues: s.hashValues}),
+				Key:      s.storeKey(domain, keyEntries, r.Limit, listIndex(it, r, j)),
 				Limit:    r.Limit,
 				Cost:     it.cost,
 				MaxDelay: maxDelay,
@@ -297,6 +311,7 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		}
 	}
 	resp, delay := s.respond(domain, items, results)
+	s.addHeaders(resp) // -response-headers, -json-429-body (headers.go)
 	if delay > 0 {
 		// A leaky bucket shapes: the answer goes out at the request's turn.
 		// The store refused any turn beyond the deadline; a store call that
@@ -310,6 +325,29 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		}
 	}
 	return resp, nil
+}
+
+// storeKey names the counter of limit l, the index-th of its descriptor's
+// limits, for entries (after sharedEntries). Explain names keys with it too.
+func (s *Service) storeKey(domain string, entries []descriptors.Entry, l limits.Limit, index int) string {
+	return descriptors.Key(descriptors.KeyInput{Domain: domain, Entries: entries, Limit: l, Index: index,
+		Prefix: s.keyPrefix, HashValues: s.hashValues})
+}
+
+// listIndex is r's place in its descriptor's rate_limits list, which its
+// key names: the place in the file, not in it.rules, from which replaced
+// limits are gone (else a limit would change counters, or share a replaced
+// sibling's, with the other descriptors of a request). j, r's place in
+// it.rules, for an override.
+func listIndex(it *item, r *config.Rule, j int) int {
+	if it.node != nil {
+		for i, fr := range it.node.Descriptor.Rules {
+			if fr == r {
+				return i
+			}
+		}
+	}
+	return j
 }
 
 func withoutReplaced(rules []*config.Rule, replaced map[string]bool) []*config.Rule {

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
+	"github.com/envoy-rls/envoy-rls/pkg/httpapi"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+	"github.com/envoy-rls/envoy-rls/pkg/metrics"
+	"github.com/envoy-rls/envoy-rls/pkg/rls"
+)
+
+const explainUsage = `usage: envoy-rls explain [flags] DOMAIN key=value [key=value...]
+
+Loads the limits as the server does and tells, for one descriptor of DOMAIN,
+which node of the config each entry matches (exact value, wildcard, bare
+key, none), the limits that apply, the store key of each and its current
+state, read with a peek (nothing is consumed). Without -redis-url or
+-redis-cluster the store is this process's own, so the state is empty.
+The server's RLS_* environment variables apply, so that run next to the
+server it reads the same config and keys. Exit 0 when explained, 1 when the
+config does not load or the store cannot be read, 2 on a usage error.
+
+flags:
+`
+
+// explainCommand is `envoy-rls explain`.
+func explainCommand(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
+	o := &options{failureMode: config.FailAllow}
+	var asJSON bool
+	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, explainUsage)
+		fs.PrintDefaults()
+	}
+	// The flags that change what a descriptor matches, its key, or where
+	// its state is: the server's names, defaults and environment twins
+	// (but a second for -store-timeout: a person is waiting, not Envoy).
+	fs.StringVar(&o.configPath, "config", "config/limits.yaml", "limits file, or a directory of *.yaml/*.yml files")
+	fs.StringVar(&o.redisURL, "redis-url", "", "redis://[user:pass@]host:port[/db] or rediss:// to read the shared state (empty: an embedded store, empty state)")
+	fs.StringVar(&o.redisCluster, "redis-cluster", "", "comma-separated host:port seeds of a Redis Cluster")
+	fs.StringVar(&o.redisUsername, "redis-username", "", "Redis username where the URL has none")
+	fs.StringVar(&o.redisPassword, "redis-password", "", "Redis password where the URL has none")
+	fs.BoolVar(&o.redisTLS, "redis-tls", false, "TLS to a Redis Cluster")
+	fs.StringVar(&o.redisTLSCA, "redis-tls-ca", "", "CA file for Redis TLS (default: system roots)")
+	fs.StringVar(&o.redisKeyPrefix, "redis-key-prefix", descriptors.KeyPrefix, "the server's -redis-key-prefix")
+	fs.BoolVar(&o.hashValues, "hash-values", false, "the server's -hash-values")
+	fs.DurationVar(&o.storeTimeout, "store-timeout", time.Second, "longest the store read may take")
+	fs.Var(failureModeFlag{&o.failureMode}, "failure-mode", "the server's -failure-mode (shown for limits without their own)")
+	fs.DurationVar(&o.maxDelay, "max-delay", config.DefaultMaxDelay, "the server's -max-delay")
+	fs.BoolVar(&o.shadowMode, "shadow-mode", false, "the server's -shadow-mode")
+	fs.BoolVar(&asJSON, "json", false, "print the explanation as JSON")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() < 2 {
+		fs.Usage()
+		return 2
+	}
+	if err := explainEnv(fs, lookupEnv); err != nil {
+		fmt.Fprintln(stderr, "envoy-rls explain:", err)
+		return 2
+	}
+	switch {
+	case o.redisURL != "" && o.redisCluster != "":
+		fmt.Fprintln(stderr, "envoy-rls explain: -redis-url and -redis-cluster are both set: choose one")
+		return 2
+	case o.storeTimeout <= 0:
+		fmt.Fprintln(stderr, "envoy-rls explain: -store-timeout must be positive")
+		return 2
+	}
+	if err := descriptors.CheckKeyPrefix(o.redisKeyPrefix); err != nil {
+		fmt.Fprintln(stderr, "envoy-rls explain: -redis-key-prefix:", err)
+		return 2
+	}
+	domain := fs.Arg(0)
+	var entries []descriptors.Entry
+	for _, a := range fs.Args()[1:] {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || k == "" {
+			fmt.Fprintf(stderr, "envoy-rls explain: entry %q: want key=value\n", a)
+			return 2
+		}
+		entries = append(entries, descriptors.Entry{Key: k, Value: v})
+	}
+
+	cfg, err := o.loadOptions().Load(o.configPath)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	store, err := openStore(o, metrics.New(), zap.NewNop())
+	if err != nil {
+		fmt.Fprintln(stderr, "envoy-rls explain:", err)
+		return 1
+	}
+	defer store.close() //nolint:errcheck // closing at exit
+	svc, err := rls.New(descriptors.NewIndex(cfg), rls.Options{
+		Store:        store.Store,
+		MaxDelay:     o.maxDelay,
+		StoreTimeout: o.storeTimeout,
+		FailureMode:  o.failureMode,
+		KeyPrefix:    o.redisKeyPrefix,
+		HashValues:   o.hashValues,
+		ShadowMode:   o.shadowMode,
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, "envoy-rls explain:", err)
+		return 1
+	}
+	ex, err := svc.Explain(context.Background(), domain, entries)
+	if err != nil {
+		fmt.Fprintln(stderr, "envoy-rls explain:", err)
+		return 2
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(ex) //nolint:errcheck // nothing to do about a closed stdout
+	} else {
+		fmt.Fprintf(stdout, "store:      %s\n", storeDescription(o))
+		ex.WriteText(stdout) //nolint:errcheck // nothing to do about a closed stdout
+	}
+	for _, l := range ex.Limits {
+		if l.State != nil && l.State.Error != "" {
+			return 1
+		}
+	}
+	return 0
+}
+
+// explainEnv fills every flag of fs not given on the command line from its
+// RLS_ environment twin, as parseFlags does for the server (-json, which
+// the server does not have, excepted).
+func explainEnv(fs *flag.FlagSet, lookupEnv func(string) (string, bool)) error {
+	given := map[string]bool{"json": true}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] || err != nil {
+			return
+		}
+		if v, ok := lookupEnv(envName(f.Name)); ok && (v != "" || emptyMeansSomething[f.Name]) {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s: %w", envName(f.Name), e)
+			}
+		}
+	})
+	return err
+}
+
+// storeDescription names the store explain reads, without its password.
+func storeDescription(o *options) string {
+	switch {
+	case o.redisCluster != "":
+		return "Redis Cluster " + o.redisCluster
+	case o.redisURL != "":
+		u, err := url.Parse(o.redisURL)
+		if err != nil {
+			return "Redis"
+		}
+		return "Redis " + u.Redacted()
+	}
+	return "embedded (this command's own: the state is empty; pass -redis-url to read the shared state)"
+}
+
+// explainer is what serves GET /explain: the service, or nil with
+// -explain-endpoint=false.
+func explainer(o *options, svc *rls.Service) httpapi.Explainer {
+	if !o.explainEndpoint {
+		return nil
+	}
+	return svc
+}

@@ -1,0 +1,132 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
+	"github.com/envoy-rls/envoy-rls/pkg/rls"
+)
+
+// Explainer explains a descriptor, as *rls.Service does.
+type Explainer interface {
+	Explain(ctx context.Context, domain string, entries []descriptors.Entry) (rls.Explanation, error)
+}
+
+// serveExplain answers
+//
+//	GET /explain?domain=edge&descriptor=remote_address=1.2.3.4,path=/login[&format=json|text]
+//
+// with what the service does with that descriptor: the walk of the config
+// tree, the limits matched, their store keys and current state (a peek:
+// nothing is consumed). The answer is plain text, or JSON with format=json
+// or an Accept header that asks for application/json.
+func serveExplain(w http.ResponseWriter, r *http.Request, e Explainer) {
+	q, err := parseExplainQuery(r.URL.RawQuery)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	ex, err := e.Explain(r.Context(), q.domain, q.entries)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	asJSON := q.format == "json" || (q.format == "" && strings.Contains(r.Header.Get("Accept"), "application/json"))
+	if asJSON {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(ex) //nolint:errcheck // the client went away
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	ex.WriteText(w) //nolint:errcheck // the client went away
+}
+
+type explainQuery struct {
+	domain  string
+	entries []descriptors.Entry
+	format  string
+}
+
+// parseExplainQuery reads /explain's parameters from the raw query. The
+// descriptor's `,` and `=` separate entries and their key and value before
+// URL decoding, so a value may hold `%2C` and `%3D`; a descriptor encoded
+// whole (no literal `=` in it, as curl --data-urlencode writes it) is
+// decoded first and then split.
+func parseExplainQuery(raw string) (explainQuery, error) {
+	var q explainQuery
+	var desc string
+	seen := map[string]bool{}
+	for part := range strings.SplitSeq(raw, "&") {
+		if part == "" {
+			continue
+		}
+		rawName, rawValue, _ := strings.Cut(part, "=")
+		name, err := url.QueryUnescape(rawName)
+		if err != nil {
+			return q, fmt.Errorf("parameter %q: %v", rawName, err)
+		}
+		if seen[name] {
+			return q, fmt.Errorf("parameter %s given twice: one descriptor per call", name)
+		}
+		seen[name] = true
+		switch name {
+		case "descriptor":
+			desc = rawValue
+			continue
+		case "domain", "format":
+		default:
+			return q, fmt.Errorf("unknown parameter %q (want domain, descriptor and optionally format)", name)
+		}
+		v, err := url.QueryUnescape(rawValue)
+		if err != nil {
+			return q, fmt.Errorf("parameter %s: %v", name, err)
+		}
+		if name == "domain" {
+			q.domain = v
+		} else {
+			q.format = v
+		}
+	}
+	switch {
+	case q.domain == "":
+		return q, errors.New("missing domain: /explain?domain=edge&descriptor=key=value,key2=value2")
+	case desc == "":
+		return q, errors.New("missing descriptor: /explain?domain=edge&descriptor=key=value,key2=value2")
+	case q.format != "" && q.format != "json" && q.format != "text":
+		return q, fmt.Errorf("format %q: want json or text", q.format)
+	}
+	decodeParts := true
+	if !strings.Contains(desc, "=") {
+		// Encoded whole: decode, then split.
+		d, err := url.QueryUnescape(desc)
+		if err != nil {
+			return q, fmt.Errorf("descriptor: %v", err)
+		}
+		desc, decodeParts = d, false
+	}
+	for part := range strings.SplitSeq(desc, ",") {
+		k, v, ok := strings.Cut(part, "=")
+		if decodeParts {
+			var err error
+			if k, err = url.QueryUnescape(k); err != nil {
+				return q, fmt.Errorf("descriptor: %v", err)
+			}
+			if v, err = url.QueryUnescape(v); err != nil {
+				return q, fmt.Errorf("descriptor: %v", err)
+			}
+		}
+		if !ok || k == "" {
+			return q, fmt.Errorf("descriptor entry %q: want key=value", part)
+		}
+		q.entries = append(q.entries, descriptors.Entry{Key: k, Value: v})
+	}
+	return q, nil
+}

@@ -50,6 +50,9 @@ type options struct {
 	responseHeaders bool
 	json429Body     bool
 	explainEndpoint bool
+	// overLimitCache answers hits on keys the store refused locally until
+	// the store's reset (pkg/limits/overlimit).
+	overLimitCache bool
 }
 
 // envPrefix turns a flag name into its environment twin: -redis-url is
@@ -120,6 +123,7 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 	fs.BoolVar(&o.responseHeaders, "response-headers", false, "add RateLimit-Policy and RateLimit (IETF draft) to every answer's response_headers_to_add, and Retry-After on OVER_LIMIT")
 	fs.BoolVar(&o.json429Body, "json-429-body", false, "give OVER_LIMIT answers a JSON raw_body and a content-type: application/json header")
 	fs.BoolVar(&o.explainEndpoint, "explain-endpoint", true, "serve GET /explain on -http-addr (false: 404)")
+	fs.BoolVar(&o.overLimitCache, "over-limit-cache", true, "with Redis, refuse a key Redis refused locally until the reset Redis gave (cost-1 hits of limits that are not count_refused, not leaky_bucket, not one of several on a descriptor); peeks and refunds always ask Redis")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/limits/breaker"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/memory"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/overlimit"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/redisstore"
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
 	"github.com/envoy-rls/envoy-rls/pkg/rls"
@@ -90,6 +91,9 @@ type storeHandle struct {
 	local limits.Store
 	ping  func(context.Context) error // nil for the embedded store
 	close func() error
+	// onConfigChange is called on every config change (rls.Options); nil
+	// when nothing needs to hear of it.
+	onConfigChange func()
 }
 
 func openStore(o *options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, error) {
@@ -143,8 +147,17 @@ func openStore(o *options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 			}
 		}})
 	}
-	log.Info("using Redis", zap.Bool("cluster", len(seeds) > 0))
-	return &storeHandle{Store: store, local: mem, ping: s.Ping, close: func() error {
+	// Keys Redis refused are refused here until the reset Redis gave,
+	// without a round trip (-over-limit-cache); every config change
+	// forgets them.
+	var onConfigChange func()
+	if o.overLimitCache {
+		c := overlimit.New(store, overlimit.Options{})
+		store, onConfigChange = c, c.Clear
+	}
+	log.Info("using Redis", zap.Bool("cluster", len(seeds) > 0), zap.Bool("over_limit_cache", o.overLimitCache))
+	return &storeHandle{Store: store, local: mem, ping: s.Ping, onConfigChange: onConfigChange, close: func() error {
+		s.Close() // the merged pipelines in flight, before their client
 		mem.Close()
 		return client.Close()
 	}}, nil
@@ -244,6 +257,8 @@ func serveOn(ctx context.Context, o *options, cfg *config.Config, log *zap.Logge
 
 		ResponseHeaders: o.responseHeaders,
 		JSON429Body:     o.json429Body,
+
+		OnConfigChange: store.onConfigChange,
 	})
 	if err != nil {
 		return err

@@ -102,8 +102,12 @@ func appendString(dst []byte, s string) []byte {
 	if len(s) > MaxValueLen {
 		return appendHashed(dst, s)
 	}
-	dst = strconv.AppendInt(dst, int64(len(s)), 10)
-	dst = append(dst, ':')
+	if n := len(s); n < 10 {
+		dst = append(dst, byte('0'+n), ':')
+	} else {
+		dst = strconv.AppendInt(dst, int64(n), 10)
+		dst = append(dst, ':')
+	}
 	return append(dst, s...)
 }
 
@@ -143,14 +147,28 @@ func tagHash(domain string, entries []Entry, hashValues bool) uint64 {
 	return h
 }
 
-// fnvString adds the length of s, then s, to the FNV-1a hash h.
+// fnvPrimePow[k] is fnvPrime to the k-th power (mod 2^64): k zero bytes
+// hashed in a row, since xoring a zero byte changes nothing.
+var fnvPrimePow = func() (p [9]uint64) {
+	p[0] = 1
+	for k := 1; k < len(p); k++ {
+		p[k] = p[k-1] * fnvPrime
+	}
+	return p
+}()
+
+// fnvString adds the length of s (8 bytes, little endian), then s, to the
+// FNV-1a hash h. The zero high bytes of the length, all but one or two for
+// any real string, are one multiplication together.
 func fnvString[S ~string | ~[]byte](h uint64, s S) uint64 {
 	n := uint64(len(s))
-	for i := 0; i < 8; i++ {
+	i := 0
+	for ; n != 0; i++ {
 		h ^= n & 0xff
 		h *= fnvPrime
 		n >>= 8
 	}
+	h *= fnvPrimePow[8-i]
 	for i := 0; i < len(s); i++ {
 		h ^= uint64(s[i])
 		h *= fnvPrime
@@ -160,8 +178,10 @@ func fnvString[S ~string | ~[]byte](h uint64, s S) uint64 {
 
 func appendHex64(dst []byte, v uint64) []byte {
 	const digits = "0123456789abcdef"
-	for shift := 60; shift >= 0; shift -= 4 {
-		dst = append(dst, digits[(v>>uint(shift))&0xf])
+	var b [16]byte
+	for i := 15; i >= 0; i-- {
+		b[i] = digits[v&0xf]
+		v >>= 4
 	}
-	return dst
+	return append(dst, b[:]...)
 }

@@ -133,6 +133,12 @@ type Options struct {
 	// with the Go algorithms. Nil means the Redis server's TIME, as
 	// production must: instances with skewed clocks then still agree.
 	Clock func() int64
+	// Batching chooses whether concurrent calls share pipelines (see
+	// Batching); the zero value merges them on a single Redis only.
+	Batching Batching
+	// Flushes bounds the merged pipelines in flight at once; zero means
+	// DefaultFlushes.
+	Flushes int
 }
 
 // Store decides hits in Redis. It is safe for concurrent use by many
@@ -140,13 +146,27 @@ type Options struct {
 type Store struct {
 	client redisClient
 	clock  func() int64
+	batch  *batcher // nil: one pipeline per call
 }
 
 // New returns a Store on client: a *redis.Client, a *redis.ClusterClient or
 // the client NewClient builds. The Store does not own the client; the caller
-// closes it.
+// closes it, after Close.
 func New(client redisClient, opts Options) *Store {
-	return &Store{client: client, clock: opts.Clock}
+	s := &Store{client: client, clock: opts.Clock}
+	_, cluster := client.(*redis.ClusterClient)
+	if opts.Batching == BatchOn || opts.Batching == BatchAuto && !cluster {
+		s.batch = newBatcher(client, opts.Flushes)
+	}
+	return s
+}
+
+// Close waits for the merged pipelines in flight; calls after it send
+// pipelines of their own. It does not close the client.
+func (s *Store) Close() {
+	if s.batch != nil {
+		s.batch.close()
+	}
 }
 
 // Ping reports whether Redis answers, for health checks. On a cluster it asks
@@ -159,13 +179,16 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Decide implements limits.Store. All hits go out in one pipeline, which a
-// cluster client splits into one round trip per node. A hit on its own runs
-// its algorithm's script; a run of joint hits (Hit.Joint chains a hit to the
-// next, up to the first hit without it) runs the joint script once, with all
-// its keys, which decides every limit of the run and charges all of them or,
-// if any refuses, only those that count refused hits. The scripts go with
-// EVALSHA; those whose node answers NOSCRIPT (a restarted or flushed Redis)
-// are sent again with EVAL, which also loads the script for the next calls.
+// cluster client splits into one round trip per node; with batching, that
+// pipeline also carries the hits of concurrent calls, and a call whose ctx
+// ends first returns at once, its hits failed with ctx's error. A hit on its
+// own runs its algorithm's script; a run of joint hits (Hit.Joint chains a
+// hit to the next, up to the first hit without it) runs the joint script
+// once, with all its keys, which decides every limit of the run and charges
+// all of them or, if any refuses, only those that count refused hits. The
+// scripts go with EVALSHA; those whose node answers NOSCRIPT (a restarted or
+// flushed Redis) are sent again with EVAL, which also loads the script for
+// the next calls.
 //
 // The keys of a joint run must share a hash tag (Redis Cluster refuses the
 // script otherwise) and are expected to differ; a key repeated in a run sees
@@ -189,7 +212,6 @@ func (s *Store) Decide(ctx context.Context, hits []limits.Hit, results []limits.
 	}
 
 	runs := make([]run, 0, len(hits))
-	pipe := s.client.Pipeline()
 	for first := 0; first < len(hits); {
 		last := first
 		for last < len(hits)-1 && hits[last].Joint {
@@ -203,14 +225,12 @@ func (s *Store) Decide(ctx context.Context, hits []limits.Hit, results []limits.
 			}
 			continue
 		}
-		r.cmd = pipe.EvalSha(ctx, r.script.sha, r.keys, r.args...)
 		runs = append(runs, r)
 	}
 	if len(runs) == 0 {
 		return
 	}
-	// Exec's error is also set on each command it concerns; read those.
-	_, _ = pipe.Exec(ctx)
+	s.send(ctx, runs)
 
 	var retry []int
 	for k := range runs {
@@ -224,7 +244,7 @@ func (s *Store) Decide(ctx context.Context, hits []limits.Hit, results []limits.
 	if len(retry) == 0 {
 		return
 	}
-	pipe = s.client.Pipeline()
+	pipe := s.client.Pipeline()
 	for _, k := range retry {
 		r := &runs[k]
 		r.cmd = pipe.Eval(ctx, r.script.src, r.keys, r.args...)
@@ -233,6 +253,26 @@ func (s *Store) Decide(ctx context.Context, hits []limits.Hit, results []limits.
 	for _, k := range retry {
 		runs[k].results(hits, results)
 	}
+}
+
+// send runs the scripts of runs with EVALSHA, merged with those of
+// concurrent calls if batching is on, and sets the cmd of each run.
+func (s *Store) send(ctx context.Context, runs []run) {
+	if s.batch != nil && ctx.Err() == nil {
+		if cmds := s.batch.do(ctx, runs); cmds != nil {
+			for k := range runs {
+				runs[k].cmd = cmds[k]
+			}
+			return
+		}
+	}
+	pipe := s.client.Pipeline()
+	for k := range runs {
+		r := &runs[k]
+		r.cmd = pipe.EvalSha(ctx, r.script.sha, r.keys, r.args...)
+	}
+	// Exec's error is also set on each command it concerns; read those.
+	_, _ = pipe.Exec(ctx)
 }
 
 // argsPerHit is the number of ARGV fields of each hit, after now (see

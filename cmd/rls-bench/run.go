@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/envoy-rls/envoy-rls/cmd/rls-bench/internal/hist"
+)
+
+// worker is one caller's tallies; merged at the end.
+type worker struct {
+	h        hist.Histogram
+	ok       uint64
+	over     uint64
+	unknown  uint64
+	errs     map[string]uint64
+	firstErr error
+}
+
+// requests builds one request per key index, so that the callers only pick.
+func requests(c *settings) ([]*rlsv3.RateLimitRequest, error) {
+	tmpl, err := parseTemplate(c.template)
+	if err != nil {
+		return nil, err
+	}
+	reqs := make([]*rlsv3.RateLimitRequest, c.keys)
+	for n := range reqs {
+		num := strconv.Itoa(n)
+		d := &ratelimitv3.RateLimitDescriptor{}
+		for _, e := range tmpl {
+			d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{
+				Key:   strings.ReplaceAll(e.key, "{n}", num),
+				Value: strings.ReplaceAll(e.value, "{n}", num),
+			})
+		}
+		reqs[n] = &rlsv3.RateLimitRequest{Domain: c.domain, Descriptors: []*ratelimitv3.RateLimitDescriptor{d}, HitsAddend: uint32(c.hits)}
+	}
+	return reqs, nil
+}
+
+// run loads the service cfg names and measures it.
+func run(ctx context.Context, c *settings) (*result, error) {
+	addr := c.addr
+	if c.noop {
+		a, stop, err := startNoop("127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+		addr = a
+	}
+	reqs, err := requests(c)
+	if err != nil {
+		return nil, err
+	}
+	clients := make([]rlsv3.RateLimitServiceClient, c.conns)
+	for i := range clients {
+		cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, err
+		}
+		defer cc.Close()
+		clients[i] = rlsv3.NewRateLimitServiceClient(cc)
+		// Connect before the clock starts: one call per connection, not
+		// counted (it may take a hit of key 0).
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = clients[i].ShouldRateLimit(wctx, reqs[0], grpc.WaitForReady(true))
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("first call to %s: %w", addr, err)
+		}
+	}
+
+	cpu0, err := sampleCPU(c.pids)
+	if err != nil {
+		return nil, err
+	}
+	workers := make([]*worker, c.concurrency)
+	start := time.Now()
+	deadline := start.Add(c.duration)
+	var next atomic.Int64 // open loop: index of the next call due
+	var interval time.Duration
+	if c.rate > 0 {
+		interval = time.Duration(float64(time.Second) / c.rate)
+		if interval <= 0 {
+			interval = 1
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range workers {
+		w := &worker{errs: map[string]uint64{}}
+		workers[i] = w
+		client := clients[i%len(clients)]
+		rng := rand.New(rand.NewPCG(uint64(i)+1, uint64(start.UnixNano())))
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				var sent time.Time
+				if interval > 0 {
+					due := start.Add(time.Duration(next.Add(1)-1) * interval)
+					if !due.Before(deadline) {
+						return
+					}
+					if d := time.Until(due); d > 0 {
+						time.Sleep(d)
+					}
+					sent = due
+				} else {
+					sent = time.Now()
+					if !sent.Before(deadline) {
+						return
+					}
+				}
+				req := reqs[0]
+				if len(reqs) > 1 {
+					req = reqs[rng.IntN(len(reqs))]
+				}
+				cctx, cancel := context.WithTimeout(ctx, c.timeout)
+				resp, err := client.ShouldRateLimit(cctx, req)
+				cancel()
+				w.h.Record(int64(time.Since(sent)))
+				switch {
+				case err != nil:
+					w.errs[status.Code(err).String()]++
+					if w.firstErr == nil {
+						w.firstErr = err
+					}
+				case resp.GetOverallCode() == rlsv3.RateLimitResponse_OK:
+					w.ok++
+				case resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT:
+					w.over++
+				default:
+					w.unknown++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	cpu1, err := sampleCPU(c.pids)
+	if err != nil {
+		return nil, err
+	}
+
+	r := &result{
+		Addr: addr, Noop: c.noop, Concurrency: c.concurrency, Conns: c.conns,
+		Rate: c.rate, Keys: c.keys, Descriptor: c.template, Domain: c.domain,
+		Duration: c.duration.String(), Elapsed: elapsed.Seconds(),
+		Errors: map[string]uint64{}, GOMAXPROCS: runtime.GOMAXPROCS(0),
+	}
+	var h hist.Histogram
+	for _, w := range workers {
+		h.Merge(&w.h)
+		r.OK += w.ok
+		r.OverLimit += w.over
+		r.Unknown += w.unknown
+		for k, v := range w.errs {
+			r.Errors[k] += v
+			r.ErrorCount += v
+		}
+		if r.FirstError == "" && w.firstErr != nil {
+			r.FirstError = w.firstErr.Error()
+		}
+	}
+	r.Calls = h.Count()
+	r.Decisions = r.OK + r.OverLimit + r.Unknown
+	r.Throughput = float64(r.Calls) / elapsed.Seconds()
+	if c.rate > 0 {
+		r.Offered = c.rate
+	}
+	r.Latency = latency{
+		Min: us(h.Min()), Mean: h.Mean() / 1e3, P50: us(h.Percentile(50)), P90: us(h.Percentile(90)),
+		P99: us(h.Percentile(99)), P999: us(h.Percentile(99.9)), Max: us(h.Max()),
+	}
+	for i, pid := range c.pids {
+		p := procCPU{PID: pid, CPUSeconds: (cpu1[i] - cpu0[i]).Seconds()}
+		if r.Decisions > 0 {
+			p.MicrosPerDecision = p.CPUSeconds * 1e6 / float64(r.Decisions)
+		}
+		p.Cores = p.CPUSeconds / elapsed.Seconds()
+		r.CPU = append(r.CPU, p)
+	}
+	return r, ctx.Err()
+}
+
+func us(ns int64) float64 { return float64(ns) / 1e3 }

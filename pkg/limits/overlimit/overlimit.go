@@ -1,0 +1,286 @@
+// Package overlimit is a local over-limit cache in front of a shared store:
+// once the store has refused a key, the same hit is refused here, without a
+// round trip, until the moment the store said it would be allowed again.
+//
+// # What is cached
+//
+// Only a refusal of a hit of cost 1 with Remaining 0, of a limit that is not
+// count_refused (a refused hit changes nothing, so the refusal lasts until
+// Reset if nothing else arrives), not part of a joint run (a run is decided
+// in one atomic step by the store), and not a leaky_bucket (its answer
+// depends on the caller's deadline). The entry remembers the key, the limit
+// value, and T = (local time the store call was sent) + Reset. Redis decided
+// at or after the send, so T is never later than the real moment the key
+// allows again: the cache errs toward asking the store.
+//
+// # What is answered locally
+//
+// Until T, a hit of cost exactly 1 on a cached key with the same limit value
+// is answered as refused, Remaining 0, Reset T − now (a lower bound of the
+// store's answer, by at most the store call's latency). Hits of any other
+// cost go to the store: a peek (cost 0) and a refund (cost < 0) always, as
+// their answer is not a refusal (envoyproxy/ratelimit serves them from its
+// cache, its #1077), and a cost above 1 too, so that its Reset stays exact.
+// A refund sent through this cache also forgets the key (it may be allowed
+// again at once); a refund sent through another instance is not seen, so this
+// instance may go on refusing that key until T, never longer than the store
+// first said.
+//
+// # Config changes
+//
+// An entry also matches on the limit value, so a changed limit misses; and
+// Clear, which rls.Options.OnConfigChange calls on every SetIndex, forgets
+// everything, so that no decision of an old config outlives it.
+//
+// # Bounds
+//
+// Entries are kept in sharded maps; each shard holds at most MaxEntries /
+// shards. An entry expires at its T (a lookup at or after T drops it); a
+// full shard makes room by dropping the expired entries among a few it looks
+// at, or else an arbitrary live one (a dropped entry only means the store is
+// asked again).
+package overlimit
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+)
+
+// DefaultMaxEntries bounds the cache when Options.MaxEntries is zero.
+const DefaultMaxEntries = 100_000
+
+const shardCount = 64
+
+// evictScan is how many entries a full shard looks at to make room.
+const evictScan = 16
+
+// Options configure a Cache.
+type Options struct {
+	// MaxEntries bounds the number of keys held; zero means
+	// DefaultMaxEntries.
+	MaxEntries int
+	// Now is the clock; nil means time.Now. Tests set a fake one.
+	Now func() time.Time
+}
+
+// Cache wraps a limits.Store with the local over-limit cache. It is a
+// limits.Store itself, safe for concurrent use.
+type Cache struct {
+	store    limits.Store
+	now      func() time.Time
+	perShard int
+	seed     maphash.Seed
+	shards   [shardCount]shard
+
+	local atomic.Uint64 // hits answered locally
+	pool  sync.Pool     // *scratch
+}
+
+type shard struct {
+	mu sync.Mutex
+	m  map[string]entry
+}
+
+type entry struct {
+	limit limits.Limit
+	until time.Time // T
+}
+
+// scratch holds the sub-batch sent to the store when some hits of a call are
+// answered locally.
+type scratch struct {
+	hits    []limits.Hit
+	results []limits.Result
+	index   []int
+}
+
+var _ limits.Store = (*Cache)(nil)
+
+// New returns a Cache in front of store.
+func New(store limits.Store, o Options) *Cache {
+	if o.MaxEntries <= 0 {
+		o.MaxEntries = DefaultMaxEntries
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	c := &Cache{
+		store:    store,
+		now:      o.Now,
+		perShard: max(1, o.MaxEntries/shardCount),
+		seed:     maphash.MakeSeed(),
+	}
+	for i := range c.shards {
+		c.shards[i].m = make(map[string]entry)
+	}
+	c.pool.New = func() any { return new(scratch) }
+	return c
+}
+
+// Clear forgets every entry. The service calls it on every config change.
+func (c *Cache) Clear() {
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		clear(s.m)
+		s.mu.Unlock()
+	}
+}
+
+// Len is the number of entries held, expired ones included until they are
+// dropped.
+func (c *Cache) Len() int {
+	n := 0
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		n += len(s.m)
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// LocalAnswers is the number of hits answered without asking the store.
+func (c *Cache) LocalAnswers() uint64 { return c.local.Load() }
+
+func (c *Cache) shardOf(key string) *shard {
+	return &c.shards[maphash.String(c.seed, key)%shardCount]
+}
+
+// inRun reports whether hits[i] belongs to a joint run.
+func inRun(hits []limits.Hit, i int) bool {
+	return hits[i].Joint || (i > 0 && hits[i-1].Joint)
+}
+
+// cacheable reports whether a hit's refusal may be cached, and a cached
+// refusal may answer it.
+func cacheable(hits []limits.Hit, i int) bool {
+	h := &hits[i]
+	return h.Cost == 1 && !h.Limit.CountRefused && h.Limit.Algorithm != limits.LeakyBucket && !inRun(hits, i)
+}
+
+// Decide answers the hits it can from the cache and sends the others to the
+// store in one call.
+func (c *Cache) Decide(ctx context.Context, hits []limits.Hit, results []limits.Result) {
+	now := c.now()
+	nLocal := 0
+	for i := range hits {
+		if c.lookup(hits, i, now, &results[i]) {
+			nLocal++
+		}
+	}
+	if nLocal == 0 {
+		c.store.Decide(ctx, hits, results)
+		c.remember(hits, results, now)
+		return
+	}
+	c.local.Add(uint64(nLocal))
+	if nLocal < len(hits) {
+		sc := c.pool.Get().(*scratch)
+		sc.hits, sc.index = sc.hits[:0], sc.index[:0]
+		for i := range hits {
+			if results[i].Delay != localMark {
+				sc.hits = append(sc.hits, hits[i])
+				sc.index = append(sc.index, i)
+			}
+		}
+		if cap(sc.results) < len(sc.hits) {
+			sc.results = make([]limits.Result, len(sc.hits))
+		}
+		sc.results = sc.results[:len(sc.hits)]
+		clear(sc.results)
+		c.store.Decide(ctx, sc.hits, sc.results)
+		c.remember(sc.hits, sc.results, now)
+		for k, i := range sc.index {
+			results[i] = sc.results[k]
+		}
+		clear(sc.hits) // drop the key strings
+		c.pool.Put(sc)
+	}
+	for i := range hits {
+		if results[i].Delay == localMark {
+			results[i].Delay = 0
+		}
+	}
+}
+
+// remember caches the refusals of hits that qualify. sent is the local time
+// the store call was sent.
+func (c *Cache) remember(hits []limits.Hit, results []limits.Result, sent time.Time) {
+	for i := range hits {
+		r := &results[i]
+		if r.Err != nil || r.Allowed || r.Remaining != 0 || r.Reset <= 0 || !cacheable(hits, i) {
+			continue
+		}
+		c.put(hits[i].Key, entry{limit: hits[i].Limit, until: sent.Add(r.Reset)}, sent)
+	}
+}
+
+func (c *Cache) put(key string, e entry, now time.Time) {
+	s := c.shardOf(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.m[key]; !ok && len(s.m) >= c.perShard {
+		// Look at a few entries from a random place (map iteration order):
+		// drop the expired ones, or else the first one seen. Bounded work
+		// per insert, even when every entry is live.
+		var first string
+		dropped, seen := false, 0
+		for k, old := range s.m {
+			if seen == 0 {
+				first = k
+			}
+			if !now.Before(old.until) {
+				delete(s.m, k)
+				dropped = true
+			}
+			if seen++; seen == evictScan {
+				break
+			}
+		}
+		if !dropped {
+			delete(s.m, first)
+		}
+	}
+	s.m[key] = e
+}
+
+// lookup answers hits[i] into r when the cache holds a live refusal for it,
+// and clears r otherwise. A refund forgets the key.
+func (c *Cache) lookup(hits []limits.Hit, i int, now time.Time, r *limits.Result) bool {
+	*r = limits.Result{}
+	h := &hits[i]
+	if h.Cost < 0 {
+		s := c.shardOf(h.Key)
+		s.mu.Lock()
+		delete(s.m, h.Key)
+		s.mu.Unlock()
+		return false
+	}
+	if !cacheable(hits, i) {
+		return false
+	}
+	s := c.shardOf(h.Key)
+	s.mu.Lock()
+	e, ok := s.m[h.Key]
+	if ok && (e.limit != h.Limit || !now.Before(e.until)) {
+		delete(s.m, h.Key)
+		ok = false
+	}
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	*r = limits.Result{Allowed: false, Remaining: 0, Reset: e.until.Sub(now), Delay: localMark}
+	return true
+}
+
+// localMark marks, in Delay, a result answered from the cache while Decide
+// sorts the hits; no refusal carries a delay, and Decide clears the mark
+// before returning.
+const localMark = -1

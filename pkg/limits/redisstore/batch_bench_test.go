@@ -1,0 +1,78 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/envoy-rls/envoy-rls/internal/redistest"
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+)
+
+// BenchmarkDecideParallel measures many goroutines each deciding one hit of
+// its own key per call, with one pipeline per call and with merged
+// pipelines. Besides ns/op it reports the Redis server's CPU time per
+// decision (used_cpu_sys + used_cpu_user of INFO CPU).
+func BenchmarkDecideParallel(b *testing.B) {
+	srv := redistest.Start(b)
+	c := newClient(b, ClientOptions{URL: srv.URL(), Timeout: time.Second, PoolSize: 256})
+	for _, mode := range []struct {
+		name string
+		opts Options
+	}{
+		{"batching=off", Options{Batching: BatchOff}},
+		{"batching=on", Options{}},
+	} {
+		for _, par := range []int{1, 8, 64} {
+			b.Run(fmt.Sprintf("%s/parallelism=%d", mode.name, par), func(b *testing.B) {
+				s := New(c, mode.opts)
+				defer s.Close()
+				l := benchLimit(limits.FixedWindow)
+				var id atomic.Int64
+				cpu0 := redisCPU(b, srv)
+				b.SetParallelism(par)
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					hits := []limits.Hit{{Key: fmt.Sprintf("bp:%d", id.Add(1)), Limit: l, Cost: 1}}
+					res := make([]limits.Result, 1)
+					for pb.Next() {
+						s.Decide(context.Background(), hits, res)
+						if res[0].Err != nil || !res[0].Allowed {
+							b.Errorf("got %+v, want allowed", res[0])
+							return
+						}
+					}
+				})
+				b.StopTimer()
+				cpu := redisCPU(b, srv) - cpu0
+				b.ReportMetric(cpu.Seconds()*1e9/float64(b.N), "redis-cpu-ns/op")
+			})
+		}
+	}
+}
+
+// redisCPU returns the CPU time the Redis server has used so far.
+func redisCPU(b *testing.B, srv *redistest.Server) time.Duration {
+	b.Helper()
+	info, err := srv.Do("INFO", "CPU")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second))
+}

@@ -1,0 +1,186 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/envoy-rls/envoy-rls/internal/redistest"
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+)
+
+// pipelineCounter counts pipelines, and holds each for delay.
+type pipelineCounter struct {
+	n     atomic.Int64
+	delay atomic.Int64 // ns
+}
+
+func (*pipelineCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (p *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		p.n.Add(1)
+		time.Sleep(time.Duration(p.delay.Load()))
+		return next(ctx, cmds)
+	}
+}
+
+// flushers counts the running flusher goroutines.
+func flushers() int {
+	buf := make([]byte, 1<<20)
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "(*batcher).flusher")
+}
+
+// waitNoFlushers fails t unless the flushers are gone within a second.
+func waitNoFlushers(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Second); flushers() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d flushers still running", flushers())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestBatchMerges decides from many goroutines, after a SCRIPT FLUSH: the
+// calls share pipelines (far fewer than calls), every limit is exact, the
+// NOSCRIPT replies are retried, and no flusher outlives its work or Close.
+func TestBatchMerges(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout})
+	var pc pipelineCounter
+	c.AddHook(&pc)
+	s := New(c, Options{Clock: fixedClock(1_767_225_600_000_000).Clock, Flushes: 2})
+	defer s.Close()
+	pc.delay.Store(int64(2 * time.Millisecond)) // let the queue fill
+
+	for _, alg := range implemented {
+		if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
+			t.Fatal(err)
+		}
+		pc.n.Store(0)
+		hit := limits.Hit{Key: "merge:" + alg.String(), Limit: allowing(alg, 100), Cost: 1, MaxDelay: time.Hour}
+		if got := hammer(t, s, []limits.Hit{hit}); got != 100 {
+			t.Errorf("%s: allowed %d, want exactly 100", alg, got)
+		}
+		if n := pc.n.Load(); n >= 32*20/2 {
+			t.Errorf("%s: %d pipelines for %d calls, want them merged", alg, n, 32*20)
+		}
+	}
+	waitNoFlushers(t)
+	s.Close()
+	if r := decideOne(t, s, limits.Hit{Key: "after-close", Limit: hourly(limits.FixedWindow, 1), Cost: 1}); r.Err != nil || !r.Allowed {
+		t.Errorf("after Close: got %+v, want allowed", r)
+	}
+	if n := flushers(); n != 0 {
+		t.Errorf("%d flushers after Close", n)
+	}
+}
+
+// TestBatchDeadline holds the pipelines: a call whose context ends while it
+// waits returns at once with the context's error, and the others are decided.
+func TestBatchDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout})
+	var pc pipelineCounter
+	c.AddHook(&pc)
+	s := New(c, Options{Flushes: 1})
+	defer s.Close()
+	pc.delay.Store(int64(300 * time.Millisecond))
+
+	var wg sync.WaitGroup
+	slow := make([]limits.Result, 1)
+	wg.Go(func() {
+		s.Decide(context.Background(), []limits.Hit{{Key: "slow", Limit: hourly(limits.FixedWindow, 5), Cost: 1}}, slow)
+	})
+	time.Sleep(20 * time.Millisecond) // the slow call is in flight
+	hits := []limits.Hit{
+		{Key: "{q}1", Limit: hourly(limits.TokenBucket, 5), Cost: 1},
+		{Key: "{q}2", Limit: hourly(limits.SlidingLog, 5), Cost: 1, Joint: true},
+		{Key: "{q}3", Limit: hourly(limits.FixedWindow, 5), Cost: 1},
+	}
+	res := make([]limits.Result, len(hits))
+	for _, tc := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		want error
+	}{
+		{"deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 20*time.Millisecond)
+		}, context.DeadlineExceeded},
+		{"cancel", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(20*time.Millisecond, cancel)
+			return ctx, cancel
+		}, context.Canceled},
+	} {
+		ctx, cancel := tc.ctx()
+		start := time.Now()
+		s.Decide(ctx, hits, res)
+		elapsed := time.Since(start)
+		cancel()
+		if elapsed > 150*time.Millisecond {
+			t.Errorf("%s: Decide took %s behind a held pipeline, want about 20ms", tc.name, elapsed)
+		}
+		for i, r := range res {
+			if !errors.Is(r.Err, tc.want) || !errors.Is(r.Err, limits.ErrUnavailable) {
+				t.Errorf("%s: hit %d: got %+v, want %v (unavailable)", tc.name, i, r, tc.want)
+			}
+		}
+	}
+	wg.Wait()
+	if slow[0].Err != nil || !slow[0].Allowed {
+		t.Errorf("the held call: got %+v, want allowed", slow[0])
+	}
+	pc.delay.Store(0)
+	waitNoFlushers(t)
+}
+
+// TestBatchCluster merges the calls of many goroutines on a cluster, keys of
+// every node in each, across a SCRIPT FLUSH of one node.
+func TestBatchCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	c := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: testTimeout})
+	var pc pipelineCounter
+	c.AddHook(&pc)
+	s := New(c, Options{Clock: fixedClock(1_767_225_600_000_000).Clock, Batching: BatchOn, Flushes: 2})
+	defer s.Close()
+	pc.delay.Store(int64(2 * time.Millisecond))
+	if _, err := cl.Nodes[1].Do("SCRIPT", "FLUSH"); err != nil {
+		t.Fatal(err)
+	}
+	const goroutines, calls = 16, 10
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			hits := []limits.Hit{
+				{Key: fmt.Sprintf("{g%d}:a", g), Limit: allowing(implemented[g%len(implemented)], 100), Cost: 1, Joint: true},
+				{Key: fmt.Sprintf("{g%d}:b", g), Limit: allowing(implemented[(g+1)%len(implemented)], 100), Cost: 1},
+				{Key: fmt.Sprintf("{h%d}", g), Limit: allowing(implemented[(g+2)%len(implemented)], 100), Cost: 1},
+			}
+			res := make([]limits.Result, len(hits))
+			for i := range calls {
+				s.Decide(context.Background(), hits, res)
+				for k, r := range res {
+					if r.Err != nil || !r.Allowed || r.Remaining != int64(99-i) {
+						t.Errorf("goroutine %d call %d hit %s: got %+v, want allowed with remaining %d", g, i, hits[k].Key, r, 99-i)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d pipelines for %d calls", pc.n.Load(), goroutines*calls)
+	s.Close()
+	if n := flushers(); n != 0 {
+		t.Errorf("%d flushers after Close", n)
+	}
+}

@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# End-to-end benchmark: builds bin/envoy-rls and bin/rls-bench, then, on
+# loopback only, measures for 16 and 64 concurrent callers, with one hot key
+# and with 10,000 keys:
+#   - the floor: a no-op RateLimitService in a process of its own
+#     (rls-bench -serve-noop), which answers OK at once;
+#   - envoy-rls on its embedded store and on a redis-server it starts
+#     (--save "", a free port), for each algorithm: token_bucket,
+#     sliding_window, fixed_window, sliding_log, leaky_bucket.
+# It prints a Markdown table: throughput and p99 as ratios to the floor of
+# the same callers and keys measured in this run, and the CPU time per
+# decision of envoy-rls and of redis-server (from /proc/PID/stat).
+#
+#   scripts/bench.sh                       # 5 s per point, about 4 minutes
+#   BENCH_DURATION=2s scripts/bench.sh     # quicker, noisier
+#   BENCH_STORES=memory BENCH_ALGORITHMS="token_bucket" scripts/bench.sh
+#
+# Needs Go, jq, and redis-server for the Redis cases. Everything it starts is
+# stopped on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION="${BENCH_DURATION:-5s}"
+CONCURRENCY="${BENCH_CONCURRENCY:-16 64}"
+KEYS="${BENCH_KEYS:-1 10000}"
+STORES="${BENCH_STORES:-memory redis}"
+ALGORITHMS="${BENCH_ALGORITHMS:-token_bucket sliding_window fixed_window sliding_log leaky_bucket}"
+
+for tool in go jq; do
+	command -v "$tool" >/dev/null || { echo "bench.sh: $tool is required" >&2; exit 1; }
+done
+if [[ " $STORES " == *" redis "* ]] && ! command -v redis-server >/dev/null; then
+	echo "bench.sh: redis-server not found: Redis cases skipped (make test installs it)" >&2
+	STORES="${STORES//redis/}"
+fi
+
+tmp="$(mktemp -d)"
+pids=()
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# stop PID: ends one process this script started.
+stop() {
+	kill "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+	local p keep=()
+	for p in "${pids[@]}"; do [[ "$p" == "$1" ]] || keep+=("$p"); done
+	pids=("${keep[@]}")
+}
+
+# free_port: a loopback TCP port nothing listens on.
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 40000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+}
+
+# wait_port PORT PID: until something listens on PORT (10 s), or PID died.
+wait_port() {
+	local i
+	for i in $(seq 100); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+		kill -0 "$2" 2>/dev/null || { echo "bench.sh: process $2 exited before listening on $1" >&2; return 1; }
+		sleep 0.1
+	done
+	echo "bench.sh: nothing listens on $1 after 10 s" >&2
+	return 1
+}
+
+echo "building bin/envoy-rls and bin/rls-bench…" >&2
+mkdir -p bin
+go build -o bin/envoy-rls ./cmd/envoy-rls
+go build -o bin/rls-bench ./cmd/rls-bench
+
+# Limits high enough not to refuse at the rates one machine reaches, except
+# where the algorithm bounds them: sliding_log keeps one entry per hit and
+# allows at most 10,000 per period, and leaky_bucket spaces turns at least
+# 100 µs apart (10,000 a second); so their hot key, above 10,000 decisions a
+# second, goes over limit (and leaky_bucket's first waits its turn, at most
+# burst × 100 µs = 10 ms). With 10,000 keys neither refuses.
+cat >"$tmp/limits.yaml" <<'YAML'
+domain: bench
+descriptors:
+  - key: token_bucket
+    rate_limit: {name: tb, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000, burst: 1000000000}
+  - key: sliding_window
+    rate_limit: {name: sw, algorithm: sliding_window, unit: second, requests_per_unit: 1000000000}
+  - key: fixed_window
+    rate_limit: {name: fw, algorithm: fixed_window, unit: second, requests_per_unit: 1000000000}
+  - key: sliding_log
+    rate_limit: {name: sl, algorithm: sliding_log, unit: second, requests_per_unit: 10000}
+  - key: leaky_bucket
+    rate_limit: {name: lb, algorithm: leaky_bucket, unit: second, requests_per_unit: 10000, burst: 100}
+YAML
+
+rows=()
+# point LABEL... -- ARGS: one rls-bench run; prints its JSON to stdout.
+point() {
+	bin/rls-bench -json -duration "$DURATION" "$@"
+}
+
+declare -A floor_tput floor_p99 floor_cpu
+
+echo "floor: no-op RateLimitService…" >&2
+noop_port="$(free_port)"
+bin/rls-bench -serve-noop "127.0.0.1:$noop_port" 2>/dev/null &
+noop_pid=$!
+pids+=("$noop_pid")
+wait_port "$noop_port" "$noop_pid"
+for c in $CONCURRENCY; do
+	for k in $KEYS; do
+		out="$(point -addr "127.0.0.1:$noop_port" -concurrency "$c" -keys "$k" -domain bench -descriptor "token_bucket=k{n}" -pids "$noop_pid")"
+		floor_tput[$c/$k]="$(jq -r .throughput <<<"$out")"
+		floor_p99[$c/$k]="$(jq -r .latency.p99_us <<<"$out")"
+		floor_cpu[$c/$k]="$(jq -r '.cpu[0].cpu_us_per_decision' <<<"$out")"
+		rows+=("$(jq -r --arg c "$c" --arg k "$k" \
+			'"| no-op floor | – | \($k) | \($c) | \(.throughput|floor) | 1.00 | \(.latency.p99_us*10|round/10) | 1.00 | \(.errors) | \(.cpu[0].cpu_us_per_decision*100|round/100) | 1.00 | – |"' <<<"$out")")
+		echo "  c=$c keys=$k: $(jq -r '"\(.throughput|floor)/s p99 \(.latency.p99_us)µs"' <<<"$out")" >&2
+	done
+done
+stop "$noop_pid"
+
+for store in $STORES; do
+	args=()
+	redis_pid=""
+	if [[ "$store" == redis ]]; then
+		redis_port="$(free_port)"
+		redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --logfile "$tmp/redis.log" &
+		redis_pid=$!
+		pids+=("$redis_pid")
+		wait_port "$redis_port" "$redis_pid"
+		args=(-redis-url "redis://127.0.0.1:$redis_port")
+	fi
+	grpc_port="$(free_port)"
+	http_port="$(free_port)"
+	bin/envoy-rls -config "$tmp/limits.yaml" -grpc-addr "127.0.0.1:$grpc_port" -http-addr "127.0.0.1:$http_port" \
+		-debug-addr "" -log-level error "${args[@]}" 2>"$tmp/envoy-rls-$store.log" &
+	rls_pid=$!
+	pids+=("$rls_pid")
+	wait_port "$grpc_port" "$rls_pid" || { cat "$tmp/envoy-rls-$store.log" >&2; exit 1; }
+	echo "envoy-rls on the $store store…" >&2
+	for algo in $ALGORITHMS; do
+		for c in $CONCURRENCY; do
+			for k in $KEYS; do
+				watch=("$rls_pid")
+				[[ -n "$redis_pid" ]] && watch+=("$redis_pid")
+				out="$(point -addr "127.0.0.1:$grpc_port" -concurrency "$c" -keys "$k" -domain bench \
+					-descriptor "$algo=k{n}" -pids "$(IFS=,; echo "${watch[*]}")")"
+				rows+=("$(jq -r --arg store "$store" --arg algo "$algo" --arg c "$c" --arg k "$k" \
+					--argjson ft "${floor_tput[$c/$k]}" --argjson fp "${floor_p99[$c/$k]}" --argjson fc "${floor_cpu[$c/$k]}" '
+					def r2: (. * 100 | round) / 100;
+					"| \($store) | \($algo) | \($k) | \($c) | \(.throughput|floor) | \(.throughput / $ft | r2) | \(.latency.p99_us*10|round/10) | \(.latency.p99_us / $fp | r2) | \(.errors)\(if .over_limit > 0 then " (\(.over_limit) over limit)" else "" end) | \(.cpu[0].cpu_us_per_decision | r2) | \(if $fc > 0 then (.cpu[0].cpu_us_per_decision / $fc | r2) else "–" end) | \(if (.cpu|length) > 1 then (.cpu[1].cpu_us_per_decision | r2) else "–" end) |"' <<<"$out")")
+				echo "  $algo c=$c keys=$k: $(jq -r '"\(.throughput|floor)/s p99 \(.latency.p99_us)µs errors \(.errors) over \(.over_limit)"' <<<"$out")" >&2
+			done
+		done
+	done
+	stop "$rls_pid"
+	[[ -n "$redis_pid" ]] && stop "$redis_pid"
+done
+
+echo
+echo "$(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(go version | cut -d' ' -f3), $DURATION per point"
+echo
+echo "| store | algorithm | keys | callers | calls/s | × floor | p99 µs | × floor | errors | service CPU µs/decision | × floor | Redis CPU µs/decision |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
+printf '%s\n' "${rows[@]}"

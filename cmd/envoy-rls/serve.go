@@ -80,7 +80,11 @@ func newLogger(o *options, stderr io.Writer) (*zap.Logger, error) {
 	} else {
 		enc = zapcore.NewJSONEncoder(encCfg)
 	}
-	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(stderr), level)), nil
+	// Sampled: during a store outage every failed descriptor logs the same
+	// warning, thousands of times a second under load. Each message is
+	// logged 10 times a second, then once in 1,000.
+	core := zapcore.NewSamplerWithOptions(zapcore.NewCore(enc, zapcore.AddSync(stderr), level), time.Second, 10, 1000)
+	return zap.New(core), nil
 }
 
 // storeHandle is a store with what the server needs around it.

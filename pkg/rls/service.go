@@ -565,19 +565,23 @@ func groupError(group []limits.Result) error {
 // several limits, the strictest of theirs (error, then deny, then local,
 // then allow).
 func (s *Service) failureModeOf(it *item) (config.FailureMode, *config.Rule) {
-	rank := map[config.FailureMode]int{config.FailAllow: 0, config.FailLocal: 1, config.FailDeny: 2, config.FailError: 3}
 	mode, rule := config.FailAllow, it.rules[0]
 	for _, r := range it.rules {
 		m := r.FailureMode
 		if m == config.FailureModeDefault {
 			m = s.failureMode
 		}
-		if rank[m] > rank[mode] {
+		if failureRank[m] > failureRank[mode] {
 			mode, rule = m, r
 		}
 	}
 	return mode, rule
 }
+
+// failureRank orders the failure modes from the most lenient to the
+// strictest; it is read on every failed descriptor during an outage, so it
+// is built once.
+var failureRank = [...]int{config.FailAllow: 0, config.FailLocal: 1, config.FailDeny: 2, config.FailError: 3}
 
 // fallBack applies the failure modes that do not answer from the status
 // alone: `error` fails the whole call with UNAVAILABLE, so that Envoy's own

@@ -269,11 +269,13 @@ func serveOn(ctx context.Context, o *options, cfg *config.Config, log *zap.Logge
 	}
 
 	var inflight inflightCounter
+	var watches watchDrain
 	gopts := []grpc.ServerOption{
 		// Envoy keeps a few long-lived HTTP/2 connections and may ping them;
 		// do not punish that.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(inflight.interceptor),
+		grpc.ChainStreamInterceptor(watches.interceptor),
 		// Every call on a goroutine of its own grows a fresh stack: 15% of
 		// the CPU under load (runtime.newstack in a profile). Workers keep
 		// their grown stacks; past this many calls at once, grpc-go falls
@@ -353,14 +355,25 @@ func serveOn(ctx context.Context, o *options, cfg *config.Config, log *zap.Logge
 	deadline := time.Now().Add(o.shutdownTimeout)
 	serving.Store(false)
 	hs.Shutdown()
+	// Health Watch streams never end by themselves; each ends once it has
+	// told its watcher NOT_SERVING, so that GracefulStop can finish.
+	watches.drain()
 	stopBG()
 	done := make(chan struct{})
 	go func() { gs.GracefulStop(); close(done) }()
-	// GracefulStop also waits for streams, and a health Watch stream never
-	// ends by itself: once the unary calls (every rate limit decision) are
-	// answered, close what is left.
 	if !inflight.waitIdle(done, deadline) {
 		log.Warn("drain timed out: closing the remaining calls", zap.Duration("timeout", o.shutdownTimeout))
+	} else {
+		// Every decision is answered, but its last frames may still sit in
+		// a connection's write queue, which Stop would drop; GracefulStop
+		// closes each connection after flushing it. Other streams (a
+		// reflection client) get a short grace, not the whole drain bound.
+		grace := time.NewTimer(min(streamGrace, time.Until(deadline)))
+		select {
+		case <-done:
+		case <-grace.C:
+		}
+		grace.Stop()
 	}
 	gs.Stop()
 	<-done
@@ -475,32 +488,3 @@ func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
 // Redis, so more than the cores are busy at once; idle workers cost only
 // their stacks.
 const streamWorkers = 256
-
-// inflightCounter counts the unary calls being answered, so that shutdown
-// can wait for them without waiting for long-lived streams.
-type inflightCounter struct{ n atomic.Int64 }
-
-func (c *inflightCounter) interceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	c.n.Add(1)
-	defer c.n.Add(-1)
-	return handler(ctx, req)
-}
-
-// waitIdle waits until no unary call is in flight, or done is closed (every
-// connection has ended), or deadline passes; it reports whether the drain
-// finished in time.
-func (c *inflightCounter) waitIdle(done <-chan struct{}, deadline time.Time) bool {
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for c.n.Load() > 0 {
-		select {
-		case <-done:
-			return true
-		case <-t.C:
-			if time.Now().After(deadline) {
-				return false
-			}
-		}
-	}
-	return true
-}

@@ -342,6 +342,10 @@ func TestSIGTERMDrainsInFlight(t *testing.T) {
 			break
 		}
 	}
+	// Then the Watch stream ends, so that it cannot hold the drain open.
+	if m, err := stream.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("health Watch after NOT_SERVING: got %v, %v; want the stream ended with UNAVAILABLE", m, err)
+	}
 	cancelWatch()
 	select {
 	case res := <-done:

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -32,9 +33,12 @@ const DefaultFlushes = 4
 // goes with the next flush.
 const maxBatchRuns = 512
 
-// A batcher merges the script calls of concurrent Decide calls into shared
-// pipelines: a call queues its runs, and a flusher sends everything queued as
-// one pipeline (one write, one read), up to max flushes in flight. A flusher
+// A batcher merges the script calls of concurrent Decide calls: a call
+// queues its runs, and a flusher sends everything queued at once (one write,
+// one read), up to max flushes in flight. On a single Redis that is one call
+// of the batch script, so that Redis also runs one script, not one per run;
+// on a cluster, where the keys of one script must share a slot, it is a
+// pipeline of the runs' own scripts, which the client splits by node. A flusher
 // starts when a call queues and one is to spare, and goes on with whatever
 // queued while its previous pipeline was out, until the queue is empty: no
 // timer, so a call on an idle store goes out at once, and under load the
@@ -43,8 +47,9 @@ const maxBatchRuns = 512
 // without batching, and hands its slot to a flusher if calls queued behind
 // it.
 type batcher struct {
-	client redisClient
-	max    int
+	client  redisClient
+	max     int
+	cluster bool
 
 	mu     sync.Mutex
 	queue  []*batchCall
@@ -54,27 +59,27 @@ type batcher struct {
 }
 
 // batchCall is one Decide call waiting for its replies. The flusher only
-// reads runs; it sets cmds, one per run, then closes done, and the call reads
-// cmds only after that, and not at all if its context ended first.
+// reads runs; it sets replies, one per run, then closes done, and the call
+// reads replies only after that, and not at all if its context ended first.
 type batchCall struct {
-	ctx  context.Context
-	runs []run
-	cmds []*redis.Cmd
-	done chan struct{}
+	ctx     context.Context
+	runs    []run
+	replies []reply
+	done    chan struct{}
 }
 
-func newBatcher(client redisClient, max int) *batcher {
+func newBatcher(client redisClient, max int, cluster bool) *batcher {
 	if max <= 0 {
 		max = DefaultFlushes
 	}
-	return &batcher{client: client, max: max}
+	return &batcher{client: client, max: max, cluster: cluster}
 }
 
-// do sends runs with the next flush and waits for their replies (a command
-// per run) or the end of ctx, whichever comes first; on the latter every
-// command has ctx's error (its scripts may still run in Redis, as after a
-// timeout). It returns nil, having done nothing, once the batcher is closed.
-func (b *batcher) do(ctx context.Context, runs []run) []*redis.Cmd {
+// do sends runs with the next flush and waits for their replies (one per
+// run) or the end of ctx, whichever comes first; on the latter every reply
+// has ctx's error (its scripts may still run in Redis, as after a timeout).
+// It returns nil, having done nothing, once the batcher is closed.
+func (b *batcher) do(ctx context.Context, runs []run) []reply {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -86,7 +91,7 @@ func (b *batcher) do(ctx context.Context, runs []run) []*redis.Cmd {
 		b.busy++
 		b.wg.Add(1)
 		b.mu.Unlock()
-		cmds := b.send(ctx, runs)
+		replies := b.exec(ctx, runs)[0]
 		b.mu.Lock()
 		if len(b.queue) > 0 {
 			go b.flusher()
@@ -95,7 +100,7 @@ func (b *batcher) do(ctx context.Context, runs []run) []*redis.Cmd {
 			b.wg.Done()
 		}
 		b.mu.Unlock()
-		return cmds
+		return replies
 	}
 	c := &batchCall{ctx: ctx, runs: runs, done: make(chan struct{})}
 	b.queue = append(b.queue, c)
@@ -108,28 +113,104 @@ func (b *batcher) do(ctx context.Context, runs []run) []*redis.Cmd {
 
 	select {
 	case <-c.done:
-		return c.cmds
+		return c.replies
 	case <-ctx.Done():
-		cmds := make([]*redis.Cmd, len(runs))
-		for k := range cmds {
-			cmds[k] = redis.NewCmd(ctx)
-			cmds[k].SetErr(ctx.Err())
+		replies := make([]reply, len(runs))
+		for k := range replies {
+			replies[k].err = ctx.Err()
 		}
-		return cmds
+		return replies
 	}
 }
 
-// send sends runs as one pipeline on ctx.
-func (b *batcher) send(ctx context.Context, runs []run) []*redis.Cmd {
-	pipe := b.client.Pipeline()
-	cmds := make([]*redis.Cmd, len(runs))
-	for k := range runs {
-		r := &runs[k]
-		cmds[k] = pipe.EvalSha(ctx, r.script.sha, r.keys, r.args...)
+// exec decides the runs of every group on ctx and returns their replies,
+// group by group. On a single Redis, a lone run goes with its own script and
+// more go with the batch script, as EVALSHA, and again as EVAL if Redis does
+// not have it. On a cluster each run goes with its own script, in one
+// pipeline; a NOSCRIPT reply is left to the caller.
+func (b *batcher) exec(ctx context.Context, groups ...[]run) [][]reply {
+	n, nkeys, nargs := 0, 0, 0
+	for _, g := range groups {
+		n += len(g)
+		for k := range g {
+			nkeys += len(g[k].keys)
+			nargs += len(g[k].args) + 1
+		}
 	}
-	// Exec's error is also set on each command it concerns.
+	flat := make([]reply, n)
+	out := make([][]reply, len(groups))
+	for i, at := 0, 0; i < len(groups); i++ {
+		out[i] = flat[at : at+len(groups[i]) : at+len(groups[i])]
+		at += len(groups[i])
+	}
+	if b.cluster {
+		pipe := b.client.Pipeline()
+		cmds := make([]*redis.Cmd, 0, n)
+		for _, g := range groups {
+			for k := range g {
+				cmds = append(cmds, pipe.EvalSha(ctx, g[k].script.sha, g[k].keys, g[k].args...))
+			}
+		}
+		// Exec's error is also set on each command it concerns.
+		_, _ = pipe.Exec(ctx)
+		for i, cmd := range cmds {
+			flat[i] = replyOf(cmd)
+		}
+		return out
+	}
+	if n == 1 {
+		for _, g := range groups {
+			for k := range g {
+				flat[0] = b.call(ctx, g[k].script, g[k].keys, g[k].args)
+			}
+		}
+		return out
+	}
+	keys := make([]string, 0, nkeys)
+	args := make([]any, 0, nargs)
+	for _, g := range groups {
+		for k := range g {
+			r := &g[k]
+			keys = append(keys, r.keys...)
+			args = append(args, r.args[0], len(r.keys))
+			args = append(args, r.args[1:]...)
+		}
+	}
+	rep := b.call(ctx, &batchScript, keys, args)
+	vals, ok := rep.val.([]any)
+	switch {
+	case rep.err == nil && (!ok || len(vals) != n):
+		rep.err = fmt.Errorf("%w: %d runs, %v", errReply, n, rep.val)
+		fallthrough
+	case rep.err != nil:
+		for i := range flat {
+			flat[i].err = rep.err
+		}
+	default:
+		for i, v := range vals {
+			if err, ok := v.(error); ok {
+				flat[i].err = err
+			} else {
+				flat[i].val = v
+			}
+		}
+	}
+	return out
+}
+
+// call runs sc on keys and args with EVALSHA, and with EVAL if Redis
+// answers NOSCRIPT (a restarted or flushed Redis), which loads it again.
+func (b *batcher) call(ctx context.Context, sc *script, keys []string, args []any) reply {
+	pipe := b.client.Pipeline()
+	cmd := pipe.EvalSha(ctx, sc.sha, keys, args...)
+	// Exec's error is also the command's.
 	_, _ = pipe.Exec(ctx)
-	return cmds
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		pipe = b.client.Pipeline()
+		cmd = pipe.Eval(ctx, sc.src, keys, args...)
+		_, _ = pipe.Exec(ctx)
+	}
+	return replyOf(cmd)
 }
 
 // flusher sends what is queued until the queue is empty.
@@ -167,7 +248,7 @@ func (b *batcher) take() []*batchCall {
 	return batch
 }
 
-// flush sends the runs of batch as one pipeline and hands each call its
+// flush sends the runs of batch as one script call and hands each call its
 // replies. Calls whose context has ended are left out. The pipeline's
 // context has the latest deadline of the calls (none if one has none, which
 // leaves the client's socket timeouts), so that no script is given less time
@@ -198,19 +279,13 @@ func (b *batcher) flush(batch []*batchCall) {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	pipe := b.client.Pipeline()
-	cmds := make([][]*redis.Cmd, len(live))
+	groups := make([][]run, len(live))
 	for i, c := range live {
-		cmds[i] = make([]*redis.Cmd, len(c.runs))
-		for k := range c.runs {
-			r := &c.runs[k]
-			cmds[i][k] = pipe.EvalSha(ctx, r.script.sha, r.keys, r.args...)
-		}
+		groups[i] = c.runs
 	}
-	// Exec's error is also set on each command it concerns.
-	_, _ = pipe.Exec(ctx)
+	replies := b.exec(ctx, groups...)
 	for i, c := range live {
-		c.cmds = cmds[i]
+		c.replies = replies[i]
 		close(c.done)
 	}
 }

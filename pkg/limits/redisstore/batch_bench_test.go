@@ -16,7 +16,8 @@ import (
 // BenchmarkDecideParallel measures many goroutines each deciding one hit of
 // its own key per call, with one pipeline per call and with merged
 // pipelines. Besides ns/op it reports the Redis server's CPU time per
-// decision (used_cpu_sys + used_cpu_user of INFO CPU).
+// decision (used_cpu_sys + used_cpu_user of INFO CPU), and the script calls
+// per decision (INFO commandstats): merged calls share one batch script.
 func BenchmarkDecideParallel(b *testing.B) {
 	srv := redistest.Start(b)
 	c := newClient(b, ClientOptions{URL: srv.URL(), Timeout: time.Second, PoolSize: 256})
@@ -33,7 +34,7 @@ func BenchmarkDecideParallel(b *testing.B) {
 				defer s.Close()
 				l := benchLimit(limits.FixedWindow)
 				var id atomic.Int64
-				cpu0 := redisCPU(b, srv)
+				cpu0, calls0 := redisCPU(b, srv), scriptCalls(b, srv)
 				b.SetParallelism(par)
 				b.ReportAllocs()
 				b.ResetTimer()
@@ -51,6 +52,7 @@ func BenchmarkDecideParallel(b *testing.B) {
 				b.StopTimer()
 				cpu := redisCPU(b, srv) - cpu0
 				b.ReportMetric(cpu.Seconds()*1e9/float64(b.N), "redis-cpu-ns/op")
+				b.ReportMetric(float64(scriptCalls(b, srv)-calls0)/float64(b.N), "scripts/op")
 			})
 		}
 	}
@@ -58,21 +60,47 @@ func BenchmarkDecideParallel(b *testing.B) {
 
 // redisCPU returns the CPU time the Redis server has used so far.
 func redisCPU(b *testing.B, srv *redistest.Server) time.Duration {
+	total := infoSum(b, srv, "CPU", func(k, v string) string {
+		if k != "used_cpu_sys" && k != "used_cpu_user" {
+			return ""
+		}
+		return v
+	})
+	return time.Duration(total * float64(time.Second))
+}
+
+// scriptCalls returns the EVAL and EVALSHA calls the Redis server has run.
+func scriptCalls(b *testing.B, srv *redistest.Server) int64 {
+	return int64(infoSum(b, srv, "commandstats", func(k, v string) string {
+		if k != "cmdstat_evalsha" && k != "cmdstat_eval" {
+			return ""
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
+		return calls
+	}))
+}
+
+// infoSum adds up the numbers that pick takes from the fields of a section
+// of INFO ("" skips a field).
+func infoSum(b *testing.B, srv *redistest.Server, section string, pick func(k, v string) string) float64 {
 	b.Helper()
-	info, err := srv.Do("INFO", "CPU")
+	info, err := srv.Do("INFO", section)
 	if err != nil {
 		b.Fatal(err)
 	}
 	var total float64
 	for _, line := range strings.Split(info, "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-			f, err := strconv.ParseFloat(v, 64)
+		if !ok {
+			continue
+		}
+		if n := pick(k, v); n != "" {
+			f, err := strconv.ParseFloat(n, 64)
 			if err != nil {
-				b.Fatal(err)
+				b.Fatalf("INFO %s: %q: %v", section, line, err)
 			}
 			total += f
 		}
 	}
-	return time.Duration(total * float64(time.Second))
+	return total
 }

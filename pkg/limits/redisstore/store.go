@@ -10,7 +10,10 @@
 // script per algorithm for a single hit, which reads and writes the one key of
 // its hit, and one joint script, with every algorithm, for a run of joint
 // hits (the limits of one descriptor), whose keys share a hash tag. So a
-// decision is atomic on a single Redis and on a Redis Cluster alike. The
+// decision is atomic on a single Redis and on a Redis Cluster alike. On a
+// single Redis, where keys need not share a slot, the runs of concurrent
+// calls go together in one batch script (lua/batch.lua), so that Redis pays
+// for one script call per merged pipeline rather than one per hit. The
 // scripts take the time from the Redis server (TIME), so that instances with
 // skewed clocks still agree.
 //
@@ -76,6 +79,10 @@ var (
 	preludeLua string
 	//go:embed lua/run.lua
 	runLua string
+	//go:embed lua/single.lua
+	singleLua string
+	//go:embed lua/batch.lua
+	batchLua string
 	//go:embed lua/fixed_window.lua
 	fixedWindowLua string
 	//go:embed lua/sliding_window.lua
@@ -94,9 +101,10 @@ type script struct {
 	sha string
 }
 
-// newScript composes the prelude, the given algorithms and the tail.
-func newScript(algorithms ...string) script {
-	parts := append(append([]string{preludeLua}, algorithms...), runLua)
+// newScript composes the prelude, the given algorithms, decide_run and the
+// tail.
+func newScript(tail string, algorithms ...string) script {
+	parts := append(append([]string{preludeLua}, algorithms...), runLua, tail)
 	src := strings.Join(parts, "\n")
 	return script{src: src, sha: redis.NewScript(src).Hash()}
 }
@@ -117,12 +125,15 @@ var (
 	scripts = func() []script {
 		s := make([]script, len(algorithmLua))
 		for a, src := range algorithmLua {
-			s[a] = newScript(src)
+			s[a] = newScript(singleLua, src)
 		}
 		return s
 	}()
 	// jointScript decides a run of joint hits, whatever their algorithms.
-	jointScript = newScript(algorithmLua[:]...)
+	jointScript = newScript(singleLua, algorithmLua[:]...)
+	// batchScript decides many runs, whatever their algorithms, on a
+	// single Redis.
+	batchScript = newScript(batchLua, algorithmLua[:]...)
 )
 
 // Options tune a Store. The zero value is what production uses.
@@ -156,7 +167,7 @@ func New(client redisClient, opts Options) *Store {
 	s := &Store{client: client, clock: opts.Clock}
 	_, cluster := client.(*redis.ClusterClient)
 	if opts.Batching == BatchOn || opts.Batching == BatchAuto && !cluster {
-		s.batch = newBatcher(client, opts.Flushes)
+		s.batch = newBatcher(client, opts.Flushes, cluster)
 	}
 	return s
 }
@@ -235,7 +246,7 @@ func (s *Store) Decide(ctx context.Context, hits []limits.Hit, results []limits.
 	var retry []int
 	for k := range runs {
 		r := &runs[k]
-		if redis.HasErrorPrefix(r.cmd.Err(), "NOSCRIPT") {
+		if redis.HasErrorPrefix(r.reply.err, "NOSCRIPT") {
 			retry = append(retry, k)
 			continue
 		}
@@ -245,35 +256,49 @@ func (s *Store) Decide(ctx context.Context, hits []limits.Hit, results []limits.
 		return
 	}
 	pipe := s.client.Pipeline()
-	for _, k := range retry {
+	cmds := make([]*redis.Cmd, len(retry))
+	for i, k := range retry {
 		r := &runs[k]
-		r.cmd = pipe.Eval(ctx, r.script.src, r.keys, r.args...)
+		cmds[i] = pipe.Eval(ctx, r.script.src, r.keys, r.args...)
 	}
 	_, _ = pipe.Exec(ctx)
-	for _, k := range retry {
+	for i, k := range retry {
+		runs[k].reply = replyOf(cmds[i])
 		runs[k].results(hits, results)
 	}
 }
 
 // send runs the scripts of runs with EVALSHA, merged with those of
-// concurrent calls if batching is on, and sets the cmd of each run.
+// concurrent calls if batching is on, and sets the reply of each run.
 func (s *Store) send(ctx context.Context, runs []run) {
 	if s.batch != nil && ctx.Err() == nil {
-		if cmds := s.batch.do(ctx, runs); cmds != nil {
+		if replies := s.batch.do(ctx, runs); replies != nil {
 			for k := range runs {
-				runs[k].cmd = cmds[k]
+				runs[k].reply = replies[k]
 			}
 			return
 		}
 	}
 	pipe := s.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(runs))
 	for k := range runs {
 		r := &runs[k]
-		r.cmd = pipe.EvalSha(ctx, r.script.sha, r.keys, r.args...)
+		cmds[k] = pipe.EvalSha(ctx, r.script.sha, r.keys, r.args...)
 	}
 	// Exec's error is also set on each command it concerns; read those.
 	_, _ = pipe.Exec(ctx)
+	for k := range runs {
+		runs[k].reply = replyOf(cmds[k])
+	}
 }
+
+// reply is what Redis answered to one run: a value, or an error.
+type reply struct {
+	val any
+	err error
+}
+
+func replyOf(cmd *redis.Cmd) reply { return reply{cmd.Val(), cmd.Err()} }
 
 // argsPerHit is the number of ARGV fields of each hit, after now (see
 // lua/run.lua).
@@ -284,8 +309,8 @@ type run struct {
 	first, last int
 	script      *script
 	keys        []string
-	args        []any
-	cmd         *redis.Cmd
+	args        []any // now, then argsPerHit per hit
+	reply       reply
 }
 
 // prepare validates the run's limits and builds its script call.
@@ -344,21 +369,21 @@ var errReply = errors.New("unexpected script reply")
 // that were decided.
 func (r *run) results(hits []limits.Hit, results []limits.Result) {
 	out := results[r.first : r.last+1]
-	if parseReply(r.cmd.Val(), out) {
+	if parseReply(r.reply.val, out) {
 		return
 	}
 	what := hits[r.first].Limit.Algorithm.String()
 	if r.last > r.first {
 		what = fmt.Sprintf("joint run of %d hits", len(out))
 	}
-	err := r.cmd.Err()
+	err := r.reply.err
 	switch {
 	case err != nil && unavailable(err):
 		err = fmt.Errorf("redisstore: %s: %w: %w", what, limits.ErrUnavailable, err)
 	case err != nil:
 		err = fmt.Errorf("redisstore: %s: %w", what, err)
 	default:
-		err = fmt.Errorf("redisstore: %s: %w: %v", what, errReply, r.cmd.Val())
+		err = fmt.Errorf("redisstore: %s: %w: %v", what, errReply, r.reply.val)
 	}
 	for i := range out {
 		out[i] = limits.Result{Err: err}

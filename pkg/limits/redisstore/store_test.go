@@ -113,16 +113,26 @@ func TestNoScriptFallback(t *testing.T) {
 			if err := c.ScriptFlush(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
-			// Both hits of the batch fall back to EVAL; the state survived.
-			res := make([]limits.Result, 2)
-			s.Decide(ctx, []limits.Hit{{Key: key, Limit: l, Cost: 1}, {Key: key, Limit: l, Cost: 2}}, res)
-			if res[0].Err != nil || res[0].Remaining != 8 || res[1].Err != nil || res[1].Remaining != 6 {
-				t.Fatalf("after SCRIPT FLUSH: got %+v, want remaining 8 then 6", res)
+			// A lone hit falls back to EVAL of its algorithm's script.
+			if r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 1}); r.Err != nil || r.Remaining != 8 {
+				t.Fatalf("after SCRIPT FLUSH: got %+v, want remaining 8", r)
 			}
 			// EVAL loaded the script for the next EVALSHA.
-			ok, err := c.ScriptExists(ctx, scripts[alg].sha).Result()
-			if err != nil || len(ok) != 1 || !ok[0] {
-				t.Errorf("SCRIPT EXISTS after fallback: %v, %v; want [true]", ok, err)
+			if ok, err := c.ScriptExists(ctx, scripts[alg].sha).Result(); err != nil || len(ok) != 1 || !ok[0] {
+				t.Errorf("SCRIPT EXISTS (%s) after fallback: %v, %v; want [true]", alg, ok, err)
+			}
+			if err := c.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			// Both hits of a call fall back to EVAL of the batch script;
+			// the state survived.
+			res := make([]limits.Result, 2)
+			s.Decide(ctx, []limits.Hit{{Key: key, Limit: l, Cost: 1}, {Key: key, Limit: l, Cost: 2}}, res)
+			if res[0].Err != nil || res[0].Remaining != 7 || res[1].Err != nil || res[1].Remaining != 5 {
+				t.Fatalf("after SCRIPT FLUSH: got %+v, want remaining 7 then 5", res)
+			}
+			if ok, err := c.ScriptExists(ctx, batchScript.sha).Result(); err != nil || len(ok) != 1 || !ok[0] {
+				t.Errorf("SCRIPT EXISTS (batch) after fallback: %v, %v; want [true]", ok, err)
 			}
 		})
 	}

@@ -4,9 +4,9 @@ local function fixed_window(key, n, t, b, cost, now, maxdelay, countrefused)
   local w = floordiv(now, t)
   local wend = (w + 1) * t
   local count = 0
-  local s = load(key, '^(%S+) (%S+)$')
-  if s and s[1] == w then
-    count = s[2]
+  local sw, scount = load(key, '^(%S+) (%S+)$')
+  if sw == w then
+    count = scount
   end
   local need = math.max(cost, 1)
   local allowed, changed = false, false

@@ -33,9 +33,9 @@ end
 local function leaky_bucket(key, n, t, b, cost, now, maxdelay, countrefused)
   local interval = t / n
   local drain = now
-  local s = load(key, '^(%S+)$')
-  if s then
-    drain = math.max(s[1], now)
+  local sdrain = load(key, '^(%S+)$')
+  if sdrain then
+    drain = math.max(sdrain, now)
   end
   local wait = drain - now
   local need = math.max(cost, 1)

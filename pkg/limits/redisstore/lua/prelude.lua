@@ -54,21 +54,19 @@ local function malformed(key)
   error({err = 'envoy-rls: malformed state under key ' .. key})
 end
 
--- load returns the numeric fields of the string state under key, or nil for
--- an absent key. A key of another type fails the script with WRONGTYPE.
+-- load returns the numeric fields (up to three) of the string state under
+-- key, or nil for an absent key. A key of another type fails the script
+-- with WRONGTYPE. Values, not a table: this runs for every decision.
 local function load(key, pattern)
   local v = redis.call('GET', key)
   if not v then
     return nil
   end
-  local f = {string.match(v, pattern)}
-  if #f == 0 then
+  local a, b, c = string.match(v, pattern)
+  if not a then
     malformed(key)
   end
-  for i = 1, #f do
-    f[i] = tonumber(f[i])
-  end
-  return f
+  return tonumber(a), tonumber(b), tonumber(c)
 end
 
 -- set_write is the write that stores value under key for ttl microseconds

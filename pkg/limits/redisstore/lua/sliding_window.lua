@@ -44,12 +44,12 @@ local function sliding_window(key, n, t, b, cost, now, maxdelay, countrefused)
   local w = floordiv(now, t)
   local e = now - w * t
   local cur, prev = 0, 0
-  local s = load(key, '^(%S+) (%S+) (%S+)$')
-  if s then
-    if s[1] == w then
-      cur, prev = s[2], s[3]
-    elseif s[1] == w - 1 then
-      prev = s[2]
+  local sw, scur, sprev = load(key, '^(%S+) (%S+) (%S+)$')
+  if sw then
+    if sw == w then
+      cur, prev = scur, sprev
+    elseif sw == w - 1 then
+      prev = scur
     end
   end
   local need = math.max(cost, 1)

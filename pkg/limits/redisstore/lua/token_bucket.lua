@@ -36,9 +36,9 @@ end
 
 local function token_bucket(key, n, t, b, cost, now, maxdelay, countrefused)
   local tokens = b
-  local s = load(key, '^(%S+) (%S+)$')
-  if s then
-    tokens = tb_refill(n, t, b, s[1], now - s[2])
+  local stokens, sstamp = load(key, '^(%S+) (%S+)$')
+  if stokens then
+    tokens = tb_refill(n, t, b, stokens, now - sstamp)
   end
   local need = math.max(cost, 1)
   local allowed, changed = false, false
@@ -66,8 +66,8 @@ local function token_bucket(key, n, t, b, cost, now, maxdelay, countrefused)
   local kept, stamp = b, now
   if changed then
     kept = tokens
-  elseif s then
-    kept, stamp = s[1], s[2]
+  elseif stokens then
+    kept, stamp = stokens, sstamp
   end
   local full = tb_wait_from(n, t, b, kept, stamp, now, b)
   local reset = full

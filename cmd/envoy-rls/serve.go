@@ -94,7 +94,9 @@ type storeHandle struct {
 	// Redis fails; nil when the embedded store is the store.
 	local limits.Store
 	ping  func(context.Context) error // nil for the embedded store
-	close func() error
+	// inProcess is set for the embedded store (rls.Options.StoreInProcess).
+	inProcess bool
+	close     func() error
 	// onConfigChange is called on every config change (rls.Options); nil
 	// when nothing needs to hear of it.
 	onConfigChange func()
@@ -108,7 +110,7 @@ func openStore(o *options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 	}))
 	if o.redisURL == "" && o.redisCluster == "" {
 		log.Info("using the embedded store: limits are per instance", zap.Int("max_keys", o.maxKeys))
-		return &storeHandle{Store: mem, close: mem.Close}, nil
+		return &storeHandle{Store: mem, inProcess: true, close: mem.Close}, nil
 	}
 	var seeds []string
 	if o.redisCluster != "" {
@@ -246,13 +248,14 @@ func serveOn(ctx context.Context, o *options, cfg *config.Config, log *zap.Logge
 	defer store.close() //nolint:errcheck // closing at exit
 
 	svc, err := rls.New(descriptors.NewIndex(cfg), rls.Options{
-		Store:        store.Store,
-		Local:        store.local,
-		MaxDelay:     o.maxDelay,
-		StoreTimeout: o.storeTimeout,
-		FailureMode:  o.failureMode,
-		Logger:       log,
-		Metrics:      m,
+		Store:          store.Store,
+		Local:          store.local,
+		MaxDelay:       o.maxDelay,
+		StoreTimeout:   o.storeTimeout,
+		StoreInProcess: store.inProcess,
+		FailureMode:    o.failureMode,
+		Logger:         log,
+		Metrics:        m,
 
 		KeyPrefix:          o.redisKeyPrefix,
 		HashValues:         o.hashValues,

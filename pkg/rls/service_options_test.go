@@ -219,3 +219,33 @@ func TestHashValuesNeverLogged(t *testing.T) {
 		}
 	}
 }
+
+// deadlineStore records whether each call's context had a deadline.
+type deadlineStore struct {
+	limits.Store
+	mu        sync.Mutex
+	deadlines []bool
+}
+
+func (d *deadlineStore) Decide(ctx context.Context, hits []limits.Hit, results []limits.Result) {
+	_, ok := ctx.Deadline()
+	d.mu.Lock()
+	d.deadlines = append(d.deadlines, ok)
+	d.mu.Unlock()
+	d.Store.Decide(ctx, hits, results)
+}
+
+// TestStoreInProcess: a remote store's call is bounded by -store-timeout
+// even when the request has no deadline; an in-process store's is not
+// wrapped in a timer of its own.
+func TestStoreInProcess(t *testing.T) {
+	for _, inProcess := range []bool{false, true} {
+		var ds *deadlineStore
+		f := newFixture(t, func(s limits.Store) limits.Store { ds = &deadlineStore{Store: s}; return ds },
+			Options{StoreInProcess: inProcess})
+		check(t, f.call(t, desc("api_key", "k")).Statuses[0], want{ok, "per-key", 1, time.Second})
+		if len(ds.deadlines) != 1 || ds.deadlines[0] == inProcess {
+			t.Errorf("StoreInProcess %v: store calls had deadlines %v, want [%v]", inProcess, ds.deadlines, !inProcess)
+		}
+	}
+}

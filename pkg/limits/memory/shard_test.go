@@ -104,3 +104,25 @@ func TestConcurrentJointRuns(t *testing.T) {
 		t.Errorf("remaining got a %d, b %d; want 50 and 0 (charged together)", results[0].Remaining, results[1].Remaining)
 	}
 }
+
+// TestMonotonicMicros: the default clock starts at the wall clock and
+// advances with the monotonic one, never backwards.
+func TestMonotonicMicros(t *testing.T) {
+	clock := monotonicMicros()
+	first := clock()
+	if d := time.Now().UnixMicro() - first; d < 0 || d > int64(time.Second/time.Microsecond) {
+		t.Fatalf("first reading %d is %d µs away from the wall clock, want within a second", first, d)
+	}
+	prev := first
+	for range 1000 {
+		now := clock()
+		if now < prev {
+			t.Fatalf("clock went back from %d to %d", prev, now)
+		}
+		prev = now
+	}
+	time.Sleep(2 * time.Millisecond)
+	if got := clock() - first; got < 2000 {
+		t.Errorf("after sleeping 2 ms the clock advanced %d µs, want at least 2000", got)
+	}
+}

@@ -160,6 +160,9 @@ func openStore(o *options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 	if o.overLimitCache {
 		c := overlimit.New(store, overlimit.Options{})
 		store, onConfigChange = c, c.Clear
+		m.Registry.MustRegister(metrics.NewOverLimitCacheCollector(func() (int, uint64) {
+			return c.Len(), c.LocalAnswers()
+		}))
 	}
 	log.Info("using Redis", zap.Bool("cluster", len(seeds) > 0), zap.Bool("over_limit_cache", o.overLimitCache))
 	return &storeHandle{Store: store, local: mem, ping: s.Ping, onConfigChange: onConfigChange, close: func() error {

@@ -37,3 +37,31 @@ func (c memoryStoreCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(memoryEvictionsDesc, prometheus.CounterValue, float64(evictions))
 	ch <- prometheus.MustNewConstMetric(memoryExpiredDesc, prometheus.CounterValue, float64(expired))
 }
+
+var (
+	overLimitKeysDesc = prometheus.NewDesc("rls_over_limit_cache_keys",
+		"Keys the local over-limit cache holds: refused by Redis, answered here until their reset.", nil, nil)
+	overLimitLocalDesc = prometheus.NewDesc("rls_over_limit_cache_answers_total",
+		"Hits the over-limit cache refused locally, without a Redis round trip.", nil, nil)
+)
+
+// NewOverLimitCacheCollector returns a collector of the over-limit cache
+// (-over-limit-cache), read from stats at each scrape (overlimit.Cache: Len
+// and LocalAnswers). The share of refusals it answers tells how much of an
+// attack's load stays off Redis.
+func NewOverLimitCacheCollector(stats func() (keys int, local uint64)) prometheus.Collector {
+	return overLimitCacheCollector(stats)
+}
+
+type overLimitCacheCollector func() (int, uint64)
+
+func (c overLimitCacheCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- overLimitKeysDesc
+	ch <- overLimitLocalDesc
+}
+
+func (c overLimitCacheCollector) Collect(ch chan<- prometheus.Metric) {
+	keys, local := c()
+	ch <- prometheus.MustNewConstMetric(overLimitKeysDesc, prometheus.GaugeValue, float64(keys))
+	ch <- prometheus.MustNewConstMetric(overLimitLocalDesc, prometheus.CounterValue, float64(local))
+}

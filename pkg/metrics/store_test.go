@@ -93,3 +93,22 @@ func TestMemoryStoreCollectorOfAStore(t *testing.T) {
 		"rls_memory_store_expired_total 1",
 	)
 }
+
+func TestOverLimitCacheCollector(t *testing.T) {
+	var keys int
+	var local uint64
+	m := metrics.New()
+	m.Registry.MustRegister(metrics.NewOverLimitCacheCollector(func() (int, uint64) { return keys, local }))
+	for _, c := range []struct {
+		keys  int
+		local uint64
+	}{{0, 0}, {7, 12_345}} {
+		keys, local = c.keys, c.local
+		wantLines(t, scrape(t, m),
+			"# TYPE rls_over_limit_cache_keys gauge",
+			fmt.Sprint("rls_over_limit_cache_keys ", c.keys),
+			"# TYPE rls_over_limit_cache_answers_total counter",
+			fmt.Sprint("rls_over_limit_cache_answers_total ", c.local),
+		)
+	}
+}

@@ -38,8 +38,8 @@ const maxBatchRuns = 512
 // one read), up to max flushes in flight. On a single Redis that is one call
 // of the batch script, so that Redis also runs one script, not one per run;
 // on a cluster, where the keys of one script must share a slot, it is a
-// pipeline of the runs' own scripts, which the client splits by node. A flusher
-// starts when a call queues and one is to spare, and goes on with whatever
+// pipeline of the runs' own scripts, which the client splits by node. A
+// flusher wakes when a call queues and a slot is to spare, and goes on with whatever
 // queued while its previous pipeline was out, until the queue is empty: no
 // timer, so a call on an idle store goes out at once, and under load the
 // batches grow with the time a round trip takes. A call that finds the queue
@@ -53,9 +53,16 @@ type batcher struct {
 
 	mu     sync.Mutex
 	queue  []*batchCall
-	busy   int // flushers running
+	busy   int // flush slots taken, by a call sending its own or a flusher
 	closed bool
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // one per slot taken
+
+	// wake hands a slot to one of the flusher goroutines, which live as
+	// long as the batcher: a goroutine started per flush would grow its
+	// stack through go-redis every time (runtime.newstack was 5% of the
+	// service's CPU under load).
+	wake    chan struct{}
+	workers sync.WaitGroup
 }
 
 // batchCall is one Decide call waiting for its replies. The flusher only
@@ -72,7 +79,17 @@ func newBatcher(client redisClient, max int, cluster bool) *batcher {
 	if max <= 0 {
 		max = DefaultFlushes
 	}
-	return &batcher{client: client, max: max, cluster: cluster}
+	b := &batcher{client: client, max: max, cluster: cluster, wake: make(chan struct{}, max)}
+	b.workers.Add(max)
+	for range max {
+		go func() {
+			defer b.workers.Done()
+			for range b.wake {
+				b.flusher()
+			}
+		}()
+	}
+	return b
 }
 
 // do sends runs with the next flush and waits for their replies (one per
@@ -94,7 +111,7 @@ func (b *batcher) do(ctx context.Context, runs []run) []reply {
 		replies := b.exec(ctx, runs)[0]
 		b.mu.Lock()
 		if len(b.queue) > 0 {
-			go b.flusher()
+			b.wake <- struct{}{} // never blocks: one token per slot at most
 		} else {
 			b.busy--
 			b.wg.Done()
@@ -107,7 +124,7 @@ func (b *batcher) do(ctx context.Context, runs []run) []reply {
 	if b.busy < b.max {
 		b.busy++
 		b.wg.Add(1)
-		go b.flusher()
+		b.wake <- struct{}{}
 	}
 	b.mu.Unlock()
 
@@ -290,10 +307,17 @@ func (b *batcher) flush(batch []*batchCall) {
 	}
 }
 
-// close makes do refuse new calls and waits for the flushers to finish.
+// close makes do refuse new calls, waits for the flushes in flight, and
+// ends the flusher goroutines.
 func (b *batcher) close() {
 	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
 	b.closed = true
 	b.mu.Unlock()
 	b.wg.Wait()
+	close(b.wake)
+	b.workers.Wait()
 }

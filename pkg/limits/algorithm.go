@@ -27,7 +27,15 @@ type State struct {
 	// Log holds a sliding log's allowed hits, oldest first; Count is the sum
 	// of their costs.
 	Log []LogEntry
+	// logDead is how many entries that have left the window still sit in
+	// Log's array before Log[0]: allocated, but out of Log's reach.
+	logDead int
 }
+
+// LogRoom is the number of entries the array under s.Log holds: its
+// capacity, plus the entries before Log[0] that have left the window. It is
+// the memory a sliding log keeps, which a store bounding its memory counts.
+func (s State) LogRoom() int { return s.logDead + cap(s.Log) }
 
 // LogEntry is one allowed hit of a sliding log.
 type LogEntry struct {
@@ -332,22 +340,24 @@ func bucketWaitFrom(tokens float64, stamp, now, want, n, t, b int64) int64 {
 // MaxLogRequests).
 func slidingLog(l Limit, s State, cost, now int64) Decision {
 	n, t := l.Requests, l.PeriodMicros()
-	log, total := s.Log, int64(0)
-	// Entries at or before now − T have left the window.
+	// Count is the sum of the log's costs: the total inside the window is
+	// that, less the entries at or before now − T, which have left it. Only
+	// those are visited, so a decision costs what leaves the window, not
+	// the length of the log.
+	log, total, dead := s.Log, s.Count, s.logDead
 	drop := 0
 	for drop < len(log) && log[drop].At <= now-t {
+		total -= log[drop].Cost
 		drop++
 	}
-	log = log[drop:]
-	for _, e := range log {
-		total += e.Cost
-	}
+	log, dead = log[drop:], dead+drop
 	need := max(cost, 1)
 	d := Decision{}
 	add := int64(0)
 	switch {
 	case cost < 0:
 		log, total = refundLog(log, total, -cost)
+		dead = 0
 		d.Result.Allowed = true
 		d.Changed = true
 	case cost > n:
@@ -361,14 +371,26 @@ func slidingLog(l Limit, s State, cost, now int64) Decision {
 		add = min(cost, 2*n-total)
 	}
 	if add > 0 {
-		// A fresh slice: the caller's state may still be read after this.
-		// A clock may step back: never append before the newest entry, so
-		// that the log stays in order.
+		// Appended in place when there is room: the caller's state still
+		// reads as it was, since its entries end before the new one (see
+		// Decide on sharing). A clock may step back: never append before
+		// the newest entry, so that the log stays in order.
 		at := now
 		if len(log) > 0 {
 			at = max(at, log[len(log)-1].At)
 		}
-		log = append(append(make([]LogEntry, 0, len(log)+1), log...), LogEntry{At: at, Cost: add})
+		if len(log) == cap(log) || dead+cap(log) > 4*len(log)+4 {
+			// No room after the log, or an array four times larger than
+			// what is live (dead entries before the log, room after it):
+			// move to an array with room for as many again. Either comes
+			// after at least half as many appends as the entries it
+			// copies, so a decision costs O(1) on average, and the array
+			// never holds more than four times the live entries.
+			fresh := make([]LogEntry, len(log), 2*len(log)+1)
+			copy(fresh, log)
+			log, dead = fresh, 0
+		}
+		log = append(log, LogEntry{At: at, Cost: add})
 		total += add
 		d.Changed = true
 	}
@@ -388,7 +410,7 @@ func slidingLog(l Limit, s State, cost, now int64) Decision {
 		d.Result.Reset = micros(log[len(log)-1].At + t - now)
 	}
 	if d.Changed {
-		d.State = State{Live: len(log) > 0, Count: total, Log: log}
+		d.State = State{Live: len(log) > 0, Count: total, Log: log, logDead: dead}
 		if len(log) > 0 {
 			d.ExpireAt = log[len(log)-1].At + t
 		}

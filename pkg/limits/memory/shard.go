@@ -45,10 +45,11 @@ type entry struct {
 const LogEntriesPerKey = 12
 
 // weight is what a state counts against the shard's capacity: 1 for a key,
-// plus its log's allocated room (Decide's doc allows a new log to keep room
-// beyond its length, so capacity, not length, is what memory holds).
+// plus its log's allocated room (State.LogRoom: a log keeps room beyond its
+// length, and entries that left the window before it, so room, not length,
+// is what memory holds).
 func weight(s limits.State) int {
-	return 1 + (cap(s.Log)+LogEntriesPerKey-1)/LogEntriesPerKey
+	return 1 + (s.LogRoom()+LogEntriesPerKey-1)/LogEntriesPerKey
 }
 
 func (sh *shard) init(capacity int) {

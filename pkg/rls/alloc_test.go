@@ -27,7 +27,7 @@ func allocService(tb testing.TB) (*Service, *rlsv3.RateLimitRequest) {
 	}
 	store := memory.New(memory.Options{})
 	tb.Cleanup(func() { store.Close() })
-	svc, err := New(descriptors.NewIndex(&config.Config{Domains: map[string]*config.Domain{d.Name: d}}), Options{Store: store})
+	svc, err := New(descriptors.NewIndex(&config.Config{Domains: map[string]*config.Domain{d.Name: d}}), Options{Store: store, StoreInProcess: true})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -483,7 +483,7 @@ func BenchmarkShouldRateLimit(b *testing.B) {
 	}
 	store := memory.New(memory.Options{})
 	defer store.Close()
-	svc, err := New(descriptors.NewIndex(&config.Config{Domains: map[string]*config.Domain{d.Name: d}}), Options{Store: store})
+	svc, err := New(descriptors.NewIndex(&config.Config{Domains: map[string]*config.Domain{d.Name: d}}), Options{Store: store, StoreInProcess: true})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,15 +11,19 @@ import (
 )
 
 // benchLimit is a limit of alg under which every hit of a benchmark is
-// allowed and writes, the costlier path: the largest windows and buckets,
-// and a sliding log of MaxLogRequests over 100 ms, which holds a few thousand
-// entries at the rates of a local Redis and trims as it goes.
+// allowed and writes, the costlier path: the largest windows and buckets, a
+// leaky bucket with the shortest turns and an endless queue, and a sliding
+// log of MaxLogRequests over 100 ms, which holds a few thousand entries at
+// the rates of a local Redis and trims as it goes.
 func benchLimit(alg limits.Algorithm) limits.Limit {
 	l := limits.Limit{Algorithm: alg, Requests: limits.MaxRequests, Period: time.Hour}
 	switch alg {
 	case limits.SlidingLog:
 		l.Requests, l.Period = limits.MaxLogRequests, 100*time.Millisecond
 	case limits.LeakyBucket:
+		// Turns as close as a leaky bucket allows (MinLeakyInterval), and
+		// a queue that never fills: hits wait their turn, never refused.
+		l.Requests = int64(time.Hour / limits.MinLeakyInterval)
 		l.Burst = limits.MaxRequests
 	}
 	return l

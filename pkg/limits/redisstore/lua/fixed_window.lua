@@ -38,7 +38,7 @@ local function fixed_window(key, n, t, b, cost, now, maxdelay, countrefused)
   local write
   if changed then
     if count > 0 then
-      write = set_write(key, num(w) .. ' ' .. num(count), wend - now)
+      write = set_write(key, int(w) .. ' ' .. int(count), wend - now)
     else
       write = del_write(key)
     end

@@ -29,17 +29,24 @@ local function floordiv(a, d)
   return q
 end
 
--- num renders a number so that tonumber, and Redis, read back the same double
--- (Lua's tostring keeps only 14 digits). Every number sent to redis.call goes
--- through it.
+-- num renders a number so that tonumber reads back the same double (Lua's
+-- tostring keeps only 14 digits), for the numbers a state string holds. A
+-- number passed to redis.call on its own needs nothing: Redis renders it
+-- exactly itself.
 local function num(x)
   return string.format('%.17g', x)
+end
+
+-- int is num for a number known to be an integer (a window, a count, an
+-- instant in microseconds), twice as fast: this runs for every write.
+local function int(x)
+  return string.format('%d', x)
 end
 
 -- ttl_ms is a TTL of ttl microseconds (> 0) in milliseconds, rounded up: a key
 -- may outlive its state by less than a millisecond, never the other way round.
 local function ttl_ms(ttl)
-  return num(floordiv(ttl + 999, 1000))
+  return floordiv(ttl + 999, 1000)
 end
 
 -- charged mirrors charged in algorithm.go: count_refused makes a refused

@@ -12,8 +12,8 @@
 -- length ('a' for one digit), so that entries of the same instant sort by
 -- start, as they do in Go's log, then ':' and the cost.
 local function sl_member(start, cost)
-  local s = num(start)
-  return string.char(96 + #s) .. s .. ':' .. num(cost)
+  local s = int(start)
+  return string.char(96 + #s) .. s .. ':' .. int(cost)
 end
 
 -- sl_entry decodes a member into start and cost.
@@ -38,11 +38,11 @@ local function sl_walk(key, cutoff, rev, hint)
         return nil
       end
       if rev then
-        page = redis.call('ZRANGE', key, '+inf', '(' .. num(cutoff), 'BYSCORE', 'REV',
-          'LIMIT', num(off), num(size), 'WITHSCORES')
+        page = redis.call('ZRANGE', key, '+inf', '(' .. int(cutoff), 'BYSCORE', 'REV',
+          'LIMIT', off, size, 'WITHSCORES')
       else
-        page = redis.call('ZRANGE', key, '(' .. num(cutoff), '+inf', 'BYSCORE',
-          'LIMIT', num(off), num(size), 'WITHSCORES')
+        page = redis.call('ZRANGE', key, '(' .. int(cutoff), '+inf', 'BYSCORE',
+          'LIMIT', off, size, 'WITHSCORES')
       end
       last = #page < 2 * size
       off = off + size
@@ -69,7 +69,7 @@ local function sliding_log(key, n, t, b, cost, now, maxdelay, countrefused)
     local start, c = sl_entry(key, top[1])
     top_end, top_at = start + c, tonumber(top[2])
     if top_at > cutoff then
-      local first = redis.call('ZRANGE', key, '(' .. num(cutoff), '+inf', 'BYSCORE', 'LIMIT', 0, 1)
+      local first = redis.call('ZRANGE', key, '(' .. int(cutoff), '+inf', 'BYSCORE', 'LIMIT', 0, 1)
       total = top_end - sl_entry(key, first[1])
       newest_at = top_at
     end
@@ -152,16 +152,16 @@ local function sliding_log(key, n, t, b, cost, now, maxdelay, countrefused)
   local write
   if changed then
     write = function()
-      redis.call('ZREMRANGEBYSCORE', key, '-inf', num(cutoff))
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
       if removed > 0 then
-        redis.call('ZREMRANGEBYRANK', key, num(-removed), -1)
+        redis.call('ZREMRANGEBYRANK', key, -removed, -1)
       end
       if shrunk then
         redis.call('ZREM', key, shrunk[1])
-        redis.call('ZADD', key, num(shrunk[2]), sl_member(shrunk[3], shrunk[4]))
+        redis.call('ZADD', key, shrunk[2], sl_member(shrunk[3], shrunk[4]))
       end
       if add > 0 then
-        redis.call('ZADD', key, num(at), sl_member(top_end, add))
+        redis.call('ZADD', key, at, sl_member(top_end, add))
       end
       if newest_at then
         redis.call('PEXPIRE', key, ttl_ms(newest_at + t - now))

@@ -85,7 +85,7 @@ local function sliding_window(key, n, t, b, cost, now, maxdelay, countrefused)
   end
   local write
   if changed then
-    local v = num(w) .. ' ' .. num(cur) .. ' ' .. num(prev)
+    local v = int(w) .. ' ' .. int(cur) .. ' ' .. int(prev)
     if cur > 0 then
       write = set_write(key, v, (w + 2) * t - now)
     elseif prev > 0 then

@@ -77,7 +77,7 @@ local function token_bucket(key, n, t, b, cost, now, maxdelay, countrefused)
   local write
   if changed then
     if full > 0 then
-      write = set_write(key, num(tokens) .. ' ' .. num(now), full)
+      write = set_write(key, num(tokens) .. ' ' .. int(now), full)
     else
       write = del_write(key)
     end

@@ -48,11 +48,7 @@ func explainCommand(args []string, lookupEnv func(string) (string, bool), stdout
 	// (but a second for -store-timeout: a person is waiting, not Envoy).
 	fs.StringVar(&o.configPath, "config", "config/limits.yaml", "limits file, or a directory of *.yaml/*.yml files")
 	fs.StringVar(&o.redisURL, "redis-url", "", "redis://[user:pass@]host:port[/db] or rediss:// to read the shared state (empty: an embedded store, empty state)")
-	fs.StringVar(&o.redisCluster, "redis-cluster", "", "comma-separated host:port seeds of a Redis Cluster")
-	fs.StringVar(&o.redisUsername, "redis-username", "", "Redis username where the URL has none")
-	fs.StringVar(&o.redisPassword, "redis-password", "", "Redis password where the URL has none")
-	fs.BoolVar(&o.redisTLS, "redis-tls", false, "TLS to a Redis Cluster")
-	fs.StringVar(&o.redisTLSCA, "redis-tls-ca", "", "CA file for Redis TLS (default: system roots)")
+	redisFlags(fs, o)
 	fs.StringVar(&o.redisKeyPrefix, "redis-key-prefix", descriptors.KeyPrefix, "the server's -redis-key-prefix")
 	fs.BoolVar(&o.hashValues, "hash-values", false, "the server's -hash-values")
 	fs.DurationVar(&o.storeTimeout, "store-timeout", time.Second, "longest the store read may take")
@@ -74,10 +70,11 @@ func explainCommand(args []string, lookupEnv func(string) (string, bool), stdout
 		fmt.Fprintln(stderr, "envoy-rls explain:", err)
 		return 2
 	}
-	switch {
-	case o.redisURL != "" && o.redisCluster != "":
-		fmt.Fprintln(stderr, "envoy-rls explain: -redis-url and -redis-cluster are both set: choose one")
+	if err := o.checkRedis(); err != nil {
+		fmt.Fprintln(stderr, "envoy-rls explain:", err)
 		return 2
+	}
+	switch {
 	case o.storeTimeout <= 0:
 		fmt.Fprintln(stderr, "envoy-rls explain: -store-timeout must be positive")
 		return 2
@@ -167,6 +164,8 @@ func storeDescription(o *options) string {
 	switch {
 	case o.redisCluster != "":
 		return "Redis Cluster " + o.redisCluster
+	case o.redisSentinel != "":
+		return "Redis master " + o.redisSentinelMaster + " of Sentinels " + o.redisSentinel
 	case o.redisURL != "":
 		u, err := url.Parse(o.redisURL)
 		if err != nil {

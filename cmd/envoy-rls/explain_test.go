@@ -93,6 +93,7 @@ func TestExplainCommandErrors(t *testing.T) {
 		{[]string{"-config", cfg, "test", "=v"}, nil, 2, `entry "=v"`},
 		{[]string{"-nope", "test", "k=v"}, nil, 2, "flag provided but not defined"},
 		{[]string{"-config", cfg, "-redis-url", "redis://a:1", "-redis-cluster", "b:1", "test", "k=v"}, nil, 2, "both set"},
+		{[]string{"-config", cfg, "test", "k=v"}, map[string]string{"RLS_REDIS_SENTINEL": "a:1"}, 2, "needs -redis-sentinel-master"},
 		{[]string{"-config", cfg, "test", "k=v"}, map[string]string{"RLS_FAILURE_MODE": "maybe"}, 2, "RLS_FAILURE_MODE"},
 		{[]string{"-config", cfg, "-redis-key-prefix", "a{", "test", "k=v"}, nil, 2, "-redis-key-prefix"},
 		{[]string{"-config", bad, "test", "k=v"}, nil, 1, "rate_limti"},

@@ -15,23 +15,26 @@ import (
 // options are the server's settings, from flags and their RLS_ environment
 // twins (a flag given on the command line wins).
 type options struct {
-	configPath      string
-	grpcAddr        string
-	httpAddr        string
-	debugAddr       string
-	redisURL        string
-	redisCluster    string
-	redisUsername   string
-	redisPassword   string
-	redisTLS        bool
-	redisTLSCA      string
-	storeTimeout    time.Duration
-	failureMode     config.FailureMode
-	maxDelay        time.Duration
-	logLevel        string
-	logFormat       string
-	shutdownTimeout time.Duration
-	maxKeys         int
+	configPath            string
+	grpcAddr              string
+	httpAddr              string
+	debugAddr             string
+	redisURL              string
+	redisCluster          string
+	redisSentinel         string
+	redisSentinelMaster   string
+	redisSentinelPassword string
+	redisUsername         string
+	redisPassword         string
+	redisTLS              bool
+	redisTLSCA            string
+	storeTimeout          time.Duration
+	failureMode           config.FailureMode
+	maxDelay              time.Duration
+	logLevel              string
+	logFormat             string
+	shutdownTimeout       time.Duration
+	maxKeys               int
 
 	// gRPC TLS and connection lifetime.
 	grpcTLSCert          string
@@ -84,6 +87,7 @@ func (f failureModeFlag) Set(s string) error {
 // is as good as unset, as container templates often export them.
 var emptyMeansSomething = map[string]bool{
 	"debug-addr": true, "redis-url": true, "redis-cluster": true,
+	"redis-sentinel": true, "redis-sentinel-password": true,
 	"redis-username": true, "redis-password": true, "redis-tls-ca": true,
 }
 
@@ -98,11 +102,7 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 	fs.StringVar(&o.httpAddr, "http-addr", ":8080", "address of the HTTP endpoints (/healthz, /json, /metrics, /rlconfig)")
 	fs.StringVar(&o.debugAddr, "debug-addr", "127.0.0.1:6070", "address of pprof; empty turns it off")
 	fs.StringVar(&o.redisURL, "redis-url", "", "redis://[user:pass@]host:port[/db] or rediss:// (empty: the embedded in-process store)")
-	fs.StringVar(&o.redisCluster, "redis-cluster", "", "comma-separated host:port seeds of a Redis Cluster")
-	fs.StringVar(&o.redisUsername, "redis-username", "", "Redis username where the URL has none")
-	fs.StringVar(&o.redisPassword, "redis-password", "", "Redis password where the URL has none")
-	fs.BoolVar(&o.redisTLS, "redis-tls", false, "TLS to a Redis Cluster")
-	fs.StringVar(&o.redisTLSCA, "redis-tls-ca", "", "CA file for Redis TLS (default: system roots)")
+	redisFlags(fs, o)
 	fs.DurationVar(&o.storeTimeout, "store-timeout", 50*time.Millisecond, "longest a store call may take")
 	fs.Var(failureModeFlag{&o.failureMode}, "failure-mode", "when the store fails: allow (fail open), deny (fail closed), local (this instance's embedded store) or error (gRPC UNAVAILABLE)")
 	fs.DurationVar(&o.maxDelay, "max-delay", config.DefaultMaxDelay, "longest wait a leaky_bucket may impose; a file whose worst wait is longer is refused")
@@ -146,9 +146,10 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if err := o.checkRedis(); err != nil {
+		return nil, err
+	}
 	switch {
-	case o.redisURL != "" && o.redisCluster != "":
-		return nil, errors.New("-redis-url and -redis-cluster are both set: choose one")
 	case o.storeTimeout <= 0:
 		return nil, errors.New("-store-timeout must be positive")
 	case o.logFormat != "json" && o.logFormat != "console":
@@ -175,4 +176,58 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 // loadOptions are what loading the limits file depends on.
 func (o *options) loadOptions() config.Options {
 	return config.Options{MaxDelay: o.maxDelay}
+}
+
+// redisFlags defines the flags that say which Redis to use and how to reach
+// it, besides -redis-url, for the server and for explain alike.
+func redisFlags(fs *flag.FlagSet, o *options) {
+	fs.StringVar(&o.redisCluster, "redis-cluster", "", "comma-separated host:port seeds of a Redis Cluster")
+	fs.StringVar(&o.redisSentinel, "redis-sentinel", "", "comma-separated host:port of the Redis Sentinels that watch -redis-sentinel-master; follows the master through failovers")
+	fs.StringVar(&o.redisSentinelMaster, "redis-sentinel-master", "", "the name the Sentinels know the master by")
+	fs.StringVar(&o.redisSentinelPassword, "redis-sentinel-password", "", "password of the Sentinels themselves, when they require AUTH")
+	fs.StringVar(&o.redisUsername, "redis-username", "", "Redis username where the URL has none")
+	fs.StringVar(&o.redisPassword, "redis-password", "", "Redis password where the URL has none")
+	fs.BoolVar(&o.redisTLS, "redis-tls", false, "TLS to a Redis Cluster or to Sentinel and its master")
+	fs.StringVar(&o.redisTLSCA, "redis-tls-ca", "", "CA file for Redis TLS (default: system roots)")
+}
+
+// checkRedis reports flags that name more than one Redis, or a Sentinel
+// without its master's name.
+func (o *options) checkRedis() error {
+	var set []string
+	for _, f := range []struct{ name, value string }{
+		{"-redis-url", o.redisURL}, {"-redis-cluster", o.redisCluster}, {"-redis-sentinel", o.redisSentinel},
+	} {
+		if f.value != "" {
+			set = append(set, f.name)
+		}
+	}
+	switch {
+	case len(set) == 2:
+		return fmt.Errorf("%s and %s are both set: choose one", set[0], set[1])
+	case len(set) > 2:
+		return fmt.Errorf("%s and %s are all set: choose one", strings.Join(set[:len(set)-1], ", "), set[len(set)-1])
+	case o.redisSentinel != "" && o.redisSentinelMaster == "":
+		return errors.New("-redis-sentinel needs -redis-sentinel-master, the name the Sentinels know the master by")
+	case o.redisSentinel == "" && o.redisSentinelMaster != "":
+		return errors.New("-redis-sentinel-master needs -redis-sentinel, the Sentinels to ask for it")
+	}
+	return nil
+}
+
+// usesRedis reports whether the flags name a Redis (else the embedded
+// store decides).
+func (o *options) usesRedis() bool {
+	return o.redisURL != "" || o.redisCluster != "" || o.redisSentinel != ""
+}
+
+// splitAddrs splits a comma-separated list of host:port, dropping blanks.
+func splitAddrs(list string) []string {
+	var addrs []string
+	for _, a := range strings.Split(list, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
 }

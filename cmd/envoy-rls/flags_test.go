@@ -58,6 +58,10 @@ func TestFlagsErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"-redis-url", "redis://a", "-redis-cluster", "b:1"}, nil, "both set"},
+		{[]string{"-redis-url", "redis://a", "-redis-sentinel", "b:1", "-redis-sentinel-master", "m"}, nil, "-redis-url and -redis-sentinel are both set"},
+		{[]string{"-redis-url", "redis://a", "-redis-cluster", "b:1", "-redis-sentinel", "c:1"}, nil, "-redis-url, -redis-cluster and -redis-sentinel are all set"},
+		{[]string{"-redis-sentinel", "b:1"}, nil, "needs -redis-sentinel-master"},
+		{nil, map[string]string{"RLS_REDIS_SENTINEL_MASTER": "m"}, "needs -redis-sentinel,"},
 		{nil, map[string]string{"RLS_FAILURE_MODE": "sometimes"}, "RLS_FAILURE_MODE"},
 		{[]string{"-failure-mode", "sometimes"}, nil, "unknown failure mode"},
 		{[]string{"-log-format", "xml"}, nil, "-log-format"},

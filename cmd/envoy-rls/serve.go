@@ -11,7 +11,6 @@ import (
 	"net/http/pprof"
 
 	"os/signal"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -108,28 +107,24 @@ func openStore(o *options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 		st := mem.Stats()
 		return st.Keys, st.Evictions, st.Expired
 	}))
-	if o.redisURL == "" && o.redisCluster == "" {
+	if !o.usesRedis() {
 		log.Info("using the embedded store: limits are per instance", zap.Int("max_keys", o.maxKeys))
 		return &storeHandle{Store: mem, inProcess: true, close: mem.Close}, nil
 	}
-	var seeds []string
-	if o.redisCluster != "" {
-		for _, s := range strings.Split(o.redisCluster, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				seeds = append(seeds, s)
-			}
-		}
-	}
+	seeds := splitAddrs(o.redisCluster)
 	redis.SetLogger(redisLogger{log.Named("go-redis")})
 	client, err := redisstore.NewClient(redisstore.ClientOptions{
-		URL:      o.redisURL,
-		Cluster:  seeds,
-		Username: o.redisUsername,
-		Password: o.redisPassword,
-		TLS:      o.redisTLS,
-		TLSCA:    o.redisTLSCA,
-		Timeout:  o.storeTimeout,
-		PoolSize: o.redisPoolSize,
+		URL:              o.redisURL,
+		Cluster:          seeds,
+		Sentinel:         splitAddrs(o.redisSentinel),
+		SentinelMaster:   o.redisSentinelMaster,
+		SentinelPassword: o.redisSentinelPassword,
+		Username:         o.redisUsername,
+		Password:         o.redisPassword,
+		TLS:              o.redisTLS,
+		TLSCA:            o.redisTLSCA,
+		Timeout:          o.storeTimeout,
+		PoolSize:         o.redisPoolSize,
 	})
 	if err != nil {
 		mem.Close()
@@ -164,7 +159,8 @@ func openStore(o *options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 			return c.Len(), c.LocalAnswers()
 		}))
 	}
-	log.Info("using Redis", zap.Bool("cluster", len(seeds) > 0), zap.Bool("over_limit_cache", o.overLimitCache))
+	log.Info("using Redis", zap.Bool("cluster", len(seeds) > 0), zap.Bool("sentinel", o.redisSentinel != ""),
+		zap.Bool("over_limit_cache", o.overLimitCache))
 	return &storeHandle{Store: store, local: mem, ping: s.Ping, onConfigChange: onConfigChange, close: func() error {
 		s.Close() // the merged pipelines in flight, before their client
 		mem.Close()

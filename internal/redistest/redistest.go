@@ -40,7 +40,10 @@ type Server struct {
 	bin  string
 	dir  string
 	port int
-	// extra are arguments added to every start (cluster mode).
+	// conf, if set, is a config file passed first on every start (a
+	// Sentinel needs one it can rewrite); extra are arguments added to
+	// every start (cluster mode, a replica, a Sentinel).
+	conf  string
 	extra []string
 	// opts are StartWith's options; certs their TLS files, nil without TLS.
 	opts  Options
@@ -70,8 +73,21 @@ func Start(t testing.TB) *Server {
 
 func start(t testing.TB, o Options, extra func(port int) []string) *Server {
 	t.Helper()
+	return startConf(t, o, "", extra)
+}
+
+// startConf is start with a config file, written by conf into the server's
+// directory before each start ("" for none).
+func startConf(t testing.TB, o Options, conf string, extra func(port int) []string) *Server {
+	t.Helper()
 	bin := lookPath(t, "redis-server")
 	s := &Server{t: t, bin: bin, dir: t.TempDir(), opts: o}
+	if conf != "" {
+		s.conf = filepath.Join(s.dir, "redis.conf")
+		if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+	}
 	s.setUp(t)
 	t.Cleanup(s.Stop)
 	var errs []error
@@ -175,7 +191,11 @@ var errPortTaken = errors.New("port already in use")
 // launch starts redis-server on s.port and waits until it answers as itself.
 func (s *Server) launch() error {
 	logPath := filepath.Join(s.dir, "redis.log")
-	args := append(s.listenArgs(),
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(append(args, s.listenArgs()...),
 		"--bind", "127.0.0.1",
 		"--save", "",
 		"--appendonly", "no",

@@ -116,3 +116,18 @@ func TestCluster(t *testing.T) {
 		})
 	}
 }
+
+func TestSentinel(t *testing.T) {
+	s := StartSentinel(t)
+	if addr, err := s.MasterAddr(); err != nil || addr != s.Master.Addr() {
+		t.Fatalf("master before the failover: %q, %v; want %s", addr, err, s.Master.Addr())
+	}
+	if _, err := s.Master.Do("SET", "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	s.Master.Stop()
+	s.WaitFailover(t)
+	if v, err := s.Replica.Do("GET", "k"); err != nil || v != "v" {
+		t.Errorf("GET k on the new master: %q, %v; want the value written before the failover", v, err)
+	}
+}

@@ -24,12 +24,21 @@ type ClientOptions struct {
 	// for TLS. go-redis query parameters (dial_timeout=…) are honoured.
 	URL string
 	// Cluster is -redis-cluster: host:port seeds of a Redis Cluster.
-	// Exactly one of URL and Cluster must be set.
 	Cluster []string
+	// Sentinel is -redis-sentinel: host:port of the Sentinels that watch
+	// the master named SentinelMaster (-redis-sentinel-master). The client
+	// follows the master through failovers. Exactly one of URL, Cluster and
+	// Sentinel must be set.
+	Sentinel       []string
+	SentinelMaster string
+	// SentinelPassword is -redis-sentinel-password, for Sentinels that
+	// require AUTH (Username and Password are the master's).
+	SentinelPassword string
 	// Username and Password are used where the URL has none (the only way to
 	// pass credentials for a cluster).
 	Username, Password string
-	// TLS turns TLS on for a cluster (a URL says so with rediss://).
+	// TLS turns TLS on for a cluster or Sentinel (a URL says so with
+	// rediss://).
 	TLS bool
 	// TLSCA is a PEM file of CAs to trust instead of the system roots; it
 	// needs TLS to be on.
@@ -51,8 +60,9 @@ type ClientOptions struct {
 const noPipelinePool = -1
 
 // NewClient builds the go-redis client that the flags describe: a
-// *redis.Client for a URL, a *redis.ClusterClient for cluster seeds. Pass it
-// to New; Close it on shutdown.
+// *redis.Client for a URL, a *redis.ClusterClient for cluster seeds, a
+// failover *redis.Client for Sentinels. Pass it to New; Close it on
+// shutdown.
 //
 // The client is tuned to fail fast, because a rate limit service that waits
 // for Redis stalls every request it guards: context deadlines are honoured on
@@ -60,18 +70,29 @@ const noPipelinePool = -1
 // is not retried, and a failed command is not retried either, which also
 // means a script whose reply was lost is never run twice.
 func NewClient(o ClientOptions) (redis.UniversalClient, error) {
+	n := 0
+	for _, set := range []bool{o.URL != "", len(o.Cluster) > 0, len(o.Sentinel) > 0} {
+		if set {
+			n++
+		}
+	}
 	switch {
-	case o.URL != "" && len(o.Cluster) > 0:
-		return nil, errors.New("redisstore: -redis-url and -redis-cluster are mutually exclusive")
-	case o.URL == "" && len(o.Cluster) == 0:
-		return nil, errors.New("redisstore: one of -redis-url and -redis-cluster is required")
+	case n > 1:
+		return nil, errors.New("redisstore: -redis-url, -redis-cluster and -redis-sentinel are mutually exclusive")
+	case n == 0:
+		return nil, errors.New("redisstore: one of -redis-url, -redis-cluster and -redis-sentinel is required")
+	case len(o.Sentinel) > 0 && o.SentinelMaster == "":
+		return nil, errors.New("redisstore: -redis-sentinel needs -redis-sentinel-master, the name the Sentinels know the master by")
 	}
 	timeout := o.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	if o.URL != "" {
+	switch {
+	case o.URL != "":
 		return newSingleClient(o, timeout)
+	case len(o.Sentinel) > 0:
+		return newFailoverClient(o, timeout)
 	}
 	return newClusterClient(o, timeout)
 }
@@ -118,6 +139,20 @@ func newSingleClient(o ClientOptions, timeout time.Duration) (*redis.Client, err
 	return c, nil
 }
 
+// newFailoverClient is a client of the master that the Sentinels name,
+// tuned as a single Redis is. The master is one Redis, so a merged flush
+// still runs as one batch script.
+func newFailoverClient(o ClientOptions, timeout time.Duration) (*redis.Client, error) {
+	u, err := universalOptions(o, timeout)
+	if err != nil {
+		return nil, err
+	}
+	u.Addrs, u.MasterName, u.SentinelPassword = o.Sentinel, o.SentinelMaster, o.SentinelPassword
+	c := redis.NewFailoverClient(u.Failover())
+	c.AddHook(connErrorHook{})
+	return c, nil
+}
+
 // connErrorHook gives every command of a pipeline the error that kept the
 // pipeline from running at all. go-redis returns an error reply met while
 // preparing a connection (WRONGPASS or NOAUTH from the AUTH of a new
@@ -152,8 +187,24 @@ func (connErrorHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 }
 
 func newClusterClient(o ClientOptions, timeout time.Duration) (*redis.ClusterClient, error) {
-	opt := &redis.ClusterOptions{
-		Addrs:                 o.Cluster,
+	u, err := universalOptions(o, timeout)
+	if err != nil {
+		return nil, err
+	}
+	u.Addrs = o.Cluster
+	// go-redis retries a cluster pipeline (MaxRedirects times) on a failed
+	// dial too, sleeping a growing backoff in between: a call for the keys
+	// of a dead master would wait out -store-timeout. Redirects need no
+	// backoff.
+	u.MinRetryBackoff, u.MaxRetryBackoff = -1, -1
+	return redis.NewClusterClient(u.Cluster()), nil
+}
+
+// universalOptions are the settings a cluster and a Sentinel client share:
+// the fail-fast tuning that NewClient describes, credentials and TLS. No
+// ServerName in TLS: each node is verified against its own host name.
+func universalOptions(o ClientOptions, timeout time.Duration) (*redis.UniversalOptions, error) {
+	u := &redis.UniversalOptions{
 		Username:              o.Username,
 		Password:              o.Password,
 		ContextTimeoutEnabled: true,
@@ -163,24 +214,17 @@ func newClusterClient(o ClientOptions, timeout time.Duration) (*redis.ClusterCli
 		PoolTimeout:           timeout,
 		MaxRetries:            -1,
 		DialerRetries:         1,
-		// go-redis retries a cluster pipeline (MaxRedirects times) on a
-		// failed dial too, sleeping a growing backoff in between: a call
-		// for the keys of a dead master would wait out -store-timeout.
-		// Redirects need no backoff.
-		MinRetryBackoff: -1,
-		MaxRetryBackoff: -1,
-		PoolSize:        o.PoolSize,
+		PoolSize:              o.PoolSize,
 		// As for a single Redis.
 		PipelinePoolSize: noPipelinePool,
 	}
 	if o.TLS {
-		// No ServerName: each node is verified against its own host name.
-		opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		u.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	if err := addCA(opt.TLSConfig, o.TLSCA); err != nil {
+	if err := addCA(u.TLSConfig, o.TLSCA); err != nil {
 		return nil, err
 	}
-	return redis.NewClusterClient(opt), nil
+	return u, nil
 }
 
 // addCA makes cfg trust only the CAs in the PEM file path, if one is given.

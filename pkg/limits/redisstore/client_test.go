@@ -32,7 +32,10 @@ func TestNewClientErrors(t *testing.T) {
 		want string
 	}{
 		{"both", ClientOptions{URL: "redis://a:6379", Cluster: []string{"b:6379"}}, "mutually exclusive"},
-		{"neither", ClientOptions{}, "one of -redis-url and -redis-cluster is required"},
+		{"neither", ClientOptions{}, "one of -redis-url, -redis-cluster and -redis-sentinel is required"},
+		{"URL and Sentinel", ClientOptions{URL: "redis://a:6379", Sentinel: []string{"b:26379"}, SentinelMaster: "m"}, "mutually exclusive"},
+		{"Sentinel without master", ClientOptions{Sentinel: []string{"b:26379"}}, "needs -redis-sentinel-master"},
+		{"Sentinel CA without TLS", ClientOptions{Sentinel: []string{"a:1"}, SentinelMaster: "m", TLSCA: notPEM}, "needs TLS"},
 		{"scheme", ClientOptions{URL: "http://a:6379"}, "invalid URL scheme"},
 		{"db", ClientOptions{URL: "redis://a:6379/x"}, "invalid database number"},
 		{"CA without TLS", ClientOptions{URL: "redis://a:6379", TLSCA: notPEM}, "needs TLS"},

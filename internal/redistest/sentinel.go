@@ -1,0 +1,97 @@
+package redistest
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// SentinelMaster is the master name the Sentinel of StartSentinel watches.
+const SentinelMaster = "rls-master"
+
+// sentinelTimeout bounds the waits of StartSentinel and WaitFailover: a
+// replica syncs and a failover completes within a second or two here.
+const sentinelTimeout = 30 * time.Second
+
+// Sentinel is a Redis master, one replica of it, and one Sentinel watching
+// them with a quorum of one, each a Server of its own, so that a test can
+// Stop the master and see the replica promoted.
+type Sentinel struct {
+	Master, Replica, Sentinel *Server
+}
+
+// StartSentinel starts a master, a replica that has synced with it, and a
+// Sentinel that declares the master down after 300 ms without an answer and
+// fails over at once. Everything is stopped when the test ends.
+func StartSentinel(t testing.TB) *Sentinel {
+	t.Helper()
+	// The replica's first sync starts at once, not after the 5 s that a
+	// master waits by default for more replicas to share a diskless sync.
+	master := start(t, Options{}, func(int) []string { return []string{"--repl-diskless-sync-delay", "0"} })
+	replica := start(t, Options{}, func(int) []string {
+		return []string{"--replicaof", "127.0.0.1", strconv.Itoa(master.Port())}
+	})
+	waitFor(t, "the replica to sync", func() (bool, string) {
+		info, err := replica.Do("INFO", "replication")
+		return err == nil && strings.Contains(info, "master_link_status:up\r\n"), fmt.Sprint(info, err)
+	})
+	conf := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\n"+
+		"sentinel down-after-milliseconds %[1]s 300\n"+
+		"sentinel failover-timeout %[1]s 2000\n", SentinelMaster, master.Port())
+	sentinel := startConf(t, Options{}, conf, func(int) []string { return []string{"--sentinel"} })
+	s := &Sentinel{Master: master, Replica: replica, Sentinel: sentinel}
+	waitFor(t, "the Sentinel to see the master and its replica", func() (bool, string) {
+		out, err := sentinel.Do("SENTINEL", "REPLICAS", SentinelMaster)
+		return err == nil && strings.Contains(out, strconv.Itoa(replica.Port())), fmt.Sprint(out, err)
+	})
+	return s
+}
+
+// Addrs are the Sentinels' host:port.
+func (s *Sentinel) Addrs() []string { return []string{s.Sentinel.Addr()} }
+
+// MasterAddr is the master's host:port as the Sentinel reports it.
+func (s *Sentinel) MasterAddr() (string, error) {
+	out, err := s.Sentinel.Do("SENTINEL", "GET-MASTER-ADDR-BY-NAME", SentinelMaster)
+	if err != nil {
+		return "", err
+	}
+	host, port, ok := strings.Cut(out, "\n")
+	if !ok {
+		return "", fmt.Errorf("SENTINEL GET-MASTER-ADDR-BY-NAME: %q", out)
+	}
+	return host + ":" + port, nil
+}
+
+// WaitFailover waits until the Sentinel reports the replica as the master
+// and the replica says it is one.
+func (s *Sentinel) WaitFailover(t testing.TB) {
+	t.Helper()
+	waitFor(t, "the failover to the replica", func() (bool, string) {
+		addr, err := s.MasterAddr()
+		if err != nil || addr != s.Replica.Addr() {
+			return false, fmt.Sprint(addr, err)
+		}
+		role, err := s.Replica.Do("ROLE")
+		return err == nil && strings.HasPrefix(role, "master\n"), fmt.Sprint(role, err)
+	})
+}
+
+// waitFor polls ok every 20 ms for sentinelTimeout, and fails the test with
+// ok's last word on what it saw.
+func waitFor(t testing.TB, what string, ok func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(sentinelTimeout)
+	for {
+		done, last := ok()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: waited %s for %s; last saw: %s", sentinelTimeout, what, last)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

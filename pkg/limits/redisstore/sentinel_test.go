@@ -1,0 +1,67 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/envoy-rls/envoy-rls/internal/redistest"
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+)
+
+// TestSentinelFailover: through the Sentinels, the store decides on the
+// master; when the master dies, calls fail fast (the failure mode's cue)
+// instead of hanging, and once the replica is promoted the store decides on
+// it, with the state the replica had copied.
+func TestSentinelFailover(t *testing.T) {
+	sen := redistest.StartSentinel(t)
+	c, err := NewClient(ClientOptions{Sentinel: sen.Addrs(), SentinelMaster: redistest.SentinelMaster, Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	s := New(c, Options{})
+	t.Cleanup(s.Close)
+	l := limits.Limit{Algorithm: limits.FixedWindow, Requests: 10, Period: time.Hour}
+	hit := limits.Hit{Key: "{sentinel}:a", Limit: l, Cost: 1}
+	for i := range int64(3) {
+		if r := decideOne(t, s, hit); r.Err != nil || r.Remaining != 9-i {
+			t.Fatalf("hit %d on the first master: %+v, want remaining %d", i, r, 9-i)
+		}
+	}
+	// The replica has the three hits before the master goes.
+	if _, err := sen.Master.Do("WAIT", "1", "5000"); err != nil {
+		t.Fatal(err)
+	}
+
+	sen.Master.Stop()
+	start := time.Now()
+	r := decideOne(t, s, hit)
+	if r.Err == nil {
+		t.Fatalf("with the master down: %+v, want an error", r)
+	}
+	if took := time.Since(start); took > 10*testTimeout {
+		t.Errorf("a call with the master down took %s, want it to fail within the store timeout (%s)", took, testTimeout)
+	}
+
+	sen.WaitFailover(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r = decideOne(t, s, hit)
+		if r.Err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s after the failover the store still fails: %v", r.Err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if r.Remaining != 6 || !r.Allowed {
+		t.Errorf("first hit on the promoted replica: %+v, want allowed with remaining 6 (the replica's copy of 3 hits, and this one)", r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := s.Ping(ctx); err != nil {
+		t.Errorf("Ping after the failover: %v", err)
+	}
+}

@@ -125,6 +125,7 @@ func TestSentinel(t *testing.T) {
 	if _, err := s.Master.Do("SET", "k", "v"); err != nil {
 		t.Fatal(err)
 	}
+	s.WaitReplicated(t)
 	s.Master.Stop()
 	s.WaitFailover(t)
 	if v, err := s.Replica.Do("GET", "k"); err != nil || v != "v" {

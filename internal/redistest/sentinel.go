@@ -65,6 +65,34 @@ func (s *Sentinel) MasterAddr() (string, error) {
 	return host + ":" + port, nil
 }
 
+// WaitReplicated waits until the replica has every write the master had
+// when it was called. (WAIT would only cover the writes of its own
+// connection.)
+func (s *Sentinel) WaitReplicated(t testing.TB) {
+	t.Helper()
+	info, err := s.Master.Do("INFO", "replication")
+	if err != nil {
+		t.Fatalf("redistest: INFO replication on the master: %v", err)
+	}
+	want := infoInt(info, "master_repl_offset")
+	waitFor(t, "the replica to catch up with the master", func() (bool, string) {
+		info, err := s.Replica.Do("INFO", "replication")
+		return err == nil && infoInt(info, "slave_repl_offset") >= want, fmt.Sprintf("want offset %d: %s %v", want, info, err)
+	})
+}
+
+// infoInt is the integer field name of an INFO reply, or -1.
+func infoInt(info, name string) int64 {
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
 // WaitFailover waits until the Sentinel reports the replica as the master
 // and the replica says it is one.
 func (s *Sentinel) WaitFailover(t testing.TB) {

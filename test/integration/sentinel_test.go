@@ -19,9 +19,7 @@ func TestSentinelFailover(t *testing.T) {
 		"-redis-sentinel-master", redistest.SentinelMaster, "-failure-mode", "deny")
 	lim := limit("per-user", 2, unitYear)
 	checkResponse(t, s.decide(t, request("small", desc("user", "before"))), codeOK, want{codeOK, lim, 1})
-	if _, err := sen.Master.Do("WAIT", "1", "5000"); err != nil {
-		t.Fatal(err)
-	}
+	sen.WaitReplicated(t)
 
 	sen.Master.Stop()
 	// Failure mode deny: OVER_LIMIT for a key that has quota left.

@@ -30,9 +30,7 @@ func TestSentinelFailover(t *testing.T) {
 		}
 	}
 	// The replica has the three hits before the master goes.
-	if _, err := sen.Master.Do("WAIT", "1", "5000"); err != nil {
-		t.Fatal(err)
-	}
+	sen.WaitReplicated(t)
 
 	sen.Master.Stop()
 	start := time.Now()

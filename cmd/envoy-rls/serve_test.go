@@ -290,6 +290,54 @@ func TestGRPCMutualTLS(t *testing.T) {
 	checkRefused(t, s.grpcAddr, "plaintext", insecure.NewCredentials())
 }
 
+// TestGRPCClientCAReload: a rotated -grpc-tls-client-ca file reaches new
+// connections without a restart.
+func TestGRPCClientCAReload(t *testing.T) {
+	t.Parallel()
+	ca := redistest.NewCA(t)
+	cert, key := ca.Issue(t, "envoy-rls")
+	oldCA, newCA := redistest.NewCA(t), redistest.NewCA(t)
+	caFile := filepath.Join(t.TempDir(), "clients.pem")
+	install := func(from string, at time.Time) {
+		t.Helper()
+		b, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(caFile, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(caFile, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	install(oldCA.File, time.Now().Add(-time.Hour))
+	s := startInProcess(t, "-grpc-tls-cert", cert, "-grpc-tls-key", key, "-grpc-tls-client-ca", caFile)
+	oc, ok := oldCA.Issue(t, "envoy-old")
+	nc, nk := newCA.Issue(t, "envoy-new")
+	oldClient := clientTLS(ca, redistest.KeyPair(t, oc, ok))
+	newClient := clientTLS(ca, redistest.KeyPair(t, nc, nk))
+	if _, err := grpcCall(grpcDial(t, s.grpcAddr, oldClient), "a"); err != nil {
+		t.Fatalf("client of the first CA: %v", err)
+	}
+	checkRefused(t, s.grpcAddr, "client of the next CA before the rotation", newClient)
+
+	install(newCA.File, time.Now())
+	// The files are looked at once a second at most.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := grpcCall(grpcDial(t, s.grpcAddr, newClient), "b")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("client of the new CA still refused 10 s after the rotation: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	checkRefused(t, s.grpcAddr, "client of the old CA after the rotation", oldClient)
+}
+
 func TestGRPCTLSBadFiles(t *testing.T) {
 	t.Parallel()
 	ca := redistest.NewCA(t)
@@ -372,15 +420,16 @@ func TestKeyPairReload(t *testing.T) {
 	c1, k1 := ca.Issue(t, "one")
 	install(c1, k1, now.Add(-time.Hour))
 	core, logs := observer.New(zapcore.InfoLevel)
-	kp := &keyPair{certFile: certFile, keyFile: keyFile, log: zap.New(core)}
+	kp := newKeyPair(certFile, keyFile, zap.New(core))
+	kp.every = 0
 	if err := kp.load(); err != nil {
 		t.Fatal(err)
 	}
-	first, _ := kp.get(nil)
+	first := kp.get()
 
 	c2, k2 := ca.Issue(t, "two")
 	install(c2, k2, now.Add(-time.Minute))
-	second, _ := kp.get(nil)
+	second := kp.get()
 	if second == first {
 		t.Fatal("the renewed certificate was not loaded")
 	}
@@ -391,7 +440,7 @@ func TestKeyPairReload(t *testing.T) {
 	// Half a rotation: the new certificate with the old key.
 	c3, _ := ca.Issue(t, "three")
 	install(c3, k2, now)
-	if got, _ := kp.get(nil); got != second {
+	if got := kp.get(); got != second {
 		t.Error("a mismatched pair replaced the last good certificate")
 	}
 	if logs.FilterMessage("gRPC TLS certificate not reloaded, keeping the last good one").Len() != 1 {

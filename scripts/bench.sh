@@ -14,6 +14,12 @@
 #   scripts/bench.sh                       # 5 s per point, about 4 minutes
 #   BENCH_DURATION=2s scripts/bench.sh     # quicker, noisier
 #   BENCH_STORES=memory BENCH_ALGORITHMS="token_bucket" scripts/bench.sh
+#   BENCH_FLOOR=each scripts/bench.sh      # the floor again before every point
+#
+# With BENCH_FLOOR=each (twice as long) every point's ratios are to a floor
+# measured just before it, so that a machine whose speed drifts during the
+# run (a shared VM) does not skew the ratios; the floor rows of the table
+# are then the first measurement.
 #
 # Needs Go, jq, and redis-server for the Redis cases. Everything it starts is
 # stopped on exit.
@@ -25,6 +31,8 @@ CONCURRENCY="${BENCH_CONCURRENCY:-16 64}"
 KEYS="${BENCH_KEYS:-1 10000}"
 STORES="${BENCH_STORES:-memory redis}"
 ALGORITHMS="${BENCH_ALGORITHMS:-token_bucket sliding_window fixed_window sliding_log leaky_bucket}"
+FLOOR="${BENCH_FLOOR:-once}"
+[[ "$FLOOR" == once || "$FLOOR" == each ]] || { echo "bench.sh: BENCH_FLOOR is once or each, not $FLOOR" >&2; exit 1; }
 
 for tool in go jq; do
 	command -v "$tool" >/dev/null || { echo "bench.sh: $tool is required" >&2; exit 1; }
@@ -118,18 +126,25 @@ bin/rls-bench -serve-noop "127.0.0.1:$noop_port" 2>/dev/null &
 noop_pid=$!
 pids+=("$noop_pid")
 wait_port "$noop_port" "$noop_pid"
+# measure_floor C K: the no-op's throughput, p99 and CPU for C callers and K
+# keys, kept for the ratios of the points that follow (in this shell: not
+# to be called in $(…)); its JSON goes to $tmp/floor.json.
+measure_floor() {
+	point -addr "127.0.0.1:$noop_port" -concurrency "$1" -keys "$2" -domain bench -descriptor "token_bucket=k{n}" -pids "$noop_pid" >"$tmp/floor.json"
+	floor_tput[$1/$2]="$(jq -r .throughput "$tmp/floor.json")"
+	floor_p99[$1/$2]="$(jq -r .latency.p99_us "$tmp/floor.json")"
+	floor_cpu[$1/$2]="$(jq -r '.cpu[0].cpu_us_per_decision' "$tmp/floor.json")"
+}
 for c in $CONCURRENCY; do
 	for k in $KEYS; do
-		out="$(point -addr "127.0.0.1:$noop_port" -concurrency "$c" -keys "$k" -domain bench -descriptor "token_bucket=k{n}" -pids "$noop_pid")"
-		floor_tput[$c/$k]="$(jq -r .throughput <<<"$out")"
-		floor_p99[$c/$k]="$(jq -r .latency.p99_us <<<"$out")"
-		floor_cpu[$c/$k]="$(jq -r '.cpu[0].cpu_us_per_decision' <<<"$out")"
+		measure_floor "$c" "$k"
+		out="$(cat "$tmp/floor.json")"
 		rows+=("$(jq -r --arg c "$c" --arg k "$k" \
 			'"| no-op floor | – | \($k) | \($c) | \(.throughput|floor) | 1.00 | \(.latency.p99_us*10|round/10) | 1.00 | \(.errors) | \(.cpu[0].cpu_us_per_decision*100|round/100) | 1.00 | – |"' <<<"$out")")
 		echo "  c=$c keys=$k: $(jq -r '"\(.throughput|floor)/s p99 \(.latency.p99_us)µs"' <<<"$out")" >&2
 	done
 done
-stop "$noop_pid"
+[[ "$FLOOR" == each ]] || stop "$noop_pid"
 
 for store in $STORES; do
 	args=()
@@ -153,6 +168,9 @@ for store in $STORES; do
 	for algo in $ALGORITHMS; do
 		for c in $CONCURRENCY; do
 			for k in $KEYS; do
+				if [[ "$FLOOR" == each ]]; then
+					measure_floor "$c" "$k"
+				fi
 				watch=("$rls_pid")
 				[[ -n "$redis_pid" ]] && watch+=("$redis_pid")
 				out="$(point -addr "127.0.0.1:$grpc_port" -concurrency "$c" -keys "$k" -domain bench \

@@ -39,10 +39,10 @@ const maxBatchRuns = 512
 // of the batch script, so that Redis also runs one script, not one per run;
 // on a cluster, where the keys of one script must share a slot, it is a
 // pipeline of the runs' own scripts, which the client splits by node. A
-// flusher wakes when a call queues and a slot is to spare, and goes on with whatever
-// queued while its previous pipeline was out, until the queue is empty: no
-// timer, so a call on an idle store goes out at once, and under load the
-// batches grow with the time a round trip takes. A call that finds the queue
+// flusher wakes when a call queues and a slot is to spare, and goes on with
+// whatever queued while its previous pipeline was out, until the queue is
+// empty: no timer, so a call on an idle store goes out at once, and under
+// load the batches grow with the time a round trip takes. A call that finds the queue
 // empty and a flush to spare sends its own pipeline from its goroutine, as
 // without batching, and hands its slot to a flusher if calls queued behind
 // it.

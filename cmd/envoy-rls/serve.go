@@ -130,7 +130,7 @@ func openStore(o *options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 		mem.Close()
 		return nil, err
 	}
-	s := redisstore.New(client, redisstore.Options{})
+	s := redisstore.New(client, redisstore.Options{OnPipeline: m.RedisPipeline})
 	warmUp(s.Ping, log)
 	// Once Redis is found down, stop waiting on it: answer by the failure
 	// mode at once, and probe twice a second. Not for a cluster: the breaker

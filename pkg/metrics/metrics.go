@@ -44,6 +44,7 @@ type Metrics struct {
 	storeUp       prometheus.Gauge
 	localDecided  prometheus.Counter
 	breakerOpen   prometheus.Gauge
+	redisRuns     prometheus.Histogram
 }
 
 // New registers the collectors on a fresh registry, with the Go and process
@@ -98,9 +99,14 @@ func New() *Metrics {
 			Name: "rls_store_circuit_open",
 			Help: "Whether the store's circuit breaker is open (failing fast without calling the store).",
 		}),
+		redisRuns: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "rls_redis_pipeline_runs",
+			Help:    "Script runs (a hit, or the limits of one descriptor) that one pipeline to Redis carried: how well concurrent calls share round trips (a cluster splits a pipeline by node).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
+		}),
 	}
 	r.MustRegister(m.decisions, m.storeErrors, m.requests, m.latency, m.storeLatency,
-		m.reloads, m.configSuccess, m.configTime, m.storeUp, m.localDecided, m.breakerOpen,
+		m.reloads, m.configSuccess, m.configTime, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -128,6 +134,14 @@ func (m *Metrics) Request(code string, d time.Duration) {
 	}
 	m.requests.WithLabelValues(code).Inc()
 	m.latency.Observe(d.Seconds())
+}
+
+// RedisPipeline observes the script runs one pipeline to Redis carried.
+func (m *Metrics) RedisPipeline(runs int) {
+	if m == nil {
+		return
+	}
+	m.redisRuns.Observe(float64(runs))
 }
 
 // StoreCall observes the duration of one store call.

@@ -112,3 +112,18 @@ func TestOverLimitCacheCollector(t *testing.T) {
 		)
 	}
 }
+
+func TestRedisPipelineRuns(t *testing.T) {
+	m := metrics.New()
+	for _, n := range []int{1, 3, 40} {
+		m.RedisPipeline(n)
+	}
+	wantLines(t, scrape(t, m),
+		"# TYPE rls_redis_pipeline_runs histogram",
+		`rls_redis_pipeline_runs_bucket{le="1"} 1`,
+		`rls_redis_pipeline_runs_bucket{le="4"} 2`,
+		`rls_redis_pipeline_runs_bucket{le="64"} 3`,
+		"rls_redis_pipeline_runs_sum 44",
+		"rls_redis_pipeline_runs_count 3",
+	)
+}

@@ -47,9 +47,10 @@ const maxBatchRuns = 512
 // without batching, and hands its slot to a flusher if calls queued behind
 // it.
 type batcher struct {
-	client  redisClient
-	max     int
-	cluster bool
+	client     redisClient
+	max        int
+	cluster    bool
+	onPipeline func(runs int)
 
 	mu     sync.Mutex
 	queue  []*batchCall
@@ -75,11 +76,11 @@ type batchCall struct {
 	done    chan struct{}
 }
 
-func newBatcher(client redisClient, max int, cluster bool) *batcher {
+func newBatcher(client redisClient, max int, cluster bool, onPipeline func(int)) *batcher {
 	if max <= 0 {
 		max = DefaultFlushes
 	}
-	b := &batcher{client: client, max: max, cluster: cluster, wake: make(chan struct{}, max)}
+	b := &batcher{client: client, max: max, cluster: cluster, onPipeline: onPipeline, wake: make(chan struct{}, max)}
 	b.workers.Add(max)
 	for range max {
 		go func() {
@@ -154,6 +155,7 @@ func (b *batcher) exec(ctx context.Context, groups ...[]run) [][]reply {
 			nargs += len(g[k].args) + 1
 		}
 	}
+	b.onPipeline(n)
 	flat := make([]reply, n)
 	out := make([][]reply, len(groups))
 	for i, at := 0, 0; i < len(groups); i++ {

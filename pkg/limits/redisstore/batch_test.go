@@ -184,3 +184,33 @@ func TestBatchCluster(t *testing.T) {
 		t.Errorf("%d flushers after Close", n)
 	}
 }
+
+// TestOnPipeline: the store reports how many runs each pipeline carried,
+// with and without merging.
+func TestOnPipeline(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout})
+	for _, b := range []Batching{BatchAuto, BatchOff} {
+		var mu sync.Mutex
+		var got []int
+		s := New(c, Options{Batching: b, OnPipeline: func(n int) { mu.Lock(); got = append(got, n); mu.Unlock() }})
+		l := allowing(limits.FixedWindow, 10)
+		hits := []limits.Hit{
+			{Key: "{p}:a", Limit: l, Cost: 1},
+			{Key: "{p}:b", Limit: l, Cost: 1, Joint: true}, {Key: "{p}:c", Limit: l, Cost: 1},
+			{Key: "{p}:d", Limit: l, Cost: 1},
+		}
+		res := make([]limits.Result, len(hits))
+		s.Decide(context.Background(), hits, res)
+		s.Close()
+		for i, r := range res {
+			if r.Err != nil {
+				t.Fatalf("batching %v: hit %d: %v", b, i, r.Err)
+			}
+		}
+		// Three runs: a hit, a joint run of two, a hit.
+		if len(got) != 1 || got[0] != 3 {
+			t.Errorf("batching %v: OnPipeline got %v, want [3]", b, got)
+		}
+	}
+}

@@ -150,24 +150,33 @@ type Options struct {
 	// Flushes bounds the merged pipelines in flight at once; zero means
 	// DefaultFlushes.
 	Flushes int
+	// OnPipeline, if set, is told how many script runs each pipeline sent
+	// to Redis carried (a metric of how well calls are merged). It must be
+	// fast and safe for concurrent use.
+	OnPipeline func(runs int)
 }
 
 // Store decides hits in Redis. It is safe for concurrent use by many
 // goroutines, as is the client it wraps.
 type Store struct {
-	client redisClient
-	clock  func() int64
-	batch  *batcher // nil: one pipeline per call
+	client     redisClient
+	clock      func() int64
+	batch      *batcher // nil: one pipeline per call
+	onPipeline func(runs int)
 }
 
 // New returns a Store on client: a *redis.Client, a *redis.ClusterClient or
 // the client NewClient builds. The Store does not own the client; the caller
 // closes it, after Close.
 func New(client redisClient, opts Options) *Store {
-	s := &Store{client: client, clock: opts.Clock}
+	onPipeline := opts.OnPipeline
+	if onPipeline == nil {
+		onPipeline = func(int) {}
+	}
+	s := &Store{client: client, clock: opts.Clock, onPipeline: onPipeline}
 	_, cluster := client.(*redis.ClusterClient)
 	if opts.Batching == BatchOn || opts.Batching == BatchAuto && !cluster {
-		s.batch = newBatcher(client, opts.Flushes, cluster)
+		s.batch = newBatcher(client, opts.Flushes, cluster, onPipeline)
 	}
 	return s
 }
@@ -285,6 +294,7 @@ func (s *Store) send(ctx context.Context, runs []run) {
 		r := &runs[k]
 		cmds[k] = pipe.EvalSha(ctx, r.script.sha, r.keys, r.args...)
 	}
+	s.onPipeline(len(runs))
 	// Exec's error is also set on each command it concerns; read those.
 	_, _ = pipe.Exec(ctx)
 	for k := range runs {

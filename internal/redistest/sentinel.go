@@ -22,16 +22,36 @@ type Sentinel struct {
 	Master, Replica, Sentinel *Server
 }
 
+// SentinelOptions configure StartSentinelWith. The zero value is the
+// password-less setup of StartSentinel.
+type SentinelOptions struct {
+	// Password is the master's and the replica's requirepass (and the
+	// replica's masterauth, and the Sentinel's auth-pass for them).
+	Password string
+	// SentinelPassword is the Sentinel's own requirepass.
+	SentinelPassword string
+}
+
 // StartSentinel starts a master, a replica that has synced with it, and a
 // Sentinel that declares the master down after 300 ms without an answer and
 // fails over at once. Everything is stopped when the test ends.
 func StartSentinel(t testing.TB) *Sentinel {
 	t.Helper()
+	return StartSentinelWith(t, SentinelOptions{})
+}
+
+// StartSentinelWith is StartSentinel with passwords.
+func StartSentinelWith(t testing.TB, o SentinelOptions) *Sentinel {
+	t.Helper()
 	// The replica's first sync starts at once, not after the 5 s that a
 	// master waits by default for more replicas to share a diskless sync.
-	master := start(t, Options{}, func(int) []string { return []string{"--repl-diskless-sync-delay", "0"} })
-	replica := start(t, Options{}, func(int) []string {
-		return []string{"--replicaof", "127.0.0.1", strconv.Itoa(master.Port())}
+	master := start(t, Options{Password: o.Password}, func(int) []string { return []string{"--repl-diskless-sync-delay", "0"} })
+	replica := start(t, Options{Password: o.Password}, func(int) []string {
+		args := []string{"--replicaof", "127.0.0.1", strconv.Itoa(master.Port())}
+		if o.Password != "" {
+			args = append(args, "--masterauth", o.Password)
+		}
+		return args
 	})
 	waitFor(t, "the replica to sync", func() (bool, string) {
 		info, err := replica.Do("INFO", "replication")
@@ -40,7 +60,10 @@ func StartSentinel(t testing.TB) *Sentinel {
 	conf := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\n"+
 		"sentinel down-after-milliseconds %[1]s 300\n"+
 		"sentinel failover-timeout %[1]s 2000\n", SentinelMaster, master.Port())
-	sentinel := startConf(t, Options{}, conf, func(int) []string { return []string{"--sentinel"} })
+	if o.Password != "" {
+		conf += fmt.Sprintf("sentinel auth-pass %s %s\n", SentinelMaster, o.Password)
+	}
+	sentinel := startConf(t, Options{Password: o.SentinelPassword}, conf, func(int) []string { return []string{"--sentinel"} })
 	s := &Sentinel{Master: master, Replica: replica, Sentinel: sentinel}
 	waitFor(t, "the Sentinel to see the master and its replica", func() (bool, string) {
 		out, err := sentinel.Do("SENTINEL", "REPLICAS", SentinelMaster)

@@ -63,3 +63,34 @@ func TestSentinelFailover(t *testing.T) {
 		t.Errorf("Ping after the failover: %v", err)
 	}
 }
+
+// TestSentinelPasswords: -redis-password reaches the master, and
+// -redis-sentinel-password the Sentinel; without the latter the master
+// cannot be found.
+func TestSentinelPasswords(t *testing.T) {
+	sen := redistest.StartSentinelWith(t, redistest.SentinelOptions{Password: "master-secret", SentinelPassword: "sentinel-secret"})
+	hit := limits.Hit{Key: "{sentinel}:auth", Limit: limits.Limit{Algorithm: limits.FixedWindow, Requests: 10, Period: time.Hour}, Cost: 1}
+	for _, tc := range []struct {
+		name           string
+		sentinelSecret string
+		ok             bool
+	}{
+		{"both passwords", "sentinel-secret", true},
+		{"no Sentinel password", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := NewClient(ClientOptions{Sentinel: sen.Addrs(), SentinelMaster: redistest.SentinelMaster,
+				Password: "master-secret", SentinelPassword: tc.sentinelSecret, Timeout: testTimeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			s := New(c, Options{})
+			defer s.Close()
+			r := decideOne(t, s, hit)
+			if (r.Err == nil) != tc.ok {
+				t.Errorf("got %+v, want success %v", r, tc.ok)
+			}
+		})
+	}
+}

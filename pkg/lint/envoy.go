@@ -376,6 +376,7 @@ func (env *envoyConfig) entriesFor(f *filter) []*entry {
 				if pr.cfg != nil {
 					vhOpt = pr.cfg.GetVhRateLimits()
 				}
+				//lint:ignore SA1019 deprecated, but Envoy still honours it, so the lint must too
 				if ra.GetIncludeVhRateLimits().GetValue() {
 					vhOpt = ratelimitv3.RateLimitPerRoute_INCLUDE
 				}

@@ -181,7 +181,9 @@ func (e *entry) action(a *routev3.RateLimit_Action) produced {
 		r := a.GetRemoteAddressMatch()
 		return produced{key: or(r.GetDescriptorKey(), "remote_address_match"), vals: []value{{known, r.GetDescriptorValue()}},
 			when: "the remote address matches its address_matcher"}
+	//lint:ignore SA1019 the dynamic_metadata action is deprecated, but Envoy still runs it
 	case a.GetDynamicMetadata() != nil:
+		//lint:ignore SA1019 as above
 		d := a.GetDynamicMetadata()
 		p := produced{key: d.GetDescriptorKey(), vals: anyOnly}
 		if d.GetDefaultValue() == "" {
@@ -299,8 +301,10 @@ func headerValue(m *routev3.RouteMatch, name string) (v value, present bool) {
 		}
 		switch p := h.GetHeaderMatchSpecifier().(type) {
 		case *routev3.HeaderMatcher_ExactMatch:
+			//lint:ignore SA1019 deprecated in favour of string_match, still accepted by Envoy
 			return value{known, p.ExactMatch}, true
 		case *routev3.HeaderMatcher_PrefixMatch:
+			//lint:ignore SA1019 as above
 			return value{prefixed, p.PrefixMatch}, true
 		case *routev3.HeaderMatcher_PresentMatch:
 			return value{kind: anyValue}, p.PresentMatch

@@ -74,9 +74,6 @@ func (a distAnswer) String() string {
 	return fmt.Sprintf("caller %d: %v, remaining %d, after %s", a.caller, a.code, a.remaining, a.latency)
 }
 
-// grpcCode is the answer's gRPC status code (OK when it has a response).
-func (a distAnswer) grpcCode() codes.Code { return status.Code(a.err) }
-
 // distLoad is a closed-loop load: callers goroutines, each sending a request
 // as soon as the previous one is answered, until stop.
 type distLoad struct {

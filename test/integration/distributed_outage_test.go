@@ -45,10 +45,9 @@ const (
 )
 
 var (
-	outageLimitK    = limit("k", outageN, unitYear)
-	outageKeyLimit  = limits.Limit{Algorithm: limits.FixedWindow, Requests: outageN, Period: distYear}
-	outageModes     = []string{"allow", "deny", "error", "local"}
-	outageLoadLimit = limit("load", outageLoadN, unitYear)
+	outageLimitK   = limit("k", outageN, unitYear)
+	outageKeyLimit = limits.Limit{Algorithm: limits.FixedWindow, Requests: outageN, Period: distYear}
+	outageModes    = []string{"allow", "deny", "error", "local"}
 )
 
 // outageLoad sends the load descriptor, one value per caller.

@@ -245,3 +245,21 @@ func TestResponseHeadersFlagsParse(t *testing.T) {
 		t.Errorf("a bad RLS_RESPONSE_HEADERS: %v", err)
 	}
 }
+
+// TestStoreDescription: explain names the store it reads, never a password.
+func TestStoreDescription(t *testing.T) {
+	for _, tc := range []struct {
+		o    options
+		want string
+	}{
+		{options{}, "embedded (this command's own"},
+		{options{redisURL: "redis://user:secret@r:6379/0"}, "Redis redis://user:xxxxx@r:6379/0"},
+		{options{redisCluster: "a:1,b:2"}, "Redis Cluster a:1,b:2"},
+		{options{redisSentinel: "s:26379", redisSentinelMaster: "main", redisSentinelPassword: "secret"}, "Redis master main of Sentinels s:26379"},
+	} {
+		got := storeDescription(&tc.o)
+		if !strings.HasPrefix(got, tc.want) || strings.Contains(got, "secret") {
+			t.Errorf("storeDescription(%+v) = %q, want it to start with %q and hold no password", tc.o, got, tc.want)
+		}
+	}
+}

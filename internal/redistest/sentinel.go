@@ -20,6 +20,8 @@ const sentinelTimeout = 30 * time.Second
 // Stop the master and see the replica promoted.
 type Sentinel struct {
 	Master, Replica, Sentinel *Server
+	// CA signed the three servers' certificates when they speak TLS.
+	CA *CA
 }
 
 // SentinelOptions configure StartSentinelWith. The zero value is the
@@ -30,6 +32,9 @@ type SentinelOptions struct {
 	Password string
 	// SentinelPassword is the Sentinel's own requirepass.
 	SentinelPassword string
+	// TLS makes all three speak TLS only, with certificates of one CA
+	// (Sentinel.CA), replication and the Sentinel's connections included.
+	TLS bool
 }
 
 // StartSentinel starts a master, a replica that has synced with it, and a
@@ -45,9 +50,16 @@ func StartSentinelWith(t testing.TB, o SentinelOptions) *Sentinel {
 	t.Helper()
 	// The replica's first sync starts at once, not after the 5 s that a
 	// master waits by default for more replicas to share a diskless sync.
-	master := start(t, Options{Password: o.Password}, func(int) []string { return []string{"--repl-diskless-sync-delay", "0"} })
-	replica := start(t, Options{Password: o.Password}, func(int) []string {
-		args := []string{"--replicaof", "127.0.0.1", strconv.Itoa(master.Port())}
+	var ca *CA
+	var tlsArgs []string
+	if o.TLS {
+		ca = NewCA(t)
+		tlsArgs = []string{"--tls-replication", "yes"}
+	}
+	opts := Options{Password: o.Password, TLS: o.TLS, CA: ca}
+	master := start(t, opts, func(int) []string { return append([]string{"--repl-diskless-sync-delay", "0"}, tlsArgs...) })
+	replica := start(t, opts, func(int) []string {
+		args := append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(master.Port())}, tlsArgs...)
 		if o.Password != "" {
 			args = append(args, "--masterauth", o.Password)
 		}
@@ -63,8 +75,9 @@ func StartSentinelWith(t testing.TB, o SentinelOptions) *Sentinel {
 	if o.Password != "" {
 		conf += fmt.Sprintf("sentinel auth-pass %s %s\n", SentinelMaster, o.Password)
 	}
-	sentinel := startConf(t, Options{Password: o.SentinelPassword}, conf, func(int) []string { return []string{"--sentinel"} })
-	s := &Sentinel{Master: master, Replica: replica, Sentinel: sentinel}
+	sentinel := startConf(t, Options{Password: o.SentinelPassword, TLS: o.TLS, CA: ca}, conf,
+		func(int) []string { return append([]string{"--sentinel"}, tlsArgs...) })
+	s := &Sentinel{Master: master, Replica: replica, Sentinel: sentinel, CA: ca}
 	waitFor(t, "the Sentinel to see the master and its replica", func() (bool, string) {
 		out, err := sentinel.Do("SENTINEL", "REPLICAS", SentinelMaster)
 		return err == nil && strings.Contains(out, strconv.Itoa(replica.Port())), fmt.Sprint(out, err)

@@ -21,10 +21,11 @@ import (
 // Options configure StartWith. The zero value is the plain server of Start.
 type Options struct {
 	// TLS makes the server speak TLS only (no plaintext port), with a
-	// certificate for 127.0.0.1, ::1 and localhost signed by a CA made for
-	// the test; Server.TLS has the files. Clients are not asked for a
-	// certificate.
+	// certificate for 127.0.0.1, ::1 and localhost signed by CA, or by a CA
+	// made for the test when CA is nil; Server.TLS has the files. Clients
+	// are not asked for a certificate.
 	TLS bool
+	CA  *CA
 	// Password is the default user's password (requirepass). Do
 	// authenticates with it.
 	Password string
@@ -59,7 +60,10 @@ func (s *Server) TLS() *TLSFiles { return s.certs }
 func (s *Server) setUp(t testing.TB) {
 	t.Helper()
 	if s.opts.TLS {
-		ca := NewCA(t)
+		ca := s.opts.CA
+		if ca == nil {
+			ca = NewCA(t)
+		}
 		cert, key := ca.Issue(t, "redis-server")
 		s.certs = &TLSFiles{CA: ca, CertFile: cert, KeyFile: key}
 		s.client.tls = &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}

@@ -43,16 +43,8 @@ func TestSentinelFailover(t *testing.T) {
 	}
 
 	sen.WaitFailover(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r = decideOne(t, s, hit)
-		if r.Err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("10 s after the failover the store still fails: %v", r.Err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !eventually(10*time.Second, func() bool { r = decideOne(t, s, hit); return r.Err == nil }) {
+		t.Fatalf("10 s after the failover the store still fails: %v", r.Err)
 	}
 	if r.Remaining != 6 || !r.Allowed {
 		t.Errorf("first hit on the promoted replica: %+v, want allowed with remaining 6 (the replica's copy of 3 hits, and this one)", r)
@@ -92,5 +84,44 @@ func TestSentinelPasswords(t *testing.T) {
 				t.Errorf("got %+v, want success %v", r, tc.ok)
 			}
 		})
+	}
+}
+
+// TestSentinelTLS: -redis-tls and -redis-tls-ca reach the Sentinel and the
+// master it names, replication over TLS too; the failover works as in
+// plaintext.
+func TestSentinelTLS(t *testing.T) {
+	sen := redistest.StartSentinelWith(t, redistest.SentinelOptions{TLS: true})
+	c, err := NewClient(ClientOptions{Sentinel: sen.Addrs(), SentinelMaster: redistest.SentinelMaster,
+		TLS: true, TLSCA: sen.CA.File, Timeout: testTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	s := New(c, Options{})
+	t.Cleanup(s.Close)
+	hit := limits.Hit{Key: "{sentinel}:tls", Limit: limits.Limit{Algorithm: limits.FixedWindow, Requests: 10, Period: time.Hour}, Cost: 1}
+	if r := decideOne(t, s, hit); r.Err != nil || r.Remaining != 9 {
+		t.Fatalf("over TLS: %+v, want remaining 9", r)
+	}
+	sen.WaitReplicated(t)
+	sen.Master.Stop()
+	sen.WaitFailover(t)
+	if !eventually(10*time.Second, func() bool { r := decideOne(t, s, hit); return r.Err == nil && r.Remaining == 8 }) {
+		t.Fatal("no decision on the promoted replica over TLS within 10 s, or not from its copy of the state")
+	}
+}
+
+// eventually polls cond every 20 ms until it holds or bound passes.
+func eventually(bound time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(bound)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -105,15 +105,7 @@ func explainCommand(args []string, lookupEnv func(string) (string, bool), stdout
 		return 1
 	}
 	defer store.close() //nolint:errcheck // closing at exit
-	svc, err := rls.New(descriptors.NewIndex(cfg), rls.Options{
-		Store:        store.Store,
-		MaxDelay:     o.maxDelay,
-		StoreTimeout: o.storeTimeout,
-		FailureMode:  o.failureMode,
-		KeyPrefix:    o.redisKeyPrefix,
-		HashValues:   o.hashValues,
-		ShadowMode:   o.shadowMode,
-	})
+	svc, err := rls.New(descriptors.NewIndex(cfg), o.serviceOptions(store))
 	if err != nil {
 		fmt.Fprintln(stderr, "envoy-rls explain:", err)
 		return 1

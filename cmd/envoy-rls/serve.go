@@ -86,6 +86,23 @@ func newLogger(o *options, stderr io.Writer) (*zap.Logger, error) {
 	return zap.New(core), nil
 }
 
+// serviceOptions are the rls.Options that decide what a descriptor
+// matches, its key, its state and its failure mode: the server and explain
+// both start from them, so that explain shows what the server does.
+func (o *options) serviceOptions(store *storeHandle) rls.Options {
+	return rls.Options{
+		Store:          store.Store,
+		Local:          store.local,
+		MaxDelay:       o.maxDelay,
+		StoreTimeout:   o.storeTimeout,
+		StoreInProcess: store.inProcess,
+		FailureMode:    o.failureMode,
+		KeyPrefix:      o.redisKeyPrefix,
+		HashValues:     o.hashValues,
+		ShadowMode:     o.shadowMode,
+	}
+}
+
 // storeHandle is a store with what the server needs around it.
 type storeHandle struct {
 	limits.Store
@@ -246,26 +263,12 @@ func serveOn(ctx context.Context, o *options, cfg *config.Config, log *zap.Logge
 	}
 	defer store.close() //nolint:errcheck // closing at exit
 
-	svc, err := rls.New(descriptors.NewIndex(cfg), rls.Options{
-		Store:          store.Store,
-		Local:          store.local,
-		MaxDelay:       o.maxDelay,
-		StoreTimeout:   o.storeTimeout,
-		StoreInProcess: store.inProcess,
-		FailureMode:    o.failureMode,
-		Logger:         log,
-		Metrics:        m,
-
-		KeyPrefix:          o.redisKeyPrefix,
-		HashValues:         o.hashValues,
-		RefuseNegativeHits: !o.negativeHits,
-		ShadowMode:         o.shadowMode,
-
-		ResponseHeaders: o.responseHeaders,
-		JSON429Body:     o.json429Body,
-
-		OnConfigChange: store.onConfigChange,
-	})
+	so := o.serviceOptions(store)
+	so.Logger, so.Metrics = log, m
+	so.RefuseNegativeHits = !o.negativeHits
+	so.ResponseHeaders, so.JSON429Body = o.responseHeaders, o.json429Body
+	so.OnConfigChange = store.onConfigChange
+	svc, err := rls.New(descriptors.NewIndex(cfg), so)
 	if err != nil {
 		return err
 	}

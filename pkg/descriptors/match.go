@@ -56,15 +56,22 @@ func NewIndex(c *config.Config) *Index {
 // Config returns the snapshot the index was built from.
 func (ix *Index) Config() *config.Config { return ix.config }
 
+// ChildPath is the Path of descriptor d under the node whose Path is parent
+// ("" at the top of a domain): `key_value.key2`.
+func ChildPath(parent string, d *config.Descriptor) string {
+	path := d.Key
+	if d.Value != "" {
+		path += "_" + d.Value
+	}
+	if parent != "" {
+		path = parent + "." + path
+	}
+	return path
+}
+
 func (n *Node) add(children []*config.Descriptor, parent string) {
 	for _, d := range children {
-		path := d.Key
-		if d.Value != "" {
-			path += "_" + d.Value
-		}
-		if parent != "" {
-			path = parent + "." + path
-		}
+		path := ChildPath(parent, d)
 		c := &Node{Descriptor: d, Path: path, Wildcard: strings.Contains(d.Value, "*")}
 		switch {
 		case d.Value == "":

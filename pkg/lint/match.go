@@ -35,13 +35,7 @@ func newTree(d *config.Domain) *tree {
 func (t *tree) add(ds []*config.Descriptor, parent string) []*lnode {
 	nodes := make([]*lnode, 0, len(ds))
 	for _, d := range ds {
-		path := d.Key
-		if d.Value != "" {
-			path += "_" + d.Value
-		}
-		if parent != "" {
-			path = parent + "." + path
-		}
+		path := descriptors.ChildPath(parent, d)
 		n := &lnode{d: d, path: path, wild: strings.Contains(d.Value, "*")}
 		if len(d.Rules) > 0 {
 			t.limits = append(t.limits, n)

@@ -28,6 +28,10 @@ const (
 // limits file configures.
 const UnknownDomain = "unknown"
 
+// durationBuckets, in seconds, span a decision on the embedded store (100 µs)
+// to Envoy's longest useful deadline.
+var durationBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .02, .05, .1, .25, 1}
+
 // Metrics is the set of collectors. A nil *Metrics records nothing, which is
 // what tests that do not look at metrics pass.
 type Metrics struct {
@@ -68,12 +72,12 @@ func New() *Metrics {
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "rls_request_duration_seconds",
 			Help:    "Time to answer one ShouldRateLimit call.",
-			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .02, .05, .1, .25, 1},
+			Buckets: durationBuckets,
 		}),
 		storeLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "rls_store_duration_seconds",
 			Help:    "Time of one store call (all descriptors of a request).",
-			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .02, .05, .1, .25, 1},
+			Buckets: durationBuckets,
 		}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rls_config_reloads_total",

@@ -189,10 +189,11 @@ type item struct {
 	// first is the index of the item's first hit in the store batch; its
 	// hits are hits[first : first+len(rules)].
 	first int
+	// keyEntries are the entries its counter keys name: the request's, with
+	// the pattern for a value that a share_threshold wildcard took.
+	keyEntries []descriptors.Entry
 	// report is the index in rules of the limit the status reports.
 	report int
-	// shared is set when a share_threshold wildcard matched on the way.
-	shared bool
 }
 
 // ShouldRateLimit decides every descriptor of req.
@@ -237,12 +238,15 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	var replaced map[string]bool
 
 	for i, d := range req.Descriptors {
-		entries = entries[:0]
+		// Every descriptor's entries stay in entries, one after another: a
+		// later append may move the array, but a slice taken before still
+		// reads the same entries.
+		lo := len(entries)
 		for _, e := range d.Entries {
 			entries = append(entries, descriptors.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
 		it := &items[i]
-		node, known, p := ix.Match(domain, entries, path[:0])
+		node, known, p := ix.Match(domain, entries[lo:], path[:0])
 		path = p
 		if !known {
 			it.domainLabel = metrics.UnknownDomain
@@ -250,11 +254,12 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		}
 		it.domainLabel = domain
 		it.node = node
+		// Counter keys name what the walk matched: a share_threshold
+		// wildcard shares one counter for all the values it matches.
+		it.keyEntries = entries[lo:]
 		if node != nil {
 			it.rules = node.Descriptor.Rules
-			for _, n := range path {
-				it.shared = it.shared || (n.Wildcard && n.Descriptor.ShareThreshold)
-			}
+			it.keyEntries = sharedEntries(it.keyEntries, path)
 		}
 		if o := d.GetLimit(); o != nil {
 			var matched *config.Rule
@@ -294,26 +299,15 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	if dl, ok := ctx.Deadline(); ok {
 		maxDelay = min(maxDelay, max(time.Until(dl)-delayMargin, time.Microsecond))
 	}
-	for i, d := range req.Descriptors {
+	for i := range items {
 		it := &items[i]
 		if it.unlimited || len(it.rules) == 0 {
 			continue
 		}
-		// Counter keys name what the walk matched: a share_threshold
-		// wildcard shares one counter for all the values it matches.
-		entries = entries[:0]
-		for _, e := range d.Entries {
-			entries = append(entries, descriptors.Entry{Key: e.GetKey(), Value: e.GetValue()})
-		}
-		keyEntries := entries
-		if it.shared {
-			_, _, path = ix.Match(domain, keyEntries, path[:0])
-			keyEntries = sharedEntries(keyEntries, path)
-		}
 		it.first = len(hits)
 		for j, r := range it.rules {
 			hits = append(hits, limits.Hit{
-				Key:      s.storeKey(domain, keyEntries, r.Limit, listIndex(it, r, j)),
+				Key:      s.storeKey(domain, it.keyEntries, r.Limit, listIndex(it, r, j)),
 				Limit:    r.Limit,
 				Cost:     it.cost,
 				MaxDelay: maxDelay,

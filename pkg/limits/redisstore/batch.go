@@ -163,26 +163,15 @@ func (b *batcher) exec(ctx context.Context, groups ...[]run) [][]reply {
 		at += len(groups[i])
 	}
 	if b.cluster {
-		pipe := b.client.Pipeline()
-		cmds := make([]*redis.Cmd, 0, n)
-		for _, g := range groups {
-			for k := range g {
-				cmds = append(cmds, pipe.EvalSha(ctx, g[k].script.sha, g[k].keys, g[k].args...))
-			}
-		}
-		// Exec's error is also set on each command it concerns.
-		_, _ = pipe.Exec(ctx)
-		for i, cmd := range cmds {
+		for i, cmd := range evalEach(ctx, b.client, groups...) {
 			flat[i] = replyOf(cmd)
 		}
 		return out
 	}
 	if n == 1 {
-		for _, g := range groups {
-			for k := range g {
-				flat[0] = b.call(ctx, g[k].script, g[k].keys, g[k].args)
-			}
-		}
+		// One call of one run (every call has a run at least).
+		r := &groups[0][0]
+		flat[0] = b.call(ctx, r.script, r.keys, r.args)
 		return out
 	}
 	keys := make([]string, 0, nkeys)

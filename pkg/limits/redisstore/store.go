@@ -288,18 +288,30 @@ func (s *Store) send(ctx context.Context, runs []run) {
 			return
 		}
 	}
-	pipe := s.client.Pipeline()
-	cmds := make([]*redis.Cmd, len(runs))
-	for k := range runs {
-		r := &runs[k]
-		cmds[k] = pipe.EvalSha(ctx, r.script.sha, r.keys, r.args...)
-	}
 	s.onPipeline(len(runs))
+	for k, cmd := range evalEach(ctx, s.client, runs) {
+		runs[k].reply = replyOf(cmd)
+	}
+}
+
+// evalEach sends the runs of groups, each with its own script, as one
+// pipeline (a cluster client splits it by node), and returns their
+// commands in order. A NOSCRIPT reply is left to the caller.
+func evalEach(ctx context.Context, c redisClient, groups ...[]run) []*redis.Cmd {
+	n := 0
+	for _, g := range groups {
+		n += len(g)
+	}
+	pipe := c.Pipeline()
+	cmds := make([]*redis.Cmd, 0, n)
+	for _, g := range groups {
+		for k := range g {
+			cmds = append(cmds, pipe.EvalSha(ctx, g[k].script.sha, g[k].keys, g[k].args...))
+		}
+	}
 	// Exec's error is also set on each command it concerns; read those.
 	_, _ = pipe.Exec(ctx)
-	for k := range runs {
-		runs[k].reply = replyOf(cmds[k])
-	}
+	return cmds
 }
 
 // reply is what Redis answered to one run: a value, or an error.

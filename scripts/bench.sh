@@ -15,6 +15,7 @@
 #   BENCH_DURATION=2s scripts/bench.sh     # quicker, noisier
 #   BENCH_STORES=memory BENCH_ALGORITHMS="token_bucket" scripts/bench.sh
 #   BENCH_FLOOR=each scripts/bench.sh      # the floor again before every point
+#   BENCH_GOGC=400 scripts/bench.sh        # envoy-rls (only) with GOGC=400
 #
 # With BENCH_FLOOR=each (twice as long) every point's ratios are to a floor
 # measured just before it, so that a machine whose speed drifts during the
@@ -159,7 +160,7 @@ for store in $STORES; do
 	fi
 	grpc_port="$(free_port)"
 	http_port="$(free_port)"
-	bin/envoy-rls -config "$tmp/limits.yaml" -grpc-addr "127.0.0.1:$grpc_port" -http-addr "127.0.0.1:$http_port" \
+	env ${BENCH_GOGC:+GOGC="$BENCH_GOGC"} bin/envoy-rls -config "$tmp/limits.yaml" -grpc-addr "127.0.0.1:$grpc_port" -http-addr "127.0.0.1:$http_port" \
 		-debug-addr "" -log-level error "${args[@]}" 2>"$tmp/envoy-rls-$store.log" &
 	rls_pid=$!
 	pids+=("$rls_pid")

@@ -126,3 +126,19 @@ func TestMonotonicMicros(t *testing.T) {
 		t.Errorf("after sleeping 2 ms the clock advanced %d µs, want at least 2000", got)
 	}
 }
+
+// BenchmarkClock compares the embedded store's clock with reading the wall
+// clock (time.Now takes two clock reads, the monotonic clock one).
+func BenchmarkClock(b *testing.B) {
+	b.Run("time.Now", func(b *testing.B) {
+		for b.Loop() {
+			_ = time.Now().UnixMicro()
+		}
+	})
+	b.Run("monotonicMicros", func(b *testing.B) {
+		clock := monotonicMicros()
+		for b.Loop() {
+			_ = clock()
+		}
+	})
+}

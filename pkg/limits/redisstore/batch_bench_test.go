@@ -2,12 +2,15 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/envoy-rls/envoy-rls/internal/redistest"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
@@ -103,4 +106,45 @@ func infoSum(b *testing.B, srv *redistest.Server, section string, pick func(k, v
 		}
 	}
 	return total
+}
+
+// BenchmarkRedisFloor measures what Redis itself spends on the simplest
+// work, as redis-cpu-ns per command: a GET per round trip (the cost of the
+// syscalls of one round trip), GETs 16 to a pipeline, and a script that
+// only GETs and SETs a key, 16 to a pipeline (the least a decision can
+// cost in Redis). It is the floor the store's numbers compare with.
+func BenchmarkRedisFloor(b *testing.B) {
+	srv := redistest.Start(b)
+	c := newClient(b, ClientOptions{URL: srv.URL(), Timeout: time.Second})
+	ctx := context.Background()
+	getSet := redis.NewScript(`redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], '1 2', 'PX', 60000) return 1`)
+	if err := getSet.Load(ctx, c).Err(); err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		per  int
+		add  func(p redis.Pipeliner, i int)
+	}{
+		{"get/round-trip", 1, func(p redis.Pipeliner, i int) { p.Get(ctx, "floor") }},
+		{"get/pipelined-16", 16, func(p redis.Pipeliner, i int) { p.Get(ctx, "floor") }},
+		{"evalsha-get-set/pipelined-16", 16, func(p redis.Pipeliner, i int) {
+			getSet.EvalSha(ctx, p, []string{"floor:" + strconv.Itoa(i)})
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			cpu0 := redisCPU(b, srv)
+			for b.Loop() {
+				p := c.Pipeline()
+				for i := range tc.per {
+					tc.add(p, i)
+				}
+				if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+					b.Fatal(err)
+				}
+			}
+			cpu := redisCPU(b, srv) - cpu0
+			b.ReportMetric(cpu.Seconds()*1e9/float64(b.N*tc.per), "redis-cpu-ns/cmd")
+		})
+	}
 }

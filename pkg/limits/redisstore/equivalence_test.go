@@ -199,8 +199,9 @@ type sequence struct {
 // TestEquivalence feeds the same pseudo-random sequences of hits to the Go
 // algorithms and to the scripts, with explicit instants, and requires the
 // same Allowed, Remaining, Reset and Delay at every step, a key TTL that is
-// ExpireAt-now rounded up to the millisecond, a key left as it was when the
-// state does not change, and, for a sliding log, the entries of the Go log.
+// ExpireAt-now rounded up to the millisecond (2 ms at least), a key left as
+// it was when the state does not change, and, for a sliding log, the
+// entries of the Go log.
 //
 // Redis expires keys on its own clock, which does not follow the test's
 // instants: after checking the TTL of a step, the test removes it (PERSIST),
@@ -367,7 +368,8 @@ func runSequences(t *testing.T, s *Store, c redis.UniversalClient, now *int64, s
 			pttl, dump, log := inspected(t, inspects[k])
 			switch {
 			case written && w.State.Live && w.ExpireAt > *now:
-				wantMs := (w.ExpireAt - *now + 999) / 1000
+				// Rounded up, at least 2 ms (ttl_ms in prelude.lua).
+				wantMs := max(2, (w.ExpireAt-*now+999)/1000)
 				if pttl == -2 && wantMs <= elapsedMs {
 					// Redis's own clock expired the key before the test could
 					// read it: follow Redis.

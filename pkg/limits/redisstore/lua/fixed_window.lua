@@ -8,10 +8,10 @@ local function fixed_window(key, n, t, b, cost, now, maxdelay, countrefused)
   if sw == w then
     count = scount
   end
-  local need = math.max(cost, 1)
+  local need = max(cost, 1)
   local allowed, changed = false, false
   if cost < 0 then
-    count = math.max(0, count + cost)
+    count = max(0, count + cost)
     allowed = true
     changed = true
   elseif cost > n then
@@ -25,10 +25,10 @@ local function fixed_window(key, n, t, b, cost, now, maxdelay, countrefused)
   end
   if charged(countrefused, allowed, cost) then
     -- At most one period's worth of debt.
-    count = math.min(count + cost, 2 * n)
+    count = min(count + cost, 2 * n)
     changed = true
   end
-  local remaining = math.max(0, n - count)
+  local remaining = max(0, n - count)
   local reset = 0
   if not allowed and cost <= n then
     reset = wend - now

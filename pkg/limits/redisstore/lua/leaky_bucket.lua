@@ -18,13 +18,13 @@ end
 local function lb_wait(backlog, need, b, interval, maxdelay)
   local over = backlog + (need - 1) * interval - b * interval
   if maxdelay > 0 then
-    over = math.max(over, backlog - maxdelay)
+    over = max(over, backlog - maxdelay)
   end
-  local wait = math.max(0, math.ceil(over))
-  while not lb_fits(math.max(backlog - wait, 0), need, b, interval, maxdelay) do
+  local wait = max(0, ceil(over))
+  while not lb_fits(max(backlog - wait, 0), need, b, interval, maxdelay) do
     wait = wait + 1
   end
-  while wait > 0 and lb_fits(math.max(backlog - (wait - 1), 0), need, b, interval, maxdelay) do
+  while wait > 0 and lb_fits(max(backlog - (wait - 1), 0), need, b, interval, maxdelay) do
     wait = wait - 1
   end
   return wait
@@ -35,13 +35,13 @@ local function leaky_bucket(key, n, t, b, cost, now, maxdelay, countrefused)
   local drain = now
   local sdrain = load(key, '^(%S+)$')
   if sdrain then
-    drain = math.max(sdrain, now)
+    drain = max(sdrain, now)
   end
   local wait = drain - now
-  local need = math.max(cost, 1)
+  local need = max(cost, 1)
   local allowed, changed, delay = false, false, 0
   if cost < 0 then
-    drain = math.max(drain + cost * interval, now)
+    drain = max(drain + cost * interval, now)
     allowed = true
     changed = true
   elseif need - 1 > b then
@@ -50,29 +50,29 @@ local function leaky_bucket(key, n, t, b, cost, now, maxdelay, countrefused)
     allowed = true
     if cost > 0 then
       -- A peek takes no turn, so it does not wait for one.
-      delay = math.ceil(wait)
+      delay = ceil(wait)
       drain = drain + cost * interval
       changed = true
     end
   end
   if charged(countrefused, allowed, cost) then
     -- At most one period's worth of debt beyond a full queue.
-    drain = math.min(drain + cost * interval, now + b * interval + t)
+    drain = min(drain + cost * interval, now + b * interval + t)
     changed = true
   end
   local backlog = drain - now
   -- Free places in the queue: the request in service is not queued.
-  local remaining = math.max(0, math.min(b, b + 1 - math.ceil(backlog / interval)))
+  local remaining = max(0, min(b, b + 1 - ceil(backlog / interval)))
   local reset = 0
   if not allowed and need - 1 <= b then
     reset = lb_wait(backlog, need, b, interval, maxdelay)
   elseif backlog > interval then
-    reset = math.ceil(backlog - interval)
+    reset = ceil(backlog - interval)
   end
   local write
   if changed then
     if backlog > 0 then
-      write = set_write(key, num(drain), math.ceil(drain) - now)
+      write = set_write(key, num(drain), ceil(drain) - now)
     else
       write = del_write(key)
     end

@@ -25,22 +25,22 @@
 
 -- server_now is the Redis server's TIME in microseconds.
 local function server_now()
-  local tm = redis.call('TIME')
+  local tm = call('TIME')
   return tonumber(tm[1]) * 1000000 + tonumber(tm[2])
 end
 
 -- snapshot is what a key holds, to restore it exactly.
 local function snapshot(key)
-  return {redis.call('DUMP', key), redis.call('PEXPIRETIME', key)}
+  return {call('DUMP', key), call('PEXPIRETIME', key)}
 end
 
 local function restore(key, s)
-  redis.call('DEL', key)
+  call('DEL', key)
   if s[1] then
     if s[2] >= 0 then
-      redis.call('RESTORE', key, s[2], s[1], 'ABSTTL')
+      call('RESTORE', key, s[2], s[1], 'ABSTTL')
     else
-      redis.call('RESTORE', key, 0, s[1])
+      call('RESTORE', key, 0, s[1])
     end
   end
 end

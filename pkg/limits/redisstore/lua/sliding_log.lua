@@ -18,7 +18,7 @@ end
 
 -- sl_entry decodes a member into start and cost.
 local function sl_entry(key, m)
-  local s, c = string.match(m, '^%l(%d+):(%d+)$')
+  local s, c = match(m, '^%l(%d+):(%d+)$')
   if not s then
     malformed(key)
   end
@@ -31,17 +31,17 @@ end
 -- (what the walk can need), then doubling, so that a walk reads about the
 -- entries it visits, never the whole set.
 local function sl_walk(key, cutoff, rev, hint)
-  local page, i, off, size, last = {}, 1, 0, math.max(1, math.min(hint, 64)), false
+  local page, i, off, size, last = {}, 1, 0, max(1, min(hint, 64)), false
   return function()
     if i > #page then
       if last then
         return nil
       end
       if rev then
-        page = redis.call('ZRANGE', key, '+inf', '(' .. int(cutoff), 'BYSCORE', 'REV',
+        page = call('ZRANGE', key, '+inf', '(' .. int(cutoff), 'BYSCORE', 'REV',
           'LIMIT', off, size, 'WITHSCORES')
       else
-        page = redis.call('ZRANGE', key, '(' .. int(cutoff), '+inf', 'BYSCORE',
+        page = call('ZRANGE', key, '(' .. int(cutoff), '+inf', 'BYSCORE',
           'LIMIT', off, size, 'WITHSCORES')
       end
       last = #page < 2 * size
@@ -64,17 +64,17 @@ local function sliding_log(key, n, t, b, cost, now, maxdelay, countrefused)
   -- Entries at or before now - T have left the window: they are left out
   -- here, and removed by the write, if any.
   local total, top_end, top_at, newest_at = 0, 0, nil, nil
-  local top = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+  local top = call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if #top > 0 then
     local start, c = sl_entry(key, top[1])
     top_end, top_at = start + c, tonumber(top[2])
     if top_at > cutoff then
-      local first = redis.call('ZRANGE', key, '(' .. int(cutoff), '+inf', 'BYSCORE', 'LIMIT', 0, 1)
+      local first = call('ZRANGE', key, '(' .. int(cutoff), '+inf', 'BYSCORE', 'LIMIT', 0, 1)
       total = top_end - sl_entry(key, first[1])
       newest_at = top_at
     end
   end
-  local need = math.max(cost, 1)
+  local need = max(cost, 1)
   local allowed, changed = false, false
   local add, at = 0, now
   -- A refund's plan: how many of the newest entries go, and the entry it
@@ -94,7 +94,7 @@ local function sliding_log(key, n, t, b, cost, now, maxdelay, countrefused)
         newest_at = eat -- the newest entry that stays
         break
       end
-      local take = math.min(c, r)
+      local take = min(c, r)
       r = r - take
       total = total - take
       if take == c then
@@ -115,7 +115,7 @@ local function sliding_log(key, n, t, b, cost, now, maxdelay, countrefused)
   end
   if charged(countrefused, allowed, cost) then
     -- At most one period's worth of debt.
-    add = math.min(cost, 2 * n - total)
+    add = min(cost, 2 * n - total)
   end
   if add > 0 then
     -- A clock may step back: never append before the newest entry, so
@@ -127,7 +127,7 @@ local function sliding_log(key, n, t, b, cost, now, maxdelay, countrefused)
     newest_at = at
     changed = true
   end
-  local remaining = math.max(0, n - total)
+  local remaining = max(0, n - total)
   local reset = 0
   if not allowed and cost <= n then
     -- The oldest entries leave first: wait until enough of them have. The
@@ -152,21 +152,21 @@ local function sliding_log(key, n, t, b, cost, now, maxdelay, countrefused)
   local write
   if changed then
     write = function()
-      redis.call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
+      call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
       if removed > 0 then
-        redis.call('ZREMRANGEBYRANK', key, -removed, -1)
+        call('ZREMRANGEBYRANK', key, -removed, -1)
       end
       if shrunk then
-        redis.call('ZREM', key, shrunk[1])
-        redis.call('ZADD', key, shrunk[2], sl_member(shrunk[3], shrunk[4]))
+        call('ZREM', key, shrunk[1])
+        call('ZADD', key, shrunk[2], sl_member(shrunk[3], shrunk[4]))
       end
       if add > 0 then
-        redis.call('ZADD', key, at, sl_member(top_end, add))
+        call('ZADD', key, at, sl_member(top_end, add))
       end
       if newest_at then
-        redis.call('PEXPIRE', key, ttl_ms(newest_at + t - now))
+        call('PEXPIRE', key, ttl_ms(newest_at + t - now))
       else
-        redis.call('DEL', key)
+        call('DEL', key)
       end
     end
   end

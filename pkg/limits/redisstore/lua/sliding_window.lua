@@ -18,8 +18,8 @@ local function sw_wait(n, t, pv, cu, el, nd)
   -- Within the current window, the previous window's weight decays.
   local room = n - nd - cu
   if room >= 0 and pv > 0 then
-    local wt = (t - el) - math.floor(room * t / pv)
-    wt = math.max(wt, 0)
+    local wt = (t - el) - floor(room * t / pv)
+    wt = max(wt, 0)
     while wt < t - el and not sw_fits(n, t, pv, cu, el + wt, nd) do
       wt = wt + 1
     end
@@ -32,8 +32,8 @@ local function sw_wait(n, t, pv, cu, el, nd)
   if cu + nd <= n and sw_fits(n, t, cu, 0, 0, nd) then
     return t - el
   end
-  local e2 = t - math.floor((n - nd) * t / cu)
-  e2 = math.max(e2, 0)
+  local e2 = t - floor((n - nd) * t / cu)
+  e2 = max(e2, 0)
   while e2 < t and not sw_fits(n, t, cu, 0, e2, nd) do
     e2 = e2 + 1
   end
@@ -52,10 +52,10 @@ local function sliding_window(key, n, t, b, cost, now, maxdelay, countrefused)
       prev = scur
     end
   end
-  local need = math.max(cost, 1)
+  local need = max(cost, 1)
   local allowed, changed = false, false
   if cost < 0 then
-    cur = math.max(0, cur + cost)
+    cur = max(0, cur + cost)
     allowed = true
     changed = true
   elseif cost > n then
@@ -69,11 +69,11 @@ local function sliding_window(key, n, t, b, cost, now, maxdelay, countrefused)
   end
   if charged(countrefused, allowed, cost) then
     -- At most one period's worth of debt.
-    cur = math.min(cur + cost, 2 * n)
+    cur = min(cur + cost, 2 * n)
     changed = true
   end
   local est = sw_weight(t, prev, e) + cur
-  local remaining = math.max(0, math.floor(n - est))
+  local remaining = max(0, floor(n - est))
   local reset = 0
   if not allowed and cost <= n then
     -- From the state that stays, a count_refused charge included.

@@ -8,7 +8,7 @@ local function tb_refill(n, t, b, tk, elapsed)
   if elapsed <= 0 then
     return tk
   end
-  return math.min(b, tk + elapsed * n / t)
+  return min(b, tk + elapsed * n / t)
 end
 
 -- tb_wait is bucketWait: the shortest wait until the bucket holds want
@@ -18,7 +18,7 @@ local function tb_wait(n, t, b, tk, want)
   if tk >= want then
     return 0
   end
-  local wt = math.ceil((want - tk) * t / n)
+  local wt = ceil((want - tk) * t / n)
   while tb_refill(n, t, b, tk, wt) < want do
     wt = wt + 1
   end
@@ -31,7 +31,7 @@ end
 -- tb_wait_from is bucketWaitFrom: the shortest wait from now until a bucket
 -- kept as tk at stamp holds want tokens.
 local function tb_wait_from(n, t, b, tk, stamp, now, want)
-  return math.max(0, tb_wait(n, t, b, tk, want) - (now - stamp))
+  return max(0, tb_wait(n, t, b, tk, want) - (now - stamp))
 end
 
 local function token_bucket(key, n, t, b, cost, now, maxdelay, countrefused)
@@ -40,10 +40,10 @@ local function token_bucket(key, n, t, b, cost, now, maxdelay, countrefused)
   if stokens then
     tokens = tb_refill(n, t, b, stokens, now - sstamp)
   end
-  local need = math.max(cost, 1)
+  local need = max(cost, 1)
   local allowed, changed = false, false
   if cost < 0 then
-    tokens = math.min(b, tokens - cost)
+    tokens = min(b, tokens - cost)
     allowed = true
     changed = true
   elseif cost > b then
@@ -57,10 +57,10 @@ local function token_bucket(key, n, t, b, cost, now, maxdelay, countrefused)
   end
   if charged(countrefused, allowed, cost) then
     -- At most one period's worth (N tokens) of debt.
-    tokens = math.max(tokens - cost, -n)
+    tokens = max(tokens - cost, -n)
     changed = true
   end
-  local remaining = math.max(0, math.floor(tokens))
+  local remaining = max(0, floor(tokens))
   -- Waits are measured from the state that stays in Redis: the stored one on
   -- a refusal or a peek, the new one otherwise.
   local kept, stamp = b, now

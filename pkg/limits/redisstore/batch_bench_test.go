@@ -148,3 +148,60 @@ func BenchmarkRedisFloor(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBatchScript measures Redis's side of one merged flush: a call of
+// the batch script with 16 hits on 16 distinct keys (drawn from 10,000, as
+// many callers' would be), serially, so that nothing else competes for the
+// CPU. It reports the time Redis spent inside the script per decision
+// (script-us/decision, from INFO commandstats: arguments, Lua, commands,
+// reply) and its whole CPU per decision (redis-cpu-ns/decision, the
+// syscalls of the round trip included).
+func BenchmarkBatchScript(b *testing.B) {
+	const batch, keys = 16, 10000
+	srv := redistest.Start(b)
+	c := newClient(b, ClientOptions{URL: srv.URL(), Timeout: 10 * time.Second})
+	for _, alg := range implemented {
+		b.Run(alg.String(), func(b *testing.B) {
+			s := New(c, Options{})
+			defer s.Close()
+			l := benchLimit(alg)
+			hits := make([]limits.Hit, batch)
+			res := make([]limits.Result, batch)
+			names := make([]string, keys)
+			for i := range names {
+				names[i] = fmt.Sprintf("envoy-rls:bench:%s_k%d:0", alg.ShortName(), i)
+			}
+			ctx := context.Background()
+			cpu0, us0 := redisCPU(b, srv), scriptMicros(b, srv)
+			next := 0
+			for b.Loop() {
+				for i := range hits {
+					hits[i] = limits.Hit{Key: names[next], Limit: l, Cost: 1}
+					next = (next + 1) % keys
+				}
+				s.Decide(ctx, hits, res)
+				for i := range res {
+					if res[i].Err != nil || !res[i].Allowed {
+						b.Fatalf("hit %d: %+v, want allowed", i, res[i])
+					}
+				}
+			}
+			decisions := float64(b.N * batch)
+			b.ReportMetric((scriptMicros(b, srv)-us0)/decisions, "script-us/decision")
+			b.ReportMetric((redisCPU(b, srv)-cpu0).Seconds()*1e9/decisions, "redis-cpu-ns/decision")
+		})
+	}
+}
+
+// scriptMicros returns the microseconds Redis has spent running EVAL and
+// EVALSHA calls.
+func scriptMicros(b *testing.B, srv *redistest.Server) float64 {
+	return infoSum(b, srv, "commandstats", func(k, v string) string {
+		if k != "cmdstat_evalsha" && k != "cmdstat_eval" {
+			return ""
+		}
+		_, rest, _ := strings.Cut(v, "usec=")
+		us, _, _ := strings.Cut(rest, ",")
+		return us
+	})
+}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
 // Batching chooses whether concurrent Decide calls share pipelines.
@@ -147,13 +149,9 @@ func (b *batcher) do(ctx context.Context, runs []run) []reply {
 // not have it. On a cluster each run goes with its own script, in one
 // pipeline; a NOSCRIPT reply is left to the caller.
 func (b *batcher) exec(ctx context.Context, groups ...[]run) [][]reply {
-	n, nkeys, nargs := 0, 0, 0
+	n := 0
 	for _, g := range groups {
 		n += len(g)
-		for k := range g {
-			nkeys += len(g[k].keys)
-			nargs += len(g[k].args) + 1
-		}
 	}
 	b.onPipeline(n)
 	flat := make([]reply, n)
@@ -171,19 +169,10 @@ func (b *batcher) exec(ctx context.Context, groups ...[]run) [][]reply {
 	if n == 1 {
 		// One call of one run (every call has a run at least).
 		r := &groups[0][0]
-		flat[0] = b.call(ctx, r.script, r.keys, r.args)
+		flat[0] = b.call(ctx, r.script, r.keys, r.args())
 		return out
 	}
-	keys := make([]string, 0, nkeys)
-	args := make([]any, 0, nargs)
-	for _, g := range groups {
-		for k := range g {
-			r := &g[k]
-			keys = append(keys, r.keys...)
-			args = append(args, r.args[0], len(r.keys))
-			args = append(args, r.args[1:]...)
-		}
-	}
+	keys, args := batchArgs(groups)
 	rep := b.call(ctx, &batchScript, keys, args)
 	vals, ok := rep.val.([]any)
 	switch {
@@ -204,6 +193,64 @@ func (b *batcher) exec(ctx context.Context, groups ...[]run) [][]reply {
 		}
 	}
 	return out
+}
+
+// batchSpec is what the batch script needs of a limit: sent once per flush
+// for all the hits of that limit.
+type batchSpec struct {
+	algorithm    limits.Algorithm
+	n, t, b      int64
+	countRefused bool
+}
+
+// batchArgs lays out the runs of groups as lua/batch.lua reads them: KEYS,
+// the keys of every run in order; ARGV, the number of distinct limits, five
+// fields per limit (algorithm, N, T in microseconds, B, count_refused), then
+// for each run its now ("": Redis's TIME), its number of hits and three
+// fields per hit (its limit's index from 1, cost, the longest delay in
+// microseconds). A limit's fields go once per flush rather than once per
+// hit: in a flush of many hits on few limits, Redis parses five arguments
+// fewer per decision, and the client boxes none of them.
+func batchArgs(groups [][]run) ([]string, []any) {
+	nkeys, nruns := 0, 0
+	for _, g := range groups {
+		nruns += len(g)
+		for k := range g {
+			nkeys += len(g[k].hits)
+		}
+	}
+	keys := make([]string, 0, nkeys)
+	index := make(map[batchSpec]int, 4)
+	var specs []batchSpec
+	runArgs := make([]any, 0, 2*nruns+3*nkeys)
+	for _, g := range groups {
+		for k := range g {
+			r := &g[k]
+			keys = append(keys, r.keys...)
+			runArgs = append(runArgs, r.now, len(r.hits))
+			for _, h := range r.hits {
+				l := h.Limit
+				sp := batchSpec{l.Algorithm, l.Requests, l.PeriodMicros(), l.Capacity(), l.CountRefused}
+				i, ok := index[sp]
+				if !ok {
+					specs = append(specs, sp)
+					i = len(specs)
+					index[sp] = i
+				}
+				runArgs = append(runArgs, i, h.Cost, h.MaxDelayMicros())
+			}
+		}
+	}
+	args := make([]any, 0, 1+5*len(specs)+len(runArgs))
+	args = append(args, len(specs))
+	for _, sp := range specs {
+		countRefused := 0
+		if sp.countRefused {
+			countRefused = 1
+		}
+		args = append(args, sp.algorithm.ShortName(), sp.n, sp.t, sp.b, countRefused)
+	}
+	return keys, append(args, runArgs...)
 }
 
 // call runs sc on keys and args with EVALSHA, and with EVAL if Redis

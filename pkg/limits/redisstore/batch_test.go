@@ -214,3 +214,92 @@ func TestOnPipeline(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchScriptFormat calls the batch script directly: limits are sent
+// once and shared by the hits that name them, a run naming a limit that is
+// not there or an algorithm the script lacks fails on its own, and a batch
+// whose layout is broken is refused whole, before any write.
+func TestBatchScriptFormat(t *testing.T) {
+	_, c, _ := setup(t, Options{})
+	ctx := context.Background()
+	const now = "1767225600000000"
+	eval := func(keys []string, args ...any) ([]any, error) {
+		v, err := c.Eval(ctx, batchScript.src, keys, args...).Result()
+		if err != nil {
+			return nil, err
+		}
+		return v.([]any), nil
+	}
+	fw := hourly(limits.FixedWindow, 5)
+	tb := hourly(limits.TokenBucket, 3)
+	limitArgs := []any{2,
+		"fw", fw.Requests, fw.PeriodMicros(), fw.Capacity(), 0,
+		"tb", tb.Requests, tb.PeriodMicros(), tb.Capacity(), 0,
+	}
+	args := append(append([]any{}, limitArgs...),
+		now, 1, 1, 2, 0, // a: fixed window, cost 2
+		now, 2, 2, 1, 0, 1, 1, 0, // {j}:b token bucket, {j}:c fixed window, joint
+		now, 1, 3, 1, 0, // d: no limit 3
+		now, 1, 1, 1, 0, // a again: it sees the first run's charge
+	)
+	replies, err := eval([]string{"a", "{j}:b", "{j}:c", "d", "a"}, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(replies) != 4 {
+		t.Fatalf("got %d replies, want one per run: %v", len(replies), replies)
+	}
+	want := [][]int64{{1, 3}, {1, 2, 1, 4}, nil, {1, 2}}
+	for i, w := range want {
+		if w == nil {
+			if err, ok := replies[i].(error); !ok || !strings.Contains(err.Error(), "no limit 3") {
+				t.Errorf("run %d: got %v, want an error naming the missing limit", i, replies[i])
+			}
+			continue
+		}
+		got, ok := replies[i].([]any)
+		if !ok || len(got) != 4*len(w)/2 {
+			t.Fatalf("run %d: got %v", i, replies[i])
+		}
+		for h := 0; h < len(w)/2; h++ {
+			if got[4*h] != w[2*h] || got[4*h+1] != w[2*h+1] {
+				t.Errorf("run %d, hit %d: got allowed %v remaining %v, want %d and %d", i, h, got[4*h], got[4*h+1], w[2*h], w[2*h+1])
+			}
+		}
+	}
+	if n := c.Exists(ctx, "d").Val(); n != 0 {
+		t.Errorf("the failed run wrote its key")
+	}
+
+	// An algorithm the script lacks fails the runs that use it, and only
+	// them.
+	replies, err = eval([]string{"e", "f"}, 2,
+		"xx", 5, 3600000000, 5, 0,
+		"fw", fw.Requests, fw.PeriodMicros(), fw.Capacity(), 0,
+		now, 1, 1, 1, 0,
+		now, 1, 2, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err, ok := replies[0].(error); !ok || !strings.Contains(err.Error(), "no algorithm xx") {
+		t.Errorf("run on algorithm xx: got %v, want an error naming it", replies[0])
+	}
+	if got, ok := replies[1].([]any); !ok || got[0] != int64(1) || got[1] != int64(4) {
+		t.Errorf("run on fw: got %v, want allowed with 4 remaining", replies[1])
+	}
+
+	// A broken layout is refused whole.
+	for name, a := range map[string][]any{
+		"no limits":        {0, now, 1, 1, 1, 0},
+		"limits past ARGV": {3, "fw", 5, 3600000000, 5, 0},
+		"short run":        append(append([]any{}, limitArgs...), now, 2, 1, 1, 0),
+	} {
+		keys := []string{"g", "h"}
+		if _, err := eval(keys, a...); err == nil || !strings.Contains(err.Error(), "malformed batch") {
+			t.Errorf("%s: got %v, want a malformed batch error", name, err)
+		}
+	}
+	if n := c.Exists(ctx, "g", "h").Val(); n != 0 {
+		t.Errorf("a refused batch wrote %d keys", n)
+	}
+}

@@ -34,7 +34,7 @@ for j = 1, tonumber(ARGV[1]) do
   if f then
     string.format(f, 1767225600000000 + j)
   else
-    decide_run(0, 1, 1, 1767225600000000 + j * 1000)
+    decide_run(0, 1, 1, 1767225600000000 + j * 1000, argv_hit)
   end
 end
 local t1 = redis.call('TIME')

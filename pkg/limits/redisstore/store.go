@@ -268,7 +268,7 @@ func (s *Store) Decide(ctx context.Context, hits []limits.Hit, results []limits.
 	cmds := make([]*redis.Cmd, len(retry))
 	for i, k := range retry {
 		r := &runs[k]
-		cmds[i] = pipe.Eval(ctx, r.script.src, r.keys, r.args...)
+		cmds[i] = pipe.Eval(ctx, r.script.src, r.keys, r.args()...)
 	}
 	_, _ = pipe.Exec(ctx)
 	for i, k := range retry {
@@ -306,7 +306,7 @@ func evalEach(ctx context.Context, c redisClient, groups ...[]run) []*redis.Cmd 
 	cmds := make([]*redis.Cmd, 0, n)
 	for _, g := range groups {
 		for k := range g {
-			cmds = append(cmds, pipe.EvalSha(ctx, g[k].script.sha, g[k].keys, g[k].args...))
+			cmds = append(cmds, pipe.EvalSha(ctx, g[k].script.sha, g[k].keys, g[k].args()...))
 		}
 	}
 	// Exec's error is also set on each command it concerns; read those.
@@ -322,20 +322,21 @@ type reply struct {
 
 func replyOf(cmd *redis.Cmd) reply { return reply{cmd.Val(), cmd.Err()} }
 
-// argsPerHit is the number of ARGV fields of each hit, after now (see
-// lua/run.lua).
+// argsPerHit is the number of ARGV fields of each hit in a run's own script,
+// after now (see lua/run.lua).
 const argsPerHit = 7
 
 // run is one script call: hits[first..last], a single hit or a joint run.
 type run struct {
 	first, last int
+	hits        []limits.Hit // hits[first..last] of the call
+	now         string       // the store's clock, or "" for Redis's TIME
 	script      *script
 	keys        []string
-	args        []any // now, then argsPerHit per hit
 	reply       reply
 }
 
-// prepare validates the run's limits and builds its script call.
+// prepare validates the run's limits and chooses its script.
 func (r *run) prepare(hits []limits.Hit, now string) error {
 	joint := r.last > r.first
 	for i := r.first; i <= r.last; i++ {
@@ -356,20 +357,30 @@ func (r *run) prepare(hits []limits.Hit, now string) error {
 	} else {
 		r.script = &scripts[hits[r.first].Limit.Algorithm]
 	}
-	n := r.last - r.first + 1
-	r.keys = make([]string, 0, n)
-	r.args = make([]any, 0, 1+argsPerHit*n)
-	r.args = append(r.args, now)
-	for _, h := range hits[r.first : r.last+1] {
-		r.keys = append(r.keys, h.Key)
+	r.hits, r.now = hits[r.first:r.last+1], now
+	r.keys = make([]string, len(r.hits))
+	for i, h := range r.hits {
+		r.keys[i] = h.Key
+	}
+	return nil
+}
+
+// args returns the ARGV of the run's own script: now, then argsPerHit
+// fields per hit. Built only for a run that goes with its own script (a
+// lone call, a cluster, a NOSCRIPT retry); a merged flush sends its runs in
+// the batch script's format instead (batch.go).
+func (r *run) args() []any {
+	args := make([]any, 0, 1+argsPerHit*len(r.hits))
+	args = append(args, r.now)
+	for _, h := range r.hits {
 		countRefused := 0
 		if h.Limit.CountRefused {
 			countRefused = 1
 		}
-		r.args = append(r.args, h.Limit.Algorithm.ShortName(), h.Limit.Requests, h.Limit.PeriodMicros(),
+		args = append(args, h.Limit.Algorithm.ShortName(), h.Limit.Requests, h.Limit.PeriodMicros(),
 			h.Limit.Capacity(), h.Cost, h.MaxDelayMicros(), countRefused)
 	}
-	return nil
+	return args
 }
 
 // errNoScript is returned for an algorithm that package limits implements

@@ -2,11 +2,13 @@
 -- script ends by calling it (single.lua for one run, batch.lua for many). A
 -- single hit is a run of one.
 --
--- The run's hits are KEYS[k0+1..k0+count], one key per hit, and seven ARGV
--- fields per hit from ARGV[a0+1]: algorithm (limits.Algorithm.ShortName), N,
--- T in microseconds, B (limits.Limit.Capacity), cost, the longest delay in
--- microseconds (0: no bound), count_refused (1 or 0). now is in
--- microseconds.
+-- The run's hits are KEYS[k0+1..k0+count], one key per hit; read(a0, i)
+-- returns the fields of its i-th hit: the algorithm's function, N, T in
+-- microseconds, B (limits.Limit.Capacity), cost, the longest delay in
+-- microseconds (0: no bound), and whether the limit counts refused hits.
+-- argv_hit reads them as a run's own script receives them (seven ARGV
+-- fields per hit from ARGV[a0+1]); the batch script sends a limit's fields
+-- once per call instead. now is in microseconds.
 --
 -- Every hit is decided first. If all of them are allowed, every write is
 -- applied; if any is refused, only the writes of the count_refused limits are
@@ -45,24 +47,36 @@ local function restore(key, s)
   end
 end
 
--- decide_hit decides the hit on key whose fields follow ARGV[a], and
--- returns the algorithm's answer and whether the limit counts refused hits.
-local function decide_hit(key, a, now)
-  local decide = algorithms[ARGV[a + 1]]
+-- algorithm returns the function of the algorithm named name
+-- (limits.Algorithm.ShortName), or raises an error.
+local function algorithm(name)
+  local decide = algorithms[name]
   if not decide then
-    error({err = 'envoy-rls: no algorithm ' .. tostring(ARGV[a + 1]) .. ' in this script'})
+    error({err = 'envoy-rls: no algorithm ' .. tostring(name) .. ' in this script'})
   end
-  local countrefused = ARGV[a + 7] == '1'
-  local allowed, remaining, reset, delay, write = decide(key,
-    tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]),
-    tonumber(ARGV[a + 5]), now, tonumber(ARGV[a + 6]), countrefused)
+  return decide
+end
+
+-- argv_hit reads the i-th hit of a run whose seven fields per hit follow
+-- ARGV[a0].
+local function argv_hit(a0, i)
+  local a = a0 + 7 * (i - 1)
+  return algorithm(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]),
+    tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6]), ARGV[a + 7] == '1'
+end
+
+-- decide_hit decides the i-th hit of the run, on key, and returns the
+-- algorithm's answer and whether the limit counts refused hits.
+local function decide_hit(key, read, a0, i, now)
+  local decide, n, t, b, cost, maxdelay, countrefused = read(a0, i)
+  local allowed, remaining, reset, delay, write = decide(key, n, t, b, cost, now, maxdelay, countrefused)
   return allowed, remaining, reset, delay, write, countrefused
 end
 
-local function decide_run(k0, count, a0, now)
+local function decide_run(k0, count, a0, now, read)
   if count == 1 then
     -- A lone hit, by far the most common run: no repeated key, no tables.
-    local allowed, remaining, reset, delay, write, countrefused = decide_hit(KEYS[k0 + 1], a0, now)
+    local allowed, remaining, reset, delay, write, countrefused = decide_hit(KEYS[k0 + 1], read, a0, 1, now)
     if write and (allowed or countrefused) then
       write()
     end
@@ -76,10 +90,11 @@ local function decide_run(k0, count, a0, now)
   -- repeated key written by a limit that does not count refused hits.
   local kept, dirty = {}, {}
 
-  local out, writes, refused = {}, {}, false
+  local out, writes, counts, refused = {}, {}, {}, false
   for i = 1, count do
     local key = KEYS[k0 + i]
-    local allowed, remaining, reset, delay, write, countrefused = decide_hit(key, a0 + 7 * (i - 1), now)
+    local allowed, remaining, reset, delay, write, countrefused = decide_hit(key, read, a0, i, now)
+    counts[i] = countrefused
     out[4 * i - 3] = allowed and 1 or 0
     out[4 * i - 2] = remaining
     out[4 * i - 1] = reset
@@ -107,7 +122,7 @@ local function decide_run(k0, count, a0, now)
       restore(key, kept[key])
       dirty[key] = nil
     end
-    if writes[i] and (not refused or ARGV[a0 + 7 * i] == '1') then
+    if writes[i] and (not refused or counts[i]) then
       writes[i]()
     end
   end

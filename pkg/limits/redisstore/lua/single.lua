@@ -1,6 +1,7 @@
 -- The tail of a script for one run (a single hit, or the joint hits of one
 -- descriptor). KEYS = one key per hit. ARGV[1] = now in microseconds (empty:
--- the server's TIME), then seven fields per hit, as decide_run reads them.
+-- the server's TIME), then seven fields per hit, as argv_hit (run.lua)
+-- reads them.
 if #ARGV ~= 1 + 7 * #KEYS then
   return redis.error_reply('envoy-rls: want 1 + 7 arguments per key, got ' .. #ARGV .. ' for ' .. #KEYS .. ' keys')
 end
@@ -8,4 +9,4 @@ local now = tonumber(ARGV[1])
 if ARGV[1] == '' then
   now = server_now()
 end
-return decide_run(0, #KEYS, 1, now)
+return decide_run(0, #KEYS, 1, now, argv_hit)

@@ -69,5 +69,8 @@ type Store interface {
 	// All hits of a call are sent together (one round trip to Redis); each
 	// is decided atomically on its own. A failure that touches only some
 	// hits (one cluster node down) sets Err on those results alone.
+	//
+	// Neither slice is used after Decide returns, even if work it started
+	// goes on (a script still in Redis after ctx ended): callers reuse them.
 	Decide(ctx context.Context, hits []Hit, results []Result)
 }

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
 // Batching chooses whether concurrent Decide calls share pipelines.
@@ -195,14 +193,6 @@ func (b *batcher) exec(ctx context.Context, groups ...[]run) [][]reply {
 	return out
 }
 
-// batchSpec is what the batch script needs of a limit: sent once per flush
-// for all the hits of that limit.
-type batchSpec struct {
-	algorithm    limits.Algorithm
-	n, t, b      int64
-	countRefused bool
-}
-
 // batchArgs lays out the runs of groups as lua/batch.lua reads them: KEYS,
 // the keys of every run in order; ARGV, the number of distinct limits, five
 // fields per limit (algorithm, N, T in microseconds, B, count_refused), then
@@ -220,8 +210,8 @@ func batchArgs(groups [][]run) ([]string, []any) {
 		}
 	}
 	keys := make([]string, 0, nkeys)
-	index := make(map[batchSpec]int, 4)
-	var specs []batchSpec
+	index := make(map[scriptLimit]int, 4)
+	var distinct []scriptLimit
 	runArgs := make([]any, 0, 2*nruns+3*nkeys)
 	for _, g := range groups {
 		for k := range g {
@@ -229,26 +219,20 @@ func batchArgs(groups [][]run) ([]string, []any) {
 			keys = append(keys, r.keys...)
 			runArgs = append(runArgs, r.now, len(r.hits))
 			for _, h := range r.hits {
-				l := h.Limit
-				sp := batchSpec{l.Algorithm, l.Requests, l.PeriodMicros(), l.Capacity(), l.CountRefused}
-				i, ok := index[sp]
+				i, ok := index[h.limit]
 				if !ok {
-					specs = append(specs, sp)
-					i = len(specs)
-					index[sp] = i
+					distinct = append(distinct, h.limit)
+					i = len(distinct)
+					index[h.limit] = i
 				}
-				runArgs = append(runArgs, i, h.Cost, h.MaxDelayMicros())
+				runArgs = append(runArgs, i, h.cost, h.maxDelay)
 			}
 		}
 	}
-	args := make([]any, 0, 1+5*len(specs)+len(runArgs))
-	args = append(args, len(specs))
-	for _, sp := range specs {
-		countRefused := 0
-		if sp.countRefused {
-			countRefused = 1
-		}
-		args = append(args, sp.algorithm.ShortName(), sp.n, sp.t, sp.b, countRefused)
+	args := make([]any, 0, 1+5*len(distinct)+len(runArgs))
+	args = append(args, len(distinct))
+	for _, l := range distinct {
+		args = append(args, l.algorithm.ShortName(), l.n, l.t, l.b, l.countRefusedArg())
 	}
 	return keys, append(args, runArgs...)
 }

@@ -329,14 +329,32 @@ const argsPerHit = 7
 // run is one script call: hits[first..last], a single hit or a joint run.
 type run struct {
 	first, last int
-	hits        []limits.Hit // hits[first..last] of the call
-	now         string       // the store's clock, or "" for Redis's TIME
+	hits        []runHit // of hits[first..last]
+	now         string   // the store's clock, or "" for Redis's TIME
 	script      *script
 	keys        []string
 	reply       reply
 }
 
-// prepare validates the run's limits and chooses its script.
+// runHit is what a script needs of one hit, copied from the caller's hits: a
+// flusher may still read it after a call whose context ended has returned,
+// and its caller has reused its hits.
+type runHit struct {
+	limit    scriptLimit
+	cost     int64
+	maxDelay int64 // microseconds, 0: no bound
+}
+
+// scriptLimit is what a script needs of a limit. The batch script takes it
+// once per flush for all the hits of that limit.
+type scriptLimit struct {
+	algorithm    limits.Algorithm
+	n, t, b      int64 // N, T in microseconds, limits.Limit.Capacity
+	countRefused bool
+}
+
+// prepare validates the run's limits, chooses its script and copies what
+// the script needs of its hits.
 func (r *run) prepare(hits []limits.Hit, now string) error {
 	joint := r.last > r.first
 	for i := r.first; i <= r.last; i++ {
@@ -357,10 +375,18 @@ func (r *run) prepare(hits []limits.Hit, now string) error {
 	} else {
 		r.script = &scripts[hits[r.first].Limit.Algorithm]
 	}
-	r.hits, r.now = hits[r.first:r.last+1], now
-	r.keys = make([]string, len(r.hits))
-	for i, h := range r.hits {
+	n := r.last - r.first + 1
+	r.now = now
+	r.keys = make([]string, n)
+	r.hits = make([]runHit, n)
+	for i, h := range hits[r.first : r.last+1] {
+		l := h.Limit
 		r.keys[i] = h.Key
+		r.hits[i] = runHit{
+			limit:    scriptLimit{l.Algorithm, l.Requests, l.PeriodMicros(), l.Capacity(), l.CountRefused},
+			cost:     h.Cost,
+			maxDelay: h.MaxDelayMicros(),
+		}
 	}
 	return nil
 }
@@ -373,14 +399,18 @@ func (r *run) args() []any {
 	args := make([]any, 0, 1+argsPerHit*len(r.hits))
 	args = append(args, r.now)
 	for _, h := range r.hits {
-		countRefused := 0
-		if h.Limit.CountRefused {
-			countRefused = 1
-		}
-		args = append(args, h.Limit.Algorithm.ShortName(), h.Limit.Requests, h.Limit.PeriodMicros(),
-			h.Limit.Capacity(), h.Cost, h.MaxDelayMicros(), countRefused)
+		args = append(args, h.limit.algorithm.ShortName(), h.limit.n, h.limit.t, h.limit.b,
+			h.cost, h.maxDelay, h.limit.countRefusedArg())
 	}
 	return args
+}
+
+// countRefusedArg is count_refused as the scripts read it.
+func (l scriptLimit) countRefusedArg() int {
+	if l.countRefused {
+		return 1
+	}
+	return 0
 }
 
 // errNoScript is returned for an algorithm that package limits implements

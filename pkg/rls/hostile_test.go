@@ -6,7 +6,6 @@ import (
 	"net"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -18,9 +17,9 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
-	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/memory"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/storetest"
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
 	"github.com/envoy-rls/envoy-rls/pkg/rls"
 )
@@ -41,34 +40,10 @@ descriptors:
         rate_limit: {unit: hour, requests_per_unit: 100}
 `
 
-// recordingStore remembers the keys of every hit it decides.
-type recordingStore struct {
-	limits.Store
-	mu   sync.Mutex
-	keys []string
-}
-
-func (r *recordingStore) Decide(ctx context.Context, hits []limits.Hit, results []limits.Result) {
-	r.mu.Lock()
-	for _, h := range hits {
-		r.keys = append(r.keys, h.Key)
-	}
-	r.mu.Unlock()
-	r.Store.Decide(ctx, hits, results)
-}
-
-func (r *recordingStore) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	k := r.keys
-	r.keys = nil
-	return k
-}
-
 type hostile struct {
 	svc     *rls.Service
 	client  rlsv3.RateLimitServiceClient
-	store   *recordingStore
+	store   *storetest.Recording
 	metrics *metrics.Metrics
 }
 
@@ -82,7 +57,7 @@ func newHostile(t *testing.T) *hostile {
 	}
 	mem := memory.New(memory.Options{SweepInterval: -1, Now: func() int64 { return 1_700_000_000_000_000 }})
 	t.Cleanup(func() { mem.Close() })
-	h := &hostile{store: &recordingStore{Store: mem}, metrics: metrics.New()}
+	h := &hostile{store: &storetest.Recording{Store: mem}, metrics: metrics.New()}
 	h.svc, err = rls.New(descriptors.NewIndex(&config.Config{Domains: map[string]*config.Domain{d.Name: d}}),
 		rls.Options{Store: h.store, Metrics: h.metrics})
 	if err != nil {
@@ -168,7 +143,7 @@ func TestRequestBounds(t *testing.T) {
 		if err == nil && len(resp.Statuses) != len(tt.ds) {
 			t.Errorf("%s: got %d statuses, want %d", tt.name, len(resp.Statuses), len(tt.ds))
 		}
-		if keys := h.store.take(); (len(keys) > 0) != (tt.calls > 0) {
+		if keys := h.store.Take(); (len(keys) > 0) != (tt.calls > 0) {
 			t.Errorf("%s: the store decided %d hits, want %d calls", tt.name, len(keys), tt.calls)
 		}
 	}
@@ -203,7 +178,7 @@ func TestLongValue(t *testing.T) {
 		if st.Code != c.code || st.LimitRemaining != c.remaining || st.CurrentLimit.GetName() != "per-ip" {
 			t.Errorf("call %d: got %v with %d remaining (%q), want %v with %d of per-ip", i, st.Code, st.LimitRemaining, st.CurrentLimit.GetName(), c.code, c.remaining)
 		}
-		keys := h.store.take()
+		keys := h.store.Take()
 		if len(keys) != 1 {
 			t.Fatalf("call %d: the store got %d hits, want 1", i, len(keys))
 		}
@@ -228,7 +203,7 @@ func TestLongValue(t *testing.T) {
 	if st := resp.Statuses[0]; st.Code != rlsv3.RateLimitResponse_OK || st.LimitRemaining != 99 {
 		t.Errorf("nested long values: got %v with %d remaining, want OK with 99", st.Code, st.LimitRemaining)
 	}
-	if keys := h.store.take(); len(keys) != 1 || len(keys[0]) > 128 {
+	if keys := h.store.Take(); len(keys) != 1 || len(keys[0]) > 128 {
 		t.Errorf("nested long values: keys %q, want one of at most 128 bytes", keys)
 	}
 }

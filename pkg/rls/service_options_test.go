@@ -20,6 +20,7 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/storetest"
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
 )
 
@@ -128,35 +129,20 @@ func TestGlobalShadowMode(t *testing.T) {
 	})
 }
 
-// recordingStore remembers the keys it is asked to decide.
-type recordingStore struct {
-	limits.Store
-	mu   sync.Mutex
-	keys []string
-}
-
-func (r *recordingStore) Decide(ctx context.Context, hits []limits.Hit, results []limits.Result) {
-	r.mu.Lock()
-	for _, h := range hits {
-		r.keys = append(r.keys, h.Key)
-	}
-	r.mu.Unlock()
-	r.Store.Decide(ctx, hits, results)
-}
-
 func TestKeyPrefixAndHashValues(t *testing.T) {
 	const secret = "sk-live-0123456789"
-	var rs *recordingStore
-	f := newFixture(t, func(s limits.Store) limits.Store { rs = &recordingStore{Store: s}; return rs },
+	var rs *storetest.Recording
+	f := newFixture(t, func(s limits.Store) limits.Store { rs = &storetest.Recording{Store: s}; return rs },
 		Options{KeyPrefix: "team-a:", HashValues: true})
 	check(t, f.call(t, desc("api_key", secret)).Statuses[0], want{ok, "per-key", 1, time.Second})
 	check(t, f.call(t, desc("api_key", secret)).Statuses[0], want{ok, "per-key", 0, 2 * time.Second})
 	// Another value has its own counter.
 	check(t, f.call(t, desc("api_key", secret+"x")).Statuses[0], want{ok, "per-key", 1, time.Second})
-	if len(rs.keys) != 3 {
-		t.Fatalf("store saw keys %q, want 3", rs.keys)
+	keys := rs.Take()
+	if len(keys) != 3 {
+		t.Fatalf("store saw keys %q, want 3", keys)
 	}
-	for _, k := range rs.keys {
+	for _, k := range keys {
 		if !strings.HasPrefix(k, "team-a:{") {
 			t.Errorf("key %q does not start with the prefix and hash tag", k)
 		}
@@ -166,8 +152,8 @@ func TestKeyPrefixAndHashValues(t *testing.T) {
 	}
 	want := descriptors.Key(descriptors.KeyInput{Domain: "edge", Entries: []descriptors.Entry{{Key: "api_key", Value: secret}},
 		Limit: apiKeyLimit(t, f), Prefix: "team-a:", HashValues: true})
-	if rs.keys[0] != want {
-		t.Errorf("key %q, want %q", rs.keys[0], want)
+	if keys[0] != want {
+		t.Errorf("key %q, want %q", keys[0], want)
 	}
 
 	if _, err := New(f.svc.Index(), Options{Store: rs, KeyPrefix: "a{b}"}); err == nil {

@@ -90,11 +90,11 @@ local function decide_run(k0, count, a0, now, read)
   -- repeated key written by a limit that does not count refused hits.
   local kept, dirty = {}, {}
 
-  local out, writes, counts, refused = {}, {}, {}, false
+  local out, writes, countsrefused, refused = {}, {}, {}, false
   for i = 1, count do
     local key = KEYS[k0 + i]
     local allowed, remaining, reset, delay, write, countrefused = decide_hit(key, read, a0, i, now)
-    counts[i] = countrefused
+    countsrefused[i] = countrefused
     out[4 * i - 3] = allowed and 1 or 0
     out[4 * i - 2] = remaining
     out[4 * i - 1] = reset
@@ -122,7 +122,7 @@ local function decide_run(k0, count, a0, now, read)
       restore(key, kept[key])
       dirty[key] = nil
     end
-    if writes[i] and (not refused or counts[i]) then
+    if writes[i] and (not refused or countsrefused[i]) then
       writes[i]()
     end
   end

@@ -1,6 +1,6 @@
 module github.com/envoy-rls/envoy-rls
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0

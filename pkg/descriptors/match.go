@@ -53,6 +53,12 @@ func NewIndex(c *config.Config) *Index {
 	return ix
 }
 
+// Known reports whether domain is configured.
+func (ix *Index) Known(domain string) bool {
+	_, ok := ix.domains[domain]
+	return ok
+}
+
 // Config returns the snapshot the index was built from.
 func (ix *Index) Config() *config.Config { return ix.config }
 

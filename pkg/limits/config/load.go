@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -82,7 +80,8 @@ func (o Options) Load(path string) (*Config, error) {
 	return c, nil
 }
 
-// limitsFiles lists the files Load reads for path.
+// limitsFiles lists the files Load reads for path: path itself, or the
+// directory's DirFiles, of which there must be at least one.
 func limitsFiles(path string) ([]string, error) {
 	info, err := os.Stat(path)
 	if err != nil {
@@ -91,24 +90,9 @@ func limitsFiles(path string) ([]string, error) {
 	if !info.IsDir() {
 		return []string{path}, nil
 	}
-	entries, err := os.ReadDir(path)
+	files, err := DirFiles(path)
 	if err != nil {
-		return nil, fileError(path, err)
-	}
-	var files []string
-	for _, e := range entries {
-		name := e.Name()
-		if strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
-			continue
-		}
-		file := filepath.Join(path, name)
-		info, err := os.Stat(file) // follows symlinks
-		if err != nil {
-			return nil, fileError(file, err)
-		}
-		if info.Mode().IsRegular() {
-			files = append(files, file)
-		}
+		return nil, err
 	}
 	if len(files) == 0 {
 		return nil, &Error{File: path, Msg: "no limits files (*.yaml or *.yml) in the directory"}

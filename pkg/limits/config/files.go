@@ -1,0 +1,61 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// IsLimitsFileName reports whether a directory entry of this name is read as
+// a limits file, provided it is a file: its name ends in .yaml or .yml and
+// does not start with a dot. Dot names are skipped because a Kubernetes
+// ConfigMap volume holds every key twice, once as a top-level symlink and
+// once inside the ..data directory it points into (..data and its
+// timestamped targets start with dots), and because editors keep their
+// temporary copies under dot names.
+func IsLimitsFileName(name string) bool {
+	return !strings.HasPrefix(name, ".") && (strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml"))
+}
+
+// DirFiles lists the limits files of directory dir, in name order: the
+// entries IsLimitsFileName accepts that are regular files once symlinks are
+// followed (a ConfigMap's keys are symlinks). Subdirectories are not read.
+// Load reads these files and the config watcher watches these same files,
+// so that what one reads the other sees change.
+//
+// An entry with a limits file's name that cannot be followed, a dangling
+// symlink for one, is listed all the same, and the error (an *Error) names
+// the first such entry: Load refuses the directory rather than silently
+// loading less, while a watcher keeps the whole list so that it notices the
+// entry being repaired. When dir itself cannot be read, DirFiles returns no
+// files and that error.
+func DirFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fileError(dir, err)
+	}
+	var files []string
+	var first error
+	for _, e := range entries {
+		if !IsLimitsFileName(e.Name()) {
+			continue
+		}
+		file := filepath.Join(dir, e.Name())
+		switch {
+		case e.Type().IsRegular():
+		case e.Type()&os.ModeSymlink != 0:
+			info, err := os.Stat(file)
+			if err != nil {
+				if first == nil {
+					first = fileError(file, err)
+				}
+			} else if !info.Mode().IsRegular() {
+				continue
+			}
+		default:
+			continue // a directory, a socket, a device
+		}
+		files = append(files, file)
+	}
+	return files, first
+}

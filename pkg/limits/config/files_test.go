@@ -1,0 +1,91 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func TestIsLimitsFileName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"a.yaml":            true,
+		"b.yml":             true,
+		"c.json":            false,
+		"d.yaml.swp":        false,
+		"yaml":              false,
+		".hidden.yaml":      false,
+		"..data":            false,
+		".limits.yaml.tmp":  false,
+		"..2026_11_30.1":    false,
+		"with.dots.in.yaml": true,
+	} {
+		if got := IsLimitsFileName(name); got != want {
+			t.Errorf("IsLimitsFileName(%q): got %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestDirFiles(t *testing.T) {
+	dir := t.TempDir()
+	mustWrite := func(name string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("domain: x\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustSymlink := func(target, name string) {
+		t.Helper()
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"a.yaml", "b.yml", "c.json", "d.yaml.swp", ".hidden.yaml"} {
+		mustWrite(name)
+	}
+	for _, name := range []string{"sub.yaml", "..2026_11_30_07_56_01.1"} {
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustSymlink("..2026_11_30_07_56_01.1", "..data")
+	mustSymlink("sub.yaml", "linkdir.yaml")
+	mustSymlink("a.yaml", "link.yaml")
+
+	got, err := DirFiles(dir)
+	if err != nil {
+		t.Fatalf("DirFiles: %v", err)
+	}
+	want := []string{"a.yaml", "b.yml", "link.yaml"}
+	if names := baseNames(got); !slices.Equal(names, want) {
+		t.Errorf("DirFiles: got %q, want %q", names, want)
+	}
+
+	// A dangling symlink is listed, and named by the error.
+	mustSymlink("missing.yaml", "broken.yaml")
+	got, err = DirFiles(dir)
+	want = []string{"a.yaml", "b.yml", "broken.yaml", "link.yaml"}
+	if names := baseNames(got); !slices.Equal(names, want) {
+		t.Errorf("DirFiles with a dangling symlink: got %q, want %q", names, want)
+	}
+	wantErr := filepath.Join(dir, "broken.yaml") + ": stat: no such file or directory"
+	if e, ok := errors.AsType[*Error](err); !ok || e.Error() != wantErr || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("DirFiles with a dangling symlink: got error %v, want the *Error %q wrapping fs.ErrNotExist", err, wantErr)
+	}
+
+	// A directory that cannot be read gives no files.
+	got, err = DirFiles(filepath.Join(dir, "nothing-here"))
+	if got != nil || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("DirFiles of a missing directory: got %q, %v; want none and fs.ErrNotExist", got, err)
+	}
+}
+
+func baseNames(files []string) []string {
+	out := make([]string, len(files))
+	for i, f := range files {
+		out[i] = filepath.Base(f)
+	}
+	return out
+}

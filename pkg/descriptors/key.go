@@ -66,13 +66,35 @@ func CheckKeyPrefix(p string) error {
 // cluster. The hash is FNV-1a, fixed across processes and versions, so that
 // every instance computes the same key.
 func AppendKey(dst []byte, in KeyInput) []byte {
+	dst, _ = appendKeyTag(dst, in)
+	return dst
+}
+
+// Key returns the store key of in as a string.
+func Key(in KeyInput) string {
+	key, _ := KeyTag(in)
+	return key
+}
+
+// KeyTag returns the store key of in and the hash its hash tag renders
+// (limits.Hit.Tag), computed once: a store that shards keys itself takes
+// the tag as a number instead of parsing it back out of the key. Every key
+// of one descriptor has the same tag.
+func KeyTag(in KeyInput) (key string, tag uint64) {
+	var buf [256]byte
+	b, tag := appendKeyTag(buf[:0], in)
+	return string(b), tag
+}
+
+func appendKeyTag(dst []byte, in KeyInput) ([]byte, uint64) {
 	if in.Prefix != "" {
 		dst = append(dst, in.Prefix...)
 	} else {
 		dst = append(dst, KeyPrefix...)
 	}
+	tag := tagHash(in.Domain, in.Entries, in.HashValues)
 	dst = append(dst, '{')
-	dst = appendHex64(dst, tagHash(in.Domain, in.Entries, in.HashValues))
+	dst = appendHex64(dst, tag)
 	dst = append(dst, "}:"...)
 	dst = append(dst, in.Limit.Algorithm.ShortName()...)
 	dst = append(dst, ':')
@@ -89,13 +111,7 @@ func AppendKey(dst []byte, in KeyInput) []byte {
 			dst = appendString(dst, e.Value)
 		}
 	}
-	return dst
-}
-
-// Key returns the store key of in as a string.
-func Key(in KeyInput) string {
-	var buf [256]byte
-	return string(AppendKey(buf[:0], in))
+	return dst, tag
 }
 
 func appendString(dst []byte, s string) []byte {

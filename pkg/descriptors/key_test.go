@@ -22,6 +22,44 @@ func TestKeyFormat(t *testing.T) {
 	}
 }
 
+// TestKeyTag: KeyTag returns the key Key and AppendKey build, and the tag
+// its braces render; every limit of one descriptor shares that tag.
+func TestKeyTag(t *testing.T) {
+	for _, in := range []KeyInput{
+		{Domain: "edge", Entries: []Entry{{"remote_address", "1.2.3.4"}}, Limit: minute},
+		{Domain: "edge", Entries: []Entry{{"remote_address", "1.2.3.4"}}, Limit: limits.Limit{Algorithm: limits.TokenBucket, Requests: 5, Period: time.Hour}, Index: 2},
+		{Domain: "edge", Entries: []Entry{{"remote_address", "1.2.3.4"}}, Limit: minute, HashValues: true, Prefix: "p:"},
+		{Domain: "edge", Entries: []Entry{{"k", strings.Repeat("v", MaxValueLen+1)}}, Limit: minute},
+	} {
+		key, tag := KeyTag(in)
+		if want := Key(in); key != want {
+			t.Errorf("KeyTag key %q, Key %q", key, want)
+		}
+		if want := string(AppendKey([]byte("x"), in)[1:]); key != want {
+			t.Errorf("KeyTag key %q, AppendKey %q", key, want)
+		}
+		if want := "{" + string(appendHex64(nil, tag)) + "}"; !strings.Contains(key, want) {
+			t.Errorf("key %q does not render tag %x as %s", key, tag, want)
+		}
+		if want := tagHash(in.Domain, in.Entries, in.HashValues); tag != want {
+			t.Errorf("tag %x, want tagHash %x", tag, want)
+		}
+	}
+	a := KeyInput{Domain: "edge", Entries: []Entry{{"k", "v"}}, Limit: minute}
+	b := a
+	b.Limit, b.Index = limits.Limit{Algorithm: limits.LeakyBucket, Requests: 1, Period: time.Second}, 1
+	_, ta := KeyTag(a)
+	_, tb := KeyTag(b)
+	if ta != tb {
+		t.Errorf("one descriptor's limits have tags %x and %x, want one", ta, tb)
+	}
+	c := a
+	c.Entries = []Entry{{"k", "w"}}
+	if _, tc := KeyTag(c); tc == ta {
+		t.Errorf("two descriptors share tag %x", ta)
+	}
+}
+
 func TestKeysDoNotCollide(t *testing.T) {
 	keys := map[string]string{}
 	add := func(name string, in KeyInput) {

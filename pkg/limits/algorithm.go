@@ -128,11 +128,11 @@ func fixedWindow(l Limit, s State, cost, now int64) Decision {
 		d.Changed = true
 	}
 	d.Result.Remaining = max(0, n-count)
-	switch {
-	case !d.Result.Allowed && cost <= n:
-		d.Result.Reset = micros(end - now)
-	case count > 0:
-		d.Result.Reset = micros(end - now)
+	if count > 0 {
+		d.Result.ResetAfter = micros(end - now)
+	}
+	if !d.Result.Allowed && cost <= n {
+		d.Result.RetryAfter = micros(end - now)
 	}
 	if d.Changed {
 		d.State = State{Live: count > 0, Window: w, Count: count}
@@ -180,21 +180,18 @@ func slidingWindow(l Limit, s State, cost, now int64) Decision {
 		cur = min(cur+cost, 2*n)
 		d.Changed = true
 	}
-	// A refused hit's wait counts from the state that stays, a
-	// count_refused charge included.
-	var wait int64
-	if !d.Result.Allowed && cost <= n {
-		wait = slidingWait(n, t, prev, cur, e, need)
-	}
 	est := slidingWeight(t, prev, e) + float64(cur)
 	d.Result.Remaining = max(0, int64(math.Floor(float64(n)-est)))
+	// Waits count from the state that stays, a count_refused charge
+	// included.
 	switch {
-	case !d.Result.Allowed && cost <= n:
-		d.Result.Reset = micros(wait)
 	case cur > 0:
-		d.Result.Reset = micros(2*t - e)
+		d.Result.ResetAfter = micros(2*t - e)
 	case prev > 0:
-		d.Result.Reset = micros(t - e)
+		d.Result.ResetAfter = micros(t - e)
+	}
+	if !d.Result.Allowed && cost <= n {
+		d.Result.RetryAfter = micros(slidingWait(n, t, prev, cur, e, need))
 	}
 	if d.Changed {
 		d.State = State{Live: cur > 0 || prev > 0, Window: w, Count: cur, Prev: prev}
@@ -281,7 +278,8 @@ func tokenBucket(l Limit, s State, cost, now int64) Decision {
 	// Waits are measured from the state the store will keep: the old one on
 	// a refusal or a peek (refilling it in one step from its own stamp is not
 	// bit-for-bit the same as refilling the refilled tokens), the new one
-	// otherwise. Then waiting exactly Reset is what the next Decide sees.
+	// otherwise. Then waiting exactly RetryAfter or ResetAfter is what the
+	// next Decide sees.
 	kept, stamp := float64(b), now
 	switch {
 	case d.Changed:
@@ -290,10 +288,9 @@ func tokenBucket(l Limit, s State, cost, now int64) Decision {
 		kept, stamp = s.Tokens, s.Stamp
 	}
 	full := bucketWaitFrom(kept, stamp, now, b, n, t, b)
+	d.Result.ResetAfter = micros(full)
 	if !d.Result.Allowed && cost <= b {
-		d.Result.Reset = micros(bucketWaitFrom(kept, stamp, now, need, n, t, b))
-	} else {
-		d.Result.Reset = micros(full)
+		d.Result.RetryAfter = micros(bucketWaitFrom(kept, stamp, now, need, n, t, b))
 	}
 	if d.Changed {
 		d.State = State{Live: full > 0, Tokens: tokens, Stamp: now}
@@ -395,8 +392,10 @@ func slidingLog(l Limit, s State, cost, now int64) Decision {
 		d.Changed = true
 	}
 	d.Result.Remaining = max(0, n-total)
-	switch {
-	case !d.Result.Allowed && cost <= n:
+	if len(log) > 0 {
+		d.Result.ResetAfter = micros(log[len(log)-1].At + t - now)
+	}
+	if !d.Result.Allowed && cost <= n {
 		// The oldest entries leave first: wait until enough of them have.
 		freed := int64(0)
 		for _, e := range log {
@@ -404,10 +403,8 @@ func slidingLog(l Limit, s State, cost, now int64) Decision {
 				break
 			}
 			freed += e.Cost
-			d.Result.Reset = micros(e.At + t - now)
+			d.Result.RetryAfter = micros(e.At + t - now)
 		}
-	case len(log) > 0:
-		d.Result.Reset = micros(log[len(log)-1].At + t - now)
 	}
 	if d.Changed {
 		d.State = State{Live: len(log) > 0, Count: total, Log: log, logDead: dead}
@@ -474,11 +471,11 @@ func leakyBucket(l Limit, s State, cost, now, maxDelay int64) Decision {
 	backlog := drain - float64(now)
 	// Free places in the queue: the request in service is not queued.
 	d.Result.Remaining = max(0, min(b, b+1-int64(math.Ceil(backlog/interval))))
-	switch {
-	case !d.Result.Allowed && need-1 <= b:
-		d.Result.Reset = micros(leakyWait(backlog, need, b, interval, maxDelay))
-	case backlog > interval:
-		d.Result.Reset = micros(int64(math.Ceil(backlog - interval)))
+	if backlog > interval {
+		d.Result.ResetAfter = micros(int64(math.Ceil(backlog - interval)))
+	}
+	if !d.Result.Allowed && need-1 <= b {
+		d.Result.RetryAfter = micros(leakyWait(backlog, need, b, interval, maxDelay))
 	}
 	if d.Changed {
 		d.State = State{Live: backlog > 0, Drain: drain}

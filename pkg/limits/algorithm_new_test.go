@@ -44,7 +44,7 @@ func runWithinCases(t *testing.T, cases []withinCase) {
 
 // delayed is an allowed result that waits delay for its turn.
 func delayed(remaining int64, reset, delay time.Duration) limits.Result {
-	return limits.Result{Allowed: true, Remaining: remaining, Reset: reset, Delay: delay}
+	return limits.Result{Allowed: true, Remaining: remaining, ResetAfter: reset, Delay: delay}
 }
 
 func logOf(entries ...limits.LogEntry) limits.State {
@@ -68,16 +68,16 @@ func TestDecideSlidingLog(t *testing.T) {
 		{name: "last allowed: back at N when the newest leaves", limit: l, state: logOf(at(100*ms, 1), at(300*ms, 1)), cost: 1, now: now, want: limits.Decision{
 			Result: res(true, 0, time.Second), State: logOf(at(100*ms, 1), at(300*ms, 1), at(500*ms, 1)), Changed: true, ExpireAt: now + sec}},
 		{name: "full: refused until the oldest leaves", limit: l, state: full, cost: 1, now: now, want: limits.Decision{
-			Result: res(false, 0, 600*time.Millisecond)}},
+			Result: no(0, 600*time.Millisecond, 900*time.Millisecond)}},
 		{name: "full: 1us before the oldest leaves", limit: l, state: full, cost: 1, now: base + 1100*ms - 1, want: limits.Decision{
-			Result: res(false, 0, time.Microsecond)}},
+			Result: no(0, time.Microsecond, us(300001))}},
 		// The window is (now − T, now]: an entry at exactly now − T is out.
 		{name: "the oldest leaves at At + T", limit: l, state: full, cost: 1, now: base + 1100*ms, want: limits.Decision{
 			Result: res(true, 0, time.Second), State: logOf(at(300*ms, 1), at(400*ms, 1), at(1100*ms, 1)), Changed: true, ExpireAt: base + 2100*ms}},
 		{name: "cost 2 waits for two entries", limit: l, state: full, cost: 2, now: now, want: limits.Decision{
-			Result: res(false, 0, 800*time.Millisecond)}},
+			Result: no(0, 800*time.Millisecond, 900*time.Millisecond)}},
 		{name: "an entry of cost 2 leaves at once", limit: l, state: logOf(at(100*ms, 2)), cost: 2, now: now, want: limits.Decision{
-			Result: res(false, 1, 600*time.Millisecond)}},
+			Result: no(1, 600*time.Millisecond, 600*time.Millisecond)}},
 		{name: "hits at one instant are separate entries", limit: l, state: logOf(at(500*ms, 1)), cost: 1, now: now, want: limits.Decision{
 			Result: res(true, 1, time.Second), State: logOf(at(500*ms, 1), at(500*ms, 1)), Changed: true, ExpireAt: now + sec}},
 		{name: "entries that left are dropped on a change", limit: l, state: logOf(at(-600*ms, 1), at(-500*ms, 1), at(-499*ms, 1)), cost: 1, now: now, want: limits.Decision{
@@ -87,11 +87,11 @@ func TestDecideSlidingLog(t *testing.T) {
 		{name: "peek on entries that all left", limit: l, state: logOf(at(-600*ms, 1), at(-500*ms, 1)), cost: 0, now: now, want: limits.Decision{
 			Result: res(true, 3, 0)}},
 		{name: "peek refused when cost 1 would be", limit: l, state: full, cost: 0, now: now, want: limits.Decision{
-			Result: res(false, 0, 600*time.Millisecond)}},
+			Result: no(0, 600*time.Millisecond, 900*time.Millisecond)}},
 		{name: "never fits: key untouched, reset until all leave", limit: l, state: logOf(at(100*ms, 1), at(200*ms, 1)), cost: 4, now: now, want: limits.Decision{
-			Result: res(false, 1, 700*time.Millisecond)}},
+			Result: no(1, 0, 700*time.Millisecond)}},
 		{name: "never fits on absent key", limit: l, cost: 4, now: now, want: limits.Decision{
-			Result: res(false, 3, 0)}},
+			Result: no(3, 0, 0)}},
 		{name: "refund takes from the newest entry", limit: l, state: logOf(at(100*ms, 1), at(300*ms, 2)), cost: -1, now: now, want: limits.Decision{
 			Result: res(true, 1, 800*time.Millisecond), State: logOf(at(100*ms, 1), at(300*ms, 1)), Changed: true, ExpireAt: base + 1300*ms}},
 		{name: "refund across entries", limit: l, state: logOf(at(100*ms, 1), at(300*ms, 2)), cost: -2, now: now, want: limits.Decision{
@@ -131,9 +131,9 @@ func TestDecideLeakyBucket(t *testing.T) {
 		{name: "third takes the last place", limit: l, state: drain(200 * ms), cost: 1, now: now, want: limits.Decision{
 			Result: delayed(0, 200*time.Millisecond, 200*time.Millisecond), State: drain(300 * ms), Changed: true, ExpireAt: now + 300*ms}},
 		{name: "full: refused at once until a place frees", limit: l, state: drain(300 * ms), cost: 1, now: now, want: limits.Decision{
-			Result: res(false, 0, 100*time.Millisecond)}},
+			Result: no(0, 100*time.Millisecond, 200*time.Millisecond)}},
 		{name: "full: 1us before a place frees", limit: l, state: drain(300 * ms), cost: 1, now: now + 100*ms - 1, want: limits.Decision{
-			Result: res(false, 0, time.Microsecond)}},
+			Result: no(0, time.Microsecond, us(100001))}},
 		{name: "a place frees after I", limit: l, state: drain(300 * ms), cost: 1, now: now + 100*ms, want: limits.Decision{
 			Result: delayed(0, 200*time.Millisecond, 200*time.Millisecond), State: drain(400 * ms), Changed: true, ExpireAt: now + 400*ms}},
 		{name: "delay is rounded up to a microsecond", limit: l, state: limits.State{Live: true, Drain: float64(now) + 50_000.25}, cost: 1, now: now, want: limits.Decision{
@@ -143,17 +143,17 @@ func TestDecideLeakyBucket(t *testing.T) {
 		{name: "cost B+1 fits an idle bucket", limit: l, cost: 3, now: now, want: limits.Decision{
 			Result: delayed(0, 200*time.Millisecond, 0), State: drain(300 * ms), Changed: true, ExpireAt: now + 300*ms}},
 		{name: "cost B+1 waits until the bucket is idle", limit: l, state: drain(50 * ms), cost: 3, now: now, want: limits.Decision{
-			Result: res(false, 2, 50*time.Millisecond)}},
+			Result: no(2, 50*time.Millisecond, 0)}},
 		{name: "never fits above B+1: key untouched, reset until B places", limit: l, state: drain(250 * ms), cost: 4, now: now, want: limits.Decision{
-			Result: res(false, 0, 150*time.Millisecond)}},
+			Result: no(0, 0, 150*time.Millisecond)}},
 		{name: "never fits on absent key", limit: l, cost: 4, now: now, want: limits.Decision{
-			Result: res(false, 2, 0)}},
+			Result: no(2, 0, 0)}},
 		{name: "a drain in the past is an idle bucket", limit: l, state: drain(-5 * sec), cost: 1, now: now, want: limits.Decision{
 			Result: delayed(2, 0, 0), State: drain(100 * ms), Changed: true, ExpireAt: now + 100*ms}},
 		{name: "peek consumes nothing and takes no turn, so it does not wait", limit: l, state: drain(150 * ms), cost: 0, now: now, want: limits.Decision{
 			Result: res(true, 1, 50*time.Millisecond)}},
 		{name: "peek refused when cost 1 would be", limit: l, state: drain(250 * ms), cost: 0, now: now, want: limits.Decision{
-			Result: res(false, 0, 50*time.Millisecond)}},
+			Result: no(0, 50*time.Millisecond, 150*time.Millisecond)}},
 		{name: "refund", limit: l, state: drain(250 * ms), cost: -2, now: now, want: limits.Decision{
 			Result: res(true, 2, 0), State: drain(50 * ms), Changed: true, ExpireAt: now + 50*ms}},
 		{name: "refund never below an idle bucket: key deleted", limit: l, state: drain(100 * ms), cost: -5, now: now, want: limits.Decision{
@@ -161,23 +161,23 @@ func TestDecideLeakyBucket(t *testing.T) {
 
 		// The caller's deadline.
 		{name: "max delay: a longer wait is refused, nothing charged", limit: l, state: drain(150 * ms), cost: 1, now: now, maxDelay: 100 * ms, want: limits.Decision{
-			Result: res(false, 1, 50*time.Millisecond)}},
+			Result: no(1, 50*time.Millisecond, 50*time.Millisecond)}},
 		{name: "max delay: 1us short", limit: l, state: drain(150 * ms), cost: 1, now: now, maxDelay: 150*ms - 1, want: limits.Decision{
-			Result: res(false, 1, time.Microsecond)}},
+			Result: no(1, time.Microsecond, 50*time.Millisecond)}},
 		{name: "max delay: exactly the wait", limit: l, state: drain(150 * ms), cost: 1, now: now, maxDelay: 150 * ms, want: limits.Decision{
 			Result: delayed(0, 150*time.Millisecond, 150*time.Millisecond), State: drain(250 * ms), Changed: true, ExpireAt: now + 250*ms}},
 		{name: "max delay bounds the first turn, not the last", limit: l, state: drain(50 * ms), cost: 2, now: now, maxDelay: 60 * ms, want: limits.Decision{
 			Result: delayed(0, 150*time.Millisecond, 50*time.Millisecond), State: drain(250 * ms), Changed: true, ExpireAt: now + 250*ms}},
 		{name: "max delay: the queue is still the bound", limit: l, state: drain(300 * ms), cost: 1, now: now, maxDelay: sec, want: limits.Decision{
-			Result: res(false, 0, 100*time.Millisecond)}},
+			Result: no(0, 100*time.Millisecond, 200*time.Millisecond)}},
 
 		// B = 0: no queue, requests at least I apart.
 		{name: "no queue: absent", limit: noQueue, cost: 1, now: now, want: limits.Decision{
 			Result: delayed(0, 0, 0), State: drain(100 * ms), Changed: true, ExpireAt: now + 100*ms}},
 		{name: "no queue: refused until the turn ends", limit: noQueue, state: drain(100 * ms), cost: 1, now: now, want: limits.Decision{
-			Result: res(false, 0, 100*time.Millisecond)}},
+			Result: no(0, 100*time.Millisecond, 0)}},
 		{name: "no queue: cost 2 never fits", limit: noQueue, cost: 2, now: now, want: limits.Decision{
-			Result: res(false, 0, 0)}},
+			Result: no(0, 0, 0)}},
 	})
 
 	t.Run("interval not exact in float64", func(t *testing.T) {
@@ -197,7 +197,7 @@ func TestDecideLeakyBucket(t *testing.T) {
 			{name: "second waits ceil(333333.25)", limit: third, state: limits.State{Live: true, Drain: d1}, cost: 1, now: now, want: limits.Decision{
 				Result: delayed(0, 333_334*time.Microsecond, 333_334*time.Microsecond), State: limits.State{Live: true, Drain: d2}, Changed: true, ExpireAt: now + 666_667}},
 			{name: "third refused", limit: third, state: limits.State{Live: true, Drain: d2}, cost: 1, now: now, want: limits.Decision{
-				Result: res(false, 0, 333_334*time.Microsecond)}},
+				Result: no(0, 333_334*time.Microsecond, us(333334))}},
 		})
 	})
 
@@ -214,7 +214,7 @@ func TestDecideLeakyBucket(t *testing.T) {
 		}
 		runWithinCases(t, []withinCase{
 			{name: "refused: the shortest wait", limit: l, state: s, cost: 3, now: now, want: limits.Decision{
-				Result: res(false, 0, 90218166*time.Microsecond)}},
+				Result: no(0, 90218166*time.Microsecond, us(62945439))}},
 			{name: "allowed after it", limit: l, state: s, cost: 3, now: now + 90218166, want: limits.Decision{
 				Result: delayed(0, us(int64(math.Ceil(2*i))), 0), State: limits.State{Live: true, Drain: float64(now+90218166) + 3*i}, Changed: true, ExpireAt: int64(math.Ceil(float64(now+90218166) + 3*i))}},
 		})
@@ -224,7 +224,7 @@ func TestDecideLeakyBucket(t *testing.T) {
 func TestDecideCountRefused(t *testing.T) {
 	// count_refused: a refused positive hit still consumes, down to one
 	// period's worth of debt; a peek, a refund and an allowed hit are as
-	// without it. A refused hit's Reset is measured from the charged state.
+	// without it. A refused hit's waits are measured from the charged state.
 	fw := limits.Limit{Algorithm: limits.FixedWindow, Requests: 3, Period: time.Second, CountRefused: true}
 	sw := limits.Limit{Algorithm: limits.SlidingWindow, Requests: 10, Period: time.Second, CountRefused: true}
 	tb := limits.Limit{Algorithm: limits.TokenBucket, Requests: 10, Period: time.Second, CountRefused: true}
@@ -240,15 +240,15 @@ func TestDecideCountRefused(t *testing.T) {
 		end := base + sec
 		runWithinCases(t, []withinCase{
 			{name: "refused hit counts", limit: fw, state: win(w, 3, 0), cost: 1, now: now, want: limits.Decision{
-				Result: res(false, 0, 750*time.Millisecond), State: win(w, 4, 0), Changed: true, ExpireAt: end}},
+				Result: no(0, 750*time.Millisecond, 750*time.Millisecond), State: win(w, 4, 0), Changed: true, ExpireAt: end}},
 			{name: "debt stops at 2N", limit: fw, state: win(w, 5, 0), cost: 2, now: now, want: limits.Decision{
-				Result: res(false, 0, 750*time.Millisecond), State: win(w, 6, 0), Changed: true, ExpireAt: end}},
+				Result: no(0, 750*time.Millisecond, 750*time.Millisecond), State: win(w, 6, 0), Changed: true, ExpireAt: end}},
 			{name: "at 2N the state is written unchanged", limit: fw, state: win(w, 6, 0), cost: 1, now: now, want: limits.Decision{
-				Result: res(false, 0, 750*time.Millisecond), State: win(w, 6, 0), Changed: true, ExpireAt: end}},
+				Result: no(0, 750*time.Millisecond, 750*time.Millisecond), State: win(w, 6, 0), Changed: true, ExpireAt: end}},
 			{name: "a cost that never fits still counts", limit: fw, cost: 4, now: now, want: limits.Decision{
-				Result: res(false, 0, 750*time.Millisecond), State: win(w, 4, 0), Changed: true, ExpireAt: end}},
+				Result: no(0, 0, 750*time.Millisecond), State: win(w, 4, 0), Changed: true, ExpireAt: end}},
 			{name: "peek refused: nothing counted", limit: fw, state: win(w, 3, 0), cost: 0, now: now, want: limits.Decision{
-				Result: res(false, 0, 750*time.Millisecond)}},
+				Result: no(0, 750*time.Millisecond, 750*time.Millisecond)}},
 			{name: "allowed as without", limit: fw, state: win(w, 1, 0), cost: 2, now: now, want: limits.Decision{
 				Result: res(true, 0, 750*time.Millisecond), State: win(w, 3, 0), Changed: true, ExpireAt: end}},
 			{name: "the debt ends with the window", limit: fw, state: win(w, 6, 0), cost: 1, now: end, want: limits.Decision{
@@ -261,14 +261,14 @@ func TestDecideCountRefused(t *testing.T) {
 			// 8 × 0.75 + 4 + 1 > 10: cur becomes 5, and 8 × (T − e')/T + 5 + 1
 			// ≤ 10 from e' = 500 ms.
 			{name: "refused hit counts, reset from the charged state", limit: sw, state: win(w, 4, 8), cost: 1, now: now, want: limits.Decision{
-				Result: res(false, 0, 250*time.Millisecond), State: win(w, 5, 8), Changed: true, ExpireAt: base + 2*sec}},
+				Result: no(0, 250*time.Millisecond, 1750*time.Millisecond), State: win(w, 5, 8), Changed: true, ExpireAt: base + 2*sec}},
 			{name: "debt stops at 2N", limit: sw, state: win(w, 19, 0), cost: 5, now: now, want: limits.Decision{
-				Result: res(false, 0, us(750_000+750_000)), State: win(w, 20, 0), Changed: true, ExpireAt: base + 2*sec}},
+				Result: no(0, us(750_000+750_000), 1750*time.Millisecond), State: win(w, 20, 0), Changed: true, ExpireAt: base + 2*sec}},
 			// In the next window 20 × (T − e')/T + 5 ≤ 10 from e' = 750 ms.
 			{name: "a cost that never fits still counts", limit: sw, state: win(w, 4, 8), cost: 11, now: now, want: limits.Decision{
-				Result: res(false, 0, 1750*time.Millisecond), State: win(w, 15, 8), Changed: true, ExpireAt: base + 2*sec}},
+				Result: no(0, 0, 1750*time.Millisecond), State: win(w, 15, 8), Changed: true, ExpireAt: base + 2*sec}},
 			{name: "peek refused: nothing counted", limit: sw, state: win(w, 4, 8), cost: 0, now: now, want: limits.Decision{
-				Result: res(false, 0, 125*time.Millisecond)}},
+				Result: no(0, 125*time.Millisecond, 1750*time.Millisecond)}},
 			{name: "full debt is gone two windows on", limit: sw, state: win(w, 20, 0), cost: 1, now: base + 2*sec, want: limits.Decision{
 				Result: res(true, 9, 2*time.Second), State: win(w+2, 1, 0), Changed: true, ExpireAt: base + 4*sec}},
 		})
@@ -281,15 +281,15 @@ func TestDecideCountRefused(t *testing.T) {
 		runWithinCases(t, []withinCase{
 			// −0.5 tokens: 1.5 to wait for one, 10.5 until full.
 			{name: "refused hit takes tokens below zero", limit: tb, state: st(0.5, now), cost: 1, now: now, want: limits.Decision{
-				Result: res(false, 0, 150*time.Millisecond), State: st(-0.5, now), Changed: true, ExpireAt: now + 1050*ms}},
+				Result: no(0, 150*time.Millisecond, 1050*time.Millisecond), State: st(-0.5, now), Changed: true, ExpireAt: now + 1050*ms}},
 			{name: "refill first, then charge", limit: tb, state: st(0, now-50*ms), cost: 1, now: now, want: limits.Decision{
-				Result: res(false, 0, 150*time.Millisecond), State: st(-0.5, now), Changed: true, ExpireAt: now + 1050*ms}},
+				Result: no(0, 150*time.Millisecond, 1050*time.Millisecond), State: st(-0.5, now), Changed: true, ExpireAt: now + 1050*ms}},
 			{name: "debt stops at -N", limit: tb, state: st(-9, now), cost: 5, now: now, want: limits.Decision{
-				Result: res(false, 0, 1500*time.Millisecond), State: st(-10, now), Changed: true, ExpireAt: now + 2*sec}},
+				Result: no(0, 1500*time.Millisecond, 2*time.Second), State: st(-10, now), Changed: true, ExpireAt: now + 2*sec}},
 			{name: "a cost that never fits still counts", limit: tb, cost: 11, now: now, want: limits.Decision{
-				Result: res(false, 0, 1100*time.Millisecond), State: st(-1, now), Changed: true, ExpireAt: now + 1100*ms}},
+				Result: no(0, 0, 1100*time.Millisecond), State: st(-1, now), Changed: true, ExpireAt: now + 1100*ms}},
 			{name: "peek refused: nothing counted", limit: tb, state: st(0.5, now), cost: 0, now: now, want: limits.Decision{
-				Result: res(false, 0, 50*time.Millisecond)}},
+				Result: no(0, 50*time.Millisecond, 950*time.Millisecond)}},
 		})
 	})
 	t.Run("sliding_log", func(t *testing.T) {
@@ -299,15 +299,15 @@ func TestDecideCountRefused(t *testing.T) {
 		runWithinCases(t, []withinCase{
 			// 4 counted: two must leave before 1 more fits.
 			{name: "refused hit is logged, reset from the charged log", limit: sl, state: full, cost: 1, now: now, want: limits.Decision{
-				Result: res(false, 0, 800*time.Millisecond), State: logOf(at(100*ms, 1), at(300*ms, 1), at(400*ms, 1), at(500*ms, 1)), Changed: true, ExpireAt: now + sec}},
+				Result: no(0, 800*time.Millisecond, time.Second), State: logOf(at(100*ms, 1), at(300*ms, 1), at(400*ms, 1), at(500*ms, 1)), Changed: true, ExpireAt: now + sec}},
 			{name: "debt stops at 2N: only part is logged", limit: sl, state: logOf(at(100*ms, 3), at(300*ms, 2)), cost: 2, now: now, want: limits.Decision{
-				Result: res(false, 0, 800*time.Millisecond), State: logOf(at(100*ms, 3), at(300*ms, 2), at(500*ms, 1)), Changed: true, ExpireAt: now + sec}},
+				Result: no(0, 800*time.Millisecond, time.Second), State: logOf(at(100*ms, 3), at(300*ms, 2), at(500*ms, 1)), Changed: true, ExpireAt: now + sec}},
 			{name: "at 2N nothing more is logged", limit: sl, state: logOf(at(100*ms, 3), at(300*ms, 3)), cost: 1, now: now, want: limits.Decision{
-				Result: res(false, 0, 800*time.Millisecond)}},
+				Result: no(0, 800*time.Millisecond, 800*time.Millisecond)}},
 			{name: "a cost that never fits still counts", limit: sl, state: logOf(at(100*ms, 1)), cost: 5, now: now, want: limits.Decision{
-				Result: res(false, 0, time.Second), State: logOf(at(100*ms, 1), at(500*ms, 5)), Changed: true, ExpireAt: now + sec}},
+				Result: no(0, 0, time.Second), State: logOf(at(100*ms, 1), at(500*ms, 5)), Changed: true, ExpireAt: now + sec}},
 			{name: "peek refused: nothing counted", limit: sl, state: full, cost: 0, now: now, want: limits.Decision{
-				Result: res(false, 0, 600*time.Millisecond)}},
+				Result: no(0, 600*time.Millisecond, 900*time.Millisecond)}},
 		})
 	})
 	t.Run("leaky_bucket", func(t *testing.T) {
@@ -318,16 +318,16 @@ func TestDecideCountRefused(t *testing.T) {
 		runWithinCases(t, []withinCase{
 			// The refused hit takes a turn: the queue drains 100 ms later.
 			{name: "refused hit takes a turn, reset from the charged queue", limit: lb, state: drain(300 * ms), cost: 1, now: now, want: limits.Decision{
-				Result: res(false, 0, 200*time.Millisecond), State: drain(400 * ms), Changed: true, ExpireAt: now + 400*ms}},
+				Result: no(0, 200*time.Millisecond, 300*time.Millisecond), State: drain(400 * ms), Changed: true, ExpireAt: now + 400*ms}},
 			// At most B·I + T = 1.2 s of backlog.
 			{name: "debt stops one period beyond a full queue", limit: lb, state: drain(1150 * ms), cost: 2, now: now, want: limits.Decision{
-				Result: res(false, 0, 1100*time.Millisecond), State: drain(1200 * ms), Changed: true, ExpireAt: now + 1200*ms}},
+				Result: no(0, 1100*time.Millisecond, 1100*time.Millisecond), State: drain(1200 * ms), Changed: true, ExpireAt: now + 1200*ms}},
 			{name: "a cost that never fits still counts", limit: lb, state: drain(100 * ms), cost: 4, now: now, want: limits.Decision{
-				Result: res(false, 0, 400*time.Millisecond), State: drain(500 * ms), Changed: true, ExpireAt: now + 500*ms}},
+				Result: no(0, 0, 400*time.Millisecond), State: drain(500 * ms), Changed: true, ExpireAt: now + 500*ms}},
 			{name: "refused past the max delay still counts", limit: lb, state: drain(150 * ms), cost: 1, now: now, maxDelay: 100 * ms, want: limits.Decision{
-				Result: res(false, 0, 150*time.Millisecond), State: drain(250 * ms), Changed: true, ExpireAt: now + 250*ms}},
+				Result: no(0, 150*time.Millisecond, 150*time.Millisecond), State: drain(250 * ms), Changed: true, ExpireAt: now + 250*ms}},
 			{name: "peek refused: nothing counted", limit: lb, state: drain(300 * ms), cost: 0, now: now, want: limits.Decision{
-				Result: res(false, 0, 100*time.Millisecond)}},
+				Result: no(0, 100*time.Millisecond, 200*time.Millisecond)}},
 		})
 	})
 }

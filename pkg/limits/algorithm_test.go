@@ -39,8 +39,17 @@ func runDecideCases(t *testing.T, cases []decideCase) {
 	}
 }
 
+// res is an allowed result: remaining, and the wait until it is back at its
+// maximum.
 func res(allowed bool, remaining int64, reset time.Duration) limits.Result {
-	return limits.Result{Allowed: allowed, Remaining: remaining, Reset: reset}
+	return limits.Result{Allowed: allowed, Remaining: remaining, ResetAfter: reset}
+}
+
+// no is a refused result: remaining, the wait until the same hit is allowed
+// (zero when it never fits), and the wait until remaining is back at its
+// maximum.
+func no(remaining int64, retry, reset time.Duration) limits.Result {
+	return limits.Result{Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 }
 
 func us(n int64) time.Duration { return time.Duration(n) * time.Microsecond }
@@ -59,15 +68,15 @@ func TestDecideFixedWindow(t *testing.T) {
 		{"last allowed", l, live(w, 2), 1, now, limits.Decision{
 			Result: res(true, 0, 750*time.Millisecond), State: live(w, 3), Changed: true, ExpireAt: end}},
 		{"over: refused until the window ends", l, live(w, 3), 1, now, limits.Decision{
-			Result: res(false, 0, 750*time.Millisecond)}},
+			Result: no(0, 750*time.Millisecond, 750*time.Millisecond)}},
 		{"over: 1us before the boundary", l, live(w, 3), 1, end - 1, limits.Decision{
-			Result: res(false, 0, time.Microsecond)}},
+			Result: no(0, time.Microsecond, time.Microsecond)}},
 		{"boundary starts a new window", l, live(w, 3), 1, end, limits.Decision{
 			Result: res(true, 2, time.Second), State: live(w+1, 1), Changed: true, ExpireAt: end + sec}},
 		{"stale window is ignored", l, live(w-5, 3), 2, now, limits.Decision{
 			Result: res(true, 1, 750*time.Millisecond), State: live(w, 2), Changed: true, ExpireAt: end}},
 		{"cost 2 does not fit in 1", l, live(w, 2), 2, now, limits.Decision{
-			Result: res(false, 1, 750*time.Millisecond)}},
+			Result: no(1, 750*time.Millisecond, 750*time.Millisecond)}},
 		{"cost N fits an empty window", l, limits.State{}, 3, now, limits.Decision{
 			Result: res(true, 0, 750*time.Millisecond), State: live(w, 3), Changed: true, ExpireAt: end}},
 		{"peek absent", l, limits.State{}, 0, now, limits.Decision{
@@ -75,11 +84,11 @@ func TestDecideFixedWindow(t *testing.T) {
 		{"peek consumes nothing", l, live(w, 2), 0, now, limits.Decision{
 			Result: res(true, 1, 750*time.Millisecond)}},
 		{"peek refused when cost 1 would be", l, live(w, 3), 0, now, limits.Decision{
-			Result: res(false, 0, 750*time.Millisecond)}},
+			Result: no(0, 750*time.Millisecond, 750*time.Millisecond)}},
 		{"never fits: key untouched", l, live(w, 1), 4, now, limits.Decision{
-			Result: res(false, 2, 750*time.Millisecond)}},
+			Result: no(2, 0, 750*time.Millisecond)}},
 		{"never fits on absent key: already at maximum", l, limits.State{}, 4, now, limits.Decision{
-			Result: res(false, 3, 0)}},
+			Result: no(3, 0, 0)}},
 		{"refund", l, live(w, 3), -2, now, limits.Decision{
 			Result: res(true, 2, 750*time.Millisecond), State: live(w, 1), Changed: true, ExpireAt: end}},
 		{"refund never above N: key deleted", l, live(w, 1), -5, now, limits.Decision{
@@ -99,8 +108,8 @@ func TestDecideFixedWindow(t *testing.T) {
 			if want := (base/pu + 1) * pu; d.ExpireAt != want {
 				t.Errorf("%s: ExpireAt got %d want %d", p, d.ExpireAt, want)
 			}
-			if want := p - p/3; d.Result.Reset != want {
-				t.Errorf("%s: Reset got %s want %s", p, d.Result.Reset, want)
+			if want := p - p/3; d.Result.ResetAfter != want {
+				t.Errorf("%s: ResetAfter got %s want %s", p, d.Result.ResetAfter, want)
 			}
 		}
 	})
@@ -121,36 +130,36 @@ func TestDecideSlidingWindow(t *testing.T) {
 			Result: res(true, 0, 1750*time.Millisecond), State: st(w, 4, 8), Changed: true, ExpireAt: base + 2*sec}},
 		// 8 × (T − e')/T + 4 + 1 ≤ 10 from e' = 375 ms: wait 125 ms.
 		{"over: wait for prev to decay", l, st(w, 4, 8), 1, at(250 * ms), limits.Decision{
-			Result: res(false, 0, 125*time.Millisecond)}},
+			Result: no(0, 125*time.Millisecond, 1750*time.Millisecond)}},
 		{"over: 1us before the decay is enough", l, st(w, 4, 8), 1, at(375*ms - 1), limits.Decision{
-			Result: res(false, 0, time.Microsecond)}},
+			Result: no(0, time.Microsecond, us(1625001))}},
 		{"over: decayed just enough", l, st(w, 4, 8), 1, at(375 * ms), limits.Decision{
 			Result: res(true, 0, 1625*time.Millisecond), State: st(w, 5, 8), Changed: true, ExpireAt: base + 2*sec}},
 		// 8 × (T − e')/T + 4 + 3 ≤ 10 from e' = 625 ms.
 		{"cost 3 waits longer", l, st(w, 4, 8), 3, at(250 * ms), limits.Decision{
-			Result: res(false, 0, 375*time.Millisecond)}},
+			Result: no(0, 375*time.Millisecond, 1750*time.Millisecond)}},
 		// cur 9 + 2 > 10 in this window; in the next one 9 × (T − e2)/T + 2 ≤ 10
 		// from e2 = T − floor(8T/9) = 111112 µs.
 		{"over: wait for the next window", l, st(w, 9, 0), 2, at(250 * ms), limits.Decision{
-			Result: res(false, 1, us(750_000+111_112))}},
+			Result: no(1, us(750_000+111_112), 1750*time.Millisecond)}},
 		{"over: at the computed instant", l, st(w-1, 9, 0), 2, at(111_112), limits.Decision{
 			Result: res(true, 0, us(2*sec-111_112)), State: st(w, 2, 9), Changed: true, ExpireAt: base + 2*sec}},
 		{"over: 1us before the computed instant", l, st(w-1, 9, 0), 2, at(111_111), limits.Decision{
-			Result: res(false, 1, time.Microsecond)}},
+			Result: no(1, time.Microsecond, us(888889))}},
 		{"full previous window at the boundary", l, st(w-1, 10, 0), 1, at(0), limits.Decision{
-			Result: res(false, 0, 100*time.Millisecond)}},
+			Result: no(0, 100*time.Millisecond, time.Second)}},
 		{"two windows back is absent", l, st(w-2, 10, 10), 1, at(0), limits.Decision{
 			Result: res(true, 9, 2*time.Second), State: st(w, 1, 0), Changed: true, ExpireAt: base + 2*sec}},
 		{"peek consumes nothing", l, st(w, 4, 8), 0, at(500 * ms), limits.Decision{
 			Result: res(true, 2, 1500*time.Millisecond)}},
 		{"peek refused when cost 1 would be", l, st(w, 4, 8), 0, at(250 * ms), limits.Decision{
-			Result: res(false, 0, 125*time.Millisecond)}},
+			Result: no(0, 125*time.Millisecond, 1750*time.Millisecond)}},
 		{"never fits, cur set: back at max after 2T - e", l, st(w, 4, 8), 11, at(250 * ms), limits.Decision{
-			Result: res(false, 0, 1750*time.Millisecond)}},
+			Result: no(0, 0, 1750*time.Millisecond)}},
 		{"never fits, only prev: back at max after T - e", l, st(w-1, 4, 0), 11, at(250 * ms), limits.Decision{
-			Result: res(false, 7, 750*time.Millisecond)}},
+			Result: no(7, 0, 750*time.Millisecond)}},
 		{"never fits on absent key", l, limits.State{}, 11, at(250 * ms), limits.Decision{
-			Result: res(false, 10, 0)}},
+			Result: no(10, 0, 0)}},
 		{"refund", l, st(w, 4, 8), -3, at(250 * ms), limits.Decision{
 			Result: res(true, 3, 1750*time.Millisecond), State: st(w, 1, 8), Changed: true, ExpireAt: base + 2*sec}},
 		{"refund floors cur at 0, prev stays", l, st(w, 4, 8), -10, at(250 * ms), limits.Decision{
@@ -167,9 +176,9 @@ func TestDecideSlidingWindow(t *testing.T) {
 		big := limits.Limit{Algorithm: limits.SlidingWindow, Requests: 93232, Period: time.Duration(T) * time.Microsecond}
 		runDecideCases(t, []decideCase{
 			{"refused in window 2", big, st(2, 93214, 1), 18, 2*T + 1000, limits.Decision{
-				Result: res(false, 17, us(T-1000+1))}},
+				Result: no(17, us(T-1000+1), us(2*T-1000))}},
 			{"still refused at the boundary", big, st(2, 93214, 1), 18, 3 * T, limits.Decision{
-				Result: res(false, 17, time.Microsecond)}},
+				Result: no(17, time.Microsecond, us(T))}},
 			{"allowed after the reported wait", big, st(2, 93214, 1), 18, 3*T + 1, limits.Decision{
 				Result: res(true, 0, us(2*T-1)), State: st(3, 18, 93214), Changed: true, ExpireAt: 5 * T}},
 		})
@@ -212,13 +221,13 @@ func TestDecideTokenBucket(t *testing.T) {
 		{"last token", l, st(1, now), 1, now, limits.Decision{
 			Result: res(true, 0, time.Second), State: st(0, now), Changed: true, ExpireAt: now + sec}},
 		{"empty: wait one token", l, st(0, now), 1, now, limits.Decision{
-			Result: res(false, 0, 100*time.Millisecond)}},
+			Result: no(0, 100*time.Millisecond, time.Second)}},
 		{"refill half a token", l, st(0, now-50*ms), 1, now, limits.Decision{
-			Result: res(false, 0, 50*time.Millisecond)}},
+			Result: no(0, 50*time.Millisecond, 950*time.Millisecond)}},
 		{"refill exactly one token", l, st(0, now-100*ms), 1, now, limits.Decision{
 			Result: res(true, 0, time.Second), State: st(0, now), Changed: true, ExpireAt: now + sec}},
 		{"cost 3 waits for 3 tokens", l, st(0.5, now), 3, now, limits.Decision{
-			Result: res(false, 0, 250*time.Millisecond)}},
+			Result: no(0, 250*time.Millisecond, 950*time.Millisecond)}},
 		{"refill is capped at B", l, st(2, now-time.Hour.Microseconds()), 1, now, limits.Decision{
 			Result: res(true, 9, 100*time.Millisecond), State: st(9, now), Changed: true, ExpireAt: now + 100*ms}},
 		{"fractional tokens floor", l, st(2.5, now), 1, now, limits.Decision{
@@ -232,11 +241,11 @@ func TestDecideTokenBucket(t *testing.T) {
 		{"peek consumes nothing", l, st(3, now), 0, now, limits.Decision{
 			Result: res(true, 3, 700*time.Millisecond)}},
 		{"peek refused when cost 1 would be", l, st(0.5, now), 0, now, limits.Decision{
-			Result: res(false, 0, 50*time.Millisecond)}},
+			Result: no(0, 50*time.Millisecond, 950*time.Millisecond)}},
 		{"never fits: key untouched, reset until full", l, st(3, now), 11, now, limits.Decision{
-			Result: res(false, 3, 700*time.Millisecond)}},
+			Result: no(3, 0, 700*time.Millisecond)}},
 		{"never fits above burst", burst, limits.State{}, 21, now, limits.Decision{
-			Result: res(false, 20, 0)}},
+			Result: no(20, 0, 0)}},
 		{"refund", l, st(3, now), -4, now, limits.Decision{
 			Result: res(true, 7, 300*time.Millisecond), State: st(7, now), Changed: true, ExpireAt: now + 300*ms}},
 		{"refund never above B: key deleted", l, st(3, now), -100, now, limits.Decision{
@@ -256,9 +265,9 @@ func TestDecideTokenBucket(t *testing.T) {
 			{"closed form one too many", fast, st(1.13, now), 0, now, limits.Decision{
 				Result: res(true, 1, us(1187))}},
 			{"never fits: wait from the kept stamp", slow, st(0, now), 4, now + 41_700, limits.Decision{
-				Result: res(false, 0, us(958_300))}},
+				Result: no(0, 0, us(958300))}},
 			{"refused: wait from the kept stamp", slow, st(0, now), 1, now + 41_700, limits.Decision{
-				Result: res(false, 0, us(333_334-41_700))}},
+				Result: no(0, us(333_334-41_700), us(958300))}},
 			{"peek: wait from the kept stamp", slow, st(2, now), 0, now + 41_700, limits.Decision{
 				Result: res(true, 2, us(333_334-41_700))}},
 		})

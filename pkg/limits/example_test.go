@@ -18,12 +18,12 @@ func ExampleDecide() {
 		if d.Changed {
 			s = d.State
 		}
-		fmt.Printf("allowed=%v remaining=%d reset=%s\n", d.Result.Allowed, d.Result.Remaining, d.Result.Reset)
+		fmt.Printf("allowed=%v remaining=%d retry=%s reset=%s\n", d.Result.Allowed, d.Result.Remaining, d.Result.RetryAfter, d.Result.ResetAfter)
 	}
 	// Output:
-	// allowed=true remaining=1 reset=1s
-	// allowed=true remaining=0 reset=2s
-	// allowed=false remaining=0 reset=1s
+	// allowed=true remaining=1 retry=0s reset=1s
+	// allowed=true remaining=0 retry=0s reset=2s
+	// allowed=false remaining=0 retry=1s reset=2s
 }
 
 // A leaky bucket shapes instead of refusing: a request that fits its queue
@@ -38,12 +38,12 @@ func ExampleDecideWithin() {
 		if d.Changed {
 			s = d.State
 		}
-		fmt.Printf("allowed=%v delay=%s remaining=%d reset=%s\n", d.Result.Allowed, d.Result.Delay, d.Result.Remaining, d.Result.Reset)
+		fmt.Printf("allowed=%v delay=%s remaining=%d retry=%s reset=%s\n", d.Result.Allowed, d.Result.Delay, d.Result.Remaining, d.Result.RetryAfter, d.Result.ResetAfter)
 	}
 	// Output:
-	// allowed=true delay=0s remaining=2 reset=0s
-	// allowed=true delay=100ms remaining=1 reset=100ms
-	// allowed=false delay=0s remaining=1 reset=50ms
-	// allowed=true delay=200ms remaining=0 reset=200ms
-	// allowed=false delay=0s remaining=0 reset=100ms
+	// allowed=true delay=0s remaining=2 retry=0s reset=0s
+	// allowed=true delay=100ms remaining=1 retry=0s reset=100ms
+	// allowed=false delay=0s remaining=1 retry=50ms reset=100ms
+	// allowed=true delay=200ms remaining=0 retry=0s reset=200ms
+	// allowed=false delay=0s remaining=0 retry=100ms reset=200ms
 }

@@ -144,7 +144,7 @@ func randomMaxDelay(r *rand.Rand, l limits.Limit) int64 {
 }
 
 // nextGap picks the wait before the next hit: often nothing, often about one
-// refill interval, sometimes exactly the last Reset or 1 µs less (where the
+// refill interval, sometimes exactly the last wait or 1 µs less (where the
 // edge cases are), sometimes a few periods.
 func nextGap(r *rand.Rand, l limits.Limit, last time.Duration) int64 {
 	t := l.PeriodMicros()
@@ -225,15 +225,23 @@ func runSequence(t *testing.T, seed uint64, a limits.Algorithm, v variant) (limi
 		before := m.clone()
 		d := m.decide(l, cost, now, maxDelay)
 		res := d.Result
-		last = res.Reset
+		// The next gap may land on the edge of this answer's wait: the
+		// retry's on a refusal that can fit, else the reset's.
+		last = res.ResetAfter
+		if res.RetryAfter > 0 {
+			last = res.RetryAfter
+		}
 		events = append(events, event{now: now, cost: cost, allowed: res.Allowed, delay: res.Delay.Microseconds()})
 		charges := l.CountRefused && cost > 0 && !res.Allowed
 
 		if res.Remaining < 0 || res.Remaining > capacity {
 			fail("cost %d: remaining got %d, want within [0, %d]", cost, res.Remaining, capacity)
 		}
-		if res.Reset < 0 || res.Delay < 0 {
-			fail("cost %d: negative reset %s or delay %s", cost, res.Reset, res.Delay)
+		if res.RetryAfter < 0 || res.ResetAfter < 0 || res.Delay < 0 {
+			fail("cost %d: negative retry %s, reset %s or delay %s", cost, res.RetryAfter, res.ResetAfter, res.Delay)
+		}
+		if res.RetryAfter != 0 && (res.Allowed || cost > maxCost) {
+			fail("cost %d: allowed %v with retry %s; only a refusal that can fit has one", cost, res.Allowed, res.RetryAfter)
 		}
 		if res.Delay != 0 && (a != limits.LeakyBucket || !res.Allowed) {
 			fail("cost %d: allowed %v with delay %s; only an allowed leaky bucket hit waits", cost, res.Allowed, res.Delay)
@@ -276,26 +284,26 @@ func runSequence(t *testing.T, seed uint64, a limits.Algorithm, v variant) (limi
 			fail("remaining %d, but %d hits of cost 1 right after are allowed", res.Remaining, count)
 		}
 
-		reset := res.Reset.Microseconds()
-		if !res.Allowed && cost <= maxCost {
-			// Waiting exactly Reset suffices, and no shorter wait does; the
-			// wait is measured from the state kept, a count_refused charge
-			// included.
-			if !decideAt(m, cost, now+reset, maxDelay).Allowed {
-				fail("refused cost %d with reset %s, still refused after waiting it", cost, res.Reset)
+		// Both waits are measured from the state kept, a count_refused
+		// charge included.
+		if retry := res.RetryAfter.Microseconds(); !res.Allowed && cost <= maxCost {
+			// Waiting exactly RetryAfter suffices, and no shorter wait does.
+			if !decideAt(m, cost, now+retry, maxDelay).Allowed {
+				fail("refused cost %d with retry %s, still refused after waiting it", cost, res.RetryAfter)
 			}
-			if reset > 0 && decideAt(m, cost, now+reset-1, maxDelay).Allowed {
-				fail("refused cost %d with reset %s, but allowed 1us earlier (state %+v)", cost, res.Reset, m.s)
+			if retry > 0 && decideAt(m, cost, now+retry-1, maxDelay).Allowed {
+				fail("refused cost %d with retry %s, but allowed 1us earlier (state %+v)", cost, res.RetryAfter, m.s)
 			}
-		} else {
-			// Reset is the wait until remaining is back at its maximum.
-			if got := decideAt(m, 0, now+reset, 0).Remaining; got != capacity {
-				fail("cost %d: reset %s, remaining after waiting it got %d want %d", cost, res.Reset, got, capacity)
-			}
-			if reset > 0 && capacity > 0 {
-				if got := decideAt(m, 0, now+reset-1, 0).Remaining; got >= capacity {
-					fail("cost %d: reset %s, but remaining already %d 1us earlier", cost, res.Reset, got)
-				}
+		}
+		// ResetAfter, on every answer, is the wait until remaining is back
+		// at its maximum.
+		reset := res.ResetAfter.Microseconds()
+		if got := decideAt(m, 0, now+reset, 0).Remaining; got != capacity {
+			fail("cost %d: reset %s, remaining after waiting it got %d want %d", cost, res.ResetAfter, got, capacity)
+		}
+		if reset > 0 && capacity > 0 {
+			if got := decideAt(m, 0, now+reset-1, 0).Remaining; got >= capacity {
+				fail("cost %d: reset %s, but remaining already %d 1us earlier", cost, res.ResetAfter, got)
 			}
 		}
 	}

@@ -19,7 +19,14 @@ var ErrUnavailable = errors.New("store unavailable")
 // (allowed if a request of cost 1 would be, consuming nothing) and a negative
 // cost refunds.
 type Hit struct {
-	Key   string
+	Key string
+	// Tag is the hash of the key's Redis Cluster hash tag (what
+	// descriptors.KeyTag returns beside the key): the keys of a joint run
+	// share it. A store that spreads keys over shards of its own picks the
+	// shard from Tag, so that it never parses the key back; zero means the
+	// caller has none (a key built by hand), and the store then hashes the
+	// whole key.
+	Tag   uint64
 	Limit Limit
 	Cost  int64
 	// MaxDelay is the longest a leaky bucket may delay this hit (what is
@@ -50,10 +57,15 @@ type Result struct {
 	// Remaining is how many requests of cost 1 would be allowed right now,
 	// after this hit; never negative.
 	Remaining int64
-	// Reset is, on a refusal, the shortest wait after which the same hit
-	// would be allowed; on an allowed hit, the wait until Remaining is back at
-	// its maximum. Both assume nothing else arrives.
-	Reset time.Duration
+	// RetryAfter is, on a refusal, the shortest wait after which the same
+	// hit would be allowed if nothing else arrives. It is zero on an allowed
+	// hit, and zero for a hit that can never fit (a cost above
+	// Limit.MaxCost), since no wait makes it fit: a caller must not read
+	// zero on a refusal as "retry now".
+	RetryAfter time.Duration
+	// ResetAfter is, on every answer, the wait until Remaining is back at its
+	// maximum (Limit.Capacity) if nothing else arrives.
+	ResetAfter time.Duration
 	// Delay is how long a leaky bucket makes an allowed hit wait for its
 	// turn before the answer goes out.
 	Delay time.Duration

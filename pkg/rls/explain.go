@@ -186,8 +186,9 @@ func (s *Service) Explain(ctx context.Context, domain string, entries []descript
 		if by, ok := replacedBy[r.Name]; ok && r.Name != "" {
 			l.ReplacedBy = by
 		} else {
-			l.Key = s.storeKey(domain, keyEntries, r.Limit, j)
-			hits = append(hits, limits.Hit{Key: l.Key, Limit: r.Limit, Cost: 0})
+			key, tag := s.storeKey(domain, keyEntries, r.Limit, j)
+			l.Key = key
+			hits = append(hits, limits.Hit{Key: key, Tag: tag, Limit: r.Limit, Cost: 0})
 			peeked = append(peeked, j)
 		}
 		ex.Limits = append(ex.Limits, l)
@@ -210,7 +211,8 @@ func (s *Service) Explain(ctx context.Context, domain string, entries []descript
 			failed = true
 		} else {
 			st.Allowed, st.Remaining = res.Allowed, res.Remaining
-			st.Reset, st.ResetSeconds = res.Reset.String(), res.Reset.Seconds()
+			reset := resetOf(res)
+			st.Reset, st.ResetSeconds = reset.String(), reset.Seconds()
 			allowed = allowed && res.Allowed
 		}
 		l.State = st

@@ -308,8 +308,10 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		}
 		it.first = len(hits)
 		for j, r := range it.rules {
+			key, tag := s.storeKey(domain, it.keyEntries, r.Limit, listIndex(it, r, j))
 			hits = append(hits, limits.Hit{
-				Key:      s.storeKey(domain, it.keyEntries, r.Limit, listIndex(it, r, j)),
+				Key:      key,
+				Tag:      tag,
 				Limit:    r.Limit,
 				Cost:     it.cost,
 				MaxDelay: maxDelay,
@@ -404,9 +406,10 @@ func (sc *scratch) put() {
 }
 
 // storeKey names the counter of limit l, the index-th of its descriptor's
-// limits, for entries (after sharedEntries). Explain names keys with it too.
-func (s *Service) storeKey(domain string, entries []descriptors.Entry, l limits.Limit, index int) string {
-	return descriptors.Key(descriptors.KeyInput{Domain: domain, Entries: entries, Limit: l, Index: index,
+// limits, for entries (after sharedEntries), and returns its hash tag's hash
+// (limits.Hit.Tag). Explain names keys with it too.
+func (s *Service) storeKey(domain string, entries []descriptors.Entry, l limits.Limit, index int) (string, uint64) {
+	return descriptors.KeyTag(descriptors.KeyInput{Domain: domain, Entries: entries, Limit: l, Index: index,
 		Prefix: s.keyPrefix, HashValues: s.hashValues})
 }
 
@@ -492,7 +495,7 @@ func (s *Service) respond(domain string, items []item, results []limits.Result) 
 		res := group[it.report]
 		st.CurrentLimit = currentLimit(it.rules[it.report])
 		st.LimitRemaining = clampUint32(res.Remaining)
-		st.DurationUntilReset = durationpb.New(res.Reset)
+		st.DurationUntilReset = durationpb.New(resetOf(res))
 		outcome := metrics.OutcomeOK
 		if allowed {
 			for _, r := range group {
@@ -546,11 +549,20 @@ func reported(group []limits.Result, allowed bool) int {
 		switch {
 		case allowed && r.Remaining < b.Remaining:
 			best = j
-		case !allowed && !r.Allowed && (b.Allowed || r.Reset > b.Reset):
+		case !allowed && !r.Allowed && (b.Allowed || resetOf(r) > resetOf(b)):
 			best = j
 		}
 	}
 	return best
+}
+
+// resetOf is the wait a status reports: RetryAfter on a refusal, ResetAfter
+// on an allowed hit and on one that can never fit (whose RetryAfter is zero).
+func resetOf(r limits.Result) time.Duration {
+	if r.Allowed || r.RetryAfter == 0 {
+		return r.ResetAfter
+	}
+	return r.RetryAfter
 }
 
 func groupError(group []limits.Result) error {

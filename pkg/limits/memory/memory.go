@@ -8,11 +8,11 @@
 // Memory is bounded by Options.MaxKeys: a full shard drops an expired key if
 // it has one, else its least recently used key.
 //
-// A key's shard is chosen by its Redis Cluster hash tag when it has one (the
-// part between the first '{' and the next '}', as Redis picks a slot), else
-// by the whole key. The keys of a joint run (one descriptor's rate_limits
-// list) share a hash tag, so a run locks a single shard; a run whose keys do
-// not share one still decides atomically, locking its shards in index order.
+// A key's shard is chosen by its hit's Tag, the hash of its Redis Cluster
+// hash tag, when it has one, else by a hash of the whole key. The keys of a
+// joint run (one descriptor's rate_limits list) share a tag, so a run locks
+// a single shard; a run whose keys do not share one still decides
+// atomically, locking its shards in index order.
 package memory
 
 import (
@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -93,6 +92,7 @@ type Store struct {
 	shards []shard
 	shift  uint // a hash's top bits select the shard
 	seed   maphash.Seed
+	salt   uint64 // mixed into a hit's Tag, as seed is into a key
 	now    func() int64
 
 	stop      chan struct{}
@@ -116,10 +116,12 @@ func New(opts Options) *Store {
 	for n < maxShards && opts.MaxKeys/(2*n) >= minShardKeys {
 		n, bits = 2*n, bits+1
 	}
+	seed := maphash.MakeSeed()
 	s := &Store{
 		shards: make([]shard, n),
 		shift:  64 - bits,
-		seed:   maphash.MakeSeed(),
+		seed:   seed,
+		salt:   maphash.Comparable(seed, uint64(0)),
 		now:    opts.Now,
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
@@ -166,7 +168,7 @@ func (s *Store) Decide(_ context.Context, hits []limits.Hit, results []limits.Re
 			if err := h.Limit.Validate(); err != nil {
 				results[i] = limits.Result{Err: err}
 			} else {
-				results[i] = s.shards[s.shardIndex(h.Key)].decide(h, now)
+				results[i] = s.shards[s.shardIndex(h)].decide(h, now)
 			}
 		} else {
 			s.decideRun(hits[i:j], results[i:j], now)
@@ -198,7 +200,7 @@ func (s *Store) decideRun(hits []limits.Hit, results []limits.Result, now int64)
 		shardOf, decisions = make([]int, 0, len(hits)), make([]limits.Decision, 0, len(hits))
 	}
 	for k := range hits {
-		shardOf = append(shardOf, s.shardIndex(hits[k].Key))
+		shardOf = append(shardOf, s.shardIndex(&hits[k]))
 	}
 	var lockedBuf [maxRunOnStack]int
 	locked := append(lockedBuf[:0], shardOf...)
@@ -274,27 +276,29 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// shardIndex picks key's shard by its hash tag (see the package doc).
-func (s *Store) shardIndex(key string) int {
+// shardIndex picks h's shard by its Tag, or by its whole key when it has
+// none (see the package doc).
+func (s *Store) shardIndex(h *limits.Hit) int {
 	if s.shift == 64 {
 		return 0
 	}
-	return int(maphash.String(s.seed, hashTag(key)) >> s.shift)
+	if h.Tag == 0 {
+		return int(maphash.String(s.seed, h.Key) >> s.shift)
+	}
+	return int(mix(h.Tag^s.salt) >> s.shift)
 }
 
-// hashTag is the part of key that Redis Cluster hashes to pick a slot: the
-// text between the first '{' and the first '}' after it, when not empty;
-// else the whole key.
-func hashTag(key string) string {
-	open := strings.IndexByte(key, '{')
-	if open < 0 {
-		return key
-	}
-	n := strings.IndexByte(key[open+1:], '}')
-	if n <= 0 {
-		return key
-	}
-	return key[open+1 : open+1+n]
+// mix is SplitMix64's finalizer: every bit of x moves the top bits that pick
+// a shard. A tag is a hash already, but one fixed across processes; salted
+// with a per-store random value and mixed, its shard is not predictable from
+// the key.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
 }
 
 func (s *Store) janitor(every time.Duration) {

@@ -318,7 +318,7 @@ func TestHeavyLogIsKeptAlone(t *testing.T) {
 	}
 	// The log outweighs the whole store: it stays, alone, and still limits.
 	wantStats(t, s, memory.Stats{Keys: 1, Evictions: 1})
-	if r := decide(t, s, "log", log, 1); r.Allowed || r.Reset != time.Hour {
+	if r := decide(t, s, "log", log, 1); r.Allowed || r.RetryAfter != time.Hour {
 		t.Errorf("log: hit 101 got %+v want refused for an hour", r)
 	}
 }

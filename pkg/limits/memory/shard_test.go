@@ -2,32 +2,15 @@ package memory
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
-
-func TestHashTag(t *testing.T) {
-	// Redis Cluster's rule: the text between the first '{' and the first
-	// '}' after it, unless that is empty.
-	for key, want := range map[string]string{
-		"rls:{0123abcd}:sw:60000000:0:3:api": "0123abcd",
-		"rls:{0123abcd}:tb:60000000:1:3:api": "0123abcd",
-		"plain":                              "plain",
-		"a{b}c{d}":                           "b",
-		"a{}b{c}":                            "a{}b{c}", // empty first tag: the whole key
-		"a{b":                                "a{b",
-		"a}b{c}":                             "c",
-		"{{x}}":                              "{x",
-	} {
-		if got := hashTag(key); got != want {
-			t.Errorf("hashTag(%q) got %q want %q", key, got, want)
-		}
-	}
-}
 
 func TestKeysOfOneTagShareAShard(t *testing.T) {
 	s := New(Options{SweepInterval: -1}) // the default MaxKeys: 64 shards
@@ -35,17 +18,26 @@ func TestKeysOfOneTagShareAShard(t *testing.T) {
 	if len(s.shards) != maxShards {
 		t.Fatalf("shards got %d want %d", len(s.shards), maxShards)
 	}
-	spread := map[int]bool{}
+	spread, untagged := map[int]bool{}, map[int]bool{}
 	for i := range 200 {
-		tag := string(rune('a'+i%26)) + string(rune('a'+i/26))
-		want := s.shardIndex("rls:{" + tag + "}:sw:1:0:x")
-		if got := s.shardIndex("rls:{" + tag + "}:tb:99:1:something else"); got != want {
-			t.Errorf("tag %q: shards got %d and %d, want one", tag, want, got)
+		in := descriptors.KeyInput{Domain: "d", Entries: []descriptors.Entry{{Key: "k", Value: strconv.Itoa(i)}}}
+		in.Limit = limits.Limit{Algorithm: limits.SlidingWindow, Period: time.Second}
+		key1, tag1 := descriptors.KeyTag(in)
+		in.Limit, in.Index = limits.Limit{Algorithm: limits.TokenBucket, Period: time.Hour}, 1
+		key2, tag2 := descriptors.KeyTag(in)
+		want := s.shardIndex(&limits.Hit{Key: key1, Tag: tag1})
+		if got := s.shardIndex(&limits.Hit{Key: key2, Tag: tag2}); got != want {
+			t.Errorf("%s and %s: shards got %d and %d, want one", key1, key2, want, got)
 		}
 		spread[want] = true
+		// Without a tag, the whole key picks the shard.
+		untagged[s.shardIndex(&limits.Hit{Key: key1})] = true
 	}
 	if len(spread) < maxShards/2 {
 		t.Errorf("200 tags fall in %d shards: want them spread", len(spread))
+	}
+	if len(untagged) < maxShards/2 {
+		t.Errorf("200 untagged keys fall in %d shards: want them spread", len(untagged))
 	}
 }
 
@@ -70,7 +62,7 @@ func TestConcurrentJointRuns(t *testing.T) {
 	defer s.Close()
 	keyA := "a"
 	keyB := "b"
-	for i := 0; s.shardIndex(keyB) == s.shardIndex(keyA); i++ {
+	for i := 0; s.shardIndex(&limits.Hit{Key: keyB}) == s.shardIndex(&limits.Hit{Key: keyA}); i++ {
 		keyB = "b" + string(rune('0'+i%10)) + string(rune('0'+i/10))
 	}
 	a := limits.Limit{Algorithm: limits.SlidingLog, Requests: 100, Period: time.Hour}

@@ -6,21 +6,25 @@
 //
 // Only a refusal of a hit of cost 1 with Remaining 0, of a limit that is not
 // count_refused (a refused hit changes nothing, so the refusal lasts until
-// Reset if nothing else arrives), not part of a joint run (a run is decided
+// RetryAfter if nothing else arrives), not part of a joint run (a run is decided
 // in one atomic step by the store), and not a leaky_bucket (its answer
 // depends on the caller's deadline). The entry remembers the key, the limit
-// value, and T = (local time the store call was sent) + Reset. Redis decided
+// value, and T = (local time the store call was sent) + RetryAfter (and
+// likewise the instant the key is back at its maximum, from ResetAfter).
+// Redis decided
 // at or after the send, so T is never later than the real moment the key
 // allows again: the cache errs toward asking the store.
 //
 // # What is answered locally
 //
 // Until T, a hit of cost exactly 1 on a cached key with the same limit value
-// is answered as refused, Remaining 0, Reset T − now (a lower bound of the
-// store's answer, by at most the store call's latency). Hits of any other
+// is answered as refused, Remaining 0, RetryAfter T − now (a lower bound of
+// the store's answer, by at most the store call's latency; ResetAfter
+// likewise). Hits of any other
 // cost go to the store: a peek (cost 0) and a refund (cost < 0) always, as
 // their answer is not a refusal (envoyproxy/ratelimit serves them from its
-// cache, its #1077), and a cost above 1 too, so that its Reset stays exact.
+// cache, its #1077), and a cost above 1 too, so that its RetryAfter stays
+// exact.
 // A refund sent through this cache also forgets the key (it may be allowed
 // again at once); a refund sent through another instance is not seen, so this
 // instance may go on refusing that key until T, never longer than the store
@@ -89,6 +93,7 @@ type shard struct {
 type entry struct {
 	limit limits.Limit
 	until time.Time // T
+	full  time.Time // when the store said the key is back at its maximum
 }
 
 // scratch holds the sub-batch sent to the store when some hits of a call are
@@ -214,10 +219,10 @@ func (c *Cache) Decide(ctx context.Context, hits []limits.Hit, results []limits.
 func (c *Cache) remember(hits []limits.Hit, results []limits.Result, sent time.Time) {
 	for i := range hits {
 		r := &results[i]
-		if r.Err != nil || r.Allowed || r.Remaining != 0 || r.Reset <= 0 || !cacheable(hits, i) {
+		if r.Err != nil || r.Allowed || r.Remaining != 0 || r.RetryAfter <= 0 || !cacheable(hits, i) {
 			continue
 		}
-		c.put(hits[i].Key, entry{limit: hits[i].Limit, until: sent.Add(r.Reset)}, sent)
+		c.put(hits[i].Key, entry{limit: hits[i].Limit, until: sent.Add(r.RetryAfter), full: sent.Add(r.ResetAfter)}, sent)
 	}
 }
 
@@ -276,7 +281,7 @@ func (c *Cache) lookup(hits []limits.Hit, i int, now time.Time, r *limits.Result
 	if !ok {
 		return false
 	}
-	*r = limits.Result{Allowed: false, Remaining: 0, Reset: e.until.Sub(now), Delay: localMark}
+	*r = limits.Result{Allowed: false, Remaining: 0, RetryAfter: e.until.Sub(now), ResetAfter: e.full.Sub(now), Delay: localMark}
 	return true
 }
 

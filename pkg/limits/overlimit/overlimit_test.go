@@ -38,9 +38,11 @@ func (f *fakeStore) asked() int {
 
 type fakeClock struct{ t time.Time }
 
-func (c *fakeClock) now() time.Time            { return c.t }
-func (c *fakeClock) add(d time.Duration)       { c.t = c.t.Add(d) }
-func refuse(reset time.Duration) limits.Result { return limits.Result{Reset: reset} }
+func (c *fakeClock) now() time.Time      { return c.t }
+func (c *fakeClock) add(d time.Duration) { c.t = c.t.Add(d) }
+func refuse(retry time.Duration) limits.Result {
+	return limits.Result{RetryAfter: retry, ResetAfter: 2 * retry}
+}
 
 var lim = limits.Limit{Algorithm: limits.SlidingWindow, Requests: 10, Period: time.Second}
 
@@ -61,7 +63,7 @@ func decide1(c *Cache, h limits.Hit) limits.Result {
 func TestExactness(t *testing.T) {
 	c, fs, clk := newCache(t, func(limits.Hit) limits.Result { return refuse(300 * time.Millisecond) }, Options{})
 	h := limits.Hit{Key: "k", Limit: lim, Cost: 1}
-	if r := decide1(c, h); r.Allowed || r.Reset != 300*time.Millisecond {
+	if r := decide1(c, h); r.Allowed || r.RetryAfter != 300*time.Millisecond || r.ResetAfter != 600*time.Millisecond {
 		t.Fatalf("first answer %+v", r)
 	}
 	// Before T: answered locally with the time left.
@@ -69,8 +71,9 @@ func TestExactness(t *testing.T) {
 		clk.add(step)
 		r := decide1(c, h)
 		want := time.Unix(1_000_000, 0).Add(300 * time.Millisecond).Sub(clk.t)
-		if r.Allowed || r.Remaining != 0 || r.Reset != want || r.Delay != 0 || r.Err != nil {
-			t.Fatalf("local answer %+v, want refused with reset %v", r, want)
+		full := time.Unix(1_000_000, 0).Add(600 * time.Millisecond).Sub(clk.t)
+		if r.Allowed || r.Remaining != 0 || r.RetryAfter != want || r.ResetAfter != full || r.Delay != 0 || r.Err != nil {
+			t.Fatalf("local answer %+v, want refused with retry %v, reset %v", r, want, full)
 		}
 	}
 	if fs.asked() != 1 {
@@ -81,7 +84,9 @@ func TestExactness(t *testing.T) {
 	}
 	// At T exactly: the store is asked.
 	clk.add(time.Millisecond)
-	fs.answer = func(limits.Hit) limits.Result { return limits.Result{Allowed: true, Remaining: 9, Reset: time.Second} }
+	fs.answer = func(limits.Hit) limits.Result {
+		return limits.Result{Allowed: true, Remaining: 9, ResetAfter: time.Second}
+	}
 	if r := decide1(c, h); !r.Allowed || fs.asked() != 2 {
 		t.Fatalf("at T: %+v, store asked %d times, want allowed by the store", r, fs.asked())
 	}
@@ -106,7 +111,7 @@ func TestSentTimeNotReceipt(t *testing.T) {
 	h := limits.Hit{Key: "k", Limit: lim, Cost: 1}
 	decide1(c, h)
 	clk.add(49 * time.Millisecond) // 99ms after the send
-	if r := decide1(c, h); r.Reset != time.Millisecond || fs.asked() != 1 {
+	if r := decide1(c, h); r.RetryAfter != time.Millisecond || fs.asked() != 1 {
 		t.Fatalf("99ms after the send: %+v (asked %d)", r, fs.asked())
 	}
 	clk.add(time.Millisecond)
@@ -148,7 +153,7 @@ func TestBypass(t *testing.T) {
 func TestPeeksAndRefundsGoToTheStore(t *testing.T) {
 	c, fs, _ := newCache(t, func(h limits.Hit) limits.Result {
 		if h.Cost <= 0 {
-			return limits.Result{Allowed: true, Remaining: 1, Reset: time.Second}
+			return limits.Result{Allowed: true, Remaining: 1, ResetAfter: time.Second}
 		}
 		return refuse(time.Second)
 	}, Options{})
@@ -211,9 +216,10 @@ func TestClear(t *testing.T) {
 func TestNotCached(t *testing.T) {
 	for name, r := range map[string]limits.Result{
 		"error":         {Err: limits.ErrUnavailable},
-		"remaining > 0": {Remaining: 1, Reset: time.Second},
+		"remaining > 0": {Remaining: 1, RetryAfter: time.Second, ResetAfter: time.Second},
+		"never fits":    {ResetAfter: time.Second},
 		"no reset":      {},
-		"allowed":       {Allowed: true, Reset: time.Second},
+		"allowed":       {Allowed: true, ResetAfter: time.Second},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c, _, _ := newCache(t, func(limits.Hit) limits.Result { return r }, Options{})
@@ -230,7 +236,7 @@ func TestMixedBatch(t *testing.T) {
 		if h.Key == "hot" {
 			return refuse(time.Second)
 		}
-		return limits.Result{Allowed: true, Remaining: 5, Reset: time.Second}
+		return limits.Result{Allowed: true, Remaining: 5, ResetAfter: time.Second}
 	}, Options{})
 	hits := []limits.Hit{
 		{Key: "a", Limit: lim, Cost: 1},

@@ -258,12 +258,12 @@ func TestBatchScriptFormat(t *testing.T) {
 			continue
 		}
 		got, ok := replies[i].([]any)
-		if !ok || len(got) != 4*len(w)/2 {
+		if !ok || len(got) != replyPerHit*len(w)/2 {
 			t.Fatalf("run %d: got %v", i, replies[i])
 		}
 		for h := 0; h < len(w)/2; h++ {
-			if got[4*h] != w[2*h] || got[4*h+1] != w[2*h+1] {
-				t.Errorf("run %d, hit %d: got allowed %v remaining %v, want %d and %d", i, h, got[4*h], got[4*h+1], w[2*h], w[2*h+1])
+			if got[replyPerHit*h] != w[2*h] || got[replyPerHit*h+1] != w[2*h+1] {
+				t.Errorf("run %d, hit %d: got allowed %v remaining %v, want %d and %d", i, h, got[replyPerHit*h], got[replyPerHit*h+1], w[2*h], w[2*h+1])
 			}
 		}
 	}

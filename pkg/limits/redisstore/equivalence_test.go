@@ -198,10 +198,10 @@ type sequence struct {
 
 // TestEquivalence feeds the same pseudo-random sequences of hits to the Go
 // algorithms and to the scripts, with explicit instants, and requires the
-// same Allowed, Remaining, Reset and Delay at every step, a key TTL that is
-// ExpireAt-now rounded up to the millisecond (2 ms at least), a key left as
-// it was when the state does not change, and, for a sliding log, the
-// entries of the Go log.
+// same Allowed, Remaining, RetryAfter, ResetAfter and Delay at every step, a
+// key TTL that is ExpireAt-now rounded up to the millisecond (2 ms at
+// least), a key left as it was when the state does not change, and, for a
+// sliding log, the entries of the Go log.
 //
 // Redis expires keys on its own clock, which does not follow the test's
 // instants: after checking the TTL of a step, the test removes it (PERSIST),
@@ -447,7 +447,7 @@ func entries(t *testing.T, flat []any) []limits.LogEntry {
 }
 
 func format(r limits.Result) string {
-	return fmt.Sprintf("allowed=%v remaining=%d reset=%d µs delay=%d µs", r.Allowed, r.Remaining, r.Reset.Microseconds(), r.Delay.Microseconds())
+	return fmt.Sprintf("allowed=%v remaining=%d retry=%d µs reset=%d µs delay=%d µs", r.Allowed, r.Remaining, r.RetryAfter.Microseconds(), r.ResetAfter.Microseconds(), r.Delay.Microseconds())
 }
 
 // maxNow bounds the test's instants (year 2065): with MaxPeriod, the sliding

@@ -34,6 +34,6 @@ func Example() {
 	if r := results[0]; r.Err != nil {
 		fmt.Println("store failed, apply the failure mode:", r.Err)
 	} else {
-		fmt.Println(r.Allowed, r.Remaining, r.Reset)
+		fmt.Println(r.Allowed, r.Remaining, r.RetryAfter, r.ResetAfter)
 	}
 }

@@ -417,7 +417,8 @@ func (l scriptLimit) countRefusedArg() int {
 // but this store does not (yet).
 var errNoScript = errors.New("no Redis script for algorithm")
 
-// errReply is returned for a script reply that is not four integers per hit;
+// errReply is returned for a script reply that is not replyPerHit integers
+// per hit;
 // it means the script in Redis is not the one this build sent.
 var errReply = errors.New("unexpected script reply")
 
@@ -469,11 +470,16 @@ func unavailable(err error) bool {
 	return false
 }
 
-// parseReply reads {allowed, remaining, reset_us, delay_us} per hit into out,
-// and reports whether the reply had that shape; out is untouched if not.
+// replyPerHit is the number of integers a script answers per hit (see
+// lua/run.lua).
+const replyPerHit = 5
+
+// parseReply reads {allowed, remaining, retry_us, reset_us, delay_us} per hit
+// into out, and reports whether the reply had that shape; out is untouched if
+// not.
 func parseReply(v any, out []limits.Result) bool {
 	vals, ok := v.([]any)
-	if !ok || len(vals) != 4*len(out) {
+	if !ok || len(vals) != replyPerHit*len(out) {
 		return false
 	}
 	for _, v := range vals {
@@ -482,12 +488,13 @@ func parseReply(v any, out []limits.Result) bool {
 		}
 	}
 	for i := range out {
-		n := vals[4*i:]
+		n := vals[replyPerHit*i:]
 		out[i] = limits.Result{
-			Allowed:   n[0].(int64) == 1,
-			Remaining: n[1].(int64),
-			Reset:     time.Duration(n[2].(int64)) * time.Microsecond,
-			Delay:     time.Duration(n[3].(int64)) * time.Microsecond,
+			Allowed:    n[0].(int64) == 1,
+			Remaining:  n[1].(int64),
+			RetryAfter: time.Duration(n[2].(int64)) * time.Microsecond,
+			ResetAfter: time.Duration(n[3].(int64)) * time.Microsecond,
+			Delay:      time.Duration(n[4].(int64)) * time.Microsecond,
 		}
 	}
 	return true

@@ -93,8 +93,8 @@ func TestDecideBasics(t *testing.T) {
 				}
 			}
 			r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 1})
-			if r.Err != nil || r.Allowed || r.Remaining != 0 || r.Reset <= 0 {
-				t.Fatalf("4th hit: got %+v, want refused with a positive reset", r)
+			if r.Err != nil || r.Allowed || r.Remaining != 0 || r.RetryAfter <= 0 || r.ResetAfter < r.RetryAfter {
+				t.Fatalf("4th hit: got %+v, want refused with a positive retry, and a reset no sooner", r)
 			}
 		})
 	}
@@ -369,8 +369,8 @@ func TestRealTime(t *testing.T) {
 				// The first hit leaves the window.
 				wantReset = time.Hour
 			}
-			if d := r.Reset - wantReset; d < -time.Second || d > time.Second {
-				t.Errorf("reset = %s, want about %s", r.Reset, wantReset)
+			if d := r.RetryAfter - wantReset; d < -time.Second || d > time.Second {
+				t.Errorf("retry = %s, want about %s", r.RetryAfter, wantReset)
 			}
 			pttl, err := c.PTTL(ctx, key).Result()
 			if err != nil || pttl <= 0 || pttl > 2*time.Hour {

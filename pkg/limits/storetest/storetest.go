@@ -35,10 +35,10 @@ type Factory func(t *testing.T, clock func() int64) limits.Store
 const Start int64 = 1_700_000_000_000_000
 
 // Wait sentinels for step.wait: advance the clock by the previous result's
-// Reset, or by 1 µs less.
+// RetryAfter (a refusal's), or by 1 µs less.
 const (
-	untilReset  time.Duration = -1
-	beforeReset time.Duration = -2
+	untilRetry  time.Duration = -1
+	beforeRetry time.Duration = -2
 )
 
 // step is one hit: wait, then decide cost on key. Steps with same set are
@@ -81,17 +81,22 @@ func (p per) of(a limits.Algorithm) limits.Result {
 	return p.tb
 }
 
+// ok is an allowed hit: remaining after it, and the wait until the key is
+// back at its maximum.
 func ok(remaining int64, reset time.Duration) limits.Result {
-	return limits.Result{Allowed: true, Remaining: remaining, Reset: reset}
+	return limits.Result{Allowed: true, Remaining: remaining, ResetAfter: reset}
 }
 
-func no(remaining int64, reset time.Duration) limits.Result {
-	return limits.Result{Allowed: false, Remaining: remaining, Reset: reset}
+// no is a refused hit: remaining, the wait until the same hit would be
+// allowed (zero for one that can never fit), and the wait until the key is
+// back at its maximum.
+func no(remaining int64, retry, reset time.Duration) limits.Result {
+	return limits.Result{Allowed: false, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 }
 
 // later is an allowed leaky bucket hit that waits delay for its turn.
 func later(remaining int64, reset, delay time.Duration) limits.Result {
-	return limits.Result{Allowed: true, Remaining: remaining, Reset: reset, Delay: delay}
+	return limits.Result{Allowed: true, Remaining: remaining, ResetAfter: reset, Delay: delay}
 }
 
 type testCase struct {
@@ -167,21 +172,22 @@ func cases() []testCase {
 				{cost: 0, want: per{fw: ok(2, 40*s), sw: ok(2, 100*s), tb: ok(2, 20*s), sl: ok(2, time.Minute)}},
 				{cost: 2, want: per{fw: ok(0, 40*s), sw: ok(0, 100*s), tb: ok(0, 60*s), sl: ok(0, time.Minute)}},
 				// Refused exactly when cost 1 would be, with its wait.
-				{cost: 0, want: per{fw: no(0, 40*s), sw: no(0, 60*s), tb: no(0, 20*s), sl: no(0, time.Minute)}},
-				{cost: 1, want: per{fw: no(0, 40*s), sw: no(0, 60*s), tb: no(0, 20*s), sl: no(0, time.Minute)}},
+				{cost: 0, want: per{fw: no(0, 40*s, 40*s), sw: no(0, 60*s, 100*s), tb: no(0, 20*s, 60*s), sl: no(0, time.Minute, time.Minute)}},
+				{cost: 1, want: per{fw: no(0, 40*s, 40*s), sw: no(0, 60*s, 100*s), tb: no(0, 20*s, 60*s), sl: no(0, time.Minute, time.Minute)}},
 				// Sliding: prev 3 weighs 2 at 20 s into the next window.
-				{wait: untilReset, cost: 0, want: per{fw: ok(3, 0), sw: ok(1, 40*s), tb: ok(1, 40*s), sl: ok(3, 0)}},
+				{wait: untilRetry, cost: 0, want: per{fw: ok(3, 0), sw: ok(1, 40*s), tb: ok(1, 40*s), sl: ok(3, 0)}},
 				{cost: 0, want: per{fw: ok(3, 0), sw: ok(1, 40*s), tb: ok(1, 40*s), sl: ok(3, 0)}},
 			},
 		},
 		{
 			name: "cost that can never fit leaves the key untouched", n: 4, period: s,
 			steps: []step{
-				// Reset: the wait until the key is back at its maximum.
-				{cost: 5, want: all(no(4, 0))},
+				// No wait makes it fit: no RetryAfter; ResetAfter is the wait
+				// until the key is back at its maximum.
+				{cost: 5, want: all(no(4, 0, 0))},
 				{cost: 1, want: per{fw: ok(3, s), sw: ok(3, 2*s), tb: ok(3, 250*ms), sl: ok(3, s)}},
-				{cost: 5, want: per{fw: no(3, s), sw: no(3, 2*s), tb: no(3, 250*ms), sl: no(3, s)}},
-				{cost: 100, want: per{fw: no(3, s), sw: no(3, 2*s), tb: no(3, 250*ms), sl: no(3, s)}},
+				{cost: 5, want: per{fw: no(3, 0, s), sw: no(3, 0, 2*s), tb: no(3, 0, 250*ms), sl: no(3, 0, s)}},
+				{cost: 100, want: per{fw: no(3, 0, s), sw: no(3, 0, 2*s), tb: no(3, 0, 250*ms), sl: no(3, 0, s)}},
 				{cost: 3, want: per{fw: ok(0, s), sw: ok(0, 2*s), tb: ok(0, s), sl: ok(0, s)}},
 			},
 		},
@@ -189,9 +195,9 @@ func cases() []testCase {
 			name: "cost above the burst", algs: []limits.Algorithm{limits.TokenBucket},
 			n: 4, period: s, burst: 6,
 			steps: []step{
-				{cost: 7, want: all(no(6, 0))},
+				{cost: 7, want: all(no(6, 0, 0))},
 				{cost: 6, want: all(ok(0, 1500*ms))},
-				{wait: 500 * ms, cost: 7, want: all(no(2, s))},
+				{wait: 500 * ms, cost: 7, want: all(no(2, 0, s))},
 				{cost: 2, want: all(ok(0, 1500*ms))},
 			},
 		},
@@ -208,7 +214,7 @@ func cases() []testCase {
 				{cost: 1, want: per{fw: ok(2, s), sw: ok(2, 2*s), tb: ok(2, 600*ms), sl: ok(2, s)}},
 				{cost: 1, want: per{fw: ok(1, s), sw: ok(1, 2*s), tb: ok(1, 800*ms), sl: ok(1, s)}},
 				{cost: 1, want: per{fw: ok(0, s), sw: ok(0, 2*s), tb: ok(0, s), sl: ok(0, s)}},
-				{cost: 1, want: per{fw: no(0, s), sw: no(0, 1200*ms), tb: no(0, 200*ms), sl: no(0, s)}},
+				{cost: 1, want: per{fw: no(0, s, s), sw: no(0, 1200*ms, 2*s), tb: no(0, 200*ms, s), sl: no(0, s, s)}},
 			},
 		},
 		{
@@ -216,10 +222,10 @@ func cases() []testCase {
 			steps: []step{
 				{cost: 1, want: per{fw: ok(1, s), sw: ok(1, 2*s), tb: ok(1, 500*ms), sl: ok(1, s)}},
 				{cost: 1, want: per{fw: ok(0, s), sw: ok(0, 2*s), tb: ok(0, s), sl: ok(0, s)}},
-				{cost: 1, want: per{fw: no(0, s), sw: no(0, 1500*ms), tb: no(0, 500*ms), sl: no(0, s)}},
+				{cost: 1, want: per{fw: no(0, s, s), sw: no(0, 1500*ms, 2*s), tb: no(0, 500*ms, s), sl: no(0, s, s)}},
 				{key: "b", cost: 1, want: per{fw: ok(1, s), sw: ok(1, 2*s), tb: ok(1, 500*ms), sl: ok(1, s)}},
 				{key: "b", cost: 0, want: per{fw: ok(1, s), sw: ok(1, 2*s), tb: ok(1, 500*ms), sl: ok(1, s)}},
-				{key: "a", cost: 0, want: per{fw: no(0, s), sw: no(0, 1500*ms), tb: no(0, 500*ms), sl: no(0, s)}},
+				{key: "a", cost: 0, want: per{fw: no(0, s, s), sw: no(0, 1500*ms, 2*s), tb: no(0, 500*ms, s), sl: no(0, s, s)}},
 			},
 		},
 		{
@@ -229,11 +235,11 @@ func cases() []testCase {
 				{same: true, key: "b", cost: 1, want: per{fw: ok(1, s), sw: ok(1, 2*s), tb: ok(1, 500*ms), sl: ok(1, s)}},
 				// The second hit on a key sees the first.
 				{same: true, cost: 1, want: per{fw: ok(0, s), sw: ok(0, 2*s), tb: ok(0, s), sl: ok(0, s)}},
-				{same: true, cost: 1, want: per{fw: no(0, s), sw: no(0, 1500*ms), tb: no(0, 500*ms), sl: no(0, s)}},
-				{same: true, cost: 0, want: per{fw: no(0, s), sw: no(0, 1500*ms), tb: no(0, 500*ms), sl: no(0, s)}},
+				{same: true, cost: 1, want: per{fw: no(0, s, s), sw: no(0, 1500*ms, 2*s), tb: no(0, 500*ms, s), sl: no(0, s, s)}},
+				{same: true, cost: 0, want: per{fw: no(0, s, s), sw: no(0, 1500*ms, 2*s), tb: no(0, 500*ms, s), sl: no(0, s, s)}},
 				// Another limit in the same call.
 				{same: true, key: "c", n: 1, cost: 1, want: per{fw: ok(0, s), sw: ok(0, 2*s), tb: ok(0, s), sl: ok(0, s)}},
-				{same: true, key: "c", n: 1, cost: 1, want: per{fw: no(0, s), sw: no(0, 2*s), tb: no(0, s), sl: no(0, s)}},
+				{same: true, key: "c", n: 1, cost: 1, want: per{fw: no(0, s, s), sw: no(0, 2*s, 2*s), tb: no(0, s, s), sl: no(0, s, s)}},
 				// A refund and a hit in the next call.
 				{cost: -1, want: per{fw: ok(1, s), sw: ok(1, 2*s), tb: ok(1, 500*ms), sl: ok(1, s)}},
 				{same: true, cost: 1, want: per{fw: ok(0, s), sw: ok(0, 2*s), tb: ok(0, s), sl: ok(0, s)}},
@@ -245,13 +251,13 @@ func cases() []testCase {
 			steps: []step{
 				{wait: 40*s - us, cost: 1, want: per{fw: ok(1, us), sw: ok(1, time.Minute+us), tb: ok(1, 30*s), sl: ok(1, time.Minute)}},
 				{cost: 1, want: per{fw: ok(0, us), sw: ok(0, time.Minute+us), tb: ok(0, time.Minute), sl: ok(0, time.Minute)}},
-				{cost: 1, want: per{fw: no(0, us), sw: no(0, 30*s+us), tb: no(0, 30*s), sl: no(0, time.Minute)}},
+				{cost: 1, want: per{fw: no(0, us, us), sw: no(0, 30*s+us, time.Minute+us), tb: no(0, 30*s, time.Minute), sl: no(0, time.Minute, time.Minute)}},
 				// The fixed window starts over; the sliding one counts the
 				// previous window in full; the bucket ignores windows.
-				{wait: us, cost: 0, want: per{fw: ok(2, 0), sw: no(0, 30*s), tb: no(0, 30*s-us), sl: no(0, time.Minute-us)}},
-				{cost: 1, want: per{fw: ok(1, time.Minute), sw: no(0, 30*s), tb: no(0, 30*s-us), sl: no(0, time.Minute-us)}},
-				{cost: 1, want: per{fw: ok(0, time.Minute), sw: no(0, 30*s), tb: no(0, 30*s-us), sl: no(0, time.Minute-us)}},
-				{cost: 1, want: per{fw: no(0, time.Minute), sw: no(0, 30*s), tb: no(0, 30*s-us), sl: no(0, time.Minute-us)}},
+				{wait: us, cost: 0, want: per{fw: ok(2, 0), sw: no(0, 30*s, time.Minute), tb: no(0, 30*s-us, time.Minute-us), sl: no(0, time.Minute-us, time.Minute-us)}},
+				{cost: 1, want: per{fw: ok(1, time.Minute), sw: no(0, 30*s, time.Minute), tb: no(0, 30*s-us, time.Minute-us), sl: no(0, time.Minute-us, time.Minute-us)}},
+				{cost: 1, want: per{fw: ok(0, time.Minute), sw: no(0, 30*s, time.Minute), tb: no(0, 30*s-us, time.Minute-us), sl: no(0, time.Minute-us, time.Minute-us)}},
+				{cost: 1, want: per{fw: no(0, time.Minute, time.Minute), sw: no(0, 30*s, time.Minute), tb: no(0, 30*s-us, time.Minute-us), sl: no(0, time.Minute-us, time.Minute-us)}},
 			},
 		},
 		{
@@ -268,12 +274,12 @@ func cases() []testCase {
 			name: "bucket refills after waiting", algs: []limits.Algorithm{limits.TokenBucket},
 			n: 10, period: s,
 			steps: append(drain(10, s), []step{
-				{cost: 1, want: all(no(0, 100*ms))},
+				{cost: 1, want: all(no(0, 100*ms, s))},
 				{wait: 350 * ms, cost: 1, want: all(ok(2, 750*ms))},
 				{cost: 1, want: all(ok(1, 850*ms))},
 				{cost: 1, want: all(ok(0, 950*ms))},
-				{cost: 1, want: all(no(0, 50*ms))},
-				{wait: beforeReset, cost: 1, want: all(no(0, us))},
+				{cost: 1, want: all(no(0, 50*ms, 950*ms))},
+				{wait: beforeRetry, cost: 1, want: all(no(0, us, 900*ms+us))},
 				{wait: us, cost: 1, want: all(ok(0, s))},
 				{wait: 10 * s, cost: 0, want: all(ok(10, 0))},
 			}...),
@@ -289,8 +295,8 @@ func cases() []testCase {
 				{cost: 1, want: all(ok(2, 1750*ms))},
 				{cost: 1, want: all(ok(1, 1750*ms))},
 				{cost: 1, want: all(ok(0, 1750*ms))},
-				{cost: 1, want: all(no(0, 125*ms))},
-				{wait: beforeReset, cost: 1, want: all(no(0, us))},
+				{cost: 1, want: all(no(0, 125*ms, 1750*ms))},
+				{wait: beforeRetry, cost: 1, want: all(no(0, us, 1625*ms+us))},
 				{wait: us, cost: 1, want: all(ok(0, 1625*ms))},
 				{wait: 250 * ms, cost: 0, want: all(ok(2, 1375*ms))},
 				// Next window, 250 ms in: the 5 hits of the last one weigh 3.75.
@@ -305,7 +311,7 @@ func cases() []testCase {
 }
 
 // countCase is N = 5 per period T, starting e into a window: five allowed,
-// then refused until the reported Reset, not 1 µs before.
+// then refused until the reported RetryAfter, not 1 µs before.
 func countCase(T, e time.Duration) testCase {
 	steps := make([]step, 0, 9)
 	for i := range int64(5) {
@@ -318,11 +324,14 @@ func countCase(T, e time.Duration) testCase {
 	}
 	// Sliding: in the next window the 5 hits weigh 5 × (T − e')/T ≤ 4 from
 	// e' = T/5. Bucket: a token every T/5. Log: all five leave at once, T on.
-	refused := per{fw: no(0, T-e), sw: no(0, T-e+T/5), tb: no(0, T/5), sl: no(0, T)}
+	refused := per{fw: no(0, T-e, T-e), sw: no(0, T-e+T/5, 2*T-e), tb: no(0, T/5, T), sl: no(0, T, T)}
 	steps = append(steps,
 		step{cost: 1, want: refused},
 		step{cost: 0, want: refused},
-		step{wait: beforeReset, cost: 1, want: all(no(0, us))},
+		// 1 µs before each one's wait: the sliding window is T/5 − 1 µs into
+		// the next window, which the previous one's hits weigh on until its
+		// end.
+		step{wait: beforeRetry, cost: 1, want: per{fw: no(0, us, us), sw: no(0, us, T-T/5+us), tb: no(0, us, 4*T/5+us), sl: no(0, us, us)}},
 		step{wait: us, cost: 1, want: per{fw: ok(4, T), sw: ok(0, 2*T-T/5), tb: ok(0, T), sl: ok(4, T)}},
 	)
 	return testCase{name: "N then refused/" + T.String(), n: 5, period: T, steps: steps}
@@ -378,10 +387,14 @@ func (h *harness) run(a limits.Algorithm, c testCase) {
 			j++
 		}
 		switch w := c.steps[i].wait; w {
-		case untilReset:
-			h.clock.Add(last.Reset.Microseconds())
-		case beforeReset:
-			h.clock.Add(last.Reset.Microseconds() - 1)
+		case untilRetry, beforeRetry:
+			if last.Allowed || last.RetryAfter <= 0 {
+				h.t.Fatalf("step %d waits for the previous result's RetryAfter, but it has none: %s", i, format(last))
+			}
+			h.clock.Add(last.RetryAfter.Microseconds())
+			if w == beforeRetry {
+				h.clock.Add(-1)
+			}
 		default:
 			h.clock.Add(w.Microseconds())
 		}
@@ -435,7 +448,7 @@ func (h *harness) decide(hits []limits.Hit) []limits.Result {
 	results := make([]limits.Result, len(hits))
 	for i := range results {
 		// Garbage, to check that the store writes every field.
-		results[i] = limits.Result{Allowed: true, Remaining: -7, Reset: -time.Hour, Delay: -time.Hour, Err: errGarbage}
+		results[i] = limits.Result{Allowed: true, Remaining: -7, RetryAfter: -time.Hour, ResetAfter: -time.Hour, Delay: -time.Hour, Err: errGarbage}
 	}
 	h.store.Decide(h.t.Context(), hits, results)
 	now := h.clock.Load()
@@ -507,7 +520,7 @@ func format(r limits.Result) string {
 	if r.Allowed {
 		verdict = "allowed"
 	}
-	s := fmt.Sprintf("%s remaining=%d reset=%s", verdict, r.Remaining, r.Reset)
+	s := fmt.Sprintf("%s remaining=%d retry=%s reset=%s", verdict, r.Remaining, r.RetryAfter, r.ResetAfter)
 	if r.Delay != 0 {
 		s += fmt.Sprintf(" delay=%s", r.Delay)
 	}
@@ -526,13 +539,13 @@ func slidingLogCase() testCase {
 			{wait: 300 * ms, cost: 1, want: all(ok(1, s))},
 			{wait: 300 * ms, cost: 1, want: all(ok(0, s))},
 			// The first leaves at start + 1 s.
-			{cost: 1, want: all(no(0, 400*ms))},
-			{cost: 0, want: all(no(0, 400*ms))},
-			{wait: beforeReset, cost: 1, want: all(no(0, us))},
+			{cost: 1, want: all(no(0, 400*ms, s))},
+			{cost: 0, want: all(no(0, 400*ms, s))},
+			{wait: beforeRetry, cost: 1, want: all(no(0, us, 600*ms+us))},
 			{wait: us, cost: 1, want: all(ok(0, s))},
 			// Cost 2 waits for the hits of start + 300 ms and + 600 ms.
-			{cost: 2, want: all(no(0, 600*ms))},
-			{wait: untilReset, cost: 2, want: all(ok(0, s))},
+			{cost: 2, want: all(no(0, 600*ms, s))},
+			{wait: untilRetry, cost: 2, want: all(ok(0, s))},
 			{wait: 2 * s, cost: 0, want: all(ok(3, 0))},
 		},
 	}
@@ -548,9 +561,9 @@ func leakyCase() testCase {
 			{cost: 1, want: all(later(2, 0, 0))},
 			{cost: 1, want: all(later(1, 100*ms, 100*ms))},
 			{cost: 1, want: all(later(0, 200*ms, 200*ms))},
-			{cost: 1, want: all(no(0, 100*ms))},
-			{cost: 0, want: all(no(0, 100*ms))},
-			{wait: beforeReset, cost: 1, want: all(no(0, us))},
+			{cost: 1, want: all(no(0, 100*ms, 200*ms))},
+			{cost: 0, want: all(no(0, 100*ms, 200*ms))},
+			{wait: beforeRetry, cost: 1, want: all(no(0, us, 100*ms+us))},
 			{wait: us, cost: 1, want: all(later(0, 200*ms, 200*ms))},
 			// 50 ms of queue left: a peek waits for it, consuming nothing.
 			{wait: 250 * ms, cost: 0, want: all(ok(2, 0))},
@@ -565,11 +578,11 @@ func leakyCostCase() testCase {
 		steps: []step{
 			// B + 1 turns fit an idle bucket; more never fit.
 			{cost: 3, want: all(later(0, 200*ms, 0))},
-			{cost: 4, want: all(no(0, 200*ms))},
-			{cost: 2, want: all(no(0, 200*ms))},
-			{wait: untilReset, cost: 2, want: all(later(0, 200*ms, 100*ms))},
+			{cost: 4, want: all(no(0, 0, 200*ms))},
+			{cost: 2, want: all(no(0, 200*ms, 200*ms))},
+			{wait: untilRetry, cost: 2, want: all(later(0, 200*ms, 100*ms))},
 			{cost: -3, want: all(ok(2, 0))},
-			{cost: 4, want: all(no(2, 0))},
+			{cost: 4, want: all(no(2, 0, 0))},
 		},
 	}
 }
@@ -578,11 +591,12 @@ func leakyNoQueueCase() testCase {
 	return testCase{
 		name: "leaky bucket without a queue spaces requests", algs: leaky, n: 10, period: s,
 		steps: []step{
+			// Remaining's maximum is B = 0: a refusal's ResetAfter is zero.
 			{cost: 1, want: all(ok(0, 0))},
-			{cost: 1, want: all(no(0, 100*ms))},
-			{wait: beforeReset, cost: 1, want: all(no(0, us))},
+			{cost: 1, want: all(no(0, 100*ms, 0))},
+			{wait: beforeRetry, cost: 1, want: all(no(0, us, 0))},
 			{wait: us, cost: 1, want: all(ok(0, 0))},
-			{cost: 2, want: all(no(0, 0))},
+			{cost: 2, want: all(no(0, 0, 0))},
 		},
 	}
 }
@@ -592,30 +606,31 @@ func maxDelayCase() testCase {
 		name: "max delay refuses a longer wait at once, charging nothing", algs: leaky, n: 10, period: s, burst: 2,
 		steps: []step{
 			{cost: 1, want: all(later(2, 0, 0))},
-			{cost: 1, maxDelay: 50 * ms, want: all(no(2, 50*ms))},
+			{cost: 1, maxDelay: 50 * ms, want: all(no(2, 50*ms, 0))},
 			{cost: 1, maxDelay: 100 * ms, want: all(later(1, 100*ms, 100*ms))},
-			{cost: 1, maxDelay: 150 * ms, want: all(no(1, 50*ms))},
-			{wait: untilReset, cost: 1, maxDelay: 150 * ms, want: all(later(0, 150*ms, 150*ms))},
+			{cost: 1, maxDelay: 150 * ms, want: all(no(1, 50*ms, 100*ms))},
+			{wait: untilRetry, cost: 1, maxDelay: 150 * ms, want: all(later(0, 150*ms, 150*ms))},
 		},
 	}
 }
 
 // countRefusedCase: refused hits are charged, down to 2N counted (N tokens
-// of debt); every refused hit's Reset is measured from the charged state.
+// of debt); every refused hit's waits are measured from the charged state.
 func countRefusedCase() testCase {
 	return testCase{
 		name: "count_refused charges refused hits", n: 4, period: s, countRefused: true,
 		steps: []step{
 			{cost: 4, want: per{fw: ok(0, s), sw: ok(0, 2*s), tb: ok(0, s), sl: ok(0, s)}},
 			// Counted 5: the sliding window's next one weighs 5 × (T − e')/T
-			// + 1 ≤ 4 from e' = 400 ms; the bucket holds −0.6 tokens.
-			{wait: 100 * ms, cost: 1, want: per{fw: no(0, 900*ms), sw: no(0, 1300*ms), tb: no(0, 400*ms), sl: no(0, 900*ms)}},
-			{wait: untilReset, cost: 1, want: per{fw: ok(3, s), sw: ok(0, 1600*ms), tb: ok(0, s), sl: ok(2, s)}},
+			// + 1 ≤ 4 from e' = 400 ms; the bucket holds −0.6 tokens, 4.6
+			// from full: 1.15 s, rounded up by a hair of float.
+			{wait: 100 * ms, cost: 1, want: per{fw: no(0, 900*ms, 900*ms), sw: no(0, 1300*ms, 1900*ms), tb: no(0, 400*ms, 1150*ms+us), sl: no(0, 900*ms, s)}},
+			{wait: untilRetry, cost: 1, want: per{fw: ok(3, s), sw: ok(0, 1600*ms), tb: ok(0, s), sl: ok(2, s)}},
 			// Never fits, charged up to the cap: 8 counted, −4 tokens.
-			{cost: 9, want: per{fw: no(0, s), sw: no(0, 1600*ms), tb: no(0, 2*s), sl: no(0, s)}},
+			{cost: 9, want: per{fw: no(0, 0, s), sw: no(0, 0, 1600*ms), tb: no(0, 0, 2*s), sl: no(0, 0, s)}},
 			// At the cap a refusal adds nothing.
-			{cost: 1, want: per{fw: no(0, s), sw: no(0, 1225*ms), tb: no(0, 1250*ms), sl: no(0, s)}},
-			{wait: untilReset, cost: 1, want: per{fw: ok(3, s), sw: ok(0, 1375*ms), tb: ok(0, s), sl: ok(3, s)}},
+			{cost: 1, want: per{fw: no(0, s, s), sw: no(0, 1225*ms, 1600*ms), tb: no(0, 1250*ms, 2*s), sl: no(0, s, s)}},
+			{wait: untilRetry, cost: 1, want: per{fw: ok(3, s), sw: ok(0, 1375*ms), tb: ok(0, s), sl: ok(3, s)}},
 		},
 	}
 }
@@ -627,12 +642,12 @@ func countRefusedLeakyCase() testCase {
 		steps: []step{
 			{cost: 1, want: all(later(1, 0, 0))},
 			{cost: 1, want: all(later(0, 250*ms, 250*ms))},
-			{cost: 1, want: all(no(0, 500*ms))},
-			{wait: untilReset, cost: 1, want: all(later(0, 250*ms, 250*ms))},
+			{cost: 1, want: all(no(0, 500*ms, 500*ms))},
+			{wait: untilRetry, cost: 1, want: all(later(0, 250*ms, 250*ms))},
 			// Refused past the max delay: still a turn taken.
-			{cost: 1, maxDelay: 100 * ms, want: all(no(0, 650*ms))},
+			{cost: 1, maxDelay: 100 * ms, want: all(no(0, 650*ms, 500*ms))},
 			// Never fits: charged up to B·I + T = 1.25 s of queue.
-			{cost: 5, want: all(no(0, s))},
+			{cost: 5, want: all(no(0, 0, s))},
 		},
 	}
 }
@@ -643,7 +658,7 @@ func withCountRefused(l *limits.Limit) { l.CountRefused = true }
 // both allow.
 func jointCase() testCase {
 	fresh := per{fw: ok(3, s), sw: ok(3, 2*s), tb: ok(3, 250*ms), sl: ok(3, s)}
-	full := per{fw: no(0, s), sw: no(0, 2*s), tb: no(0, s), sl: no(0, s)}
+	full := per{fw: no(0, s, s), sw: no(0, 2*s, 2*s), tb: no(0, s, s), sl: no(0, s, s)}
 	return testCase{
 		name: "joint run is charged only if every limit allows", n: 4, period: s,
 		steps: []step{
@@ -676,14 +691,14 @@ func jointCountRefusedCase() testCase {
 		steps: []step{
 			{key: "b", n: 1, cost: 1, want: per{fw: ok(0, s), sw: ok(0, 2*s), tb: ok(0, s), sl: ok(0, s)}},
 			{cost: 1, joint: true, with: withCountRefused, want: fresh},
-			{same: true, key: "b", n: 1, cost: 1, want: per{fw: no(0, s), sw: no(0, 2*s), tb: no(0, s), sl: no(0, s)}},
+			{same: true, key: "b", n: 1, cost: 1, want: per{fw: no(0, s, s), sw: no(0, 2*s, 2*s), tb: no(0, s, s), sl: no(0, s, s)}},
 			{cost: 0, with: withCountRefused, want: fresh},
 			// a refuses cost 4 and is charged (5 counted, −1 token); c allows
 			// but the run is refused, so c is not.
-			{cost: 4, joint: true, with: withCountRefused, want: per{fw: no(0, s), sw: no(0, 2*s), tb: no(0, 1250*ms), sl: no(0, s)}},
+			{cost: 4, joint: true, with: withCountRefused, want: per{fw: no(0, s, s), sw: no(0, 2*s, 2*s), tb: no(0, 1250*ms, 1250*ms), sl: no(0, s, s)}},
 			{same: true, key: "c", cost: 1, want: fresh},
 			{cost: 0, key: "c", want: all(ok(4, 0))},
-			{same: true, cost: 0, with: withCountRefused, want: per{fw: no(0, s), sw: no(0, 1400*ms), tb: no(0, 500*ms), sl: no(0, s)}},
+			{same: true, cost: 0, with: withCountRefused, want: per{fw: no(0, s, s), sw: no(0, 1400*ms, 2*s), tb: no(0, 500*ms, 1250*ms), sl: no(0, s, s)}},
 		},
 	}
 }
@@ -701,7 +716,7 @@ func jointLeakyCase() testCase {
 			{key: "b", n: 1, with: withFixedWindow, cost: 1, want: all(ok(0, s))},
 			{cost: 1, want: all(later(2, 0, 0))},
 			{cost: 1, joint: true, want: all(later(1, 100*ms, 100*ms))},
-			{same: true, key: "b", n: 1, with: withFixedWindow, cost: 1, want: all(no(0, s))},
+			{same: true, key: "b", n: 1, with: withFixedWindow, cost: 1, want: all(no(0, s, s))},
 			{cost: 0, want: all(ok(2, 0))},
 			{cost: 1, joint: true, want: all(later(1, 100*ms, 100*ms))},
 			{same: true, key: "c", n: 5, with: withFixedWindow, cost: 1, want: all(ok(4, s))},

@@ -10,7 +10,7 @@
 -- microseconds. A limit's fields come once per call, not once per hit:
 -- fewer arguments for Redis to parse, and numbers converted once.
 --
--- Returns one element per run: its four integers per hit, or an error
+-- Returns one element per run: its five integers per hit, or an error
 -- reply. A run that fails leaves the others decided, as separate scripts
 -- would.
 local nlimits = tonumber(ARGV[1])

@@ -29,11 +29,12 @@ local function fixed_window(key, n, t, b, cost, now, maxdelay, countrefused)
     changed = true
   end
   local remaining = max(0, n - count)
-  local reset = 0
+  local retry, reset = 0, 0
+  if count > 0 then
+    reset = wend - now
+  end
   if not allowed and cost <= n then
-    reset = wend - now
-  elseif count > 0 then
-    reset = wend - now
+    retry = wend - now
   end
   local write
   if changed then
@@ -43,6 +44,6 @@ local function fixed_window(key, n, t, b, cost, now, maxdelay, countrefused)
       write = del_write(key)
     end
   end
-  return allowed, remaining, reset, 0, write
+  return allowed, remaining, retry, reset, 0, write
 end
 algorithms.fw = fixed_window

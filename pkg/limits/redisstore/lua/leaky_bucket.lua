@@ -63,11 +63,12 @@ local function leaky_bucket(key, n, t, b, cost, now, maxdelay, countrefused)
   local backlog = drain - now
   -- Free places in the queue: the request in service is not queued.
   local remaining = max(0, min(b, b + 1 - ceil(backlog / interval)))
-  local reset = 0
-  if not allowed and need - 1 <= b then
-    reset = lb_wait(backlog, need, b, interval, maxdelay)
-  elseif backlog > interval then
+  local retry, reset = 0, 0
+  if backlog > interval then
     reset = ceil(backlog - interval)
+  end
+  if not allowed and need - 1 <= b then
+    retry = lb_wait(backlog, need, b, interval, maxdelay)
   end
   local write
   if changed then
@@ -77,6 +78,6 @@ local function leaky_bucket(key, n, t, b, cost, now, maxdelay, countrefused)
       write = del_write(key)
     end
   end
-  return allowed, remaining, reset, delay, write
+  return allowed, remaining, retry, reset, delay, write
 end
 algorithms.lb = leaky_bucket

@@ -5,10 +5,10 @@
 -- Each algorithm file defines one function
 --
 --   decide(key, n, t, b, cost, now, maxdelay, countrefused)
---     -> allowed, remaining, reset, delay, write
+--     -> allowed, remaining, retry, reset, delay, write
 --
--- that reads the key's state and returns the decision (reset and delay in
--- microseconds) and the write that would store its new state: a function
+-- that reads the key's state and returns the decision (retry, reset and
+-- delay in microseconds: limits.Result's RetryAfter, ResetAfter and Delay) and the write that would store its new state: a function
 -- that performs it, or nil when the state does not change. Deciding writes
 -- nothing; run.lua calls write only when the run is charged, so that a joint
 -- run can decide all its limits before it charges any.

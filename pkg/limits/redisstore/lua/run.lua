@@ -21,8 +21,8 @@
 -- snapshot (DUMP, PEXPIRETIME) of what a refused run must leave, restored if
 -- the run is refused.
 --
--- Returns four integers per hit: allowed (1 or 0), remaining, reset and delay
--- in microseconds. A failure (a key of another type, a malformed state)
+-- Returns five integers per hit: allowed (1 or 0), remaining, then retry,
+-- reset and delay in microseconds. A failure (a key of another type, a malformed state)
 -- raises an error.
 
 -- server_now is the Redis server's TIME in microseconds.
@@ -69,18 +69,18 @@ end
 -- algorithm's answer and whether the limit counts refused hits.
 local function decide_hit(key, read, a0, i, now)
   local decide, n, t, b, cost, maxdelay, countrefused = read(a0, i)
-  local allowed, remaining, reset, delay, write = decide(key, n, t, b, cost, now, maxdelay, countrefused)
-  return allowed, remaining, reset, delay, write, countrefused
+  local allowed, remaining, retry, reset, delay, write = decide(key, n, t, b, cost, now, maxdelay, countrefused)
+  return allowed, remaining, retry, reset, delay, write, countrefused
 end
 
 local function decide_run(k0, count, a0, now, read)
   if count == 1 then
     -- A lone hit, by far the most common run: no repeated key, no tables.
-    local allowed, remaining, reset, delay, write, countrefused = decide_hit(KEYS[k0 + 1], read, a0, 1, now)
+    local allowed, remaining, retry, reset, delay, write, countrefused = decide_hit(KEYS[k0 + 1], read, a0, 1, now)
     if write and (allowed or countrefused) then
       write()
     end
-    return {allowed and 1 or 0, remaining, reset, delay}
+    return {allowed and 1 or 0, remaining, retry, reset, delay}
   end
   local repeats = {}
   for i = k0 + 1, k0 + count do
@@ -93,12 +93,14 @@ local function decide_run(k0, count, a0, now, read)
   local out, writes, countsrefused, refused = {}, {}, {}, false
   for i = 1, count do
     local key = KEYS[k0 + i]
-    local allowed, remaining, reset, delay, write, countrefused = decide_hit(key, read, a0, i, now)
+    local allowed, remaining, retry, reset, delay, write, countrefused = decide_hit(key, read, a0, i, now)
     countsrefused[i] = countrefused
-    out[4 * i - 3] = allowed and 1 or 0
-    out[4 * i - 2] = remaining
-    out[4 * i - 1] = reset
-    out[4 * i] = delay
+    local o = 5 * (i - 1)
+    out[o + 1] = allowed and 1 or 0
+    out[o + 2] = remaining
+    out[o + 3] = retry
+    out[o + 4] = reset
+    out[o + 5] = delay
     if not allowed then
       refused = true
     end

@@ -128,7 +128,10 @@ local function sliding_log(key, n, t, b, cost, now, maxdelay, countrefused)
     changed = true
   end
   local remaining = max(0, n - total)
-  local reset = 0
+  local retry, reset = 0, 0
+  if newest_at then
+    reset = newest_at + t - now
+  end
   if not allowed and cost <= n then
     -- The oldest entries leave first: wait until enough of them have. The
     -- charge just decided, not stored yet, is the newest entry.
@@ -141,13 +144,11 @@ local function sliding_log(key, n, t, b, cost, now, maxdelay, countrefused)
         break
       end
       freed = freed + c
-      reset = eat + t - now
+      retry = eat + t - now
     end
     if freed < target and add > 0 then
-      reset = at + t - now
+      retry = at + t - now
     end
-  elseif newest_at then
-    reset = newest_at + t - now
   end
   local write
   if changed then
@@ -170,6 +171,6 @@ local function sliding_log(key, n, t, b, cost, now, maxdelay, countrefused)
       end
     end
   end
-  return allowed, remaining, reset, 0, write
+  return allowed, remaining, retry, reset, 0, write
 end
 algorithms.sl = sliding_log

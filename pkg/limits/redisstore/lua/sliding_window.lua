@@ -74,14 +74,15 @@ local function sliding_window(key, n, t, b, cost, now, maxdelay, countrefused)
   end
   local est = sw_weight(t, prev, e) + cur
   local remaining = max(0, floor(n - est))
-  local reset = 0
-  if not allowed and cost <= n then
-    -- From the state that stays, a count_refused charge included.
-    reset = sw_wait(n, t, prev, cur, e, need)
-  elseif cur > 0 then
+  -- Waits count from the state that stays, a count_refused charge included.
+  local retry, reset = 0, 0
+  if cur > 0 then
     reset = 2 * t - e
   elseif prev > 0 then
     reset = t - e
+  end
+  if not allowed and cost <= n then
+    retry = sw_wait(n, t, prev, cur, e, need)
   end
   local write
   if changed then
@@ -94,6 +95,6 @@ local function sliding_window(key, n, t, b, cost, now, maxdelay, countrefused)
       write = del_write(key)
     end
   end
-  return allowed, remaining, reset, 0, write
+  return allowed, remaining, retry, reset, 0, write
 end
 algorithms.sw = sliding_window

@@ -70,9 +70,9 @@ local function token_bucket(key, n, t, b, cost, now, maxdelay, countrefused)
     kept, stamp = stokens, sstamp
   end
   local full = tb_wait_from(n, t, b, kept, stamp, now, b)
-  local reset = full
+  local retry = 0
   if not allowed and cost <= b then
-    reset = tb_wait_from(n, t, b, kept, stamp, now, need)
+    retry = tb_wait_from(n, t, b, kept, stamp, now, need)
   end
   local write
   if changed then
@@ -82,6 +82,6 @@ local function token_bucket(key, n, t, b, cost, now, maxdelay, countrefused)
       write = del_write(key)
     end
   end
-  return allowed, remaining, reset, 0, write
+  return allowed, remaining, retry, full, 0, write
 end
 algorithms.tb = token_bucket

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
+	"slices"
 	"time"
 
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+	"github.com/envoy-rls/envoy-rls/pkg/metrics"
 )
 
 // How an entry of the walk matched a node of the config tree.
@@ -123,9 +123,11 @@ type ExplainedState struct {
 // Explain tells what the service would do with one descriptor of domain:
 // the walk of the config tree level by level, the limits matched, their
 // store keys, and their state, read from the store with a peek that
-// consumes nothing. It counts nothing in the metrics. Its error is for a
-// request no call could make (an empty domain, no entries, too many); a
-// store failure is reported in the limits' state instead.
+// consumes nothing. It builds and settles the plan a request with this one
+// descriptor would get, at cost 0, so it cannot disagree with
+// ShouldRateLimit; it counts nothing in the metrics and applies no failure
+// mode. Its error is for a request no call could make (an empty domain, no
+// entries, too many); a store failure is reported in the limits' state.
 func (s *Service) Explain(ctx context.Context, domain string, entries []descriptors.Entry) (Explanation, error) {
 	switch {
 	case domain == "":
@@ -136,108 +138,93 @@ func (s *Service) Explain(ctx context.Context, domain string, entries []descript
 		return Explanation{}, fmt.Errorf("the descriptor has %d entries, above the maximum of %d", len(entries), MaxEntries)
 	}
 	ix := s.index.Load()
-	ex := Explanation{Domain: domain, Levels: []ExplainedLevel{}, Limits: []ExplainedLimit{}}
-	for _, e := range entries {
+	p := newPlan(ix, domain, 1)
+	defer p.release()
+	if err := p.add(s, ix, descriptorInput{entries: entries, cost: 0}); err != nil {
+		return Explanation{}, err
+	}
+	p.finish(s, s.maxDelay)
+	if len(p.hits) > 0 {
+		s.callStore(ctx, time.Now(), p.hits, p.results)
+	}
+	p.settle(s)
+	return s.explanation(ix, p, &p.descs[0]), nil
+}
+
+// explanation reads what a settled plan says of its descriptor d.
+func (s *Service) explanation(ix *descriptors.Index, p *plan, d *planned) Explanation {
+	ex := Explanation{Domain: p.domain, DomainKnown: p.known, Levels: []ExplainedLevel{}, Limits: []ExplainedLimit{}}
+	for _, e := range d.entries {
 		ex.Entries = append(ex.Entries, ExplainedEntry(e))
 	}
-	node, known, path := ix.Match(domain, entries, nil)
-	ex.DomainKnown = known
-	if !known {
+	if !p.known {
 		ex.Outcome = "unknown domain: every descriptor is answered OK, without a limit"
-		return ex, nil
+		return ex
 	}
-	if d := ix.Config().Domains[domain]; d != nil {
-		ex.DomainFile = d.File
+	if dom := ix.Config().Domains[p.domain]; dom != nil {
+		ex.DomainFile = dom.File
 	}
-	for i, n := range path {
+	for i, n := range d.path {
 		ex.Levels = append(ex.Levels, explainLevel(ex.Entries[i], n))
 	}
-	if len(path) < len(entries) {
-		ex.Levels = append(ex.Levels, ExplainedLevel{Entry: ex.Entries[len(path)], Match: MatchNone})
+	if d.node == nil {
+		stop := len(d.path)
+		ex.Levels = append(ex.Levels, ExplainedLevel{Entry: ex.Entries[stop], Match: MatchNone})
 		ex.Outcome = fmt.Sprintf("no limit: no node matches entry %d (%s=%s), so the walk stops; answered OK without a limit",
-			len(path)+1, entries[len(path)].Key, entries[len(path)].Value)
-		return ex, nil
+			stop+1, d.entries[stop].Key, d.entries[stop].Value)
+		return ex
 	}
-	ex.Node = node.Path
-	d := node.Descriptor
+	ex.Node = d.node.Path
+	desc := d.node.Descriptor
 	switch {
-	case len(d.Rules) == 0:
-		ex.Outcome = fmt.Sprintf("no limit: node %s has none (it only leads to nested descriptors); answered OK without a limit", node.Path)
-		return ex, nil
-	case len(d.Rules) == 1 && d.Rules[0].Unlimited:
+	case len(desc.Rules) == 0:
+		ex.Outcome = fmt.Sprintf("no limit: node %s has none (it only leads to nested descriptors); answered OK without a limit", d.node.Path)
+		return ex
+	case d.unlimited:
 		ex.Unlimited = true
-		ex.Outcome = fmt.Sprintf("unlimited: node %s is never counted; answered OK without a limit", node.Path)
-		return ex, nil
+		ex.Outcome = fmt.Sprintf("unlimited: node %s is never counted; answered OK without a limit", d.node.Path)
+		return ex
 	}
-
-	// Keys exactly as decide names them: share_threshold wildcards count
-	// under their pattern.
-	keyEntries := sharedEntries(entries, path)
-	replacedBy := map[string]string{}
-	for _, r := range d.Rules {
-		for _, name := range r.Replaces {
-			replacedBy[name] = r.Name
+	// Explain applies no failure mode: a failed read is shown as such.
+	failed := firstError(d.results) != nil
+	for i, r := range desc.Rules {
+		l := explainLimit(r, i, desc, s.failureMode, s.shadowMode)
+		j := slices.Index(d.rules, r)
+		if j < 0 {
+			l.ReplacedBy = p.replacedBy[r.Name]
+			ex.Limits = append(ex.Limits, l)
+			continue
 		}
-	}
-	var hits []limits.Hit
-	var peeked []int // the index in ex.Limits of each hit
-	for j, r := range d.Rules {
-		l := explainLimit(r, j, d, s.failureMode, s.shadowMode)
-		if by, ok := replacedBy[r.Name]; ok && r.Name != "" {
-			l.ReplacedBy = by
+		res := d.results[j]
+		l.Key = d.hits[j].Key
+		l.State = &ExplainedState{Capacity: r.Limit.Capacity()}
+		if res.Err != nil {
+			l.State.Error = res.Err.Error()
 		} else {
-			key, tag := s.storeKey(domain, keyEntries, r.Limit, j)
-			l.Key = key
-			hits = append(hits, limits.Hit{Key: key, Tag: tag, Limit: r.Limit, Cost: 0})
-			peeked = append(peeked, j)
+			wait := d.wait(j)
+			l.State.Allowed, l.State.Remaining = res.Allowed, res.Remaining
+			l.State.Reset, l.State.ResetSeconds = wait.String(), wait.Seconds()
 		}
+		l.Reported = !failed && r == d.verdict.rule
 		ex.Limits = append(ex.Limits, l)
 	}
-	if len(hits) == 0 {
-		ex.Outcome = "no limit: every limit of the node is replaced by another; answered OK without a limit"
-		return ex, nil
-	}
-
-	results := make([]limits.Result, len(hits))
-	sctx, cancel := context.WithTimeout(ctx, s.storeTimeout)
-	s.store.Decide(sctx, hits, results)
-	cancel()
-	allowed, failed := true, false
-	for k, res := range results {
-		l := &ex.Limits[peeked[k]]
-		st := &ExplainedState{Capacity: hits[k].Limit.Capacity()}
-		if res.Err != nil {
-			st.Error = res.Err.Error()
-			failed = true
-		} else {
-			st.Allowed, st.Remaining = res.Allowed, res.Remaining
-			reset := resetOf(res)
-			st.Reset, st.ResetSeconds = reset.String(), reset.Seconds()
-			allowed = allowed && res.Allowed
-		}
-		l.State = st
-	}
-	if failed {
-		ex.Outcome = "the store could not be read: the descriptor would take its failure mode"
-		return ex, nil
-	}
-	rep := &ex.Limits[peeked[reported(results, allowed)]]
-	rep.Reported = true
-	name := rep.Name
-	if name == "" {
-		name = node.Path
-	}
+	v := d.verdict
+	name := ruleName(d, v.rule)
 	switch {
-	case allowed:
-		ex.Outcome = fmt.Sprintf("a request of cost 1 would be allowed now; the status would report %s with %d remaining", name, rep.State.Remaining)
-	case rep.Shadow:
+	case len(d.rules) == 0:
+		ex.Outcome = "no limit: every limit of the node is replaced by another; answered OK without a limit"
+	case failed:
+		ex.Outcome = "the store could not be read: the descriptor would take its failure mode"
+	case v.allowed:
+		ex.Outcome = fmt.Sprintf("a request of cost 1 would be allowed now; the status would report %s with %d remaining", name, v.remaining)
+	case v.outcome == metrics.OutcomeShadowOver:
 		ex.Outcome = fmt.Sprintf("a request would be over %s, but in shadow mode: answered OK", name)
-	case rep.QuotaMode:
+	case v.outcome == metrics.OutcomeQuotaOver:
 		ex.Outcome = fmt.Sprintf("a request would be over %s, but in quota mode: answered OK, listed in quotaModeViolations", name)
 	default:
-		ex.Outcome = fmt.Sprintf("a request would be refused (OVER_LIMIT) by %s for %s", name, rep.State.Reset)
+		ex.Outcome = fmt.Sprintf("a request would be refused (OVER_LIMIT) by %s for %s", name, v.wait)
 	}
-	return ex, nil
+	return ex
 }
 
 func explainLevel(e ExplainedEntry, n *descriptors.Node) ExplainedLevel {
@@ -277,110 +264,4 @@ func explainLimit(r *config.Rule, index int, d *config.Descriptor, serviceMode c
 		l.FailureMode, l.FailureModeDefault = serviceMode.String(), true
 	}
 	return l
-}
-
-// WriteText writes the explanation for a person to read.
-func (ex Explanation) WriteText(w io.Writer) error {
-	var b strings.Builder
-	entries := make([]string, len(ex.Entries))
-	for i, e := range ex.Entries {
-		entries[i] = e.Key + "=" + e.Value
-	}
-	fmt.Fprintf(&b, "domain:     %s", ex.Domain)
-	switch {
-	case !ex.DomainKnown:
-		b.WriteString(" (unknown)\n")
-	case ex.DomainFile != "":
-		fmt.Fprintf(&b, " (%s)\n", ex.DomainFile)
-	default:
-		b.WriteString("\n")
-	}
-	fmt.Fprintf(&b, "descriptor: %s\n", strings.Join(entries, ", "))
-	if len(ex.Levels) > 0 {
-		b.WriteString("walk:\n")
-	}
-	for i, lv := range ex.Levels {
-		fmt.Fprintf(&b, "  %d. %s=%s: ", i+1, lv.Entry.Key, lv.Entry.Value)
-		switch lv.Match {
-		case MatchNone:
-			b.WriteString("no match (no exact value, wildcard or bare key for it here)\n")
-			continue
-		case MatchExact:
-			fmt.Fprintf(&b, "exact value %q", lv.Pattern)
-		case MatchWildcard:
-			fmt.Fprintf(&b, "wildcard %q", lv.Pattern)
-			if lv.ShareThreshold {
-				b.WriteString(" (share_threshold: all its values share one counter)")
-			}
-		case MatchBare:
-			fmt.Fprintf(&b, "bare key %s (one counter per value)", lv.Entry.Key)
-		}
-		fmt.Fprintf(&b, " -> node %s", lv.Node)
-		if lv.Line > 0 {
-			fmt.Fprintf(&b, " (line %d)", lv.Line)
-		}
-		b.WriteString("\n")
-	}
-	if len(ex.Limits) > 0 {
-		b.WriteString("limits:\n")
-	}
-	for _, l := range ex.Limits {
-		name := l.Name
-		if name == "" {
-			name = "(unnamed)"
-		}
-		fmt.Fprintf(&b, "  [%d] %s: %s, %d per %s", l.Index, name, l.Algorithm, l.RequestsPerUnit, period(l))
-		if l.Burst > 0 {
-			fmt.Fprintf(&b, ", burst %d", l.Burst)
-		}
-		fmt.Fprintf(&b, ", failure mode %s", l.FailureMode)
-		if l.FailureModeDefault {
-			b.WriteString(" (the service's)")
-		}
-		fmt.Fprintf(&b, ", shadow %t", l.Shadow)
-		if l.QuotaMode {
-			b.WriteString(", quota mode")
-		}
-		if l.CountRefused {
-			b.WriteString(", count_refused")
-		}
-		if len(l.Replaces) > 0 {
-			fmt.Fprintf(&b, ", replaces %s", strings.Join(l.Replaces, ", "))
-		}
-		if l.Line > 0 {
-			fmt.Fprintf(&b, " (line %d)", l.Line)
-		}
-		b.WriteString("\n")
-		if l.ReplacedBy != "" {
-			fmt.Fprintf(&b, "      replaced by %s: not decided\n", l.ReplacedBy)
-			continue
-		}
-		fmt.Fprintf(&b, "      key:   %s\n", l.Key)
-		switch st := l.State; {
-		case st == nil:
-		case st.Error != "":
-			fmt.Fprintf(&b, "      state: unknown, the store failed: %s\n", st.Error)
-		default:
-			verdict := "a request of cost 1 would be allowed"
-			if !st.Allowed {
-				verdict = "a request would be refused"
-			}
-			fmt.Fprintf(&b, "      state: remaining %d of %d, reset %s; %s", st.Remaining, st.Capacity, st.Reset, verdict)
-			if l.Reported {
-				b.WriteString(" (the status reports this limit)")
-			}
-			b.WriteString("\n")
-		}
-	}
-	fmt.Fprintf(&b, "outcome:    %s\n", ex.Outcome)
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// period renders a limit's period as the file writes it: `hour`, `30 seconds`.
-func period(l ExplainedLimit) string {
-	if l.UnitMultiplier > 1 {
-		return fmt.Sprintf("%d %ss", l.UnitMultiplier, l.Unit)
-	}
-	return l.Unit
 }

@@ -23,18 +23,6 @@ const (
 	DefaultPolicyName = "default"
 )
 
-// unitSeconds is the length of each unit of a current_limit, in seconds
-// (month = 30 days, year = 365 days, as the limits file counts them).
-var unitSeconds = map[rlsv3.RateLimitResponse_RateLimit_Unit]int64{
-	rlsv3.RateLimitResponse_RateLimit_SECOND: 1,
-	rlsv3.RateLimitResponse_RateLimit_MINUTE: 60,
-	rlsv3.RateLimitResponse_RateLimit_HOUR:   3600,
-	rlsv3.RateLimitResponse_RateLimit_DAY:    86400,
-	rlsv3.RateLimitResponse_RateLimit_WEEK:   7 * 86400,
-	rlsv3.RateLimitResponse_RateLimit_MONTH:  30 * 86400,
-	rlsv3.RateLimitResponse_RateLimit_YEAR:   365 * 86400,
-}
-
 // addHeaders adds the service's own headers and 429 body to resp, as
 // -response-headers and -json-429-body ask:
 //
@@ -42,36 +30,34 @@ var unitSeconds = map[rlsv3.RateLimitResponse_RateLimit_Unit]int64{
 //	RateLimit: "NAME";r=REMAINING;t=RESET_SECONDS
 //	Retry-After: RESET_SECONDS                      (OVER_LIMIT only)
 //
-// for the status that is most restrictive (mostRestrictive). A status whose
-// state is unknown (its store call failed, so it took its failure mode) has
-// no duration_until_reset: it gets RateLimit-Policy alone.
-func (s *Service) addHeaders(resp *rlsv3.RateLimitResponse) {
+// for the descriptor that is most restrictive (plan.mostRestrictive). A
+// descriptor whose state is unknown (its store call failed, so it took its
+// failure mode) gets RateLimit-Policy alone.
+func (s *Service) addHeaders(resp *rlsv3.RateLimitResponse, p *plan, over bool) {
 	if !s.responseHeaders && !s.json429Body {
 		return
 	}
-	over := resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT
-	st := mostRestrictive(resp)
-	if st == nil {
+	d := p.mostRestrictive(over)
+	if d == nil {
 		return
 	}
-	cl := st.GetCurrentLimit()
-	name := cl.GetName()
+	v := &d.verdict
+	name := v.rule.Name
 	if name == "" {
 		name = DefaultPolicyName
 	}
 	var reset int64 = -1 // unknown
-	if d := st.GetDurationUntilReset(); d != nil {
-		reset = ceilSeconds(d.AsDuration())
+	if v.known {
+		reset = ceilSeconds(v.wait)
 	}
 	if s.responseHeaders {
-		period := unitSeconds[cl.GetUnit()] * int64(max(cl.GetUnitMultiplier().GetValue(), 1))
-		policy := sfString(name) + ";q=" + strconv.FormatUint(uint64(cl.GetRequestsPerUnit()), 10)
-		if period > 0 {
+		policy := sfString(name) + ";q=" + strconv.FormatUint(uint64(clampUint32(v.rule.Limit.Requests)), 10)
+		if period := int64(v.rule.Limit.Period / time.Second); period > 0 {
 			policy += ";w=" + strconv.FormatInt(period, 10)
 		}
 		add(resp, HeaderRateLimitPolicy, policy)
 		if reset >= 0 {
-			add(resp, HeaderRateLimit, sfString(name)+";r="+strconv.FormatUint(uint64(st.GetLimitRemaining()), 10)+
+			add(resp, HeaderRateLimit, sfString(name)+";r="+strconv.FormatUint(uint64(clampUint32(v.remaining)), 10)+
 				";t="+strconv.FormatInt(reset, 10))
 			if over {
 				add(resp, HeaderRetryAfter, strconv.FormatInt(reset, 10))
@@ -101,45 +87,6 @@ type json429 struct {
 
 func add(resp *rlsv3.RateLimitResponse, key, value string) {
 	resp.ResponseHeadersToAdd = append(resp.ResponseHeadersToAdd, &corev3.HeaderValue{Key: key, Value: value})
-}
-
-// mostRestrictive picks the status the headers describe, the one Envoy's
-// x-ratelimit-* headers would: on OVER_LIMIT, the refusing status with the
-// longest wait; otherwise the status with a limit that has the least
-// remaining. The first wins a tie; nil when no status has a limit.
-func mostRestrictive(resp *rlsv3.RateLimitResponse) *rlsv3.RateLimitResponse_DescriptorStatus {
-	var best *rlsv3.RateLimitResponse_DescriptorStatus
-	if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
-		for _, st := range resp.GetStatuses() {
-			if st.GetCode() != rlsv3.RateLimitResponse_OVER_LIMIT || st.GetCurrentLimit() == nil {
-				continue
-			}
-			if best == nil || waitOf(st) > waitOf(best) {
-				best = st
-			}
-		}
-		if best != nil {
-			return best
-		}
-	}
-	for _, st := range resp.GetStatuses() {
-		if st.GetCurrentLimit() == nil {
-			continue
-		}
-		if best == nil || st.GetLimitRemaining() < best.GetLimitRemaining() {
-			best = st
-		}
-	}
-	return best
-}
-
-// waitOf is a status's duration_until_reset; -1 when it has none (its state
-// is unknown), so that any known wait is preferred.
-func waitOf(st *rlsv3.RateLimitResponse_DescriptorStatus) time.Duration {
-	if d := st.GetDurationUntilReset(); d != nil {
-		return d.AsDuration()
-	}
-	return -1
 }
 
 // ceilSeconds is d in whole seconds, rounded up; never negative.

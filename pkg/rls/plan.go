@@ -1,0 +1,294 @@
+package rls
+
+import (
+	"sync"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+)
+
+// A plan is what the service does with one request, worked out once from
+// the request and the config in force: for each descriptor, the limits that
+// apply, the store hits that decide them and the flags that say how their
+// outcome is answered. ShouldRateLimit carries a plan out (one store call,
+// one failure pass, one answer); Explain builds the same plan for a single
+// descriptor at cost 0 and reads the state it finds, so the two cannot
+// disagree. The answer, its headers, the metrics and the logs all read the
+// plan and its verdicts, never the protobuf they produce.
+//
+// Plans are pooled: the slices are reused across requests, so that
+// building one allocates only the store keys. Nothing in a plan outlives
+// its request, and the store keeps neither hits nor results after Decide.
+type plan struct {
+	domain string
+	// known reports whether the domain is configured; an unknown domain's
+	// descriptors are all answered OK without a limit.
+	known bool
+	descs []planned
+	// hits holds every descriptor's hits, in request order, for the one
+	// store call; results[i] answers hits[i]. Each planned descriptor's
+	// hits and results are windows onto these.
+	hits    []limits.Hit
+	results []limits.Result
+	// replacedBy maps the name of each limit that a matched limit's
+	// `replaces` drops to the name of the limit that drops it. Replacing
+	// is per request: a limit of one descriptor drops a limit of another.
+	replacedBy map[string]string
+
+	// entries and path are storage for the descriptors' entries and walks.
+	entries []descriptors.Entry
+	path    []*descriptors.Node
+}
+
+// planned is the plan for one descriptor of the request.
+type planned struct {
+	// entries are the descriptor's entries as the request sent them.
+	entries []descriptors.Entry
+	// path holds the node the walk matched at each level: as long as
+	// entries when the walk ended on the last entry, shorter when it
+	// stopped early.
+	path []*descriptors.Node
+	// node is where the walk ended on the last entry; nil when it did not.
+	node *descriptors.Node
+	// rules are the limits that decide the descriptor, all of which must
+	// allow: the node's (one from rate_limit, several from rate_limits),
+	// or Envoy's override. Limits another one replaces are not among them.
+	// Empty: no limit applies, the descriptor is answered OK.
+	rules []*config.Rule
+	// unlimited is set for a node whose limit is `unlimited: true`: it is
+	// answered OK and never touches the store.
+	unlimited bool
+	// cost is c of semantics.md.
+	cost int64
+	// shadow and quota are the node's shadow_mode (or the service's) and
+	// quota_mode: how a refusal is answered.
+	shadow, quota bool
+	// hits[j] decides rules[j] and results[j] is the store's answer.
+	hits    []limits.Hit
+	results []limits.Result
+	// failure is set by the failure pass when the store could not decide
+	// the descriptor and its failure mode answers instead.
+	failure *storeFailure
+	// verdict is the outcome, filled in by settle.
+	verdict verdict
+}
+
+// storeFailure is why the store did not decide a descriptor, and the
+// failure mode that answers for it.
+type storeFailure struct {
+	err  error
+	mode config.FailureMode
+	// rule is the limit whose failure mode it is: the strictest of the
+	// descriptor's.
+	rule *config.Rule
+}
+
+// decided reports whether the descriptor goes to the store.
+func (d *planned) decided() bool { return !d.unlimited && len(d.rules) > 0 }
+
+var planPool = sync.Pool{New: func() any { return new(plan) }}
+
+// maxPooled bounds the slices a pooled plan keeps (in elements), so that one
+// huge request does not pin its memory.
+const maxPooled = 4 * MaxDescriptors
+
+// newPlan returns an empty plan for domain from the pool.
+func newPlan(ix *descriptors.Index, domain string, n int) *plan {
+	p := planPool.Get().(*plan)
+	p.domain = domain
+	p.known = ix.Known(domain)
+	if cap(p.descs) < n {
+		p.descs = make([]planned, 0, n)
+	}
+	p.descs = p.descs[:0]
+	p.hits, p.results = p.hits[:0], p.results[:0]
+	p.entries, p.path = p.entries[:0], p.path[:0]
+	return p
+}
+
+// release drops what the plan points to (keys, rules, config nodes, errors)
+// and returns it to the pool.
+func (p *plan) release() {
+	clear(p.descs[:cap(p.descs)])
+	clear(p.hits[:cap(p.hits)])
+	clear(p.results[:cap(p.results)])
+	clear(p.entries[:cap(p.entries)])
+	clear(p.path[:cap(p.path)])
+	clear(p.replacedBy)
+	if cap(p.descs) > maxPooled || cap(p.hits) > maxPooled || cap(p.results) > maxPooled ||
+		cap(p.entries) > maxPooled || cap(p.path) > maxPooled || len(p.replacedBy) > maxPooled {
+		return
+	}
+	planPool.Put(p)
+}
+
+// descriptorInput is one descriptor as the planner takes it, whatever
+// asked: a request of Envoy's, or an explanation.
+type descriptorInput struct {
+	entries []descriptors.Entry
+	// override is Envoy's descriptor limit override; nil for none.
+	override *ratelimitv3.RateLimitDescriptor_RateLimitOverride
+	cost     int64
+}
+
+// add plans one descriptor: its walk of the config tree and the limits that
+// apply. Its error is the request's fault (an override no limit can take).
+func (p *plan) add(s *Service, ix *descriptors.Index, in descriptorInput) error {
+	p.descs = append(p.descs, planned{entries: in.entries, cost: in.cost})
+	d := &p.descs[len(p.descs)-1]
+	if !p.known {
+		return nil
+	}
+	// Every descriptor's walk stays in p.path, one after another: a later
+	// append may move the array, but a window taken before still reads the
+	// same nodes.
+	lo := len(p.path)
+	node, _, path := ix.Match(p.domain, in.entries, p.path)
+	p.path = path
+	d.path, d.node = path[lo:len(path):len(path)], node
+	if node != nil {
+		d.rules = node.Descriptor.Rules
+		d.shadow = node.Descriptor.ShadowMode
+		d.quota = node.Descriptor.QuotaMode
+	}
+	d.shadow = d.shadow || s.shadowMode
+	if in.override != nil {
+		var matched *config.Rule
+		if len(d.rules) > 0 {
+			matched = d.rules[0]
+		}
+		r, err := overrideRule(matched, in.override)
+		if err != nil {
+			return err
+		}
+		d.rules = []*config.Rule{r}
+	}
+	d.unlimited = len(d.rules) == 1 && d.rules[0].Unlimited
+	for _, r := range d.rules {
+		for _, name := range r.Replaces {
+			if p.replacedBy == nil {
+				p.replacedBy = make(map[string]string)
+			}
+			if _, ok := p.replacedBy[name]; !ok {
+				p.replacedBy[name] = r.Name
+			}
+		}
+	}
+	return nil
+}
+
+// finish drops replaced limits and lays out the store hits of every
+// descriptor, each limit's key named as the file names it. maxDelay bounds a
+// leaky bucket's wait.
+func (p *plan) finish(s *Service, maxDelay time.Duration) {
+	for i := range p.descs {
+		d := &p.descs[i]
+		if len(p.replacedBy) > 0 {
+			d.rules = p.withoutReplaced(d.rules)
+		}
+		if !d.decided() {
+			continue
+		}
+		// Counter keys name what the walk matched: a share_threshold
+		// wildcard shares one counter among all the values it matches.
+		keyEntries := sharedEntries(d.entries, d.path)
+		for j, r := range d.rules {
+			key, tag := s.storeKey(p.domain, keyEntries, r.Limit, listIndex(d, r, j))
+			p.hits = append(p.hits, limits.Hit{
+				Key:      key,
+				Tag:      tag,
+				Limit:    r.Limit,
+				Cost:     d.cost,
+				MaxDelay: maxDelay,
+				Joint:    j < len(d.rules)-1,
+			})
+		}
+	}
+	if cap(p.results) < len(p.hits) {
+		p.results = make([]limits.Result, len(p.hits))
+	}
+	p.results = p.results[:len(p.hits)]
+	clear(p.results)
+	at := 0
+	for i := range p.descs {
+		d := &p.descs[i]
+		if !d.decided() {
+			continue
+		}
+		n := len(d.rules)
+		d.hits, d.results = p.hits[at:at+n:at+n], p.results[at:at+n:at+n]
+		at += n
+	}
+}
+
+// withoutReplaced returns rules less those the request's other limits
+// replace; rules itself, without copying, when none is.
+func (p *plan) withoutReplaced(rules []*config.Rule) []*config.Rule {
+	for i, r := range rules {
+		if p.replaced(r) {
+			kept := append([]*config.Rule(nil), rules[:i]...)
+			for _, r := range rules[i+1:] {
+				if !p.replaced(r) {
+					kept = append(kept, r)
+				}
+			}
+			return kept
+		}
+	}
+	return rules
+}
+
+// replaced reports whether another limit of the request replaces r.
+func (p *plan) replaced(r *config.Rule) bool {
+	if r.Name == "" {
+		return false
+	}
+	_, ok := p.replacedBy[r.Name]
+	return ok
+}
+
+// storeKey names the counter of limit l, the index-th of its descriptor's
+// limits, for entries (after sharedEntries), and its hash tag.
+func (s *Service) storeKey(domain string, entries []descriptors.Entry, l limits.Limit, index int) (string, uint64) {
+	return descriptors.KeyTag(descriptors.KeyInput{Domain: domain, Entries: entries, Limit: l, Index: index,
+		Prefix: s.keyPrefix, HashValues: s.hashValues})
+}
+
+// listIndex is r's place in its descriptor's rate_limits list, which its
+// key names: the place in the file, not in d.rules, from which replaced
+// limits are gone (else a limit would change counters, or share a replaced
+// sibling's, with the other descriptors of a request). j, r's place in
+// d.rules, for an override.
+func listIndex(d *planned, r *config.Rule, j int) int {
+	if d.node != nil {
+		for i, fr := range d.node.Descriptor.Rules {
+			if fr == r {
+				return i
+			}
+		}
+	}
+	return j
+}
+
+// sharedEntries returns entries with the value of every share_threshold
+// wildcard level replaced by its pattern. It returns entries itself, without
+// copying, when no level shares.
+func sharedEntries(entries []descriptors.Entry, path []*descriptors.Node) []descriptors.Entry {
+	var out []descriptors.Entry
+	for i, n := range path {
+		if n.Wildcard && n.Descriptor.ShareThreshold {
+			if out == nil {
+				out = append([]descriptors.Entry(nil), entries...)
+			}
+			out[i].Value = n.Descriptor.Value
+		}
+	}
+	if out == nil {
+		return entries
+	}
+	return out
+}

@@ -9,7 +9,8 @@ import (
 
 // storeDeadlines bounds store calls by -store-timeout without a timer per
 // call. context.WithTimeout for every request (a timer set, and stopped by
-// cancel) was about 7% of the service's CPU on the Redis path, so calls that
+// cancel) is a measurable share of the service's CPU on the Redis path
+// (BenchmarkStoreDeadline; BENCHMARKS.md has the figures), so calls that
 // start within one tick of each other share one context: the first call of
 // a tick opens it, ending timeout after that call started; the calls after
 // it, up to a tick later, get the same end. A store call is thus given at

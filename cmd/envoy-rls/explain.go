@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -19,30 +19,28 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/rls"
 )
 
-const explainUsage = `usage: envoy-rls explain [flags] DOMAIN key=value [key=value...]
+const explainArgs = "[flags] DOMAIN key=value [key=value...]"
 
-Loads the limits as the server does and tells, for one descriptor of DOMAIN,
+const explainAbout = `Loads the limits as the server does and tells, for one descriptor of DOMAIN,
 which node of the config each entry matches (exact value, wildcard, bare
 key, none), the limits that apply, the store key of each and its current
 state, read with a peek (nothing is consumed). Without -redis-url or
 -redis-cluster the store is this process's own, so the state is empty.
 The server's RLS_* environment variables apply, so that run next to the
-server it reads the same config and keys. Exit 0 when explained, 1 when the
-config does not load or the store cannot be read, 2 on a usage error.
-
-flags:
+server it reads the same config and keys. Flags may come before or after
+the arguments; after -- everything is an entry. Exit 0 when explained, 1
+when the config does not load or the store cannot be read, 2 on a usage
+error.
 `
 
 // explainCommand is `envoy-rls explain`.
 func explainCommand(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	o := &options{failureMode: config.FailAllow}
 	var asJSON bool
-	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, explainUsage)
-		fs.PrintDefaults()
-	}
+	cl := newCommandLine("envoy-rls explain", explainArgs, explainAbout)
+	cl.env = true
+	cl.noEnv = map[string]bool{"json": true} // the server has no -json
+	fs := cl.fs
 	// The flags that change what a descriptor matches, its key, or where
 	// its state is: the server's names, defaults and environment twins
 	// (but a second for -store-timeout: a person is waiting, not Envoy).
@@ -56,42 +54,14 @@ func explainCommand(args []string, lookupEnv func(string) (string, bool), stdout
 	fs.DurationVar(&o.maxDelay, "max-delay", config.DefaultMaxDelay, "the server's -max-delay")
 	fs.BoolVar(&o.shadowMode, "shadow-mode", false, "the server's -shadow-mode")
 	fs.BoolVar(&asJSON, "json", false, "print the explanation as JSON")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() < 2 {
-		fs.Usage()
-		return 2
-	}
-	if err := explainEnv(fs, lookupEnv); err != nil {
-		fmt.Fprintln(stderr, "envoy-rls explain:", err)
-		return 2
-	}
-	if err := o.checkRedis(); err != nil {
-		fmt.Fprintln(stderr, "envoy-rls explain:", err)
-		return 2
-	}
-	switch {
-	case o.storeTimeout <= 0:
-		fmt.Fprintln(stderr, "envoy-rls explain: -store-timeout must be positive")
-		return 2
-	}
-	if err := descriptors.CheckKeyPrefix(o.redisKeyPrefix); err != nil {
-		fmt.Fprintln(stderr, "envoy-rls explain: -redis-key-prefix:", err)
-		return 2
-	}
-	domain := fs.Arg(0)
+	rest, err := cl.parse(args, lookupEnv)
+	var domain string
 	var entries []descriptors.Entry
-	for _, a := range fs.Args()[1:] {
-		k, v, ok := strings.Cut(a, "=")
-		if !ok || k == "" {
-			fmt.Fprintf(stderr, "envoy-rls explain: entry %q: want key=value\n", a)
-			return 2
-		}
-		entries = append(entries, descriptors.Entry{Key: k, Value: v})
+	if err == nil {
+		domain, entries, err = explainRequest(o, rest)
+	}
+	if err != nil {
+		return cl.failed(err, stdout, stderr)
 	}
 
 	cfg, err := o.loadOptions().Load(o.configPath)
@@ -131,24 +101,30 @@ func explainCommand(args []string, lookupEnv func(string) (string, bool), stdout
 	return 0
 }
 
-// explainEnv fills every flag of fs not given on the command line from its
-// RLS_ environment twin, as parseFlags does for the server (-json, which
-// the server does not have, excepted).
-func explainEnv(fs *flag.FlagSet, lookupEnv func(string) (string, bool)) error {
-	given := map[string]bool{"json": true}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		if given[f.Name] || err != nil {
-			return
+// explainRequest checks explain's flags and reads its arguments: the
+// domain and the descriptor's entries.
+func explainRequest(o *options, args []string) (string, []descriptors.Entry, error) {
+	if len(args) < 2 {
+		return "", nil, fmt.Errorf("want DOMAIN and at least one key=value, got %d arguments", len(args))
+	}
+	if err := o.checkRedis(); err != nil {
+		return "", nil, err
+	}
+	if o.storeTimeout <= 0 {
+		return "", nil, errors.New("-store-timeout must be positive")
+	}
+	if err := descriptors.CheckKeyPrefix(o.redisKeyPrefix); err != nil {
+		return "", nil, fmt.Errorf("-redis-key-prefix: %w", err)
+	}
+	var entries []descriptors.Entry
+	for _, a := range args[1:] {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || k == "" {
+			return "", nil, fmt.Errorf("entry %q: want key=value", a)
 		}
-		if v, ok := lookupEnv(envName(f.Name)); ok && (v != "" || emptyMeansSomething[f.Name]) {
-			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s: %w", envName(f.Name), e)
-			}
-		}
-	})
-	return err
+		entries = append(entries, descriptors.Entry{Key: k, Value: v})
+	}
+	return args[0], entries, nil
 }
 
 // storeDescription names the store explain reads, without its password.

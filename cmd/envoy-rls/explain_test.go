@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -64,6 +63,21 @@ func TestExplainCommandEmbedded(t *testing.T) {
 		t.Errorf("-json: %s", out)
 	}
 
+	// Flags may follow the arguments; after --, everything is an entry.
+	for _, args := range [][]string{
+		{"-config", cfg, "test", "k=a", "-json"},
+		{"test", "-json", "k=a", "-config", cfg},
+		{"test", "k=a", "-config=" + cfg, "--json"},
+	} {
+		code, out, errOut := runExplain(t, nil, args...)
+		if err := json.Unmarshal([]byte(out), &ex); code != 0 || err != nil || ex.Domain != "test" || len(ex.Entries) != 1 {
+			t.Errorf("explain %q: exit %d, %v, stderr %q:\n%s", args, code, err, errOut, out)
+		}
+	}
+	if code, _, errOut := runExplain(t, nil, "-config", cfg, "test", "k=a", "--", "-json"); code != 2 || !strings.Contains(errOut, `entry "-json": want key=value`) {
+		t.Errorf("an entry after --: exit %d, stderr %q; want 2 and the entry refused", code, errOut)
+	}
+
 	// The server's RLS_ variables apply; flags win over them.
 	code, out, _ = runExplain(t, map[string]string{"RLS_CONFIG": cfg, "RLS_REDIS_KEY_PREFIX": "env:", "RLS_HASH_VALUES": "true"}, "test", "k=a")
 	if code != 0 || !strings.Contains(out, "key:   env:{") || strings.Contains(out, "1:a") {
@@ -94,7 +108,10 @@ func TestExplainCommandErrors(t *testing.T) {
 		{[]string{"-nope", "test", "k=v"}, nil, 2, "flag provided but not defined"},
 		{[]string{"-config", cfg, "-redis-url", "redis://a:1", "-redis-cluster", "b:1", "test", "k=v"}, nil, 2, "both set"},
 		{[]string{"-config", cfg, "test", "k=v"}, map[string]string{"RLS_REDIS_SENTINEL": "a:1"}, 2, "needs -redis-sentinel-master"},
-		{[]string{"-config", cfg, "test", "k=v"}, map[string]string{"RLS_FAILURE_MODE": "maybe"}, 2, "RLS_FAILURE_MODE"},
+		{[]string{"-config", cfg, "test", "k=v"}, map[string]string{"RLS_FAILURE_MODE": "maybe"}, 2, `RLS_FAILURE_MODE="maybe": want allow, deny, local or error`},
+		{[]string{"-config", cfg, "test", "k=v"}, map[string]string{"RLS_STORE_TIMEOUT": "abc"}, 2, `RLS_STORE_TIMEOUT="abc": want a duration such as 50ms or 1s`},
+		{[]string{"-config", cfg, "test", "k=v", "-store-timeout", "50"}, nil, 2, `-store-timeout "50": want a duration such as 50ms or 1s`},
+		{[]string{"-config", cfg, "test", "k=v", "-hash-values=maybe"}, nil, 2, `-hash-values "maybe": want true or false`},
 		{[]string{"-config", cfg, "-redis-key-prefix", "a{", "test", "k=v"}, nil, 2, "-redis-key-prefix"},
 		{[]string{"-config", bad, "test", "k=v"}, nil, 1, "rate_limti"},
 		{[]string{"-config", filepath.Join(t.TempDir(), "missing.yaml"), "test", "k=v"}, nil, 1, "missing.yaml"},
@@ -104,9 +121,14 @@ func TestExplainCommandErrors(t *testing.T) {
 			t.Errorf("explain %q: exit %d, stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.want)
 		}
 	}
-	// Help is not an error.
-	if code, _, errOut := runExplain(t, nil, "-h"); code != 0 || !strings.Contains(errOut, "-redis-url") {
-		t.Errorf("-h: exit %d, %s", code, errOut)
+	// Help is not an error: it goes to stdout, with the environment twins
+	// (but -json's, which the server does not have).
+	code, out, errOut := runExplain(t, nil, "-h")
+	if code != 0 || errOut != "" || !strings.Contains(out, "usage: envoy-rls explain [flags] DOMAIN") ||
+		!strings.Contains(out, "  -redis-url string  (RLS_REDIS_URL, default empty)") ||
+		!strings.Contains(out, "  -store-timeout duration  (RLS_STORE_TIMEOUT, default 1s)") ||
+		!strings.Contains(out, "  -json  (default false)") {
+		t.Errorf("-h: exit %d, stderr %q, stdout:\n%s", code, errOut, out)
 	}
 }
 
@@ -221,7 +243,7 @@ func TestResponseHeadersFlags(t *testing.T) {
 }
 
 func TestResponseHeadersFlagsParse(t *testing.T) {
-	o, err := parseFlags(nil, env(nil), io.Discard)
+	o, err := parseFlags(nil, env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,19 +251,19 @@ func TestResponseHeadersFlagsParse(t *testing.T) {
 		t.Errorf("defaults: headers %v body %v explain %v; want false false true", o.responseHeaders, o.json429Body, o.explainEndpoint)
 	}
 	vars := map[string]string{"RLS_RESPONSE_HEADERS": "true", "RLS_JSON_429_BODY": "1", "RLS_EXPLAIN_ENDPOINT": "false"}
-	if o, err = parseFlags(nil, env(vars), io.Discard); err != nil {
+	if o, err = parseFlags(nil, env(vars)); err != nil {
 		t.Fatal(err)
 	}
 	if !o.responseHeaders || !o.json429Body || o.explainEndpoint {
 		t.Errorf("from the environment: headers %v body %v explain %v", o.responseHeaders, o.json429Body, o.explainEndpoint)
 	}
-	if o, err = parseFlags([]string{"-response-headers=false", "-explain-endpoint"}, env(vars), io.Discard); err != nil {
+	if o, err = parseFlags([]string{"-response-headers=false", "-explain-endpoint"}, env(vars)); err != nil {
 		t.Fatal(err)
 	}
 	if o.responseHeaders || !o.json429Body || !o.explainEndpoint {
 		t.Errorf("flags over the environment: headers %v body %v explain %v", o.responseHeaders, o.json429Body, o.explainEndpoint)
 	}
-	if _, err := parseFlags(nil, env(map[string]string{"RLS_RESPONSE_HEADERS": "perhaps"}), io.Discard); err == nil || !strings.Contains(err.Error(), "RLS_RESPONSE_HEADERS") {
+	if _, err := parseFlags(nil, env(map[string]string{"RLS_RESPONSE_HEADERS": "perhaps"})); err == nil || !strings.Contains(err.Error(), "RLS_RESPONSE_HEADERS") {
 		t.Errorf("a bad RLS_RESPONSE_HEADERS: %v", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -56,9 +55,12 @@ type options struct {
 	// overLimitCache answers hits on keys the store refused locally until
 	// the store's reset (pkg/limits/overlimit).
 	overLimitCache bool
+
+	// version asks for the version instead of the server.
+	version bool
 }
 
-// envPrefix turns a flag name into its environment twin: -redis-url is
+// envName turns a flag name into its environment twin: -redis-url is
 // RLS_REDIS_URL.
 func envName(flagName string) string {
 	return "RLS_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
@@ -82,6 +84,20 @@ func (f failureModeFlag) Set(s string) error {
 	return nil
 }
 
+// kind names the flag's values in its help line and what a refused value
+// should have been: the failure modes config.ParseFailureMode knows, in
+// their order, so that a new one needs no edit here.
+func (f failureModeFlag) kind() valueKind {
+	var names []string
+	for m := config.FailAllow; ; m++ {
+		if _, err := config.ParseFailureMode(m.String()); err != nil {
+			break
+		}
+		names = append(names, m.String())
+	}
+	return valueKind{"mode", oneOf(names)}
+}
+
 // emptyMeansSomething lists the flags whose empty value is a setting of its
 // own (RLS_DEBUG_ADDR="" turns pprof off); for the others an empty variable
 // is as good as unset, as container templates often export them.
@@ -91,12 +107,21 @@ var emptyMeansSomething = map[string]bool{
 	"redis-username": true, "redis-password": true, "redis-tls-ca": true,
 }
 
-// parseFlags reads args, then fills every flag not given there from the
-// environment (lookupEnv is os.LookupEnv in production).
-func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.Writer) (*options, error) {
-	o := &options{failureMode: config.FailAllow}
-	fs := flag.NewFlagSet("envoy-rls", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// serverHelp is the start of `envoy-rls -h`; the commands (serverAbout)
+// and the flags follow it.
+const serverHelp = `envoy-rls is a rate limit service for Envoy: it answers Envoy's
+RateLimitService v3 over gRPC, counting each descriptor in Redis (or in its
+embedded store) with the algorithm its limit names.
+`
+
+// serverFlags defines the server's flags on a new command line that fills
+// o, each with its RLS_ twin but -version.
+func serverFlags(o *options) *commandLine {
+	o.failureMode = config.FailAllow // -failure-mode's default: fs.Var takes it from the value
+	cl := newCommandLine("envoy-rls", "[flags]", serverAbout())
+	cl.env = true
+	cl.noEnv = map[string]bool{"version": true}
+	fs := cl.fs
 	fs.StringVar(&o.configPath, "config", "config/limits.yaml", "limits file, or a directory of *.yaml/*.yml files (one domain per file)")
 	fs.StringVar(&o.grpcAddr, "grpc-addr", ":8081", "address of Envoy's RateLimitService v3, gRPC health and reflection")
 	fs.StringVar(&o.httpAddr, "http-addr", ":8080", "address of the HTTP endpoints (/healthz, /json, /metrics, /rlconfig)")
@@ -124,26 +149,28 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 	fs.BoolVar(&o.json429Body, "json-429-body", false, "give OVER_LIMIT answers a JSON raw_body and a content-type: application/json header")
 	fs.BoolVar(&o.explainEndpoint, "explain-endpoint", true, "serve GET /explain on -http-addr (false: 404)")
 	fs.BoolVar(&o.overLimitCache, "over-limit-cache", true, "with Redis, refuse a key Redis refused locally until the reset Redis gave (cost-1 hits of limits that are not count_refused, not leaky_bucket, not one of several on a descriptor); peeks and refunds always ask Redis")
-	if err := fs.Parse(args); err != nil {
+	fs.BoolVar(&o.version, "version", false, "print the version, and the Go and go-control-plane versions, and exit (no environment twin)")
+	return cl
+}
+
+// parseFlags reads args, then fills every flag not given there from the
+// environment (lookupEnv is os.LookupEnv in production). It returns
+// flag.ErrHelp for -h, and the options unchecked and without the
+// environment for -version, which must answer whatever else is wrong.
+func parseFlags(args []string, lookupEnv func(string) (string, bool)) (*options, error) {
+	o := &options{}
+	cl := serverFlags(o)
+	rest, err := cl.parseArgs(args)
+	if err != nil {
 		return nil, err
 	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q (subcommands: check-config, lint, explain)", fs.Arg(0))
+	if o.version {
+		return o, nil
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var errs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		if given[f.Name] {
-			return
-		}
-		if v, ok := lookupEnv(envName(f.Name)); ok && (v != "" || emptyMeansSomething[f.Name]) {
-			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", envName(f.Name), err))
-			}
-		}
-	})
-	if err := errors.Join(errs...); err != nil {
+	if len(rest) > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (commands: %s)", rest[0], commandNames())
+	}
+	if err := cl.fillEnv(lookupEnv); err != nil {
 		return nil, err
 	}
 	if err := o.checkRedis(); err != nil {
@@ -152,8 +179,6 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 	switch {
 	case o.storeTimeout <= 0:
 		return nil, errors.New("-store-timeout must be positive")
-	case o.logFormat != "json" && o.logFormat != "console":
-		return nil, fmt.Errorf("-log-format %q: want json or console", o.logFormat)
 	case o.maxKeys <= 0:
 		return nil, errors.New("-max-keys must be positive")
 	case o.maxDelay <= 0:

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +10,7 @@ import (
 // keys and pool, and what callers may do.
 
 func TestNewFlagsDefaults(t *testing.T) {
-	o, err := parseFlags(nil, env(nil), io.Discard)
+	o, err := parseFlags(nil, env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +31,7 @@ func TestNewFlagsCommandLine(t *testing.T) {
 		"-grpc-max-connection-age", "30m",
 		"-redis-key-prefix", "team-a:", "-redis-pool-size", "64",
 		"-shadow-mode", "-json-endpoint=false", "-negative-hits=false", "-hash-values",
-	}, env(nil), io.Discard)
+	}, env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +61,7 @@ func TestNewFlagsEnvironment(t *testing.T) {
 		"RLS_NEGATIVE_HITS":           "false",
 		"RLS_HASH_VALUES":             "1",
 	}
-	o, err := parseFlags(nil, env(vars), io.Discard)
+	o, err := parseFlags(nil, env(vars))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +75,7 @@ func TestNewFlagsEnvironment(t *testing.T) {
 		t.Errorf("from the environment: shadow %v json %v negative %v hash %v", o.shadowMode, o.jsonEndpoint, o.negativeHits, o.hashValues)
 	}
 
-	o, err = parseFlags([]string{"-redis-key-prefix", "cli:", "-shadow-mode=false", "-json-endpoint", "-redis-pool-size", "8"}, env(vars), io.Discard)
+	o, err = parseFlags([]string{"-redis-key-prefix", "cli:", "-shadow-mode=false", "-json-endpoint", "-redis-pool-size", "8"}, env(vars))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +84,7 @@ func TestNewFlagsEnvironment(t *testing.T) {
 	}
 
 	// An empty variable is unset: the default prefix stays.
-	o, err = parseFlags(nil, env(map[string]string{"RLS_REDIS_KEY_PREFIX": "", "RLS_SHADOW_MODE": ""}), io.Discard)
+	o, err = parseFlags(nil, env(map[string]string{"RLS_REDIS_KEY_PREFIX": "", "RLS_SHADOW_MODE": ""}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +111,7 @@ func TestNewFlagsErrors(t *testing.T) {
 		{nil, map[string]string{"RLS_GRPC_MAX_CONNECTION_AGE": "30"}, "RLS_GRPC_MAX_CONNECTION_AGE"},
 	}
 	for _, tt := range tests {
-		_, err := parseFlags(tt.args, env(tt.env), io.Discard)
+		_, err := parseFlags(tt.args, env(tt.env))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("parseFlags(%q, %v) = %v, want an error mentioning %q", tt.args, tt.env, err, tt.want)
 		}

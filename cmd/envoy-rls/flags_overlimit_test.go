@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"testing"
 )
 
@@ -20,7 +19,7 @@ func TestOverLimitCacheFlag(t *testing.T) {
 		{"flag wins", []string{"-over-limit-cache=true"}, map[string]string{"RLS_OVER_LIMIT_CACHE": "false"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, err := parseFlags(tc.args, env(tc.env), io.Discard)
+			o, err := parseFlags(tc.args, env(tc.env))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,7 @@ func env(kv map[string]string) func(string) (string, bool) {
 }
 
 func TestFlagsDefaults(t *testing.T) {
-	o, err := parseFlags(nil, env(nil), io.Discard)
+	o, err := parseFlags(nil, env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +32,7 @@ func TestFlagsEnvironment(t *testing.T) {
 		"RLS_STORE_TIMEOUT": "20ms",
 		"RLS_FAILURE_MODE":  "deny",
 		"RLS_LOG_LEVEL":     "", // empty is unset for a flag where empty means nothing
-	}), io.Discard)
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,13 +62,13 @@ func TestFlagsErrors(t *testing.T) {
 		{[]string{"-redis-sentinel", "b:1"}, nil, "needs -redis-sentinel-master"},
 		{nil, map[string]string{"RLS_REDIS_SENTINEL_MASTER": "m"}, "needs -redis-sentinel,"},
 		{nil, map[string]string{"RLS_FAILURE_MODE": "sometimes"}, "RLS_FAILURE_MODE"},
-		{[]string{"-failure-mode", "sometimes"}, nil, "unknown failure mode"},
-		{[]string{"-log-format", "xml"}, nil, "-log-format"},
+		{[]string{"-failure-mode", "sometimes"}, nil, `-failure-mode "sometimes": want allow, deny, local or error`},
+		{[]string{"-log-format", "xml"}, nil, `-log-format "xml": want json or console`},
 		{[]string{"-store-timeout", "0s"}, nil, "-store-timeout"},
 		{[]string{"serve"}, nil, "unexpected argument"},
 	}
 	for _, tt := range tests {
-		_, err := parseFlags(tt.args, env(tt.env), io.Discard)
+		_, err := parseFlags(tt.args, env(tt.env))
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("parseFlags(%q, %v) = %v, want an error mentioning %q", tt.args, tt.env, err, tt.want)
 		}

@@ -1,30 +1,41 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 	"github.com/envoy-rls/envoy-rls/pkg/lint"
 )
 
-const lintUsage = "usage: envoy-rls lint [-envoy PATH] [-limits PATH] [-max-delay DUR]"
+const lintArgs = "[-envoy PATH] [-limits PATH] [-max-delay DUR]"
+
+const lintAbout = `Reads the routes' rate_limits actions in an Envoy bootstrap, derives every
+descriptor they can send, and reports, one line each naming the route and
+the limit: descriptors that no limit matches, limits that no route can
+reach, a filter domain missing from the limits, and a leaky bucket whose
+worst wait exceeds the filter's timeout. Exit 0 when clean (printing what
+the limits hold, counted as check-config counts), 1 with findings, 2 on a
+usage error or when a file does not load.
+`
 
 // lintCmd checks an Envoy bootstrap against a limits file or directory: it
 // prints one line per finding and exits 1, or prints OK and exits 0; a usage
 // error, or a file that does not load, exits 2.
-func lintCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("lint", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	envoyPath := fs.String("envoy", "config/envoy.yaml", "the Envoy bootstrap, YAML or JSON")
-	limitsPath := fs.String("limits", "config/limits.yaml", "the limits file or directory")
-	maxDelay := fs.Duration("max-delay", config.DefaultMaxDelay, "the server's -max-delay")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
-		fmt.Fprintln(stderr, lintUsage)
-		return 2
+func lintCmd(args []string, _ func(string) (string, bool), stdout, stderr io.Writer) int {
+	cl := newCommandLine("envoy-rls lint", lintArgs, lintAbout)
+	envoyPath := cl.fs.String("envoy", "config/envoy.yaml", "the Envoy bootstrap, YAML or JSON")
+	limitsPath := cl.fs.String("limits", "config/limits.yaml", "the limits file or directory")
+	maxDelay := cl.fs.Duration("max-delay", config.DefaultMaxDelay, "the server's -max-delay")
+	rest, err := cl.parseArgs(args)
+	if err == nil && len(rest) > 0 {
+		err = fmt.Errorf("unexpected argument %q: the files are -envoy and -limits", rest[0])
 	}
-	findings, err := lint.Lint(*envoyPath, *limitsPath, config.Options{MaxDelay: *maxDelay})
+	if err != nil {
+		return cl.failed(err, stdout, stderr)
+	}
+	c, findings, err := lintFiles(*envoyPath, *limitsPath, config.Options{MaxDelay: *maxDelay})
 	if err != nil {
 		fmt.Fprintln(stderr, "envoy-rls lint:", err)
 		return 2
@@ -35,6 +46,24 @@ func lintCmd(args []string, stdout, stderr io.Writer) int {
 	if len(findings) > 0 {
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s, %s: OK\n", *envoyPath, *limitsPath)
+	fmt.Fprintf(stdout, "%s, %s: OK, %s\n", *envoyPath, *limitsPath, c.Count())
 	return 0
+}
+
+// lintFiles is lint.Lint, keeping the limits it loaded so that the command
+// can say what they hold.
+func lintFiles(envoyPath, limitsPath string, o config.Options) (*config.Config, []lint.Finding, error) {
+	data, err := os.ReadFile(envoyPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := lint.ParseBootstrap(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", envoyPath, err)
+	}
+	c, err := o.Load(limitsPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, lint.Check(b, c), nil
 }

@@ -35,10 +35,12 @@ func TestLintCommand(t *testing.T) {
 		inStderr string
 	}{
 		{name: "clean", args: pair("clean"), code: 0,
-			stdout: []string{lintTestdata + "clean/envoy.yaml, " + lintTestdata + "clean/limits.yaml: OK"}},
+			stdout: []string{lintTestdata + "clean/envoy.yaml, " + lintTestdata + "clean/limits.yaml: OK, 1 domain, 5 limits (1 unlimited) on 5 descriptors"}},
+		{name: "after --, a flag is an argument", args: append([]string{"--"}, pair("clean")...), code: 2,
+			inStderr: `envoy-rls lint: unexpected argument "-envoy"`},
 		{name: "clean with --flags", code: 0,
 			args:   []string{"--envoy=" + lintTestdata + "clean/envoy.yaml", "--limits=" + lintTestdata + "clean/limits.yaml", "-max-delay", "1s"},
-			stdout: []string{lintTestdata + "clean/envoy.yaml, " + lintTestdata + "clean/limits.yaml: OK"}},
+			stdout: []string{lintTestdata + "clean/envoy.yaml, " + lintTestdata + "clean/limits.yaml: OK, 1 domain, 5 limits (1 unlimited) on 5 descriptors"}},
 		{name: "leaky", args: pair("leaky"), code: 1, stdout: []string{
 			`leaky-timeout: listener "ingress" filter "envoy.filters.http.ratelimit": edge.generic_key_uploads: leaky_bucket "uploads" (../../pkg/lint/testdata/leaky/limits.yaml:7) may delay a request 500ms, longer than the filter's default timeout 20ms (it sets none): a request whose turn is further away is refused instead of delayed; set the filter's timeout above 500ms`,
 		}},
@@ -55,9 +57,13 @@ func TestLintCommand(t *testing.T) {
 			inStderr: "nope.yaml"},
 		{name: "bad bootstrap", args: []string{"-envoy", badYAML, "-limits", lintTestdata + "clean/limits.yaml"}, code: 2,
 			inStderr: `unknown field "adress"`},
-		{name: "a positional argument", args: append(pair("clean"), "extra"), code: 2, inStderr: "usage: envoy-rls lint"},
-		{name: "an unknown flag", args: []string{"-nope"}, code: 2, inStderr: "usage: envoy-rls lint"},
-		{name: "a bad duration", args: []string{"-max-delay", "soon"}, code: 2, inStderr: "usage: envoy-rls lint"},
+		{name: "a positional argument", args: append(pair("clean"), "extra"), code: 2,
+			inStderr: "envoy-rls lint: unexpected argument \"extra\": the files are -envoy and -limits\nusage: envoy-rls lint"},
+		{name: "an unknown flag", args: []string{"-nope"}, code: 2, inStderr: "flag provided but not defined: -nope\nusage: envoy-rls lint"},
+		{name: "a bad duration", args: []string{"-max-delay", "soon"}, code: 2,
+			inStderr: "envoy-rls lint: -max-delay \"soon\": want a duration such as 50ms or 1s\nusage: envoy-rls lint"},
+		{name: "a bad duration after the files", args: append(pair("clean"), "-max-delay", "1"), code: 2,
+			inStderr: "envoy-rls lint: -max-delay \"1\": want a duration such as 50ms or 1s\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runLint(t, tc.args...)

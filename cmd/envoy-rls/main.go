@@ -8,65 +8,133 @@
 //	envoy-rls check-config [-max-delay DUR] PATH        load a limits file or directory, exit 0 if valid
 //	envoy-rls lint [-envoy PATH] [-limits PATH]         check that Envoy's rate_limits actions reach the limits
 //	envoy-rls explain [flags] DOMAIN key=value...       show which limit a descriptor matches and its state
+//	envoy-rls version                                   print the version, and the Go and go-control-plane versions
+//	envoy-rls help [COMMAND]                            print the help of envoy-rls or of a command
+//
+// Every server flag has an RLS_ environment twin (-redis-url is
+// RLS_REDIS_URL); `envoy-rls -h` lists them with their defaults.
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)) }
 
+// command is a subcommand of envoy-rls.
+type command struct {
+	name string
+	// args is the usage after the name, in the command's own help; brief
+	// is the part of it the list of commands shows, beside the summary.
+	args, brief, summary string
+	run                  func(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int
+}
+
+// commands are the subcommands, in the order the help lists them. It is a
+// function, not a variable, because help's own entry refers back to it.
+func commands() []command {
+	return []command{
+		{"check-config", checkConfigArgs, "PATH", "load limits as the server would; exit 0 if they load", checkConfig},
+		{"lint", lintArgs, "", "check that Envoy's rate_limits actions reach the limits", lintCmd},
+		{"explain", explainArgs, "DOMAIN key=value...", "show which limit a descriptor matches, and its state", explainCommand},
+		{"version", "", "", "print the version, and the Go and go-control-plane versions", versionCommand},
+		{"help", "[COMMAND]", "[COMMAND]", "print this help, or a command's", helpCommand},
+	}
+}
+
+// commandNames lists the subcommands for an error message.
+func commandNames() string {
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	return strings.Join(names, ", ")
+}
+
 // run is main with its inputs and outputs passed in, and an exit status out.
 func run(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "check-config" {
-		return checkConfig(args[1:], stdout, stderr)
+	if len(args) > 0 {
+		for _, c := range commands() {
+			if args[0] == c.name {
+				return c.run(args[1:], lookupEnv, stdout, stderr)
+			}
+		}
 	}
-	if len(args) > 0 && args[0] == "lint" {
-		return lintCmd(args[1:], stdout, stderr)
-	}
-	if len(args) > 0 && args[0] == "explain" {
-		return explainCommand(args[1:], lookupEnv, stdout, stderr)
-	}
-	o, err := parseFlags(args, lookupEnv, stderr)
+	o, err := parseFlags(args, lookupEnv)
 	if err != nil {
-		fmt.Fprintln(stderr, "envoy-rls:", err)
-		return 2
+		return serverFlags(&options{}).failed(err, stdout, stderr)
+	}
+	if o.version {
+		return versionCommand(nil, lookupEnv, stdout, stderr)
 	}
 	return serve(o, stderr)
 }
 
-// checkConfig loads a limits file or directory the way the server does.
-func checkConfig(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	maxDelay := fs.Duration("max-delay", config.DefaultMaxDelay, "the server's -max-delay")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "usage: envoy-rls check-config [-max-delay DUR] PATH")
-		return 2
+// serverAbout is the server help's text after its usage line: what
+// envoy-rls is, and its commands, one line each.
+func serverAbout() string {
+	var b strings.Builder
+	b.WriteString(serverHelp)
+	b.WriteString("\ncommands:\n")
+	lines := [][2]string{{"envoy-rls [flags]", "run the server"}}
+	for _, c := range commands() {
+		lines = append(lines, [2]string{strings.TrimSpace("envoy-rls " + c.name + " " + c.brief), c.summary})
 	}
-	args = fs.Args()
-	c, err := config.Options{MaxDelay: *maxDelay}.Load(args[0])
+	width := 0
+	for _, l := range lines {
+		width = max(width, len(l[0]))
+	}
+	for _, l := range lines {
+		fmt.Fprintf(&b, "  %-*s  %s\n", width, l[0], l[1])
+	}
+	b.WriteString("\n`envoy-rls COMMAND -h` gives a command's usage and flags.\n")
+	return b.String()
+}
+
+// helpCommand is `envoy-rls help [COMMAND]`.
+func helpCommand(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 0:
+		serverFlags(&options{}).writeHelp(stdout)
+		return 0
+	case len(args) == 1 && args[0] != "help":
+		for _, c := range commands() {
+			if c.name == args[0] {
+				return c.run([]string{"-h"}, lookupEnv, stdout, stderr)
+			}
+		}
+	}
+	fmt.Fprintf(stderr, "envoy-rls help: unknown command %q (commands: %s)\nusage: envoy-rls help [COMMAND]\n", strings.Join(args, " "), commandNames())
+	return 2
+}
+
+const checkConfigArgs = "[-max-delay DUR] PATH"
+
+// checkConfig loads a limits file or directory the way the server does.
+func checkConfig(args []string, _ func(string) (string, bool), stdout, stderr io.Writer) int {
+	cl := newCommandLine("envoy-rls check-config", checkConfigArgs, `Loads PATH, a limits file or a directory of them, as the server would and
+prints what it holds; exit 0 when it loads, else the error and exit 1.
+A limit is a rate_limit body: each entry of a rate_limits list is one, and
+unlimited ones count (and are also counted apart).
+`)
+	maxDelay := cl.fs.Duration("max-delay", config.DefaultMaxDelay, "the server's -max-delay")
+	rest, err := cl.parseArgs(args)
+	if err == nil && len(rest) != 1 {
+		err = fmt.Errorf("want one PATH, got %d arguments", len(rest))
+	}
+	if err != nil {
+		return cl.failed(err, stdout, stderr)
+	}
+	c, err := config.Options{MaxDelay: *maxDelay}.Load(rest[0])
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	n := 0
-	for _, d := range c.Domains {
-		n += countRules(d.Descriptors)
-	}
-	fmt.Fprintf(stdout, "%s: OK, %d domains, %d limits\n", args[0], len(c.Domains), n)
+	fmt.Fprintf(stdout, "%s: OK, %s\n", rest[0], c.Count())
 	return 0
-}
-
-func countRules(ds []*config.Descriptor) int {
-	n := 0
-	for _, d := range ds {
-		n += len(d.Rules) + countRules(d.Descriptors)
-	}
-	return n
 }

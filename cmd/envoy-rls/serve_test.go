@@ -57,7 +57,7 @@ func startInProcess(t *testing.T, args ...string) *inProcess {
 	}
 	base := []string{"-config", cfgPath, "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0",
 		"-debug-addr", "", "-shutdown-timeout", "5s"}
-	o, err := parseFlags(append(base, args...), env(nil), io.Discard)
+	o, err := parseFlags(append(base, args...), env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func TestGRPCTLSBadFiles(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-debug-addr", ""}, tc.args...)
-			o, err := parseFlags(args, env(nil), io.Discard)
+			o, err := parseFlags(args, env(nil))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -329,7 +329,7 @@ func (ck *checker) unreachable() {
 		}
 		if !ck.usedDomain[name] {
 			ck.add(Finding{Kind: Unreachable, Limit: name,
-				Message: fmt.Sprintf("no rate limit filter uses domain %q: its %s never be reached", name, plural(len(t.limits), "limit can", "limits can"))})
+				Message: fmt.Sprintf("no rate limit filter uses domain %q: its %s never be reached", name, plural(t.domain.Count().Limits, "limit can", "limits can"))})
 			continue
 		}
 		for _, n := range t.limits {

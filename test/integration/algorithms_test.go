@@ -776,7 +776,7 @@ func TestMaxDelay(t *testing.T) {
 			stdout, stderr, code := runBinary(t, nil, "check-config", "-max-delay", tc.maxDelay, path)
 			switch {
 			case tc.ok:
-				if want := path + ": OK, 1 domains, 1 limits\n"; code != 0 || stdout != want {
+				if want := path + ": OK, 1 domain, 1 limit (0 unlimited) on 1 descriptor\n"; code != 0 || stdout != want {
 					t.Errorf("check-config -max-delay %s: got status %d, stdout %q, stderr %q; want 0 and %q", tc.maxDelay, code, stdout, stderr, want)
 				}
 			default:

@@ -337,3 +337,49 @@ func TestDockerfile(t *testing.T) {
 		}
 	}
 }
+
+// fixedHostPort is the host port a published port binds, or "" when Docker
+// picks one ("8080", "127.0.0.1::8080").
+func fixedHostPort(published string) string {
+	published, _, _ = strings.Cut(published, "/")
+	parts := strings.Split(published, ":")
+	switch len(parts) {
+	case 1:
+		return ""
+	case 2:
+		return parts[0]
+	default:
+		return parts[len(parts)-2]
+	}
+}
+
+// TestComposeScale: every service a file suggests `--scale`-ing can be
+// scaled, which a fixed host port forbids (the second replica cannot bind
+// it, and compose refuses to start it).
+func TestComposeScale(t *testing.T) {
+	services := loadCompose(t)
+	scale := regexp.MustCompile(`--scale[ =]([a-z0-9_-]+)=\d+`)
+	seen := map[string]bool{}
+	for _, file := range []string{envoyYAMLPath, composePath, "README.md"} {
+		for _, m := range scale.FindAllStringSubmatch(string(readRepoFile(t, file)), -1) {
+			name := m[1]
+			if seen[name] {
+				continue
+			}
+			seen[name] = true
+			s, ok := services[name]
+			if !ok {
+				t.Errorf("%s suggests %s, but %s has no service %q", file, m[0], composePath, name)
+				continue
+			}
+			for _, p := range s.Ports {
+				if h := fixedHostPort(p); h != "" {
+					t.Errorf("%s suggests %s, but %s publishes %q on the fixed host port %s", file, m[0], composePath, p, h)
+				}
+			}
+		}
+	}
+	if !seen[rlsCluster] {
+		t.Errorf("no file suggests scaling %s; this test checks nothing", rlsCluster)
+	}
+}

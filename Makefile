@@ -14,6 +14,7 @@ test:
 		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server redis-tools; \
 	fi
 	$(GO) test -race -count=1 ./...
+	GOAMD64=v3 $(GO) test -count=1 -run 'Equivalence' ./pkg/limits/redisstore/
 	@# The allocation tests skip under -race (it makes sync.Pool drop items): run them without it.
 	$(GO) test -count=1 -run 'Allocs' ./...
 	@# Every benchmark once, so that one that no longer runs fails here.

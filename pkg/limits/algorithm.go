@@ -449,7 +449,7 @@ func leakyBucket(l Limit, s State, cost, now, maxDelay int64) Decision {
 	d := Decision{}
 	switch {
 	case cost < 0:
-		drain = math.Max(drain+float64(cost)*interval, float64(now))
+		drain = math.Max(drain+turns(cost, interval), float64(now))
 		d.Result.Allowed = true
 		d.Changed = true
 	case need-1 > b:
@@ -459,13 +459,13 @@ func leakyBucket(l Limit, s State, cost, now, maxDelay int64) Decision {
 		if cost > 0 {
 			// A peek takes no turn, so it does not wait for one.
 			d.Result.Delay = micros(int64(math.Ceil(wait)))
-			drain += float64(cost) * interval
+			drain += turns(cost, interval)
 			d.Changed = true
 		}
 	}
 	if charged(l, d.Result.Allowed, cost) {
 		// At most one period's worth of debt beyond a full queue.
-		drain = math.Min(drain+float64(cost)*interval, float64(now)+float64(b)*interval+float64(t))
+		drain = math.Min(drain+turns(cost, interval), float64(now)+turns(b, interval)+float64(t))
 		d.Changed = true
 	}
 	backlog := drain - float64(now)
@@ -486,13 +486,20 @@ func leakyBucket(l Limit, s State, cost, now, maxDelay int64) Decision {
 	return d
 }
 
+// turns is k turns of interval microseconds. The explicit conversion rounds
+// the product on its own (the Go spec's rule), so that the compiler never
+// fuses it into the addition it feeds: an FMA, which it emits on arm64 and
+// with GOAMD64=v3, rounds once where Lua, which never fuses, rounds twice,
+// and the two stores would part by a bit.
+func turns(k int64, interval float64) float64 { return float64(float64(k) * interval) }
+
 // leakyFits reports whether a request whose turn is wait away fits: its
 // last turn within the queue, its first within the caller's deadline.
 func leakyFits(wait float64, need, b int64, interval float64, maxDelay int64) bool {
 	if maxDelay > 0 && wait > float64(maxDelay) {
 		return false
 	}
-	return wait+float64(need-1)*interval <= float64(b)*interval
+	return wait+turns(need-1, interval) <= turns(b, interval)
 }
 
 // leakyWait is the shortest wait after which a request refused with backlog
@@ -500,7 +507,7 @@ func leakyFits(wait float64, need, b int64, interval float64, maxDelay int64) bo
 // shortest wait for which leakyFits itself passes (the rounding of the closed
 // form can land on either side, e.g. backlog + 2I − 2I above backlog).
 func leakyWait(backlog float64, need, b int64, interval float64, maxDelay int64) int64 {
-	over := backlog + float64(need-1)*interval - float64(b)*interval
+	over := backlog + turns(need-1, interval) - turns(b, interval)
 	if maxDelay > 0 {
 		over = math.Max(over, backlog-float64(maxDelay))
 	}

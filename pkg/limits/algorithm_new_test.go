@@ -331,3 +331,26 @@ func TestDecideCountRefused(t *testing.T) {
 		})
 	})
 }
+
+// TestLeakyBucketRoundsItsProducts: the Lua scripts round cost × interval
+// before adding it, as every IEEE double operation rounds; the Go code must
+// too, even where the compiler would fuse the two into one FMA (arm64,
+// GOAMD64=v3). Here the two part: I = 2401/24 µs, 3 × I rounds to exactly
+// 300.125, and drain = now + 300.125 ties to now + 300 (each operation
+// rounded) where the fused sum, 3 × I unrounded, goes to now + 300.25. A
+// request 100 µs later fits a queue of two (backlog 200 ≤ 2I) only with the
+// first.
+func TestLeakyBucketRoundsItsProducts(t *testing.T) {
+	l := limits.Limit{Algorithm: limits.LeakyBucket, Requests: 24, Period: 2401 * time.Microsecond, Burst: 2}
+	now := int64(1_767_225_600_000_000)
+	d := limits.Decide(l, limits.State{}, 3, now)
+	if !d.Result.Allowed {
+		t.Fatalf("first request refused: %+v", d.Result)
+	}
+	if want := float64(now) + 300; d.State.Drain != want {
+		t.Errorf("drain got now%+g, want now+300 (3 × I rounded, then added)", d.State.Drain-float64(now))
+	}
+	if d := limits.Decide(l, d.State, 1, now+100); !d.Result.Allowed {
+		t.Errorf("request 100 µs later refused: %+v; want allowed, as the Lua script decides", d.Result)
+	}
+}

@@ -258,6 +258,34 @@ func TestJointEquivalence(t *testing.T) {
 	}
 }
 
+// TestRoundedProductEquivalence: a leaky bucket where rounding cost ×
+// interval before adding it (Lua, and Go's explicit conversion) and fusing
+// the two (an FMA, which the Go compiler emits on arm64 and with
+// GOAMD64=v3) part: 3 × (2401/24 µs) rounds to exactly 300.125, whose sum
+// with now ties down to now + 300, while the unrounded product's goes up to
+// now + 300.25. A request 100 µs later then fits a queue of two only with
+// the rounded product. Both stores must allow it.
+func TestRoundedProductEquivalence(t *testing.T) {
+	const start = 1_767_225_600_000_000
+	now := int64(start)
+	s, _, _ := setup(t, Options{Clock: func() int64 { return now }})
+	l := limits.Limit{Algorithm: limits.LeakyBucket, Requests: 24, Period: 2401 * time.Microsecond, Burst: 2}
+	var m model
+	for _, step := range []struct{ at, cost int64 }{{0, 3}, {100, 1}} {
+		now = start + step.at
+		hits := []limits.Hit{{Key: "rounded-product", Limit: l, Cost: step.cost}}
+		want, _ := decideCall([]*model{&m}, hits, now)
+		res := make([]limits.Result, 1)
+		s.Decide(t.Context(), hits, res)
+		if res[0].Err != nil || res[0] != want[0].Result {
+			t.Fatalf("cost %d at start+%d µs: Redis got %s (err %v); Go want %s", step.cost, step.at, format(res[0]), res[0].Err, format(want[0].Result))
+		}
+		if !res[0].Allowed {
+			t.Fatalf("cost %d at start+%d µs: refused by both stores; want allowed (cost × interval rounded before the sum)", step.cost, step.at)
+		}
+	}
+}
+
 // planner picks the hits of a step: which sequences, in which order, and
 // which are joint with the next.
 type planner func(rng *rand.Rand, n int) (order []int, joint []bool)

@@ -281,10 +281,10 @@ func serveOn(ctx context.Context, o *options, cfg *config.Config, log *zap.Logge
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(inflight.interceptor),
 		grpc.ChainStreamInterceptor(watches.interceptor),
-		// Every call on a goroutine of its own grows a fresh stack: 15% of
-		// the CPU under load (runtime.newstack in a profile). Workers keep
-		// their grown stacks; past this many calls at once, grpc-go falls
-		// back to a goroutine per call.
+		// Every call on a goroutine of its own grows a fresh stack, which
+		// shows as runtime.newstack in a profile under load (BENCHMARKS.md
+		// has the share). Workers keep their grown stacks; past this many
+		// calls at once, grpc-go falls back to a goroutine per call.
 		grpc.NumStreamWorkers(streamWorkers),
 	}
 	if o.grpcMaxConnectionAge > 0 {

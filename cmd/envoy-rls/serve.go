@@ -429,11 +429,14 @@ func debugServer() *http.Server {
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 }
 
-// startReload reloads the config whenever its file or directory changes. A
-// config that does not load is refused with the same message as at startup,
-// and the last good one stays in effect.
+// startReload reloads the config whenever the contents of its file or
+// directory change. A config that does not load is refused with the same
+// message as at startup, and the last good one stays in effect. A change
+// that leaves the files' bytes as they were (a touch, a ConfigMap update to
+// the same data) is no reload: the watcher does not call back, so the
+// snapshot and the over-limit cache stay, and nothing is logged or counted.
 func startReload(ctx context.Context, wg *sync.WaitGroup, path string, lo config.Options, svc *rls.Service, m *metrics.Metrics, log *zap.Logger) error {
-	w, err := watch.New(path, log, watch.Options{})
+	w, err := watch.New(log, watch.Options{}, path)
 	if err != nil {
 		return err
 	}

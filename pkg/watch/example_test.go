@@ -25,7 +25,7 @@ func Example() {
 		return
 	}
 
-	w, err := watch.New(path, zap.NewNop(), watch.Options{})
+	w, err := watch.New(zap.NewNop(), watch.Options{}, path)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -38,7 +38,8 @@ func Example() {
 		defer close(done)
 		w.Run(ctx, func() {
 			// A real caller reloads here, keeping the old config if the
-			// new one is invalid.
+			// new one is invalid. A touch, or a save of the same bytes,
+			// does not call.
 			select {
 			case changed <- struct{}{}:
 			default:
@@ -52,11 +53,11 @@ func Example() {
 	}
 	select {
 	case <-changed:
-		fmt.Println("limits may have changed")
+		fmt.Println("limits changed")
 	case <-ctx.Done():
 		fmt.Println("timed out")
 	}
 	cancel()
 	<-done
-	// Output: limits may have changed
+	// Output: limits changed
 }

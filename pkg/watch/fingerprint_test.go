@@ -1,11 +1,15 @@
 package watch
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
 func TestFingerprint(t *testing.T) {
@@ -92,6 +96,9 @@ func TestFingerprint(t *testing.T) {
 		{"subdirectory not read", "", func(t *testing.T, dir string) {
 			write(t, filepath.Join(dir, "data", "other.yaml"), "domain: oo\n")
 		}, false},
+		{"dotfile", "", func(t *testing.T, dir string) {
+			write(t, filepath.Join(dir, ".a.yaml.swp"), "domain: a\n")
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := setup(t)
@@ -99,9 +106,9 @@ func TestFingerprint(t *testing.T) {
 			if tc.file != "" {
 				path, isDir = filepath.Join(dir, tc.file), false
 			}
-			before := fingerprint(path, isDir)
+			before := fingerprintOf(path, isDir)
 			tc.change(t, dir)
-			after := fingerprint(path, isDir)
+			after := fingerprintOf(path, isDir)
 			if got := before != after; got != tc.changed {
 				t.Errorf("changed: got %v, want %v\nbefore:\n%s\nafter:\n%s", got, tc.changed, before, after)
 			}
@@ -109,35 +116,122 @@ func TestFingerprint(t *testing.T) {
 	}
 }
 
-func TestRelevantFiles(t *testing.T) {
-	dir := t.TempDir()
-	for _, name := range []string{"a.yaml", "b.yml", "c.txt", "d.yaml.swp", ".hidden.yaml"} {
-		write(t, filepath.Join(dir, name), "")
-	}
-	for _, name := range []string{"sub.yaml", "..2026_11_30_07_56_01.1"} {
-		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+// fingerprintOf is the fingerprint of a Watcher of path alone.
+func fingerprintOf(path string, dir bool) string {
+	return (&Watcher{targets: []target{{path: path, dir: dir}}}).fingerprint()
+}
+
+// digestOf is the content digest of a Watcher of path alone.
+func digestOf(path string, dir bool) [32]byte {
+	return (&Watcher{targets: []target{{path: path, dir: dir}}}).contentDigest()
+}
+
+// The digest changes with what a reader of the files gets, and with
+// nothing else.
+func TestContentDigest(t *testing.T) {
+	must := func(t *testing.T, err error) {
+		t.Helper()
+		if err != nil {
 			t.Fatal(err)
 		}
+	}
+	for _, tc := range []struct {
+		name    string
+		file    string // "" for the directory
+		change  func(t *testing.T, c *configMap)
+		changed bool
+	}{
+		{"nothing", "", func(t *testing.T, c *configMap) {}, false},
+		{"touch", "limits.yaml", func(t *testing.T, c *configMap) {
+			later := time.Now().Add(time.Hour)
+			must(t, os.Chtimes(filepath.Join(c.dir, c.cur, "limits.yaml"), later, later))
+		}, false},
+		{"swap to the same data", "", func(t *testing.T, c *configMap) { c.publish("domain: a\n") }, false},
+		{"swap to the same data, file", "limits.yaml", func(t *testing.T, c *configMap) { c.publish("domain: a\n") }, false},
+		{"swap", "", func(t *testing.T, c *configMap) { c.publish("domain: b\n") }, true},
+		{"swap, file", "limits.yaml", func(t *testing.T, c *configMap) { c.publish("domain: b\n") }, true},
+		{"same size, other bytes", "limits.yaml", func(t *testing.T, c *configMap) {
+			write(t, filepath.Join(c.dir, c.cur, "limits.yaml"), "domain: z\n")
+		}, true},
+		{"file added", "", func(t *testing.T, c *configMap) {
+			write(t, filepath.Join(c.dir, "more.yaml"), "domain: m\n")
+		}, true},
+		{"same bytes under another name", "", func(t *testing.T, c *configMap) {
+			must(t, os.Rename(filepath.Join(c.dir, "limits.yaml"), filepath.Join(c.dir, "renamed.yaml")))
+		}, true},
+		{"file removed, file", "limits.yaml", func(t *testing.T, c *configMap) {
+			must(t, os.Remove(filepath.Join(c.dir, "limits.yaml")))
+		}, true},
+		{"dotfile added", "", func(t *testing.T, c *configMap) {
+			write(t, filepath.Join(c.dir, ".more.yaml"), "domain: m\n")
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newConfigMap(t, "domain: a\n")
+			path, isDir := c.dir, true
+			if tc.file != "" {
+				path, isDir = filepath.Join(c.dir, tc.file), false
+			}
+			before := digestOf(path, isDir)
+			tc.change(t, c)
+			if got := digestOf(path, isDir) != before; got != tc.changed {
+				t.Errorf("changed: got %v, want %v", got, tc.changed)
+			}
+		})
+	}
+}
+
+// The watcher sees a change to a file of a directory when, and only when,
+// config.Load reads that file: the two share one rule for which files of a
+// directory are limits files.
+func TestSameFilesAsLoad(t *testing.T) {
+	dir := t.TempDir()
+	for name, domain := range map[string]string{
+		"a.yaml":                         "a",
+		"b.yml":                          "b",
+		"c.json":                         "c",
+		".hidden.yaml":                   "hidden",
+		"..2026_11_30_07_56_01.1/a.yaml": "data",
+		"sub.yaml/d.yaml":                "sub",
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write(t, p, "domain: "+domain+"\n")
 	}
 	if err := os.Symlink("..2026_11_30_07_56_01.1", filepath.Join(dir, "..data")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink("sub.yaml", filepath.Join(dir, "linkdir.yaml")); err != nil {
-		t.Fatal(err)
+	domains := func() []string {
+		t.Helper()
+		c, err := config.Load(dir)
+		if err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		names := slices.Collect(maps.Keys(c.Domains))
+		slices.Sort(names)
+		return names
 	}
-	if err := os.Symlink("a.yaml", filepath.Join(dir, "link.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	got, err := relevantFiles(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range got {
-		got[i] = filepath.Base(got[i])
-	}
-	want := []string{".hidden.yaml", "a.yaml", "b.yml", "link.yaml"}
-	if !slices.Equal(got, want) {
-		t.Errorf("relevantFiles: got %q, want %q", got, want)
+
+	for _, tc := range []struct {
+		file string
+		read bool
+	}{
+		{"a.yaml", true},
+		{"b.yml", true},
+		{"c.json", false},
+		{".hidden.yaml", false},
+		{"..data/a.yaml", false},
+		{"sub.yaml/d.yaml", false},
+	} {
+		loaded, digest := domains(), digestOf(dir, true)
+		write(t, filepath.Join(dir, tc.file), "domain: changed_"+strings.NewReplacer("/", "_", ".", "_").Replace(tc.file)+"\n")
+		read := !slices.Equal(domains(), loaded)
+		seen := digestOf(dir, true) != digest
+		if read != tc.read || seen != read {
+			t.Errorf("a change to %s: read by Load %v (want %v), seen by the watcher %v", tc.file, read, tc.read, seen)
+		}
 	}
 }
 
@@ -153,15 +247,20 @@ func TestDirs(t *testing.T) {
 		if !isDir {
 			path = filepath.Join(c.dir, "limits.yaml")
 		}
-		if got := dirs(path, isDir); !slices.Equal(got, want) {
+		if got := dirsOf(path, isDir); !slices.Equal(got, want) {
 			t.Errorf("dirs(%q, %v): got %q, want %q", path, isDir, got, want)
 		}
 	}
 	c.publish("domain: b\n")
 	want = []string{real, filepath.Join(real, c.cur)}
-	if got := dirs(c.dir, true); !slices.Equal(got, want) {
+	if got := dirsOf(c.dir, true); !slices.Equal(got, want) {
 		t.Errorf("after swap: got %q, want %q", got, want)
 	}
+}
+
+// dirsOf is the directories a Watcher of path alone watches.
+func dirsOf(path string, dir bool) []string {
+	return (&Watcher{targets: []target{{path: path, dir: dir}}}).dirs()
 }
 
 func BenchmarkFingerprint(b *testing.B) {
@@ -171,7 +270,8 @@ func BenchmarkFingerprint(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	w := &Watcher{targets: []target{{path: dir, dir: true}}}
 	for b.Loop() {
-		fingerprint(dir, true)
+		w.fingerprint()
 	}
 }

@@ -1,27 +1,36 @@
-// Package watch tells the service when its limits path may have changed, so
-// that it can reload without a restart.
+// Package watch tells its caller when files it reads have changed, so that
+// it can read them again without a restart: the limits config, and the
+// gRPC server's certificate, key and client CAs.
 //
 // A Watcher watches directories, never single files: an editor that saves by
 // writing a temporary file and renaming it over the original, a file deleted
-// and recreated, and a Kubernetes ConfigMap update (which renames a new
-// `..data` symlink over the old one) all replace the file's inode, and a
-// watch on the old inode would go quiet. So it watches the directory that
-// holds the limits files and the directories their symlinks resolve to,
+// and recreated, and a Kubernetes ConfigMap or Secret update (which renames a
+// new `..data` symlink over the old one) all replace the file's inode, and a
+// watch on the old inode would go quiet. So it watches the directories that
+// hold the files and the directories their symlinks resolve to,
 // re-resolving after every change, and treats any event there as a possible
-// change. A periodic fingerprint check backs this up where fsnotify sees
-// nothing (some network filesystems).
+// change. A periodic check of the files' sizes, modification times and
+// symlink targets backs this up where fsnotify sees nothing (some network
+// filesystems).
 //
-// The callback means "may have changed": the caller re-reads the config and
-// keeps the old one if the new one is invalid or the same.
+// A possible change is then confirmed by the files' contents: the callback
+// runs only when the bytes of the files (or which files a directory holds)
+// differ from what they were at the last call, or at New. A touch, a
+// ConfigMap update to identical data, or a save that writes the same bytes
+// is no change, and the caller keeps what it built from the files, caches
+// included. The caller still reads the files itself, and must keep what it
+// had when they do not load.
 package watch
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,58 +48,87 @@ const (
 // Options tunes a Watcher. The zero value is ready to use: a 100 ms debounce
 // and a 1 s poll.
 type Options struct {
-	// Debounce is how long the path must stay quiet after an event before
-	// the callback runs, so that one save, which is several events, gives
-	// one call. Zero means DefaultDebounce. Under a steady stream of events
-	// the call is delayed by at most about a second more than Debounce.
+	// Debounce is how long the files must stay quiet after an event before
+	// their contents are looked at, so that one save, which is several
+	// events, gives one call. Zero means DefaultDebounce. Under a steady
+	// stream of events the look is delayed by at most about a second more
+	// than Debounce.
 	Debounce time.Duration
 
 	// Poll is the period of the fallback check, which compares a fingerprint
-	// of the limits files (names, sizes, modification times, symlink
-	// targets) with the one taken by New or at the last call, and calls
-	// back when it differs. Zero means DefaultPoll; a negative value disables the check.
+	// of the files (names, sizes, modification times, symlink targets) with
+	// the one taken at the last look at their contents, and looks again
+	// when it differs. Zero means DefaultPoll; a negative value disables
+	// the check.
 	Poll time.Duration
 }
 
-// Watcher calls back when a limits path, a file or a directory of *.yaml and
-// *.yml files, may have changed. Make one with New and use it with Run.
-// Its methods are safe to call from any goroutine, but Run runs only once.
+// Watcher calls back when the contents of some files change. Make one with
+// New and use it with Run. Its methods are safe to call from any goroutine,
+// but Run runs only once.
 type Watcher struct {
-	path     string // absolute
-	dir      bool   // path is a directory of limits files
+	targets  []target
 	logger   *zap.Logger
 	debounce time.Duration
 	poll     time.Duration
 	fs       *fsnotify.Watcher
 
-	// last is the fingerprint taken by New; from then on only Run's
-	// goroutine uses it.
-	last string
+	// last and digest are the fingerprint and the content digest taken by
+	// New; from then on only Run's goroutine uses them.
+	last   string
+	digest [sha256.Size]byte
 
 	// ignoreEvents makes Run drop every fsnotify event, so that tests can
 	// exercise the poll alone.
 	ignoreEvents bool
+	// observe, when set, hears each step Run takes, so that tests can wait
+	// for a step instead of for a while. It runs on Run's goroutine.
+	observe func(step)
 
 	started   atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// New starts watching path, a limits file or a directory of limits files,
-// and takes the fingerprint that Run's poll compares against. Watches are
-// set before New returns, so a change made between New and Run is not lost.
-// The directory that holds the file (or the directory itself) must exist;
-// the file need not. The caller must call Run, or Close if it will not.
-func New(path string, logger *zap.Logger, opts Options) (*Watcher, error) {
+// target is one watched path.
+type target struct {
+	path string // absolute
+	dir  bool   // a directory of limits files
+}
+
+// step is what Run just did, for Watcher.observe.
+type step struct {
+	kind stepKind
+	name string   // stepEvent: the file the event is about
+	dirs []string // stepSync: the directories watched after the sync
+}
+
+type stepKind int
+
+const (
+	stepReady     stepKind = iota // Run is about to wait for its first event
+	stepEvent                     // an fsnotify event was taken
+	stepSync                      // the watches were brought up to date
+	stepPoll                      // the poll looked at the fingerprint
+	stepUnchanged                 // the contents were looked at and found as they were
+	stepCalled                    // the contents had changed and onChange returned
+)
+
+// New starts watching paths, each a file or a directory of limits files
+// (the entries config.DirFiles lists), and takes the fingerprint and the
+// contents that Run compares against. Watches are set before New returns,
+// so that a change made after New returns is not lost: a caller that reads
+// the files after New (not before) never misses a change. The directory
+// that holds a file (or the directory itself) must exist; the file need
+// not. The caller must call Run, or Close if it will not.
+func New(logger *zap.Logger, opts Options, paths ...string) (*Watcher, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, fmt.Errorf("watch %s: %w", path, err)
+	if len(paths) == 0 {
+		return nil, errors.New("watch: no path to watch")
 	}
 	w := &Watcher{
-		path:     abs,
 		logger:   logger,
 		debounce: opts.Debounce,
 		poll:     opts.Poll,
@@ -101,29 +139,59 @@ func New(path string, logger *zap.Logger, opts Options) (*Watcher, error) {
 	if w.poll == 0 {
 		w.poll = DefaultPoll
 	}
-	fi, err := os.Stat(abs)
-	switch {
-	case err == nil:
-		w.dir = fi.IsDir()
-	case !errors.Is(err, os.ErrNotExist):
-		return nil, fmt.Errorf("watch %s: %w", path, err)
-	}
-	if !w.dir {
-		if _, err := os.Stat(filepath.Dir(abs)); err != nil {
-			return nil, fmt.Errorf("watch %s: directory: %w", path, err)
+	for _, path := range paths {
+		t, err := newTarget(path)
+		if err != nil {
+			return nil, fmt.Errorf("watch %s: %w", path, err)
 		}
+		w.targets = append(w.targets, t)
 	}
 
+	var err error
 	w.fs, err = fsnotify.NewWatcher()
 	if err != nil {
-		return nil, fmt.Errorf("watch %s: %w", path, err)
+		return nil, fmt.Errorf("watch %s: %w", w, err)
 	}
 	if err := w.sync(); err != nil {
 		_ = w.fs.Close()
-		return nil, fmt.Errorf("watch %s: %w", path, err)
+		return nil, fmt.Errorf("watch %s: %w", w, err)
 	}
-	w.last = fingerprint(w.path, w.dir)
+	// The fingerprint first: a change between the two is then seen by the
+	// poll as well as by the events.
+	w.last = w.fingerprint()
+	w.digest = w.contentDigest()
 	return w, nil
+}
+
+// newTarget checks that path can be watched.
+func newTarget(path string) (target, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return target{}, err
+	}
+	t := target{path: abs}
+	fi, err := os.Stat(abs)
+	switch {
+	case err == nil:
+		t.dir = fi.IsDir()
+	case !errors.Is(err, os.ErrNotExist):
+		return target{}, err
+	}
+	if !t.dir {
+		if _, err := os.Stat(filepath.Dir(abs)); err != nil {
+			return target{}, fmt.Errorf("directory: %w", err)
+		}
+	}
+	return t, nil
+}
+
+// String names the watched paths, for logs and errors.
+func (w *Watcher) String() string {
+	paths := make([]string, len(w.targets))
+	for i, t := range w.targets {
+		paths[i] = t.path
+	}
+	return strings.Join(paths, ", ")
 }
 
 // Close stops the watches. Run calls it on return; call it directly only
@@ -133,19 +201,21 @@ func (w *Watcher) Close() error {
 	return w.closeErr
 }
 
-// Run calls onChange each time the path may have changed, until ctx is done
-// or the Watcher is closed, then closes the Watcher. It blocks; calls to
-// onChange are made from Run's goroutine one at a time, never concurrently,
-// and events that arrive during a call lead to one more call after it.
+// Run calls onChange each time the contents of the files change, until ctx
+// is done or the Watcher is closed, then closes the Watcher. It blocks;
+// calls to onChange are made from Run's goroutine one at a time, never
+// concurrently. Events that arrive during a call lead to one more look at
+// the contents after it, and to one more call if they differ from those
+// of the call: the call may have read the files before the change.
 // A second call to Run returns at once.
 func (w *Watcher) Run(ctx context.Context, onChange func()) {
 	if !w.started.CompareAndSwap(false, true) {
-		w.logger.Error("watch: Run called more than once", zap.String("path", w.path))
+		w.logger.Error("watch: Run called more than once", zap.Stringer("paths", w))
 		return
 	}
 	defer w.Close()
 
-	last := w.last
+	last, digest := w.last, w.digest
 
 	maxWait := max(w.debounce, time.Second)
 	timer := time.NewTimer(time.Hour)
@@ -169,27 +239,36 @@ func (w *Watcher) Run(ctx context.Context, onChange func()) {
 		if err := w.sync(); err != nil {
 			msg = err.Error()
 		}
+		w.note(step{kind: stepSync, dirs: w.fs.WatchList()})
 		if msg != lastSyncErr {
 			if msg != "" {
 				w.logger.Warn("watch: cannot watch every directory; changes there are seen by the poll only",
-					zap.String("path", w.path), zap.String("error", msg))
+					zap.Stringer("paths", w), zap.String("error", msg))
 			} else {
-				w.logger.Info("watch: watching every directory again", zap.String("path", w.path))
+				w.logger.Info("watch: watching every directory again", zap.Stringer("paths", w))
 			}
 			lastSyncErr = msg
 		}
 	}
-	fire := func(reason string) {
+	look := func(reason string) {
 		timer.Stop()
 		pending = false
 		if ctx.Err() != nil {
 			return
 		}
 		resync()
-		last = fingerprint(w.path, w.dir)
-		w.logger.Debug("watch: limits may have changed",
-			zap.String("path", w.path), zap.String("reason", reason))
+		// The fingerprint before the contents, as in New.
+		last = w.fingerprint()
+		d := w.contentDigest()
+		if d == digest {
+			w.logger.Debug("watch: files unchanged", zap.Stringer("paths", w), zap.String("reason", reason))
+			w.note(step{kind: stepUnchanged})
+			return
+		}
+		digest = d
+		w.logger.Debug("watch: files changed", zap.Stringer("paths", w), zap.String("reason", reason))
 		onChange()
+		w.note(step{kind: stepCalled})
 	}
 	arm := func() {
 		now := time.Now()
@@ -204,9 +283,10 @@ func (w *Watcher) Run(ctx context.Context, onChange func()) {
 		// fire as set, so that a busy directory cannot starve the call.
 	}
 
-	w.logger.Debug("watch: started", zap.String("path", w.path),
+	w.logger.Debug("watch: started", zap.Stringer("paths", w),
 		zap.Strings("dirs", w.fs.WatchList()), zap.Duration("debounce", w.debounce),
 		zap.Duration("poll", w.poll))
+	w.note(step{kind: stepReady})
 	for {
 		select {
 		case <-ctx.Done():
@@ -220,25 +300,34 @@ func (w *Watcher) Run(ctx context.Context, onChange func()) {
 			}
 			w.logger.Debug("watch: event", zap.String("name", ev.Name), zap.Stringer("op", ev.Op))
 			arm()
+			w.note(step{kind: stepEvent, name: ev.Name})
 		case err, ok := <-w.fs.Errors:
 			if !ok {
 				return
 			}
-			w.logger.Warn("watch: fsnotify error", zap.String("path", w.path), zap.Error(err))
+			w.logger.Warn("watch: fsnotify error", zap.Stringer("paths", w), zap.Error(err))
 			if errors.Is(err, fsnotify.ErrEventOverflow) && !w.ignoreEvents {
 				arm() // events were lost: one of them may have been a change
 			}
 		case <-timer.C:
-			fire("event")
+			look("event")
 		case <-pollC:
 			if pending {
-				continue // the debounce will call back, and re-read then
+				continue // the debounce will look, and re-read then
 			}
 			resync()
-			if fp := fingerprint(w.path, w.dir); fp != last {
-				fire("poll")
+			if fp := w.fingerprint(); fp != last {
+				look("poll")
 			}
+			w.note(step{kind: stepPoll})
 		}
+	}
+}
+
+// note tells observe, if set, of a step.
+func (w *Watcher) note(s step) {
+	if w.observe != nil {
+		w.observe(s)
 	}
 }
 
@@ -246,7 +335,7 @@ func (w *Watcher) Run(ctx context.Context, onChange func()) {
 // adding new ones and dropping stale ones. It returns the errors of the
 // directories it could not add.
 func (w *Watcher) sync() error {
-	want := dirs(w.path, w.dir)
+	want := w.dirs()
 	if len(want) == 0 {
 		return errors.New("no directory to watch")
 	}
@@ -273,14 +362,27 @@ func (w *Watcher) sync() error {
 	return errors.Join(errs...)
 }
 
-// dirs returns the directories to watch for path, resolved and without
-// duplicates (inotify gives one watch per inode, so two names for the same
-// directory would share it): the directory holding the file (or the
-// directory itself), and the directories the relevant files' symlinks
-// resolve to. When path itself is a symlink to a directory, its parent is
-// watched too, to see the symlink being swapped.
-func dirs(path string, dir bool) []string {
+// dirs returns the directories to watch for every target, resolved and
+// without duplicates (inotify gives one watch per inode, so two names for
+// the same directory would share it).
+func (w *Watcher) dirs() []string {
 	set := make(map[string]bool)
+	for _, t := range w.targets {
+		t.addDirs(set)
+	}
+	out := make([]string, 0, len(set))
+	for d := range set {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// addDirs adds the directories to watch for t to set: the directory
+// holding the file (or the directory itself), and the directories the
+// watched files' symlinks resolve to. When a directory target is itself a
+// symlink, its parent is watched too, to see the symlink being swapped.
+func (t target) addDirs(set map[string]bool) {
 	addResolved := func(p string) {
 		if r, err := filepath.EvalSymlinks(p); err == nil {
 			set[r] = true
@@ -291,23 +393,16 @@ func dirs(path string, dir bool) []string {
 			set[filepath.Dir(r)] = true
 		}
 	}
-	if dir {
-		addResolved(path)
-		if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-			addResolved(filepath.Dir(path))
-		}
-		files, _ := relevantFiles(path) // a missing directory is reported by Add
-		for _, f := range files {
-			addFileDir(f)
-		}
-	} else {
-		addResolved(filepath.Dir(path))
-		addFileDir(path)
+	if !t.dir {
+		addResolved(filepath.Dir(t.path))
+		addFileDir(t.path)
+		return
 	}
-	out := make([]string, 0, len(set))
-	for d := range set {
-		out = append(out, d)
+	addResolved(t.path)
+	if fi, err := os.Lstat(t.path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		addResolved(filepath.Dir(t.path))
 	}
-	sort.Strings(out)
-	return out
+	for _, f := range t.files() {
+		addFileDir(f)
+	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,15 +33,20 @@ type recorder struct {
 	n       atomic.Int32
 	inside  atomic.Bool
 	overlap atomic.Bool
-	hold    time.Duration // how long each call takes
+	// during, when set, runs inside each call with the call's number
+	// (from 1), to change the files while the call runs.
+	during func(n int)
+	trace  *trace
 }
 
 func (r *recorder) onChange() {
 	if r.inside.Swap(true) {
 		r.overlap.Store(true)
 	}
-	time.Sleep(r.hold)
-	r.n.Add(1)
+	n := int(r.n.Add(1))
+	if r.during != nil {
+		r.during(n)
+	}
 	r.inside.Store(false)
 	select {
 	case r.calls <- struct{}{}:
@@ -57,34 +64,90 @@ func (r *recorder) wait(t *testing.T, what string) {
 	}
 }
 
-// settle waits until no call has arrived for d, and returns the count.
-func (r *recorder) settle(d time.Duration) int {
-	for {
+// trace records the steps of a Watcher's Run, so that a test waits for the
+// step it needs rather than for a while.
+type trace struct {
+	mu    sync.Mutex
+	steps []step
+	more  chan struct{} // a step was added since the last receive
+}
+
+// observe makes w report its steps to a new trace.
+func observe(w *Watcher) *trace {
+	tr := &trace{more: make(chan struct{}, 1)}
+	w.observe = func(s step) {
+		tr.mu.Lock()
+		tr.steps = append(tr.steps, s)
+		tr.mu.Unlock()
 		select {
-		case <-r.calls:
-		case <-time.After(d):
-			return int(r.n.Load())
+		case tr.more <- struct{}{}:
+		default:
 		}
 	}
+	return tr
+}
+
+// len is the number of steps so far: the from of a later waitFor.
+func (tr *trace) len() int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return len(tr.steps)
+}
+
+// waitFor waits, within the bound, for a step at index from or later that
+// ok accepts, and returns the index after it.
+func (tr *trace) waitFor(t *testing.T, what string, from int, ok func(step) bool) int {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		tr.mu.Lock()
+		for ; from < len(tr.steps); from++ {
+			if ok(tr.steps[from]) {
+				tr.mu.Unlock()
+				return from + 1
+			}
+		}
+		tr.mu.Unlock()
+		select {
+		case <-tr.more:
+		case <-deadline:
+			t.Fatalf("%s: not within %v", what, within)
+		}
+	}
+}
+
+// is accepts the steps of a kind.
+func is(k stepKind) func(step) bool {
+	return func(s step) bool { return s.kind == k }
+}
+
+// looked accepts a look at the contents, whatever it found.
+func looked(s step) bool { return s.kind == stepUnchanged || s.kind == stepCalled }
+
+// eventOn accepts an event about the file named name.
+func eventOn(name string) func(step) bool {
+	return func(s step) bool { return s.kind == stepEvent && filepath.Base(s.name) == filepath.Base(name) }
 }
 
 // start runs a Watcher on path until the test ends, then checks that Run
 // returned promptly and never overlapped its calls.
 func start(t *testing.T, path string, opts Options, tweak ...func(*Watcher)) *recorder {
 	t.Helper()
-	return startHold(t, path, opts, 0, tweak...)
+	return run(t, &recorder{}, opts, tweak, path)
 }
 
-func startHold(t *testing.T, path string, opts Options, hold time.Duration, tweak ...func(*Watcher)) *recorder {
+// run is start with a recorder of the test's and any number of paths.
+func run(t *testing.T, r *recorder, opts Options, tweak []func(*Watcher), paths ...string) *recorder {
 	t.Helper()
-	w, err := New(path, zap.NewNop(), opts)
+	w, err := New(zap.NewNop(), opts, paths...)
 	if err != nil {
-		t.Fatalf("New(%q): %v", path, err)
+		t.Fatalf("New(%q): %v", paths, err)
 	}
 	for _, f := range tweak {
 		f(w)
 	}
-	r := &recorder{calls: make(chan struct{}, 1000), hold: hold}
+	r.calls = make(chan struct{}, 1000)
+	r.trace = observe(w)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -257,11 +320,84 @@ func TestConfigMapSwap(t *testing.T) {
 			r.wait(t, "second swap")
 			// An edit in the new data directory is seen without the poll,
 			// so the watch followed the swap there.
-			r.settle(300 * time.Millisecond)
+			real, err := filepath.EvalSymlinks(c.dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur := filepath.Join(real, c.cur)
+			r.trace.waitFor(t, "a watch on the swapped-in directory", 0, func(s step) bool {
+				return s.kind == stepSync && slices.Contains(s.dirs, cur)
+			})
 			write(t, filepath.Join(c.dir, c.cur, "limits.yaml"), "domain: d\n")
 			r.wait(t, "edit in the swapped-in directory")
 		})
 	}
+}
+
+// A change that leaves the bytes as they were is no change: no call, for
+// a touch, a save of the same bytes, a ConfigMap update to identical data
+// and a new file a directory does not load; the next real change is
+// called back.
+func TestSameContentsNoCall(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		dir  bool
+		same func(t *testing.T, c *configMap) // changes nothing a reader sees
+	}{
+		{"touch", false, func(t *testing.T, c *configMap) {
+			later := time.Now().Add(time.Hour)
+			if err := os.Chtimes(filepath.Join(c.dir, c.cur, "limits.yaml"), later, later); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"same bytes", false, func(t *testing.T, c *configMap) {
+			write(t, filepath.Join(c.dir, c.cur, "limits.yaml"), "domain: a\n")
+		}},
+		{"configmap swap to the same data", false, func(t *testing.T, c *configMap) {
+			c.publish("domain: a\n")
+		}},
+		{"configmap swap to the same data, dir", true, func(t *testing.T, c *configMap) {
+			c.publish("domain: a\n")
+		}},
+		{"dotfile, dir", true, func(t *testing.T, c *configMap) {
+			write(t, filepath.Join(c.dir, ".limits.yaml.swp"), "domain: z\n")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newConfigMap(t, "domain: a\n")
+			watched := filepath.Join(c.dir, "limits.yaml")
+			if tc.dir {
+				watched = c.dir
+			}
+			r := start(t, watched, noPoll)
+			tc.same(t, c)
+			// A barrier, as in TestDebounce: once the watcher has looked
+			// after the event of a later write, it has made every call the
+			// change leads to.
+			barrier := filepath.Join(c.dir, "barrier.txt")
+			write(t, barrier, "")
+			from := r.trace.waitFor(t, "the barrier's event", 0, eventOn(barrier))
+			r.trace.waitFor(t, "the look after the barrier", from, looked)
+			if n := r.n.Load(); n != 0 {
+				t.Fatalf("callbacks for unchanged contents: got %d, want 0", n)
+			}
+			c.publish("domain: b\n")
+			r.wait(t, "a real change after it")
+		})
+	}
+}
+
+// One Watcher watches several files: a change to any is called back.
+func TestSeveralFiles(t *testing.T) {
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	write(t, cert, "cert 1")
+	write(t, key, "key 1")
+	r := run(t, &recorder{}, noPoll, nil, cert, key)
+	write(t, key, "key 2")
+	r.wait(t, "key changed")
+	write(t, cert, "cert 2")
+	r.wait(t, "cert changed")
 }
 
 func TestDebounce(t *testing.T) {
@@ -269,12 +405,23 @@ func TestDebounce(t *testing.T) {
 	file := filepath.Join(dir, "limits.yaml")
 	write(t, file, "domain: a\n")
 	r := start(t, file, Options{Debounce: 150 * time.Millisecond, Poll: -1})
+	from := 0
 	for i := range 5 {
 		write(t, file, fmt.Sprintf("domain: a%d\n", i))
-		time.Sleep(10 * time.Millisecond)
+		// The next write once the watcher has this one's event, so that
+		// every write resets the debounce.
+		from = r.trace.waitFor(t, "the event of a write", from, eventOn(file))
 	}
 	r.wait(t, "burst")
-	if n := r.settle(500 * time.Millisecond); n < 1 || n > 2 {
+	// A barrier: inotify queues a watcher's events in order, so once the
+	// watcher has the event of a later write it has every event of the
+	// burst, and once it has looked after that, it has made every call the
+	// burst leads to.
+	barrier := filepath.Join(dir, "barrier.txt")
+	write(t, barrier, "")
+	from = r.trace.waitFor(t, "the barrier's event", from, eventOn(barrier))
+	r.trace.waitFor(t, "the look after the barrier", from, looked)
+	if n := r.n.Load(); n < 1 || n > 2 {
 		t.Errorf("callbacks after a burst of 5 writes: got %d, want 1 or 2", n)
 	}
 }
@@ -285,8 +432,9 @@ func TestSteadyEventsDoNotStarve(t *testing.T) {
 	noise := filepath.Join(dir, "noise.txt")
 	write(t, file, "domain: a\n")
 	r := start(t, file, noPoll)
-	// Events every 20 ms, well inside the debounce, for 2.5 s: the call
-	// must still come within the bound.
+	write(t, file, "domain: b\n")
+	// Then events every 20 ms, well inside the debounce, for 2.5 s: the
+	// call must still come within the bound.
 	deadline := time.Now().Add(within)
 	for i := 0; time.Now().Before(deadline.Add(500 * time.Millisecond)); i++ {
 		write(t, noise, fmt.Sprint(i))
@@ -306,15 +454,23 @@ func TestNeverConcurrent(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "limits.yaml")
 	write(t, file, "domain: a\n")
-	// Each call takes longer than the debounce, while writes keep coming.
-	r := startHold(t, file, Options{Debounce: 20 * time.Millisecond, Poll: 30 * time.Millisecond}, 100*time.Millisecond)
-	for i := range 20 {
-		write(t, file, fmt.Sprintf("domain: a%d\n", i))
-		time.Sleep(15 * time.Millisecond)
+	// Each call changes the file again, so that events, the debounce and
+	// the poll all come due while calls run; each change leads to one more
+	// call, until the last.
+	const calls = 20
+	r := &recorder{during: func(n int) {
+		if n < calls {
+			if err := os.WriteFile(file, fmt.Appendf(nil, "domain: a%d\n", n), 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+	}}
+	run(t, r, Options{Debounce: 5 * time.Millisecond, Poll: 5 * time.Millisecond}, nil, file)
+	write(t, file, "domain: a0\n")
+	for i := range calls {
+		r.wait(t, fmt.Sprintf("call %d", i+1))
 	}
-	r.wait(t, "writes")
-	r.settle(300 * time.Millisecond)
-	// start's cleanup fails the test if two calls overlapped.
+	// run's cleanup fails the test if two calls overlapped.
 }
 
 func TestEventDuringCallGivesAnotherCall(t *testing.T) {
@@ -323,7 +479,7 @@ func TestEventDuringCallGivesAnotherCall(t *testing.T) {
 	write(t, file, "domain: a\n")
 	entered := make(chan struct{}, 10)
 	release := make(chan struct{})
-	w, err := New(file, zap.NewNop(), noPoll)
+	w, err := New(zap.NewNop(), noPoll, file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +509,6 @@ func TestEventDuringCallGivesAnotherCall(t *testing.T) {
 		t.Fatal("no first callback")
 	}
 	write(t, file, "domain: c\n") // while the first call runs
-	time.Sleep(50 * time.Millisecond)
 	close(release)
 	for i, what := range []string{"first call", "call for the write during the first"} {
 		select {
@@ -376,7 +531,7 @@ func TestPollFallback(t *testing.T) {
 		write(t, file, "domain: bb\n")
 		r.wait(t, "edit seen by poll")
 	})
-	t.Run("mtime only", func(t *testing.T) {
+	t.Run("touch", func(t *testing.T) {
 		dir := t.TempDir()
 		file := filepath.Join(dir, "limits.yaml")
 		write(t, file, "domain: a\n")
@@ -385,7 +540,12 @@ func TestPollFallback(t *testing.T) {
 		if err := os.Chtimes(file, later, later); err != nil {
 			t.Fatal(err)
 		}
-		r.wait(t, "mtime change seen by poll")
+		// The poll sees the new time, looks at the contents, and finds
+		// them as they were.
+		r.trace.waitFor(t, "a look after the touch", 0, is(stepUnchanged))
+		if n := r.n.Load(); n != 0 {
+			t.Errorf("callbacks after a touch: got %d, want 0", n)
+		}
 	})
 	t.Run("new file", func(t *testing.T) {
 		dir := t.TempDir()
@@ -405,7 +565,11 @@ func TestPollFallback(t *testing.T) {
 		write(t, filepath.Join(dir, "a.yaml"), "domain: a\n")
 		r := start(t, dir, opts, ignoreEvents)
 		write(t, filepath.Join(dir, "notes.txt"), "not a limits file")
-		if n := r.settle(300 * time.Millisecond); n != 0 {
+		// The first poll after the write may have looked before it; the
+		// second looked after.
+		from := r.trace.waitFor(t, "a poll", r.trace.len(), is(stepPoll))
+		r.trace.waitFor(t, "a second poll", from, is(stepPoll))
+		if n := r.n.Load(); n != 0 {
 			t.Errorf("callbacks with no limits file changed: got %d, want 0", n)
 		}
 	})
@@ -417,10 +581,11 @@ func TestCancelReturnsPromptly(t *testing.T) {
 			dir := t.TempDir()
 			file := filepath.Join(dir, "limits.yaml")
 			write(t, file, "domain: a\n")
-			w, err := New(file, zap.NewNop(), Options{Debounce: time.Hour})
+			w, err := New(zap.NewNop(), Options{Debounce: time.Hour}, file)
 			if err != nil {
 				t.Fatal(err)
 			}
+			tr := observe(w)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() {
@@ -429,7 +594,7 @@ func TestCancelReturnsPromptly(t *testing.T) {
 			}()
 			if name == "change pending" {
 				write(t, file, "domain: b\n")
-				time.Sleep(50 * time.Millisecond)
+				tr.waitFor(t, "the event of the write", 0, eventOn(file))
 			}
 			cancel()
 			select {
@@ -447,20 +612,21 @@ func TestCancelReturnsPromptly(t *testing.T) {
 
 func TestRunTwiceReturns(t *testing.T) {
 	dir := t.TempDir()
-	w, err := New(dir, zap.NewNop(), Options{})
+	w, err := New(zap.NewNop(), Options{}, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	tr := observe(w)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		w.Run(ctx, func() {})
 	}()
+	tr.waitFor(t, "the first Run", 0, is(stepReady))
 	second := make(chan struct{})
 	go func() {
 		defer close(second)
-		time.Sleep(10 * time.Millisecond)
 		w.Run(ctx, func() { t.Error("second Run called onChange") })
 	}()
 	select {
@@ -473,7 +639,7 @@ func TestRunTwiceReturns(t *testing.T) {
 }
 
 func TestCloseWithoutRun(t *testing.T) {
-	w, err := New(t.TempDir(), zap.NewNop(), Options{})
+	w, err := New(zap.NewNop(), Options{}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,13 +651,15 @@ func TestCloseWithoutRun(t *testing.T) {
 
 func TestNewErrors(t *testing.T) {
 	dir := t.TempDir()
-	for _, path := range []string{
-		filepath.Join(dir, "missing", "limits.yaml"),
-		filepath.Join(dir, "missing", "deeper", "limits.yaml"),
+	for _, paths := range [][]string{
+		{filepath.Join(dir, "missing", "limits.yaml")},
+		{filepath.Join(dir, "missing", "deeper", "limits.yaml")},
+		{dir, filepath.Join(dir, "missing", "limits.yaml")},
+		nil,
 	} {
-		if w, err := New(path, zap.NewNop(), Options{}); err == nil {
+		if w, err := New(zap.NewNop(), Options{}, paths...); err == nil {
 			w.Close()
-			t.Errorf("New(%q): got no error, want one for a missing directory", path)
+			t.Errorf("New(%q): got no error, want one", paths)
 		}
 	}
 }
@@ -506,7 +674,7 @@ func TestOptionsDefaults(t *testing.T) {
 		{Options{Debounce: time.Second, Poll: 5 * time.Second}, time.Second, 5 * time.Second},
 		{Options{Poll: -1}, DefaultDebounce, -1},
 	} {
-		w, err := New(t.TempDir(), zap.NewNop(), tc.opts)
+		w, err := New(zap.NewNop(), tc.opts, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -141,36 +141,54 @@ func (l Limit) MaxWait() time.Duration {
 // PeriodMicros is T in integer microseconds.
 func (l Limit) PeriodMicros() int64 { return l.Period.Microseconds() }
 
-// Validate reports why a limit cannot be decided, or nil.
+// Validate reports why a limit cannot be decided, or nil. The error is a
+// *FieldError.
 func (l Limit) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+	}
 	switch {
 	case !l.Algorithm.Implemented():
-		return fmt.Errorf("algorithm %s is not implemented yet", l.Algorithm)
+		return bad("algorithm", "%s is not implemented yet", l.Algorithm)
 	case l.Requests <= 0:
-		return fmt.Errorf("requests_per_unit must be positive, got %d", l.Requests)
+		return bad("requests_per_unit", "must be positive, got %d", l.Requests)
 	case l.Requests > MaxRequests:
-		return fmt.Errorf("requests_per_unit %d is above the maximum %d", l.Requests, MaxRequests)
+		return bad("requests_per_unit", "%d is above the maximum %d", l.Requests, MaxRequests)
 	case l.Period < time.Microsecond:
-		return fmt.Errorf("period %s is shorter than a microsecond", l.Period)
+		return bad("period", "%s is shorter than a microsecond", l.Period)
 	case l.Period > MaxPeriod:
-		return fmt.Errorf("period %s is longer than the maximum %s", l.Period, MaxPeriod)
+		return bad("period", "%s is longer than the maximum %s", l.Period, MaxPeriod)
 	case l.Burst < 0:
-		return fmt.Errorf("burst must not be negative, got %d", l.Burst)
+		return bad("burst", "must not be negative, got %d", l.Burst)
 	case l.Burst > MaxRequests:
-		return fmt.Errorf("burst %d is above the maximum %d", l.Burst, MaxRequests)
+		return bad("burst", "%d is above the maximum %d", l.Burst, MaxRequests)
 	case l.Algorithm == LeakyBucket && l.Period < MinLeakyInterval*time.Duration(l.Requests):
 		// The queue's drain time is a float64 of absolute microseconds (a
 		// quarter-microsecond resolution today): turns much shorter than a
 		// microsecond would round away.
-		return fmt.Errorf("requests_per_unit %d per %s is a turn every %s, shorter than a leaky_bucket's minimum %s: use token_bucket", l.Requests, l.Period, l.Period/time.Duration(l.Requests), MinLeakyInterval)
+		return bad("requests_per_unit", "%d per %s is a turn every %s, shorter than a leaky_bucket's minimum %s: use token_bucket", l.Requests, l.Period, l.Period/time.Duration(l.Requests), MinLeakyInterval)
 	case l.Algorithm == SlidingLog && l.Requests > MaxLogRequests:
-		return fmt.Errorf("requests_per_unit %d is above %d, the most a sliding_log keeps (one entry per hit): use sliding_window", l.Requests, MaxLogRequests)
+		return bad("requests_per_unit", "%d is above %d, the most a sliding_log keeps (one entry per hit): use sliding_window", l.Requests, MaxLogRequests)
 	case float64(l.Capacity())*float64(l.Period)/float64(l.Requests) > float64(MaxPeriod):
 		// The time to refill an empty bucket must stay a valid duration.
-		return fmt.Errorf("burst %d takes longer than %s to refill at %d per %s", l.Capacity(), MaxPeriod, l.Requests, l.Period)
+		return bad("burst", "%d takes longer than %s to refill at %d per %s", l.Capacity(), MaxPeriod, l.Requests, l.Period)
 	}
 	return nil
 }
+
+// FieldError is why Validate refuses a limit: the field at fault, by its
+// name in a limits file, and what is wrong with it, so that the config
+// loader can point at that field without reading the message.
+type FieldError struct {
+	// Field is requests_per_unit, burst, period (unit × unit_multiplier)
+	// or algorithm.
+	Field string
+	// Msg says what is wrong with the field's value.
+	Msg string
+}
+
+// Error reads "FIELD MSG", such as "burst must not be negative, got -1".
+func (e *FieldError) Error() string { return e.Field + " " + e.Msg }
 
 // The bounds keep instants and waits, in microseconds, inside 2^53, so that
 // Lua's doubles in the Redis scripts represent them exactly. Intermediate

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -248,12 +247,13 @@ func (ls *listeners) close() {
 func serveOn(ctx context.Context, o *options, cfg *config.Config, log *zap.Logger, ls *listeners) error {
 	defer ls.close()
 	grpcLis, httpLis := ls.grpc, ls.http
-	var grpcTLS *tls.Config
+	var gtls *grpcTLS
 	if o.grpcTLSCert != "" {
 		var err error
-		if grpcTLS, err = grpcTLSConfig(o, log); err != nil {
+		if gtls, err = newGRPCTLS(o, log); err != nil {
 			return err
 		}
+		defer gtls.close()
 	}
 	m := metrics.New()
 	m.Reload(true, time.Now())
@@ -295,8 +295,8 @@ func serveOn(ctx context.Context, o *options, cfg *config.Config, log *zap.Logge
 			MaxConnectionAgeGrace: o.shutdownTimeout,
 		}))
 	}
-	if grpcTLS != nil {
-		gopts = append(gopts, grpc.Creds(credentials.NewTLS(grpcTLS)))
+	if gtls != nil {
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(gtls.config)))
 	}
 	gs := grpc.NewServer(gopts...)
 	rlsv3.RegisterRateLimitServiceServer(gs, svc)
@@ -338,6 +338,9 @@ func serveOn(ctx context.Context, o *options, cfg *config.Config, log *zap.Logge
 	defer stopBG()
 	if err := startReload(bg, &wg, o.configPath, o.loadOptions(), svc, m, log); err != nil {
 		log.Warn("config reload is off", zap.Error(err))
+	}
+	if gtls != nil {
+		gtls.run(bg, &wg)
 	}
 	if store.ping != nil {
 		wg.Add(1)

@@ -14,8 +14,6 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -323,7 +321,7 @@ func TestGRPCClientCAReload(t *testing.T) {
 	checkRefused(t, s.grpcAddr, "client of the next CA before the rotation", newClient)
 
 	install(newCA.File, time.Now())
-	// The files are looked at once a second at most.
+	// The watcher reloads the file within its debounce of the rewrite.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		_, err := grpcCall(grpcDial(t, s.grpcAddr, newClient), "b")
@@ -391,59 +389,5 @@ func TestGRPCMaxConnectionAge(t *testing.T) {
 	// And reconnects for the next call.
 	if _, err := grpcCall(conn, "b"); err != nil {
 		t.Errorf("call after the connection aged out: %v", err)
-	}
-}
-
-// TestKeyPairReload: a renewed certificate is served without a restart; a
-// broken pair keeps the last good one.
-func TestKeyPairReload(t *testing.T) {
-	ca := redistest.NewCA(t)
-	dir := t.TempDir()
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	install := func(cert, key string, at time.Time) {
-		t.Helper()
-		for _, f := range [][2]string{{cert, certFile}, {key, keyFile}} {
-			b, err := os.ReadFile(f[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(f[1], b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			// A distinct time, as a rewrite a second later would have.
-			if err := os.Chtimes(f[1], at, at); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	now := time.Now()
-	c1, k1 := ca.Issue(t, "one")
-	install(c1, k1, now.Add(-time.Hour))
-	core, logs := observer.New(zapcore.InfoLevel)
-	kp := newKeyPair(certFile, keyFile, zap.New(core))
-	kp.every = 0
-	if err := kp.load(); err != nil {
-		t.Fatal(err)
-	}
-	first := kp.get()
-
-	c2, k2 := ca.Issue(t, "two")
-	install(c2, k2, now.Add(-time.Minute))
-	second := kp.get()
-	if second == first {
-		t.Fatal("the renewed certificate was not loaded")
-	}
-	if got, want := second.Leaf.Subject.CommonName, "two"; got != want {
-		t.Errorf("served the certificate of %q, want %q", got, want)
-	}
-
-	// Half a rotation: the new certificate with the old key.
-	c3, _ := ca.Issue(t, "three")
-	install(c3, k2, now)
-	if got := kp.get(); got != second {
-		t.Error("a mismatched pair replaced the last good certificate")
-	}
-	if logs.FilterMessage("gRPC TLS certificate not reloaded, keeping the last good one").Len() != 1 {
-		t.Errorf("logs: %v, want one warning about the pair that did not load", logs.All())
 	}
 }

@@ -1,55 +1,109 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
-	"time"
+	"sync/atomic"
 
 	"go.uber.org/zap"
+
+	"github.com/envoy-rls/envoy-rls/pkg/watch"
 )
 
-// grpcTLSConfig is the gRPC server's TLS from -grpc-tls-cert, -grpc-tls-key
-// and -grpc-tls-client-ca. The files are read now, so that a bad file fails
-// the start, and again whenever they change: a renewed certificate or a
-// rotated client CA reaches new connections without a restart.
-func grpcTLSConfig(o *options, log *zap.Logger) (*tls.Config, error) {
+// grpcTLS is the gRPC server's TLS from -grpc-tls-cert, -grpc-tls-key and
+// -grpc-tls-client-ca, with the watchers that read the files again when
+// their contents change: a renewed certificate or a rotated client CA
+// reaches new connections without a restart. The files are watched as the
+// limits are (package watch), so that a Kubernetes Secret's symlink swap,
+// an in-place rewrite and a rename over the file are all seen, and a touch
+// reloads nothing.
+type grpcTLS struct {
+	config  *tls.Config
+	watches []watched
+}
+
+// watched is a watcher and what to do when its files change.
+type watched struct {
+	w        *watch.Watcher
+	onChange func()
+}
+
+// newGRPCTLS reads the TLS files, so that a bad file fails the start, and
+// starts watching them. Call run to reload on changes, and close when done.
+func newGRPCTLS(o *options, log *zap.Logger) (*grpcTLS, error) {
+	g := &grpcTLS{}
 	kp := newKeyPair(o.grpcTLSCert, o.grpcTLSKey, log)
-	if err := kp.load(); err != nil {
+	if err := watchAndLoad(g, kp, log); err != nil {
+		g.close()
 		return nil, fmt.Errorf("-grpc-tls-cert, -grpc-tls-key: %w", err)
 	}
-	cfg := &tls.Config{
+	g.config = &tls.Config{
 		MinVersion:     tls.VersionTLS12,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return kp.get(), nil },
 	}
 	if o.grpcTLSClientCA == "" {
-		return cfg, nil
+		return g, nil
 	}
 	cas := newCAs(o.grpcTLSClientCA, log)
-	if err := cas.load(); err != nil {
+	if err := watchAndLoad(g, cas, log); err != nil {
+		g.close()
 		return nil, fmt.Errorf("-grpc-tls-client-ca: %w", err)
 	}
-	cfg.ClientAuth = tls.RequireAndVerifyClientCert
-	cfg.ClientCAs = cas.get()
 	// Each handshake gets the CAs of the moment.
-	base := cfg
-	return &tls.Config{
+	base := g.config.Clone()
+	base.ClientAuth = tls.RequireAndVerifyClientCert
+	g.config = &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			c := base.Clone()
 			c.ClientCAs = cas.get()
 			return c, nil
 		},
-	}, nil
+	}
+	return g, nil
 }
 
-// newKeyPair is a certificate and its key, read again when they change.
-func newKeyPair(certFile, keyFile string, log *zap.Logger) *reloading[*tls.Certificate] {
-	return &reloading[*tls.Certificate]{
-		files: []string{certFile, keyFile}, what: "gRPC TLS certificate", log: log, every: time.Second,
+// watchAndLoad starts watching r's files for g, then reads them: in that
+// order, so that a change made while they are read is seen. Files that
+// cannot be watched are logged and left unwatched: the service still
+// serves what it read now.
+func watchAndLoad[T any](g *grpcTLS, r *reloading[T], log *zap.Logger) error {
+	w, err := watch.New(log, watch.Options{}, r.files...)
+	if err != nil {
+		log.Warn(r.what+" reload is off: its files cannot be watched", zap.Error(err))
+	} else {
+		g.watches = append(g.watches, watched{w: w, onChange: r.reload})
+	}
+	return r.load()
+}
+
+// run reloads the files whenever they change, until ctx is done, on
+// goroutines that wg counts.
+func (g *grpcTLS) run(ctx context.Context, wg *sync.WaitGroup) {
+	for _, ws := range g.watches {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ws.w.Run(ctx, ws.onChange)
+		}()
+	}
+}
+
+// close stops the watches; after run, it is harmless.
+func (g *grpcTLS) close() {
+	for _, ws := range g.watches {
+		ws.w.Close() //nolint:errcheck // nothing to do about a watch that fails to close
+	}
+}
+
+// newKeyPair is a certificate and its key.
+func newKeyPair(certFile, keyFile string, log *zap.Logger) *reloading[tls.Certificate] {
+	return &reloading[tls.Certificate]{
+		files: []string{certFile, keyFile}, what: "gRPC TLS certificate", log: log,
 		read: func() (*tls.Certificate, error) {
 			c, err := tls.LoadX509KeyPair(certFile, keyFile)
 			return &c, err
@@ -57,10 +111,10 @@ func newKeyPair(certFile, keyFile string, log *zap.Logger) *reloading[*tls.Certi
 	}
 }
 
-// newCAs is a PEM bundle of CAs, read again when it changes.
-func newCAs(path string, log *zap.Logger) *reloading[*x509.CertPool] {
-	return &reloading[*x509.CertPool]{
-		files: []string{path}, what: "gRPC TLS client CA", log: log, every: time.Second,
+// newCAs is a PEM bundle of CAs.
+func newCAs(path string, log *zap.Logger) *reloading[x509.CertPool] {
+	return &reloading[x509.CertPool]{
+		files: []string{path}, what: "gRPC TLS client CA", log: log,
 		read: func() (*x509.CertPool, error) { return readCAs(path) },
 	}
 }
@@ -79,76 +133,37 @@ func readCAs(path string) (*x509.CertPool, error) {
 }
 
 // reloading is a value read from files (a certificate and its key, a CA
-// bundle), read again when one of them changes, looking at most once every
-// `every`, so that a renewal (cert-manager, a rotated Secret) reaches new
-// connections without a restart. Files that do not load, half written or
+// bundle) that reload reads again. Files that do not load, half written or
 // mismatched, are logged and the last good value stays in use until the
-// files change again. It is safe for concurrent use.
+// files change again. get is one atomic load, as it runs on every TLS
+// handshake; it is safe for concurrent use with reload.
 type reloading[T any] struct {
 	files []string
 	what  string // for the log
-	read  func() (T, error)
+	read  func() (*T, error)
 	log   *zap.Logger
-	every time.Duration
 
-	mu      sync.Mutex
-	val     T
-	stamp   string    // the files' sizes and modification times at the last load
-	checked time.Time // the last look at the files
+	val atomic.Pointer[T]
 }
 
-// get returns the value, read again first if the files have changed.
-func (r *reloading[T]) get() T {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if now := time.Now(); now.Sub(r.checked) >= r.every {
-		r.checked = now
-		if st, err := r.fileStamp(); err == nil && st != r.stamp {
-			if err := r.loadLocked(); err != nil {
-				r.log.Warn(r.what+" not reloaded, keeping the last good one", zap.Error(err))
-			} else {
-				r.log.Info(r.what+" reloaded", zap.Strings("files", r.files))
-			}
-		}
-	}
-	return r.val
-}
+// get returns the value last read.
+func (r *reloading[T]) get() *T { return r.val.Load() }
 
-// load reads the files.
+// load reads the files, and keeps the value when they load.
 func (r *reloading[T]) load() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.checked = time.Now()
-	return r.loadLocked()
-}
-
-func (r *reloading[T]) loadLocked() error {
-	st, err := r.fileStamp()
-	if err != nil {
-		return err
-	}
 	v, err := r.read()
 	if err != nil {
 		return err
 	}
-	r.val, r.stamp = v, st
+	r.val.Store(v)
 	return nil
 }
 
-// fileStamp identifies the current contents of the files well enough to
-// notice a rewrite: sizes and modification times, through symlinks (a
-// Kubernetes Secret volume swaps a symlink).
-func (r *reloading[T]) fileStamp() (string, error) {
-	var stamp string
-	for _, f := range r.files {
-		fi, err := os.Stat(f)
-		if err != nil {
-			return "", err
-		}
-		if fi.IsDir() {
-			return "", errors.New(f + " is a directory")
-		}
-		stamp += fmt.Sprintf("%d@%d;", fi.Size(), fi.ModTime().UnixNano())
+// reload is load for a watcher: it logs instead of returning the error.
+func (r *reloading[T]) reload() {
+	if err := r.load(); err != nil {
+		r.log.Warn(r.what+" not reloaded, keeping the last good one", zap.Strings("files", r.files), zap.Error(err))
+		return
 	}
-	return stamp, nil
+	r.log.Info(r.what+" reloaded", zap.Strings("files", r.files))
 }

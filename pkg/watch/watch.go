@@ -204,9 +204,11 @@ func (w *Watcher) Close() error {
 // Run calls onChange each time the contents of the files change, until ctx
 // is done or the Watcher is closed, then closes the Watcher. It blocks;
 // calls to onChange are made from Run's goroutine one at a time, never
-// concurrently. Events that arrive during a call lead to one more look at
-// the contents after it, and to one more call if they differ from those
-// of the call: the call may have read the files before the change.
+// concurrently. The contents are compared as read just before a call, and
+// the call reads the files again; so events that arrive during a call lead
+// to one more look after it, and to one more call if the contents differ.
+// Only a change made during a call and undone within a debounce after it
+// can go uncalled, though the call may have read it.
 // A second call to Run returns at once.
 func (w *Watcher) Run(ctx context.Context, onChange func()) {
 	if !w.started.CompareAndSwap(false, true) {

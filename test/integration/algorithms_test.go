@@ -2,10 +2,7 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,8 +10,6 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -26,7 +21,10 @@ const unitSecond = rlsv3.RateLimitResponse_RateLimit_SECOND
 // subtest has keys or values of its own. Windows are a year long and logs an
 // hour, so that counts do not depend on how fast the machine is; only the
 // limits whose point is time itself (shaping, a log that moves, a bucket
-// that refills) are short.
+// that refills) are short, and those whose scenarios assume that a few calls
+// fit in a turn or a refill have turns and refills of seconds, so that the
+// assumption is a wide bound (a machine that misses it is broken, and the
+// test says which assumption failed).
 const algorithmLimits = `
 domain: algo
 descriptors:
@@ -38,18 +36,19 @@ descriptors:
   # No queue: one request per hour, never delayed.
   - key: leaky
     rate_limit: {name: leaky-hour, algorithm: leaky_bucket, unit: hour, requests_per_unit: 1}
-  # A turn every 250 ms, a queue of 2: the worst wait is 500 ms, within the
-  # default -max-delay of 1 s.
+  # A turn every 2 s, a queue of 2: the worst wait is 4 s, within the
+  # server's -max-delay here (algorithmMaxDelay).
   - key: shape
-    rate_limit: {name: shape, algorithm: leaky_bucket, unit: second, requests_per_unit: 4, burst: 2}
+    rate_limit: {name: shape, algorithm: leaky_bucket, unit: second, unit_multiplier: 2, requests_per_unit: 1, burst: 2}
   # The same, for the shaping scenario alone: its decisions are counted in
   # rls_decisions_total under its own rule.
   - key: shape_queue
-    rate_limit: {name: shape-queue, algorithm: leaky_bucket, unit: second, requests_per_unit: 4, burst: 2}
+    rate_limit: {name: shape-queue, algorithm: leaky_bucket, unit: second, unit_multiplier: 2, requests_per_unit: 1, burst: 2}
 
   - key: both
     rate_limits:
-      - {name: both-burst, algorithm: token_bucket, unit: second, requests_per_unit: 2}
+      # 2 tokens per 5 s: a token every 2.5 s.
+      - {name: both-burst, algorithm: token_bucket, unit: second, unit_multiplier: 5, requests_per_unit: 2}
       - {name: both-cap, algorithm: fixed_window, unit: year, requests_per_unit: 3}
   - key: both_counted
     rate_limits:
@@ -80,10 +79,9 @@ const (
 	// delaySlack is how much earlier than its turn a shaped answer may
 	// arrive: timers do not fire early, so only clock reads.
 	delaySlack = 5 * time.Millisecond
-	// tries is how many times a scenario that assumes the machine keeps up
-	// with its timing is run, each with a fresh descriptor, before its
-	// failures are reported.
-	tries = 3
+	// algorithmMaxDelay is TestAlgorithms' -max-delay: above the shaping
+	// limits' worst wait (a queue of 2 at a turn every 2 s).
+	algorithmMaxDelay = "5s"
 )
 
 // TestAlgorithms runs what issue #3 added against a real process per store:
@@ -92,7 +90,7 @@ const (
 func TestAlgorithms(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, st store) {
-		s := startServer(t, writeConfig(t, algorithmLimits), st.flags(t)...)
+		s := startServer(t, writeConfig(t, algorithmLimits), append(st.flags(t), "-max-delay", algorithmMaxDelay)...)
 		for _, tc := range []struct {
 			name string
 			f    func(t *testing.T, s *server)
@@ -279,13 +277,24 @@ func testLeakyNoQueue(t *testing.T, s *server) {
 	checkResponse(t, s.decide(t, request("algo", desc("leaky", "b"))), codeOK, want{codeOK, lim, 0})
 }
 
-// The shaping limit: 4 per second, a turn every 250 ms, a queue of 2.
+// The shaping limit: 1 per 2 seconds, a turn every 2 s, a queue of 2.
 const (
-	shapeTurn  = 250 * time.Millisecond
+	shapeTurn  = 2 * time.Second
 	shapeQueue = 2
+	// shapeDeadline is the deadline of a call that should wait its turn:
+	// above the longest turn away (the queue's length) with a turn spare.
+	shapeDeadline = (shapeQueue + 2) * shapeTurn
 )
 
-var shapeLimit = limit("shape", 4, unitSecond)
+// shapingLimit is how a shaping limit is reported: 1 per second with
+// unit_multiplier 2.
+func shapingLimit(name string) *rlsv3.RateLimitResponse_RateLimit {
+	l := limit(name, 1, unitSecond)
+	l.UnitMultiplier = wrapperspb.UInt32(2)
+	return l
+}
+
+var shapeLimit = shapingLimit("shape")
 
 // shapeQueueDecisions is the series that counts the allowed decisions of
 // the shaping scenario.
@@ -310,170 +319,153 @@ func (s *server) callShaped(start time.Time, d time.Duration, req *rlsv3.RateLim
 }
 
 // testLeakyShaping: three calls at once with a generous deadline are
-// answered at their turns, 0, 250 and 500 ms after the first is decided,
+// answered at their turns, 0, 1 and 2 turns after the first is decided,
 // with 2, 1 and 0 places left in the queue; a fourth, while the queue is
-// full, is refused at once.
+// full, is refused at once. It assumes that the three are decided within
+// half a turn (a second), and the fourth sent within three quarters.
 func testLeakyShaping(t *testing.T, s *server) {
-	lim := limit("shape-queue", 4, unitSecond)
-	retryTimed(t, func(r *tryT, attempt int) {
-		req := request("algo", desc("shape_queue", strconv.Itoa(attempt)))
-		decided, _ := s.metric(r, shapeQueueDecisions)
-		start := time.Now()
-		answers := make(chan shapedCall, 3)
-		for range 3 {
-			go func() { answers <- s.callShaped(start, 2*time.Second, req) }()
-		}
-		// Once the three are decided (the answers of two of them wait for
-		// their turns), the queue is full for one turn.
-		if !poll(time.Second, func() bool {
-			n, _ := s.metric(r, shapeQueueDecisions)
-			return n >= decided+3
-		}) {
-			r.tooSlow("the three calls were not all decided within 1s")
-		}
-		fourth := s.callShaped(start, 2*time.Second, req)
-		calls := []shapedCall{<-answers, <-answers, <-answers}
+	lim := shapingLimit("shape-queue")
+	req := request("algo", desc("shape_queue", "a"))
+	decided, _ := s.metric(t, shapeQueueDecisions)
+	start := time.Now()
+	answers := make(chan shapedCall, 3)
+	for range 3 {
+		go func() { answers <- s.callShaped(start, shapeDeadline, req) }()
+	}
+	// Once the three are decided (the answers of two of them wait for
+	// their turns), the queue is full for one turn.
+	if !poll(shapeTurn/2, func() bool {
+		n, _ := s.metric(t, shapeQueueDecisions)
+		return n >= decided+3
+	}) {
+		t.Fatalf("the three calls were not all decided within %s: the scenario needs them decided well within a turn (%s)", shapeTurn/2, shapeTurn)
+	}
+	fourth := s.callShaped(start, shapeDeadline, req)
+	calls := []shapedCall{<-answers, <-answers, <-answers}
 
+	for _, c := range append(calls, fourth) {
+		if c.err != nil {
+			t.Fatalf("ShouldRateLimit: got error %v after %s, want an answer", c.err, c.done-c.sent)
+		}
+	}
+	if fourth.sent > shapeTurn*3/4 {
+		t.Fatalf("the fourth call was sent %s after the start, want within %s: the queue would no longer be full", fourth.sent, shapeTurn*3/4)
+	}
+	checkResponse(t, fourth.resp, codeOver, want{codeOver, lim, 0})
+	if waited := fourth.done - fourth.sent; waited >= shapeTurn/2 {
+		t.Errorf("fourth call, refused: answered after %s, want at once (well under a turn, %s)", waited, shapeTurn)
+	}
+	// Refused: the wait is until a place frees, at most a turn.
+	checkResetWithin(t, "fourth call", fourth.resp.Statuses[0].DurationUntilReset, 0, shapeTurn)
+
+	// The k-th call decided (k = 0, 1, 2) has shapeQueue − k places left
+	// and its turn k turns after the first decision, which came after the
+	// start: it cannot be answered sooner than k turns after the start.
+	seen := map[uint32]bool{}
+	for _, c := range calls {
+		if c.resp.GetOverallCode() != codeOK {
+			continue
+		}
+		rem := c.resp.GetStatuses()[0].GetLimitRemaining()
+		checkResponse(t, c.resp, codeOK, want{codeOK, lim, rem})
+		if rem > shapeQueue || seen[rem] {
+			t.Errorf("limit_remaining of the allowed calls: got %d twice or above %d, want each of 2, 1, 0 once", rem, shapeQueue)
+			continue
+		}
+		seen[rem] = true
+		k := time.Duration(shapeQueue - rem)
+		if lo := k*shapeTurn - delaySlack; c.done < lo {
+			t.Errorf("allowed call with %d places left: answered %s after the start, want at least %s (its turn)", rem, c.done, k*shapeTurn)
+		}
+		if hi := k*shapeTurn + shapeTurn/2; c.done > hi {
+			t.Errorf("allowed call with %d places left: answered %s after the start, want about %s (at most %s)", rem, c.done, k*shapeTurn, hi)
+		}
+		// Back to a full queue (2 places) once only the call in service is
+		// left: k turns after the first decision, less the time since it.
+		hi := k * shapeTurn
+		checkResetWithin(t, fmt.Sprintf("allowed call with %d places left", rem),
+			c.resp.Statuses[0].DurationUntilReset, max(0, hi-shapeTurn), hi)
+	}
+	if len(seen) != shapeQueue+1 {
+		var got []string
 		for _, c := range append(calls, fourth) {
-			if c.sent > shapeTurn/2 {
-				r.tooSlow("a call was sent %s after the start, want within %s", c.sent, shapeTurn/2)
-			}
-			if c.err != nil {
-				r.Errorf("ShouldRateLimit: got error %v after %s, want an answer", c.err, c.done-c.sent)
-				return
-			}
+			got = append(got, fmt.Sprintf("%v remaining %d after %s", c.resp.GetOverallCode(),
+				c.resp.GetStatuses()[0].GetLimitRemaining(), c.done))
 		}
-		if got := fourth.resp.GetOverallCode(); got != codeOver {
-			// Unless a call of the three reached the server after it.
-			for _, c := range calls {
-				if c.resp.GetOverallCode() == codeOver {
-					r.tooSlow("one of the first three calls was decided after the fourth")
-				}
-			}
-			r.Errorf("fourth call, sent %s after the start while the queue was full: got %v, want %v (response %v)", fourth.sent, got, codeOver, fourth.resp)
-		} else {
-			checkResponse(r, fourth.resp, codeOver, want{codeOver, lim, 0})
-			if waited := fourth.done - fourth.sent; waited >= shapeTurn {
-				r.Errorf("fourth call, refused: answered after %s, want at once (well under a turn, %s)", waited, shapeTurn)
-			}
-			// Refused: the wait is until a place frees, at most a turn.
-			checkResetWithin(r, "fourth call", fourth.resp.Statuses[0].DurationUntilReset, 0, shapeTurn)
-		}
-
-		// The k-th call decided (k = 0, 1, 2) has shapeQueue − k places
-		// left and its turn k turns after the first decision, which came
-		// after the start: it cannot be answered sooner than k turns after
-		// the start.
-		seen := map[uint32]bool{}
-		for _, c := range calls {
-			if c.resp.GetOverallCode() != codeOK {
-				continue
-			}
-			rem := c.resp.GetStatuses()[0].GetLimitRemaining()
-			checkResponse(r, c.resp, codeOK, want{codeOK, lim, rem})
-			if rem > shapeQueue || seen[rem] {
-				r.Errorf("limit_remaining of the allowed calls: got %d twice or above %d, want each of 2, 1, 0 once", rem, shapeQueue)
-				continue
-			}
-			seen[rem] = true
-			k := time.Duration(shapeQueue - rem)
-			if lo := k*shapeTurn - delaySlack; c.done < lo {
-				r.Errorf("allowed call with %d places left: answered %s after the start, want at least %s (its turn)", rem, c.done, k*shapeTurn)
-			}
-			if c.done > 1500*time.Millisecond {
-				r.Errorf("allowed call with %d places left: answered %s after the start, want about %s", rem, c.done, k*shapeTurn)
-			}
-			// Back to a full queue (2 places) once only the call in service
-			// is left: k turns after the first decision, less the time
-			// since it.
-			hi := k * shapeTurn
-			checkResetWithin(r, fmt.Sprintf("allowed call with %d places left", rem),
-				c.resp.Statuses[0].DurationUntilReset, max(0, hi-shapeTurn), hi)
-		}
-		if len(seen) != shapeQueue+1 {
-			var got []string
-			for _, c := range append(calls, fourth) {
-				got = append(got, fmt.Sprintf("%v remaining %d after %s", c.resp.GetOverallCode(),
-					c.resp.GetStatuses()[0].GetLimitRemaining(), c.done))
-			}
-			sort.Strings(got)
-			r.Errorf("calls: got %s; want three allowed with 2, 1 and 0 places left, one refused", strings.Join(got, ", "))
-		}
-	})
+		sort.Strings(got)
+		t.Errorf("calls: got %s; want three allowed with 2, 1 and 0 places left, one refused", strings.Join(got, ", "))
+	}
 }
 
 // testLeakyDeadline: a call whose turn would come after its gRPC deadline
 // is refused at once (OVER_LIMIT, not DeadlineExceeded) and takes no turn.
+// It assumes that the second call is sent with its turn still more than its
+// deadline away (within a second of the first).
 func testLeakyDeadline(t *testing.T, s *server) {
-	const short = 100 * time.Millisecond
-	retryTimed(t, func(r *tryT, attempt int) {
-		req := request("algo", desc("shape", "deadline"+strconv.Itoa(attempt)))
-		start := time.Now()
-		first := s.callShaped(start, callBound, req)
-		if first.err != nil {
-			r.Fatalf("first call: %v", first.err)
-		}
-		checkResponse(r, first.resp, codeOK, want{codeOK, shapeLimit, shapeQueue})
+	const short = 500 * time.Millisecond
+	req := request("algo", desc("shape", "deadline"))
+	start := time.Now()
+	first := s.callShaped(start, callBound, req)
+	if first.err != nil {
+		t.Fatalf("first call: %v", first.err)
+	}
+	checkResponse(t, first.resp, codeOK, want{codeOK, shapeLimit, shapeQueue})
 
-		// The next turn is 250 ms after the first decision.
-		early := s.callShaped(start, short, req)
-		if early.sent > shapeTurn-short-50*time.Millisecond {
-			r.tooSlow("the second call was sent %s after the first, want its turn still more than %s away", early.sent, short)
-		}
-		if early.err != nil {
-			if status.Code(early.err) == codes.DeadlineExceeded {
-				r.tooSlow("the call with a %s deadline was not answered within it", short)
-			}
-			r.Fatalf("call with a %s deadline, its turn %s away: got error %v after %s, want OVER_LIMIT at once",
-				short, shapeTurn-early.sent, early.err, early.done-early.sent)
-		}
-		// Refused: the queue keeps its places; the wait is until the turn
-		// is within a deadline as short.
-		checkResponse(r, early.resp, codeOver, want{codeOver, shapeLimit, shapeQueue})
-		checkResetWithin(r, "refused call", early.resp.Statuses[0].DurationUntilReset,
-			shapeTurn-early.done-short, shapeTurn+first.done-early.sent)
+	// The next turn is a turn after the first decision.
+	early := s.callShaped(start, short, req)
+	if limit := shapeTurn - short - time.Second/2; early.sent > limit {
+		t.Fatalf("the second call was sent %s after the first, want within %s: its turn must be more than its deadline (%s) away", early.sent, limit, short)
+	}
+	if early.err != nil {
+		t.Fatalf("call with a %s deadline, its turn %s away: got error %v after %s, want OVER_LIMIT at once",
+			short, shapeTurn-early.sent, early.err, early.done-early.sent)
+	}
+	// Refused: the queue keeps its places; the wait is until the turn is
+	// within a deadline as short.
+	checkResponse(t, early.resp, codeOver, want{codeOver, shapeLimit, shapeQueue})
+	checkResetWithin(t, "refused call", early.resp.Statuses[0].DurationUntilReset,
+		shapeTurn-early.done-short, shapeTurn+first.done-early.sent)
 
-		// It took no turn: the next call, with time to wait, gets the turn
-		// 250 ms after the first decision, with one place left.
-		next := s.callShaped(start, 2*time.Second, req)
-		if next.err != nil {
-			r.Fatalf("call after the refusal: %v", next.err)
-		}
-		checkResponse(r, next.resp, codeOK, want{codeOK, shapeLimit, shapeQueue - 1})
-		if next.done < shapeTurn-delaySlack {
-			r.Errorf("call after the refusal: answered %s after the first call, want at least its turn, %s", next.done, shapeTurn)
-		}
-		if next.done > 2*shapeTurn+time.Second {
-			r.Errorf("call after the refusal: answered %s after the first call, want about %s (one turn; two would mean the refused call took one)", next.done, shapeTurn)
-		}
-	})
+	// It took no turn: the next call, with time to wait, gets the turn a
+	// turn after the first decision, with one place left (two turns, and
+	// no place, if the refused call had taken one).
+	next := s.callShaped(start, shapeDeadline, req)
+	if next.err != nil {
+		t.Fatalf("call after the refusal: %v", next.err)
+	}
+	checkResponse(t, next.resp, codeOK, want{codeOK, shapeLimit, shapeQueue - 1})
+	if next.done < shapeTurn-delaySlack {
+		t.Errorf("call after the refusal: answered %s after the first call, want at least its turn, %s", next.done, shapeTurn)
+	}
+	if next.done >= 2*shapeTurn {
+		t.Errorf("call after the refusal: answered %s after the first call, want about %s (one turn; two would mean the refused call took one)", next.done, shapeTurn)
+	}
 }
 
 // testLeakyCost: a cost c takes c turns and fits when its last turn is in
-// the queue (c ≤ burst + 1); it waits only for its first turn.
+// the queue (c ≤ burst + 1); it waits only for its first turn. It assumes
+// that the second hit is answered within half a turn of the first.
 func testLeakyCost(t *testing.T, s *server) {
-	retryTimed(t, func(r *tryT, attempt int) {
-		value := "cost" + strconv.Itoa(attempt)
-		start := time.Now()
-		all := s.decideTimed(r, hits(shapeQueue+1, "shape", value))
-		checkResponse(r, all.resp, codeOK, want{codeOK, shapeLimit, 0})
-		if waited := all.after.Sub(start); waited >= shapeTurn {
-			r.Errorf("hit of %d on an empty queue: answered after %s, want at once", shapeQueue+1, waited)
-		}
-		// Back to a full queue when the last of its 3 turns starts.
-		checkSince(r, "hit of 3", all.reset(), shapeQueue*shapeTurn, all, all)
+	start := time.Now()
+	all := s.decideTimed(t, hits(shapeQueue+1, "shape", "cost"))
+	one := s.decideTimed(t, request("algo", desc("shape", "cost")))
+	if one.after.Sub(start) > shapeTurn/2 {
+		t.Fatalf("the second hit was answered %s after the first was sent, want within %s: the queue would no longer be full", one.after.Sub(start), shapeTurn/2)
+	}
 
-		one := s.decideTimed(r, request("algo", desc("shape", value)))
-		if one.after.Sub(start) > shapeTurn/2 {
-			r.tooSlow("the second hit was answered %s after the first was sent, want within %s", one.after.Sub(start), shapeTurn/2)
-		}
-		checkResponse(r, one.resp, codeOver, want{codeOver, shapeLimit, 0})
-		if waited := one.after.Sub(one.before); waited >= shapeTurn {
-			r.Errorf("refused hit: answered after %s, want at once", waited)
-		}
-		// A place frees when the first of the 3 turns is over.
-		checkSince(r, "refused hit", one.reset(), shapeTurn, all, one)
-	})
+	checkResponse(t, all.resp, codeOK, want{codeOK, shapeLimit, 0})
+	if waited := all.after.Sub(start); waited >= shapeTurn/2 {
+		t.Errorf("hit of %d on an empty queue: answered after %s, want at once", shapeQueue+1, waited)
+	}
+	// Back to a full queue when the last of its 3 turns starts.
+	checkSince(t, "hit of 3", all.reset(), shapeQueue*shapeTurn, all, all)
+
+	checkResponse(t, one.resp, codeOver, want{codeOver, shapeLimit, 0})
+	if waited := one.after.Sub(one.before); waited >= shapeTurn/2 {
+		t.Errorf("refused hit: answered after %s, want at once", waited)
+	}
+	// A place frees when the first of the 3 turns is over.
+	checkSince(t, "refused hit", one.reset(), shapeTurn, all, one)
 
 	// More turns than the queue holds never fit, and leave it untouched.
 	checkResponse(t, s.decide(t, hits(shapeQueue+2, "shape", "never")), codeOver, want{codeOver, shapeLimit, shapeQueue})
@@ -482,72 +474,70 @@ func testLeakyCost(t *testing.T, s *server) {
 	checkResetWithin(t, "first hit after a never-fit", first.reset(), 0, 0)
 }
 
-// testRateLimitsList: token_bucket 2/s and fixed_window 3/year on one
-// descriptor. It passes only if both allow; the status shows the limit with
-// the least remaining when allowed, the refusing one with the longest wait
-// when refused; a refusal charges neither.
+// testRateLimitsList: token_bucket 2 per 5 s and fixed_window 3/year on
+// one descriptor. It passes only if both allow; the status shows the limit
+// with the least remaining when allowed, the refusing one with the longest
+// wait when refused; a refusal charges neither. It assumes that its first
+// four calls fit in a token's refill (2.5 s).
 func testRateLimitsList(t *testing.T, s *server) {
 	burst, limitCap := limit("both-burst", 2, unitSecond), limit("both-cap", 3, unitYear)
-	const refill = 500 * time.Millisecond // one token
+	burst.UnitMultiplier = wrapperspb.UInt32(5)
+	const refill = 2500 * time.Millisecond // one token
 	untilYearEnd := func(e time.Duration) time.Duration { return year - e }
-	retryTimed(t, func(r *tryT, attempt int) {
-		value := "v" + strconv.Itoa(attempt)
-		req := request("algo", desc("both", value))
+	req := request("algo", desc("both", "a"))
 
-		first := s.decideTimed(r, req)
-		// burst 1 left, cap 2: the least remaining is the burst's.
-		checkResponse(r, first.resp, codeOK, want{codeOK, burst, 1})
-		checkSince(r, "hit 1", first.reset(), refill, first, first)
+	first := s.decideTimed(t, req)
+	two := s.decideTimed(t, hits(2, "both", "a"))
+	p := s.decideTimed(t, peek("both", "a"))
+	third := s.decideTimed(t, req)
+	if took := third.after.Sub(first.before); took >= refill-clockSlack {
+		t.Fatalf("hit 1 to hit 3 took %s, want them within the %s refill of a token (what they answer depends on it)", took, refill)
+	}
 
-		// The burst refuses a hit of 2 that the cap would allow: the status
-		// is the burst's, though the cap's reset (a year) is longer.
-		two := s.decideTimed(r, hits(2, "both", value))
-		checkResponse(r, two.resp, codeOver, want{codeOver, burst, 1})
-		checkSince(r, "refused hit of 2", two.reset(), refill, first, two)
-		// Neither was charged: a peek is allowed (the burst still has its
-		// token, the cap is not at 3 of 3), and shows the burst's 1.
-		p := s.decideTimed(r, peek("both", value))
-		checkResponse(r, p.resp, codeOK, want{codeOK, burst, 1})
+	// burst 1 left, cap 2: the least remaining is the burst's.
+	checkResponse(t, first.resp, codeOK, want{codeOK, burst, 1})
+	checkSince(t, "hit 1", first.reset(), refill, first, first)
+	// The burst refuses a hit of 2 that the cap would allow: the status is
+	// the burst's, though the cap's reset (a year) is longer.
+	checkResponse(t, two.resp, codeOver, want{codeOver, burst, 1})
+	checkSince(t, "refused hit of 2", two.reset(), refill, first, two)
+	// Neither was charged: a peek is allowed (the burst still has its
+	// token, the cap is not at 3 of 3), and shows the burst's 1.
+	checkResponse(t, p.resp, codeOK, want{codeOK, burst, 1})
+	// burst 0, cap 1 left.
+	checkResponse(t, third.resp, codeOK, want{codeOK, burst, 0})
+	if t.Failed() {
+		return
+	}
 
-		// burst 0, cap 1 left.
-		third := s.decideTimed(r, req)
-		checkResponse(r, third.resp, codeOK, want{codeOK, burst, 0})
-		if third.after.Sub(first.before) > refill*8/10 {
-			r.tooSlow("hit 1 to hit 3 took %s, want well within the %s refill of a token", third.after.Sub(first.before), refill)
-		}
-		if r.failed() {
-			return
-		}
+	// Once the burst is back at 2, the cap's 1 is the least remaining: the
+	// refused hit of 2 was not counted there either.
+	var last *rlsv3.RateLimitResponse
+	if !poll(4*refill, func() bool {
+		last = s.decide(t, peek("both", "a"))
+		return last.GetStatuses()[0].GetCurrentLimit().GetName() == "both-cap"
+	}) {
+		t.Fatalf("peek: no status of both-cap within %s (the burst back at 2 of 2); last response %v", 4*refill, last)
+	}
+	checkResponse(t, last, codeOK, want{codeOK, limitCap, 1})
 
-		// Once the burst is back at 2, the cap's 1 is the least remaining:
-		// the refused hit of 2 was not counted there either.
-		var last *rlsv3.RateLimitResponse
-		if !poll(5*time.Second, func() bool {
-			last = s.decide(r, peek("both", value))
-			return last.GetStatuses()[0].GetCurrentLimit().GetName() == "both-cap"
-		}) {
-			r.Fatalf("peek: no status of both-cap within 5s (the burst back at 2 of 2); last response %v", last)
-		}
-		checkResponse(r, last, codeOK, want{codeOK, limitCap, 1})
+	// The cap refuses a hit of 2 that the burst would allow: the status is
+	// the cap's, and the burst keeps its tokens, as a peek shows (the cap's
+	// 1 is still the least).
+	before := time.Now()
+	capped := s.decide(t, hits(2, "both", "a"))
+	checkResponse(t, capped, codeOver, want{codeOver, limitCap, 1})
+	checkWindowReset(t, "hit of 2 refused by the cap", capped.Statuses[0].DurationUntilReset, year, before, untilYearEnd)
+	checkResponse(t, s.decide(t, peek("both", "a")), codeOK, want{codeOK, limitCap, 1})
 
-		// The cap refuses a hit of 2 that the burst would allow: the status
-		// is the cap's, and the burst keeps its tokens, as a peek shows (the
-		// cap's 1 is still the least).
-		before := time.Now()
-		capped := s.decide(r, hits(2, "both", value))
-		checkResponse(r, capped, codeOver, want{codeOver, limitCap, 1})
-		checkWindowReset(r, "hit of 2 refused by the cap", capped.Statuses[0].DurationUntilReset, year, before, untilYearEnd)
-		checkResponse(r, s.decide(r, peek("both", value)), codeOK, want{codeOK, limitCap, 1})
-
-		// burst 1 left, cap 0.
-		checkResponse(r, s.decide(r, req), codeOK, want{codeOK, limitCap, 0})
-		// Both refuse a hit of 2 (the burst for half a second, the cap for
-		// the rest of the year): the status is the longest wait's.
-		before = time.Now()
-		both := s.decide(r, hits(2, "both", value))
-		checkResponse(r, both, codeOver, want{codeOver, limitCap, 0})
-		checkWindowReset(r, "hit of 2 refused by both", both.Statuses[0].DurationUntilReset, year, before, untilYearEnd)
-	})
+	// burst 1 left, cap 0.
+	checkResponse(t, s.decide(t, req), codeOK, want{codeOK, limitCap, 0})
+	// Both refuse a hit of 2 (the burst until a token refills, the cap for
+	// the rest of the year): the status is the longest wait's.
+	before = time.Now()
+	both := s.decide(t, hits(2, "both", "a"))
+	checkResponse(t, both, codeOver, want{codeOver, limitCap, 0})
+	checkWindowReset(t, "hit of 2 refused by both", both.Statuses[0].DurationUntilReset, year, before, untilYearEnd)
 }
 
 // testRateLimitsListCountRefused: a refused list charges its count_refused
@@ -651,92 +641,6 @@ func testUnitMultiplier(t *testing.T, s *server) {
 		checkResponse(t, r.resp, codeOver, want{codeOver, lim, 0})
 		checkSince(t, "refused hit 5", r.reset(), period, first, r)
 	})
-}
-
-// tryT records the failures of one attempt of a scenario that assumes the
-// machine keeps up with its timing, instead of reporting them.
-type tryT struct {
-	testing.TB
-	errs []string
-	slow []string // why the timing assumption did not hold
-}
-
-// errAttemptStopped is what Fatalf panics with to end an attempt.
-var errAttemptStopped = errors.New("attempt stopped")
-
-func (r *tryT) Errorf(format string, args ...any) { r.record(fmt.Sprintf(format, args...)) }
-func (r *tryT) Error(args ...any)                 { r.record(fmt.Sprint(args...)) }
-func (r *tryT) Fail()                             { r.record("failed") }
-func (r *tryT) Failed() bool                      { return len(r.errs) > 0 }
-
-func (r *tryT) Fatalf(format string, args ...any) {
-	r.Errorf(format, args...)
-	panic(errAttemptStopped)
-}
-
-func (r *tryT) Fatal(args ...any) {
-	r.Error(args...)
-	panic(errAttemptStopped)
-}
-
-func (r *tryT) FailNow() {
-	r.Fail()
-	panic(errAttemptStopped)
-}
-
-// failed reports whether the attempt failed or did not keep to its timing.
-func (r *tryT) failed() bool { return len(r.errs) > 0 || len(r.slow) > 0 }
-
-// record keeps a failure with the line of the scenario that checked it:
-// the reports come later, from retryTimed.
-func (r *tryT) record(msg string) {
-	pc := make([]uintptr, 32)
-	frames := runtime.CallersFrames(pc[:runtime.Callers(2, pc)])
-	for {
-		f, more := frames.Next()
-		if strings.Contains(f.Function, "integration.test") {
-			msg = fmt.Sprintf("%s:%d: %s", filepath.Base(f.File), f.Line, msg)
-			break
-		}
-		if !more {
-			break
-		}
-	}
-	r.errs = append(r.errs, msg)
-}
-
-// tooSlow notes that the timing the attempt assumes did not hold.
-func (r *tryT) tooSlow(format string, args ...any) {
-	r.slow = append(r.slow, fmt.Sprintf(format, args...))
-}
-
-// retryTimed runs an attempt of f (which must use a fresh descriptor per
-// attempt) up to `tries` times, until one keeps to its timing, and reports
-// that attempt's failures. When none does, the last one's failures are
-// reported, with the timing that did not hold.
-func retryTimed(t *testing.T, f func(r *tryT, attempt int)) {
-	t.Helper()
-	for attempt := 1; ; attempt++ {
-		r := &tryT{TB: t}
-		func() {
-			defer func() {
-				if p := recover(); p != nil && p != errAttemptStopped { //nolint:errorlint // a sentinel value, not a wrapped error
-					panic(p)
-				}
-			}()
-			f(r, attempt)
-		}()
-		if len(r.slow) == 0 || attempt == tries {
-			for _, e := range r.errs {
-				if len(r.slow) > 0 {
-					e += " (the timing assumed did not hold in " + strconv.Itoa(tries) + " attempts: " + strings.Join(r.slow, "; ") + ")"
-				}
-				t.Error(e)
-			}
-			return
-		}
-		t.Logf("attempt %d: %s; retrying with a fresh descriptor (failures of this attempt: %q)", attempt, strings.Join(r.slow, "; "), r.errs)
-	}
 }
 
 // TestMaxDelay: a leaky bucket whose worst wait, burst × period /

@@ -12,6 +12,28 @@ import (
 // store from a bad key.
 var ErrUnavailable = errors.New("store unavailable")
 
+// ErrRepeatedKey is the error of every hit of a joint run that names one key
+// twice. The service never sends one (the keys of a descriptor's limits
+// differ by their index in its list), and deciding one would take each store
+// a mechanism of its own (a key's state as the run left it so far, restored
+// if the run is refused) for no caller: so every store refuses it, the same
+// way.
+var ErrRepeatedKey = errors.New("joint run repeats a key")
+
+// RepeatedKey returns the index of the first hit of run whose key an earlier
+// hit already names, or -1. Runs are a few hits long: comparing each pair
+// costs less than a map.
+func RepeatedKey(run []Hit) int {
+	for i := 1; i < len(run); i++ {
+		for j := range i {
+			if run[j].Key == run[i].Key {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
 // Hit is one descriptor's claim on one limit: Cost units of the quota kept
 // under Key.
 //
@@ -36,7 +58,8 @@ type Hit struct {
 	// Joint ties this hit to the next one: a run of joint hits (the limits
 	// of one descriptor's rate_limits list) is decided in one atomic step,
 	// all charged only if every one of them allows. Their keys must share a
-	// hash tag. A refused run charges only its count_refused limits.
+	// hash tag and differ (a run that repeats one is refused whole, with
+	// ErrRepeatedKey). A refused run charges only its count_refused limits.
 	Joint bool
 }
 

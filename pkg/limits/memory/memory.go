@@ -153,9 +153,8 @@ func New(opts Options) *Store {
 // hit's own decision, and the new states are stored only if every hit is
 // allowed; if one is refused, only the count_refused limits keep theirs (a
 // refused count_refused hit is charged, as it would be alone). A run with
-// an invalid limit is not decided: every hit of it gets an Err. The keys of
-// a run are expected to differ (each names its limit's index); a key
-// repeated in a run sees the decision before it, as separate hits would.
+// an invalid limit, or whose keys are not all different, is not decided:
+// every hit of it gets an Err (limits.ErrRepeatedKey for the latter).
 func (s *Store) Decide(_ context.Context, hits []limits.Hit, results []limits.Result) {
 	now := s.now()
 	for i := 0; i < len(hits); {
@@ -184,6 +183,13 @@ const maxRunOnStack = 8
 // decideRun decides a run of joint hits in one critical section of every
 // shard it touches, taken in index order so that two runs never deadlock.
 func (s *Store) decideRun(hits []limits.Hit, results []limits.Result, now int64) {
+	if k := limits.RepeatedKey(hits); k >= 0 {
+		err := fmt.Errorf("memory: joint run of %d hits: hit %d (%s): %w", len(hits), k, hits[k].Key, limits.ErrRepeatedKey)
+		for m := range hits {
+			results[m] = limits.Result{Err: err}
+		}
+		return
+	}
 	for k := range hits {
 		if err := hits[k].Limit.Validate(); err != nil {
 			for m := range hits {
@@ -218,16 +224,7 @@ func (s *Store) decideRun(hits []limits.Hit, results []limits.Result, now int64)
 	allowed := true
 	for k := range hits {
 		h := &hits[k]
-		state, found := limits.State{}, false
-		// A key decided earlier in the run is seen as that decision left it.
-		for m := k - 1; m >= 0 && !found; m-- {
-			if hits[m].Key == h.Key && decisions[m].Changed {
-				state, found = stateAfter(decisions[m], now), true
-			}
-		}
-		if !found {
-			state, _ = s.shards[shardOf[k]].load(h.Key, now)
-		}
+		state, _ := s.shards[shardOf[k]].load(h.Key, now)
 		d := limits.DecideWithin(h.Limit, state, h.Cost, now, h.MaxDelayMicros())
 		decisions = append(decisions, d)
 		results[k] = d.Result
@@ -242,14 +239,6 @@ func (s *Store) decideRun(hits []limits.Hit, results []limits.Result, now int64)
 			sh.touch(i)
 		}
 	}
-}
-
-// stateAfter is the state a store keeps after d: absent once expired.
-func stateAfter(d limits.Decision, now int64) limits.State {
-	if !d.State.Live || d.ExpireAt <= now {
-		return limits.State{}
-	}
-	return d.State
 }
 
 // Stats returns the current counters. It takes each shard's lock in turn, so

@@ -152,10 +152,9 @@ func (m *model) apply(d limits.Decision, now int64) {
 }
 
 // decideCall is the reference of Store.Decide for one call: each hit of a
-// run of joint hits is decided on its own, a key repeated in the run seeing
-// the decision before it (as the embedded store does); a run all allowed
-// charges every limit, a refused run only its count_refused limits. It
-// reports, per hit, whether its decision was applied.
+// run of joint hits (on keys that differ) is decided on its own; a run all
+// allowed charges every limit, a refused run only its count_refused limits.
+// It reports, per hit, whether its decision was applied.
 func decideCall(models []*model, hits []limits.Hit, now int64) ([]limits.Decision, []bool) {
 	want := make([]limits.Decision, len(hits))
 	applied := make([]bool, len(hits))
@@ -165,15 +164,8 @@ func decideCall(models []*model, hits []limits.Hit, now int64) ([]limits.Decisio
 			last++
 		}
 		allowed := true
-		seen := map[*model]model{} // what the run has decided so far
 		for i := first; i <= last; i++ {
-			m, ok := seen[models[i]]
-			if !ok {
-				m = *models[i]
-			}
-			want[i] = m.decide(hits[i], now)
-			m.apply(want[i], now)
-			seen[models[i]] = m
+			want[i] = models[i].decide(hits[i], now)
 			allowed = allowed && want[i].Result.Allowed
 		}
 		for i := first; i <= last; i++ {
@@ -300,8 +292,7 @@ func singles(_ *rand.Rand, n int) ([]int, []bool) {
 }
 
 // jointRuns hits a random subset of the sequences, in random order, cut into
-// runs of two or three (a lone hit at the end when one is left). One run in
-// ten repeats a key.
+// runs of two or three (a lone hit at the end when one is left).
 func jointRuns(rng *rand.Rand, n int) ([]int, []bool) {
 	order := rng.Perm(n)[:2+rng.IntN(n-1)]
 	joint := make([]bool, len(order))
@@ -309,9 +300,6 @@ func jointRuns(rng *rand.Rand, n int) ([]int, []bool) {
 		size := min(2+rng.IntN(2), len(order)-i)
 		for k := i; k < i+size-1; k++ {
 			joint[k] = true
-		}
-		if size > 1 && rng.IntN(10) == 0 {
-			order[i+size-1] = order[i+rng.IntN(size-1)]
 		}
 		i += size
 	}

@@ -42,8 +42,8 @@
 // A peek (cost 0) or a refused hit writes nothing (unless its limit counts
 // refused hits); a state equivalent to an absent key deletes the key.
 //
-// The scripts need Redis 7.0 or later (ZRANGE BYSCORE … LIMIT, and
-// PEXPIRETIME for a joint run that repeats a key).
+// The scripts are tested on Redis 7.0 and later; the sliding log's ZRANGE
+// BYSCORE … LIMIT needs 6.2 at least.
 package redisstore
 
 import (
@@ -211,8 +211,8 @@ func (s *Store) Ping(ctx context.Context) error {
 // the next calls.
 //
 // The keys of a joint run must share a hash tag (Redis Cluster refuses the
-// script otherwise) and are expected to differ; a key repeated in a run sees
-// the decision before it, as the embedded store does.
+// script otherwise) and differ: a run that repeats a key is not sent, every
+// hit of it failed with limits.ErrRepeatedKey, as the embedded store does.
 //
 // Each result carries its own error, so a failure of one script (its node
 // down, a key of the wrong type) leaves the others decided; a failed joint
@@ -357,6 +357,9 @@ type scriptLimit struct {
 // the script needs of its hits.
 func (r *run) prepare(hits []limits.Hit, now string) error {
 	joint := r.last > r.first
+	if k := limits.RepeatedKey(hits[r.first : r.last+1]); k >= 0 {
+		return fmt.Errorf("redisstore: joint run of %d hits: hit %d (%s): %w", r.last-r.first+1, k, hits[r.first+k].Key, limits.ErrRepeatedKey)
+	}
 	for i := r.first; i <= r.last; i++ {
 		l := hits[i].Limit
 		err := l.Validate()

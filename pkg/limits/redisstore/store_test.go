@@ -233,58 +233,39 @@ func TestPerHitErrors(t *testing.T) {
 	}
 }
 
-// TestJointRepeatedKey: a key repeated in a joint run sees the decision
-// before it, as the embedded store does, and a refused run leaves it exactly
-// as it was (value and TTL), but for its count_refused limits.
+// TestJointRepeatedKey: a joint run that names a key twice is not sent:
+// every hit of it fails with limits.ErrRepeatedKey and the key is left
+// exactly as it was (value and TTL), while the other hits of the call are
+// decided.
 func TestJointRepeatedKey(t *testing.T) {
 	s, c, _ := setup(t, fixedClock(1_767_225_600_000_000))
 	ctx := context.Background()
-	two := hourly(limits.SlidingLog, 2)
-	counting := two
-	counting.CountRefused = true
-	never := limits.Hit{Key: "{rep}:never", Limit: hourly(limits.FixedWindow, 1), Cost: 2}
-	run := func(hits ...limits.Hit) []limits.Result {
-		t.Helper()
-		for i := range hits[:len(hits)-1] {
-			hits[i].Joint = true
-		}
-		res := make([]limits.Result, len(hits))
-		s.Decide(ctx, hits, res)
-		for i, r := range res {
-			if r.Err != nil {
-				t.Fatalf("hit %d: %v", i, r.Err)
-			}
-		}
-		return res
+	a := limits.Hit{Key: "{rep}:a", Limit: hourly(limits.SlidingLog, 2), Cost: 1}
+	if r := decideOne(t, s, a); r.Err != nil || !r.Allowed {
+		t.Fatalf("a: got %+v, want allowed", r)
 	}
-	a := limits.Hit{Key: "{rep}:a", Limit: two, Cost: 1}
-	run(a) // one entry, expiring in an hour
-	before, err := c.Dump(ctx, a.Key).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	before := c.Dump(ctx, a.Key).Val()
 	pttl := c.PTTL(ctx, a.Key).Val()
 
-	// The second hit on a sees the first: refused. Nothing is charged.
-	res := run(a, a)
-	if !res[0].Allowed || res[0].Remaining != 0 || res[1].Allowed {
-		t.Fatalf("a, a: got %+v, want allowed with remaining 0, then refused", res)
+	first, again := a, a
+	first.Joint = true
+	b := limits.Hit{Key: "{rep}:b", Limit: hourly(limits.FixedWindow, 1), Cost: 1}
+	hits := []limits.Hit{first, again, b}
+	res := make([]limits.Result, len(hits))
+	s.Decide(ctx, hits, res)
+	for i, r := range res[:2] {
+		if !errors.Is(r.Err, limits.ErrRepeatedKey) {
+			t.Errorf("hit %d of the run a, a: got %+v, want limits.ErrRepeatedKey", i, r)
+		}
+	}
+	if r := res[2]; r.Err != nil || !r.Allowed {
+		t.Errorf("b after the refused run: got %+v, want allowed", r)
 	}
 	if got := c.Dump(ctx, a.Key).Val(); got != before {
-		t.Errorf("a after a refused run: changed")
+		t.Errorf("a after the refused run: changed")
 	}
 	if got := c.PTTL(ctx, a.Key).Val(); got > pttl || got < pttl-time.Second {
-		t.Errorf("a after a refused run: PTTL %s, want %s", got, pttl)
-	}
-
-	// A count_refused hit on a is charged, whatever comes after it: here a
-	// refund that the refused run undoes.
-	res = run(limits.Hit{Key: a.Key, Limit: counting, Cost: 1}, limits.Hit{Key: a.Key, Limit: two, Cost: -1}, never)
-	if !res[0].Allowed || res[0].Remaining != 0 || !res[1].Allowed || res[1].Remaining != 1 || res[2].Allowed {
-		t.Fatalf("counting a, refund a, never: got %+v, want allowed (remaining 0, then 1), then refused", res)
-	}
-	if n := c.ZCard(ctx, a.Key).Val(); n != 2 {
-		t.Errorf("a after a refused run with a count_refused hit: %d entries, want 2", n)
+		t.Errorf("a after the refused run: PTTL %s, want %s", got, pttl)
 	}
 }
 

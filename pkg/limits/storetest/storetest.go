@@ -12,6 +12,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -60,6 +61,9 @@ type step struct {
 	// count_refused, for one member of a joint run).
 	with func(*limits.Limit)
 	want per
+	// err, when set, is the error the hit must fail with (errors.Is); want
+	// is then ignored.
+	err error
 }
 
 // per is a step's expected result for each algorithm.
@@ -306,7 +310,7 @@ func cases() []testCase {
 		slidingLogCase(),
 		leakyCase(), leakyCostCase(), leakyNoQueueCase(), maxDelayCase(),
 		countRefusedCase(), countRefusedLeakyCase(),
-		jointCase(), jointCountRefusedCase(), jointLeakyCase(),
+		jointCase(), jointCountRefusedCase(), jointLeakyCase(), jointRepeatedKeyCase(),
 	}
 }
 
@@ -421,6 +425,13 @@ func (h *harness) run(a limits.Algorithm, c testCase) {
 		}
 		results := h.decide(hits)
 		for k, st := range call {
+			if st.err != nil {
+				if !errors.Is(results[k].Err, st.err) {
+					h.t.Errorf("step %d (%s, key %s, cost %d): got %s, want the error %v",
+						i+k, hits[k].Limit, h.name(hits[k].Key), st.cost, format(results[k]), st.err)
+				}
+				continue
+			}
 			if want := st.want.of(a); results[k] != want {
 				h.t.Errorf("step %d (%s, key %s, cost %d) at start+%s:\n got  %s\n want %s",
 					i+k, hits[k].Limit, h.name(hits[k].Key), st.cost,
@@ -430,7 +441,9 @@ func (h *harness) run(a limits.Algorithm, c testCase) {
 		if h.t.Failed() {
 			return // the later steps would only repeat the difference
 		}
-		last = results[len(results)-1]
+		if call[len(call)-1].err == nil {
+			last = results[len(results)-1]
+		}
 		i = j
 	}
 }
@@ -454,6 +467,13 @@ func (h *harness) decide(hits []limits.Hit) []limits.Result {
 	now := h.clock.Load()
 	want := h.reference(hits, now)
 	for i, hit := range hits {
+		if want[i].Err != nil {
+			if !errors.Is(results[i].Err, want[i].Err) {
+				h.t.Errorf("hit %d (%s, key %s, cost %d): got %s, want the error %v",
+					i, hit.Limit, h.name(hit.Key), hit.Cost, format(results[i]), want[i].Err)
+			}
+			continue
+		}
 		if results[i].Err != nil {
 			h.t.Fatalf("hit %d (%s, cost %d): store error: %v", i, hit.Limit, hit.Cost, results[i].Err)
 		}
@@ -470,7 +490,8 @@ var errGarbage = fmt.Errorf("storetest: result not written by the store")
 
 // reference decides hits as the store contract says: each run of joint hits
 // is decided whole, its new states kept only if every hit is allowed, else
-// only those of its count_refused limits.
+// only those of its count_refused limits; a run that repeats a key is not
+// decided, every hit of it failing with limits.ErrRepeatedKey.
 func (h *harness) reference(hits []limits.Hit, now int64) []limits.Result {
 	results := make([]limits.Result, len(hits))
 	for i := 0; i < len(hits); {
@@ -478,12 +499,15 @@ func (h *harness) reference(hits []limits.Hit, now int64) []limits.Result {
 		for j < len(hits) && hits[j-1].Joint {
 			j++
 		}
-		pending := map[string]refState{}
-		view := func(key string) limits.State {
-			r, ok := pending[key]
-			if !ok {
-				r = h.ref[key]
+		if limits.RepeatedKey(hits[i:j]) >= 0 {
+			for k := i; k < j; k++ {
+				results[k] = limits.Result{Err: limits.ErrRepeatedKey}
 			}
+			i = j
+			continue
+		}
+		view := func(key string) limits.State {
+			r := h.ref[key]
 			if r.state.Live && now < r.expireAt {
 				return r.state
 			}
@@ -493,9 +517,6 @@ func (h *harness) reference(hits []limits.Hit, now int64) []limits.Result {
 		allowed := true
 		for k, hit := range hits[i:j] {
 			d := limits.DecideWithin(hit.Limit, view(hit.Key), hit.Cost, now, hit.MaxDelayMicros())
-			if d.Changed {
-				pending[hit.Key] = refState{d.State, d.ExpireAt}
-			}
 			decisions[k], results[i+k] = d, d.Result
 			allowed = allowed && d.Result.Allowed
 		}
@@ -699,6 +720,31 @@ func jointCountRefusedCase() testCase {
 			{same: true, key: "c", cost: 1, want: fresh},
 			{cost: 0, key: "c", want: all(ok(4, 0))},
 			{same: true, cost: 0, with: withCountRefused, want: per{fw: no(0, s, s), sw: no(0, 1400*ms, 2*s), tb: no(0, 500*ms, 1250*ms), sl: no(0, s, s)}},
+		},
+	}
+}
+
+// jointRepeatedKeyCase: a joint run that names a key twice is refused
+// whole, on every store the same way, and changes nothing; the other hits of
+// the call are decided as usual.
+func jointRepeatedKeyCase() testCase {
+	once := per{fw: ok(3, s), sw: ok(3, 2*s), tb: ok(3, 250*ms), sl: ok(3, s)}
+	twice := per{fw: ok(2, s), sw: ok(2, 2*s), tb: ok(2, 500*ms), sl: ok(2, s)}
+	return testCase{
+		name: "joint run that repeats a key is refused whole", n: 4, period: s,
+		steps: []step{
+			{cost: 1, want: once},
+			{cost: 1, joint: true, err: limits.ErrRepeatedKey},
+			{same: true, key: "b", cost: 1, joint: true, err: limits.ErrRepeatedKey},
+			{same: true, cost: 1, err: limits.ErrRepeatedKey},
+			{same: true, key: "c", cost: 1, want: once},
+			// Nothing of the refused run was charged.
+			{cost: 0, want: once},
+			{same: true, key: "b", cost: 0, want: all(ok(4, 0))},
+			// Repeated in separate runs of one call, a key is decided in order.
+			{cost: 1, joint: true, want: twice},
+			{same: true, key: "b", cost: 1, want: once},
+			{same: true, cost: 1, want: per{fw: ok(1, s), sw: ok(1, 2*s), tb: ok(1, 750*ms), sl: ok(1, s)}},
 		},
 	}
 }

@@ -15,11 +15,9 @@
 -- (their decision already holds the charged state), so that a refused run
 -- consumes nothing else.
 --
--- The keys of a run are expected to differ (each names its limit's index). A
--- key repeated in a run sees the decision before it, as separate hits would
--- and as the embedded store does: its writes are applied at once, after a
--- snapshot (DUMP, PEXPIRETIME) of what a refused run must leave, restored if
--- the run is refused.
+-- The keys of a run differ (each names its limit's index; the store refuses
+-- a run that repeats one before sending it), so every hit reads its key as
+-- the run found it.
 --
 -- Returns five integers per hit: allowed (1 or 0), remaining, then retry,
 -- reset and delay in microseconds. A failure (a key of another type, a malformed state)
@@ -29,22 +27,6 @@
 local function server_now()
   local tm = call('TIME')
   return tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-end
-
--- snapshot is what a key holds, to restore it exactly.
-local function snapshot(key)
-  return {call('DUMP', key), call('PEXPIRETIME', key)}
-end
-
-local function restore(key, s)
-  call('DEL', key)
-  if s[1] then
-    if s[2] >= 0 then
-      call('RESTORE', key, s[2], s[1], 'ABSTTL')
-    else
-      call('RESTORE', key, 0, s[1])
-    end
-  end
 end
 
 -- algorithm returns the function of the algorithm named name
@@ -75,21 +57,13 @@ end
 
 local function decide_run(k0, count, a0, now, read)
   if count == 1 then
-    -- A lone hit, by far the most common run: no repeated key, no tables.
+    -- A lone hit, by far the most common run: no tables.
     local allowed, remaining, retry, reset, delay, write, countrefused = decide_hit(KEYS[k0 + 1], read, a0, 1, now)
     if write and (allowed or countrefused) then
       write()
     end
     return {allowed and 1 or 0, remaining, retry, reset, delay}
   end
-  local repeats = {}
-  for i = k0 + 1, k0 + count do
-    repeats[KEYS[i]] = (repeats[KEYS[i]] or 0) + 1
-  end
-  -- kept[key] is the snapshot to restore if the run is refused, for a
-  -- repeated key written by a limit that does not count refused hits.
-  local kept, dirty = {}, {}
-
   local out, writes, countsrefused, refused = {}, {}, {}, false
   for i = 1, count do
     local key = KEYS[k0 + i]
@@ -104,26 +78,9 @@ local function decide_run(k0, count, a0, now, read)
     if not allowed then
       refused = true
     end
-    if write and repeats[key] > 1 then
-      if not kept[key] then
-        kept[key] = snapshot(key)
-      end
-      write()
-      write = nil
-      if countrefused then
-        kept[key], dirty[key] = snapshot(key), nil
-      else
-        dirty[key] = true
-      end
-    end
     writes[i] = write or false
   end
   for i = 1, count do
-    local key = KEYS[k0 + i]
-    if refused and dirty[key] then
-      restore(key, kept[key])
-      dirty[key] = nil
-    end
     if writes[i] and (not refused or countsrefused[i]) then
       writes[i]()
     end

@@ -3,7 +3,10 @@ package overlimit
 import (
 	"context"
 	"fmt"
+	"hash/crc32"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -283,23 +286,115 @@ func TestBound(t *testing.T) {
 	}
 }
 
+// TestConcurrent runs calls, refunds, peeks and Clear from many goroutines
+// on a clock that only moves forward, and checks what the cache promises,
+// answer by answer: it never allows a hit on its own (every allowed answer
+// is the store's, for that very hit); it refuses only hits of cost 1 that
+// the store refuses, never for longer than the store's own window (a
+// refusal's instant plus its RetryAfter is never past the latest refusal
+// the store gave the key); peeks and refunds always reach the store; and
+// the bound holds. Run under -race it also checks the locking.
 func TestConcurrent(t *testing.T) {
-	c := New(&fakeStore{answer: func(limits.Hit) limits.Result { return refuse(time.Millisecond) }}, Options{MaxEntries: 128})
+	var tick atomic.Int64 // µs since the clock's start: every reading moves it
+	now := func() time.Time { return time.Unix(1_000_000, 0).Add(time.Duration(tick.Add(1)) * time.Microsecond) }
+	const retry = 50 * time.Millisecond // many times the clock's moves in a round
+	refusing := func(key string) bool { return key == "x" || strings.HasPrefix(key, "r") }
+	remainingOf := func(key string) int64 { return 1 + int64(crc32.ChecksumIEEE([]byte(key))%1000) }
+
+	var mu sync.Mutex
+	until := map[string]time.Time{} // the end of the latest refusal the store gave each key
+	var storeAllowed, storeNonPositive atomic.Int64
+	fs := &fakeStore{answer: func(h limits.Hit) limits.Result {
+		if h.Cost <= 0 {
+			storeNonPositive.Add(1)
+		}
+		if h.Cost == 1 && refusing(h.Key) {
+			at := now()
+			mu.Lock()
+			if u := at.Add(retry); u.After(until[h.Key]) {
+				until[h.Key] = u
+			}
+			mu.Unlock()
+			return limits.Result{RetryAfter: retry, ResetAfter: 2 * retry}
+		}
+		storeAllowed.Add(1)
+		return limits.Result{Allowed: true, Remaining: remainingOf(h.Key), ResetAfter: time.Second}
+	}}
+	const maxEntries = 128
+	c := New(fs, Options{MaxEntries: maxEntries, Now: now})
+
+	var allowed, nonPositive atomic.Int64
 	var wg sync.WaitGroup
 	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range 2000 {
-				hits := []limits.Hit{{Key: fmt.Sprint(g, i%300), Limit: lim, Cost: 1}, {Key: "x", Limit: lim, Cost: int64(i%3 - 1)}}
-				c.Decide(context.Background(), hits, make([]limits.Result, 2))
+				prefix := "a"
+				if i%40 < 20 {
+					prefix = "r"
+				}
+				hits := []limits.Hit{
+					{Key: fmt.Sprintf("%s:%d:%d", prefix, g, i%40), Limit: lim, Cost: 1},
+					{Key: "x", Limit: lim, Cost: int64(i%3 - 1)},
+				}
+				if hits[1].Cost <= 0 {
+					nonPositive.Add(1)
+				}
+				sent := now()
+				res := make([]limits.Result, len(hits))
+				c.Decide(context.Background(), hits, res)
+				for j, r := range res {
+					h := hits[j]
+					switch {
+					case r.Err != nil || r.Delay != 0:
+						t.Errorf("%s, cost %d: got %+v, want neither an error nor a delay", h.Key, h.Cost, r)
+						return
+					case r.Allowed && h.Cost == 1 && refusing(h.Key):
+						t.Errorf("%s: allowed, but the store refuses it", h.Key)
+						return
+					case r.Allowed && r.Remaining != remainingOf(h.Key):
+						t.Errorf("%s: got remaining %d, want the store's answer for this hit, %d", h.Key, r.Remaining, remainingOf(h.Key))
+						return
+					case r.Allowed:
+						allowed.Add(1)
+					case h.Cost != 1 || !refusing(h.Key):
+						t.Errorf("%s, cost %d: refused, but the store allows it", h.Key, h.Cost)
+						return
+					case r.RetryAfter <= 0:
+						t.Errorf("%s: refused with retry %s, want a positive wait", h.Key, r.RetryAfter)
+						return
+					default:
+						mu.Lock()
+						u := until[h.Key]
+						mu.Unlock()
+						if end := sent.Add(r.RetryAfter); end.After(u) {
+							t.Errorf("%s: refused until %s, past the store's latest refusal, until %s", h.Key, end, u)
+							return
+						}
+					}
+				}
 				if i%500 == 0 {
 					c.Clear()
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
+	if a, s := allowed.Load(), storeAllowed.Load(); a != s {
+		t.Errorf("%d allowed answers, %d from the store: want every one from the store", a, s)
+	}
+	if n, s := nonPositive.Load(), storeNonPositive.Load(); n != s {
+		t.Errorf("%d peeks and refunds sent, %d reached the store: want all", n, s)
+	}
+	if c.LocalAnswers() == 0 {
+		t.Error("no hit answered locally: the test checked nothing of the cache")
+	}
+	if n := c.Len(); n > maxEntries {
+		t.Errorf("Len = %d, above the bound %d", n, maxEntries)
+	}
+	c.Clear()
+	if n := c.Len(); n != 0 {
+		t.Errorf("Len after Clear = %d", n)
+	}
 }
 
 func BenchmarkDecideLocal(b *testing.B) {

@@ -17,10 +17,12 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
-// pipelineCounter counts pipelines, and holds each for delay.
+// pipelineCounter counts pipelines, and holds each for delay. If started is
+// set, each pipeline also sends on it as it arrives, when there is room.
 type pipelineCounter struct {
-	n     atomic.Int64
-	delay atomic.Int64 // ns
+	n       atomic.Int64
+	delay   atomic.Int64 // ns
+	started chan struct{}
 }
 
 func (*pipelineCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
@@ -28,6 +30,10 @@ func (*pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { 
 func (p *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		p.n.Add(1)
+		select {
+		case p.started <- struct{}{}:
+		default:
+		}
 		time.Sleep(time.Duration(p.delay.Load()))
 		return next(ctx, cmds)
 	}
@@ -90,7 +96,7 @@ func TestBatchMerges(t *testing.T) {
 func TestBatchDeadline(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout})
-	var pc pipelineCounter
+	pc := pipelineCounter{started: make(chan struct{}, 1)}
 	c.AddHook(&pc)
 	s := New(c, Options{Flushes: 1})
 	defer s.Close()
@@ -101,7 +107,7 @@ func TestBatchDeadline(t *testing.T) {
 	wg.Go(func() {
 		s.Decide(context.Background(), []limits.Hit{{Key: "slow", Limit: hourly(limits.FixedWindow, 5), Cost: 1}}, slow)
 	})
-	time.Sleep(20 * time.Millisecond) // the slow call is in flight
+	<-pc.started // the slow call's pipeline is in flight, holding the only flusher
 	hits := []limits.Hit{
 		{Key: "{q}1", Limit: hourly(limits.TokenBucket, 5), Cost: 1},
 		{Key: "{q}2", Limit: hourly(limits.SlidingLog, 5), Cost: 1, Joint: true},

@@ -203,9 +203,9 @@ const (
 	// ends (w+2)·T stay below 2^53 microseconds for centuries.
 	MaxPeriod = 10 * 365 * 24 * time.Hour
 	// MaxLogRequests bounds a sliding_log's requests_per_unit: it keeps one
-	// entry per allowed hit (about 100 bytes each in Redis past 128 entries,
-	// 16 in the embedded store), and a decision
-	// that refuses walks the oldest entries.
+	// entry per allowed hit (a sorted-set member in Redis, which
+	// redisstore's TestMemoryUsage weighs, a 16-byte LogEntry in the
+	// embedded store), and a decision that refuses walks the oldest entries.
 	MaxLogRequests = 10_000
 	// MinLeakyInterval bounds a leaky bucket's turn T/N from below (at most
 	// 10,000 per second): shaping finer than that is lost in the network's

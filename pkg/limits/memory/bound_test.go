@@ -45,8 +45,9 @@ func boundKey(buf []byte, i int) []byte {
 func TestMemoryBound(t *testing.T) {
 	total := boundKeys(t)
 	maxKeys := total / 10
-	// heapBound is 1 kB per key of MaxKeys, about three times the 320 B a
-	// key of 75 bytes measures here: 100 MB for MaxKeys 100,000.
+	// heapBound is 1 kB per key of MaxKeys, a few times what a key of this
+	// shape takes (BenchmarkMemoryPerKey), so that only a store that keeps
+	// more than MaxKeys, or leaks, exceeds it.
 	heapBound := uint64(maxKeys) * 1000
 
 	var before, after runtime.MemStats

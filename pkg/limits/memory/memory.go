@@ -48,13 +48,13 @@ const (
 // Options configures a Store. The zero value is usable.
 type Options struct {
 	// MaxKeys bounds the keys held at once, across all shards; zero or
-	// negative means DefaultMaxKeys. A key costs about 190 bytes plus its
-	// own length (measured by BenchmarkMemoryPerKey: 235 bytes with a
-	// 50-byte key): the default bounds the store near 190 MB plus the keys.
-	// A sliding_log key also holds one 16-byte entry per hit in its window,
-	// so it counts as one key more per LogEntriesPerKey entries it has room
-	// for (a full log of N = 1000, 16 KB, counts as 85 keys): the bound
-	// stays one of memory, whatever the algorithms.
+	// negative means DefaultMaxKeys. A key costs a fixed overhead plus its
+	// own length (BenchmarkMemoryPerKey measures it), so MaxKeys bounds the
+	// store's memory. A sliding_log key also
+	// holds one 16-byte entry per hit in its window, so it counts as one key
+	// more per LogEntriesPerKey entries it has room for (a full log of
+	// N = 1000 counts as 85 keys): the bound stays one of memory, whatever
+	// the algorithms.
 	//
 	// Each shard holds its share of MaxKeys; when a key arrives in a full
 	// shard (or a log grows in one), the shard drops an expired key if it
@@ -315,9 +315,8 @@ func (s *Store) sweep() {
 // monotonicMicros returns a clock that reads the wall clock once and then
 // advances with the monotonic clock. A wall-clock step (an NTP correction, a
 // VM resumed) then neither refills nor drains a bucket, and each reading
-// costs one clock read where time.Now takes two (BenchmarkClock: about
-// 100 ns against 70 ns on the 2-core VM of BENCHMARKS.md, where a decision
-// is 250 ns).
+// costs one clock read where time.Now takes two, on every decision
+// (BenchmarkClock compares the two).
 func monotonicMicros() func() int64 {
 	start := time.Now()
 	base := start.UnixMicro()

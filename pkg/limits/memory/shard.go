@@ -39,9 +39,9 @@ type entry struct {
 }
 
 // LogEntriesPerKey is how many sliding_log entries weigh as much as a key:
-// an entry is 16 bytes, a key about 190 besides its name (see
-// Options.MaxKeys), so a log counts as one key more per 12 entries it has
-// room for.
+// an entry is 16 bytes, and a key besides its name weighs about twelve of
+// them (BenchmarkMemoryPerKey measures it), so a log counts as one key more
+// per 12 entries it has room for.
 const LogEntriesPerKey = 12
 
 // weight is what a state counts against the shard's capacity: 1 for a key,

@@ -18,8 +18,7 @@
 local algorithms = {}
 
 -- The library functions a decision calls, as upvalues: reading one is
--- cheaper than a global's field (a few percent of the script's time, less
--- than BenchmarkBatchScript can tell apart on a noisy machine).
+-- cheaper than a global's field, and a decision reads them many times.
 local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
 local format, match = string.format, string.match
 local call, tonumber = redis.call, tonumber
@@ -55,9 +54,9 @@ end
 -- way round. Not 1 ms: PEXPIRE (and RESTORE ... ABSTTL) delete a key at once
 -- when its expiry is already due by Redis's clock as the command checks it,
 -- which a 1 ms TTL is whenever a millisecond ends between the command's two
--- clock reads (BenchmarkExpireRace: 30-40 keys in 200,000 writes on Redis
--- 7.0, none with SET ... PX or with this floor): a log lost in
--- the middle of a script, whose later hits would see it absent. A stale
+-- clock reads (BenchmarkExpireRace counts those keys, and none with SET ...
+-- PX or with this floor): a log lost in the middle of a script, whose later
+-- hits would see it absent. A stale
 -- state decides as an absent key, so a key kept longer changes nothing.
 local function ttl_ms(ttl)
   return max(2, floordiv(ttl + 999, 1000))

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
@@ -42,8 +44,11 @@ type Descriptor struct {
 	DetailedMetric bool
 	ValueToMetric  bool
 	ShareThreshold bool
-	// Metadata is the free-form `metadata` mapping, kept as strings.
-	Metadata map[string]string
+	// Metadata is the free-form `metadata` mapping, nil when there is none.
+	// It is any mapping (nested mappings, lists, numbers, bools), kept as
+	// the google.protobuf.Struct that Envoy's dynamic metadata carries, as
+	// envoyproxy/ratelimit keeps it.
+	Metadata *structpb.Struct
 
 	Descriptors []*Descriptor
 	// Line is where the descriptor starts in its file.

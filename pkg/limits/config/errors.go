@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -70,41 +69,28 @@ func fileError(file string, err error) *Error {
 	return &Error{File: file, Msg: msg, err: err}
 }
 
-// syntaxError turns an error of the YAML library into an *Error with a
-// line. The library only gives a string ("yaml: line 3: ..."), and its line
-// is often not the problem's: it is 1-based for scanner errors but 0-based
-// for parser errors, missing when 0, missing for reader errors, and it
-// points at the start of the enclosing construct (the mapping whose
-// indentation is off) rather than at the faulty line. So the library's line
-// is only where the search starts: the problem is on the first line from
-// there such that the file cut after it fails with the same message. The
-// search parses prefixes again, but only of a file already known to be
-// broken, and only a logarithmic number of them. The syntax fixtures of the
-// tests pin all of this, so a library upgrade that changes it shows up
-// there.
-func syntaxError(file string, data []byte, err error) *Error {
-	line, msg := splitYAMLError(err)
-	switch {
-	case line > 0 && parserProblems[msg]:
-		line++ // a 0-based mark
-	case line > 0: // a 1-based mark
-	case parserProblems[msg] || scannerProblem(msg):
-		line = 1 // the library omits line 0 (0-based) and line 1 alike
-	case strings.HasPrefix(msg, "unknown anchor '"):
-		name := strings.TrimSuffix(strings.TrimPrefix(msg, "unknown anchor '"), "' referenced")
-		line = aliasLine(data, name)
-	default:
-		line = badCharLine(data)
+// syntaxError turns an error of the YAML parser into an *Error with the
+// line at fault. The parser's message is a string ("yaml: line 3: ..."),
+// and its line is the start of the construct it was reading (the mapping
+// whose indentation is off), not always the faulty line, and often missing
+// (on line 1, for a bad character, an unknown anchor). So it is only where
+// the search starts: the problem is on the first line from there such
+// that the file cut after it fails with the same message. The search
+// parses prefixes again, but only of a file already known to be broken,
+// and only a logarithmic number of them. The syntax fixtures of the tests
+// pin this, so a library upgrade that changes it shows up there.
+func syntaxError(data []byte, err error) *Error {
+	line, msg := splitYAMLError(err.Error())
+	line = problemLine(data, max(line, 1), msg)
+	if tabIndents(data, line, msg) {
+		return &Error{Line: line, Msg: "a tab indents this line; YAML indents with spaces", err: err}
 	}
-	if line > 0 {
-		line = problemLine(data, line, msg)
-	}
-	return &Error{File: file, Line: line, Msg: "invalid YAML: " + msg, err: err}
+	return &Error{Line: line, Msg: "invalid YAML: " + msg, err: err}
 }
 
 // splitYAMLError splits "yaml: line 3: msg" into 3 and msg.
-func splitYAMLError(err error) (int, string) {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+func splitYAMLError(s string) (int, string) {
+	msg := strings.TrimPrefix(s, "yaml: ")
 	if rest, ok := strings.CutPrefix(msg, "line "); ok {
 		if n, after, ok := strings.Cut(rest, ": "); ok {
 			if v, err := strconv.Atoi(n); err == nil {
@@ -151,6 +137,25 @@ func problemLine(data []byte, from int, msg string) int {
 	return hi
 }
 
+// tabIndents reports whether the problem msg on line is a tab in the
+// line's indentation, which YAML forbids and editors hide: the indentation
+// holds a tab, and with spaces instead the file cut after the line no
+// longer fails that way. (A tab where it is allowed, inside [ ] or { },
+// changes nothing.)
+func tabIndents(data []byte, line int, msg string) bool {
+	start := 0
+	for range line - 1 {
+		start = lineEnd(data, start)
+	}
+	end := lineEnd(data, start)
+	indent := len(data[start:end]) - len(bytes.TrimLeft(data[start:end], " \t"))
+	if bytes.IndexByte(data[start:start+indent], '\t') < 0 {
+		return false
+	}
+	spaced := append(bytes.Clone(data[:start]), bytes.ReplaceAll(data[start:start+indent], []byte("\t"), []byte(" "))...)
+	return yamlProblem(append(spaced, data[start+indent:end]...)) != msg
+}
+
 // yamlProblem is the message of the error parsing every document of data,
 // or "".
 func yamlProblem(data []byte) string {
@@ -161,81 +166,10 @@ func yamlProblem(data []byte) string {
 			if errors.Is(err, io.EOF) {
 				return ""
 			}
-			_, msg := splitYAMLError(err)
+			_, msg := splitYAMLError(err.Error())
 			return msg
 		}
 	}
-}
-
-// parserProblems are the messages of go.yaml.in/yaml/v3's parser, whose
-// marks are 0-based.
-var parserProblems = map[string]bool{
-	"did not find expected ',' or ']'":       true,
-	"did not find expected ',' or '}'":       true,
-	"did not find expected '-' indicator":    true,
-	"did not find expected <document start>": true,
-	"did not find expected <stream-start>":   true,
-	"did not find expected key":              true,
-	"did not find expected node content":     true,
-	"found duplicate %TAG directive":         true,
-	"found duplicate %YAML directive":        true,
-	"found incompatible YAML document":       true,
-	"found undefined tag handle":             true,
-}
-
-// scannerProblem reports whether msg comes from the scanner (whose marks
-// are 1-based) rather than from the reader (which has no line at all).
-func scannerProblem(msg string) bool {
-	for _, p := range []string{"control characters", "invalid ", "incomplete ", "input error"} {
-		if strings.HasPrefix(msg, p) {
-			return false
-		}
-	}
-	return !strings.HasPrefix(msg, "unknown anchor ")
-}
-
-// aliasLine is the line of the first alias *name in data, or 0.
-func aliasLine(data []byte, name string) int {
-	alias := []byte("*" + name)
-	for off := 0; ; {
-		i := bytes.Index(data[off:], alias)
-		if i < 0 {
-			return 0
-		}
-		end := off + i + len(alias)
-		if end == len(data) || bytes.IndexByte([]byte(" \t\r\n,[]{}"), data[end]) >= 0 {
-			return lineAt(data, off+i)
-		}
-		off = end
-	}
-}
-
-// badCharLine is the line of the first character the YAML reader refuses
-// (invalid UTF-8 or a control character), or 0.
-func badCharLine(data []byte) int {
-	for i := 0; i < len(data); {
-		r, n := utf8.DecodeRune(data[i:])
-		switch {
-		case r == utf8.RuneError && n <= 1,
-			r < 0x20 && r != '\t' && r != '\n' && r != '\r',
-			r > 0x7E && r < 0xA0 && r != 0x85,
-			r >= 0xD800 && r <= 0xDFFF,
-			r == 0xFFFE || r == 0xFFFF:
-			return lineAt(data, i)
-		}
-		i += n
-	}
-	return 0
-}
-
-// lineCount is the number of lines of data, not counting the empty "line"
-// after a final line break.
-func lineCount(data []byte) int {
-	n := 0
-	for end := 0; end < len(data); n++ {
-		end = lineEnd(data, end)
-	}
-	return max(n, 1)
 }
 
 // lineEnd is the offset just after the line that starts at offset start,
@@ -259,13 +193,4 @@ func lineEnd(data []byte, start int) int {
 		}
 	}
 	return len(data)
-}
-
-// lineAt is the line of the byte at offset off.
-func lineAt(data []byte, off int) int {
-	line := 1
-	for end := lineEnd(data, 0); end <= off && end < len(data); end = lineEnd(data, end) {
-		line++
-	}
-	return line
 }

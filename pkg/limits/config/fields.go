@@ -2,32 +2,39 @@ package config
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 )
 
 // level is a kind of mapping of the limits file with its known fields.
 type level struct {
 	// where completes "unknown field ..." ("in a descriptor").
-	where  string
+	where string
+	// fields are the names the mapping's struct decodes, in its order
+	// (which breaks ties between equally near suggestions).
 	fields []string
 }
 
+// newLevel is the level of the mappings decoded into T: the names of T's
+// fields are the yaml tags that the decoder reads, so the list of known
+// fields cannot drift from what the decoder accepts.
+func newLevel[T any](where string) *level {
+	l := &level{where: where}
+	t := reflect.TypeFor[T]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+		if name != "" {
+			l.fields = append(l.fields, name)
+		}
+	}
+	return l
+}
+
 var (
-	rootLevel = &level{"at the top level", []string{"domain", "descriptors"}}
-
-	descriptorLevel = &level{"in a descriptor", []string{
-		"key", "value", "rate_limit", "rate_limits", "descriptors",
-		"shadow_mode", "quota_mode", "detailed_metric", "value_to_metric",
-		"share_threshold", "metadata",
-	}}
-
-	ruleLevel = &level{"in a rate limit", []string{
-		"requests_per_unit", "unit", "unlimited", "name", "replaces",
-		"algorithm", "burst", "unit_multiplier", "failure_mode",
-		"count_refused",
-	}}
-
-	replacesLevel = &level{"in a replaces entry", []string{"name"}}
+	rootLevel       = newLevel[yamlDomain]("at the top level")
+	descriptorLevel = newLevel[yamlDescriptor]("in a descriptor")
+	ruleLevel       = newLevel[yamlRule]("in a rate limit")
+	replacesLevel   = newLevel[yamlReplace]("in a replaces entry")
 )
 
 // home says where a field that is unknown at one level belongs instead, for

@@ -1,14 +1,10 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // DefaultMaxDelay is the default of the -max-delay flag: the longest wait a
@@ -135,28 +131,28 @@ func (o Options) Parse(file string, data []byte) (*Domain, error) {
 
 // parse is Parse, also returning the line of the domain field.
 func (o Options) parse(file string, data []byte) (*Domain, int, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc *yaml.Node
-	for {
-		n := new(yaml.Node)
-		err := dec.Decode(n)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, 0, syntaxError(file, data, err)
-		}
-		if len(n.Content) == 0 || isNull(n.Content[0]) {
-			continue
-		}
-		if doc != nil {
-			return nil, 0, &Error{File: file, Line: n.Line, Msg: fmt.Sprintf("a second YAML document (the first is at line %d); a file holds one domain", doc.Line)}
-		}
-		doc = n
+	raw, err := decodeYAML(data)
+	if err != nil {
+		return nil, 0, inFile(file, err)
 	}
-	if doc == nil {
-		return nil, 0, &Error{File: file, Msg: "no domain (the file is empty)"}
+	d, err := o.validator().domain(file, raw)
+	if err != nil {
+		return nil, 0, inFile(file, err)
 	}
-	p := &parser{file: file, budget: 10*len(data) + 1000, maxDelay: o.maxDelay()}
-	return p.domain(doc.Content[0])
+	return d, raw.name.at.key, nil
+}
+
+func (o Options) validator() validator {
+	return validator{maxDelay: o.maxDelay()}
+}
+
+// inFile completes an error of a source's decoding or of the validator,
+// which do not know the file's name, with file.
+func inFile(file string, err error) *Error {
+	e, ok := errors.AsType[*Error](err)
+	if !ok {
+		e = &Error{Msg: err.Error(), err: err}
+	}
+	e.File = file
+	return e
 }

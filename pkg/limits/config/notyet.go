@@ -5,8 +5,9 @@ package config
 // here, so that a file never loads a limit that nothing enforces, and so that
 // lifting a refusal is deleting its lines in this file and nothing else.
 
-// notYetRule refuses what a fully parsed and checked rate limit asks for but
-// this build cannot do. at holds the rule's fields by name.
-func (p *parser) notYetRule(r *Rule, at map[string]pair) error {
+// notYetRule refuses what a fully checked rate limit asks for but this build
+// cannot do. raw holds the rule's fields as its source gave them, with their
+// positions for the error.
+func (v validator) notYetRule(r *Rule, raw *rawRule) error {
 	return nil
 }

@@ -1,0 +1,133 @@
+package config
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// Every source of limits maps what it read to the raw model below, value for
+// value, saying where each value was written: a limits file (yaml.go), a
+// RateLimitConfig message of an xDS server (proto.go). validate then applies
+// every rule of the format to it, once, so that both sources give the same
+// Domain and the same errors, and a rule is added in one place.
+
+// pos is where a source wrote a value, for the errors about it.
+type pos struct {
+	// line is the value's 1-based line in a file, and key the line of the
+	// field's name; both are 0 in a message, which has no lines.
+	line, key int
+	// name is the field that holds the value, as the file spells it
+	// ("unit"); an item of a list has its list's name ("rate_limits").
+	name string
+	// path is, in a message, the value's field path
+	// ("descriptors[0].rate_limit.unit"): what stands in for a line.
+	path string
+}
+
+// word is what an error about the value names: the field's path in a
+// message, its name in a file.
+func (p pos) word() string {
+	if p.path != "" {
+		return p.path
+	}
+	return p.name
+}
+
+// String says where the value is, for messages that point at a second
+// place ("first at line 6").
+func (p pos) String() string {
+	if p.path != "" {
+		return p.path
+	}
+	return fmt.Sprintf("line %d", p.line)
+}
+
+// errorf is an error about the value at p. Its File is filled in by the
+// source's entry point, which knows the file or resource.
+func (p pos) errorf(format string, args ...any) *Error {
+	return &Error{Line: p.line, Word: p.word(), Msg: fmt.Sprintf(format, args...)}
+}
+
+// nameErrorf is an error about the field at p as a whole (that it is there
+// at all), pointing at its name rather than its value.
+func (p pos) nameErrorf(format string, args ...any) *Error {
+	e := p.errorf(format, args...)
+	e.Line = p.key
+	return e
+}
+
+// wordErrorf is an error at p about word, something other than the field
+// itself: a descriptor's composite key, or nothing ("") for what is missing.
+func (p pos) wordErrorf(word, format string, args ...any) *Error {
+	e := p.errorf(format, args...)
+	switch {
+	case p.path == "":
+		e.Word = word
+	case word != "":
+		e.Word = p.path + " (" + word + ")"
+	}
+	return e
+}
+
+// field is a value a source may give: set says whether it gives it.
+type field[T any] struct {
+	v   T
+	at  pos
+	set bool
+}
+
+// rawDomain is one limits file, or one RateLimitConfig, before validation.
+type rawDomain struct {
+	// at is the whole: where a missing domain is reported.
+	at          pos
+	name        field[string]
+	descriptors []*rawDescriptor
+}
+
+type rawDescriptor struct {
+	// at is the descriptor: an item of a descriptors list.
+	at    pos
+	key   field[string]
+	value string
+	// rateLimit and rateLimits are the descriptor's rate_limit and
+	// rate_limits fields; at most one may be set.
+	rateLimit   field[*rawRule]
+	rateLimits  field[[]*rawRule]
+	descriptors []*rawDescriptor
+
+	shadowMode, quotaMode, detailedMetric, valueToMetric, shareThreshold bool
+	metadata                                                             *structpb.Struct
+}
+
+// rawRule is one rate limit body.
+type rawRule struct {
+	// at is the rate_limit field's value, or the item of a rate_limits list.
+	at pos
+	// line is the body's own line (Rule.Line): an item's, unless the item
+	// is an alias of a body written elsewhere.
+	line int
+
+	requestsPerUnit, burst, unitMultiplier field[int64]
+	unit, algorithm, failureMode           field[string]
+	unlimited, countRefused                field[bool]
+	name                                   string
+	// replaces holds the names of the replaces entries, each at its entry.
+	replaces []field[string]
+}
+
+// at returns the position of the rule's field name, and whether the rule
+// sets it: how the validator points at the field a limits.FieldError names.
+func (r *rawRule) field(name string) (pos, bool) {
+	switch name {
+	case "requests_per_unit":
+		return r.requestsPerUnit.at, r.requestsPerUnit.set
+	case "burst":
+		return r.burst.at, r.burst.set
+	case "unit_multiplier":
+		return r.unitMultiplier.at, r.unitMultiplier.set
+	case "algorithm":
+		return r.algorithm.at, r.algorithm.set
+	}
+	return pos{}, false
+}

@@ -1,0 +1,342 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+)
+
+// validator applies the rules of the format to a raw model, from any
+// source. Its errors have no File: the source's entry point adds it.
+type validator struct {
+	// maxDelay bounds a leaky bucket's worst wait (-max-delay).
+	maxDelay time.Duration
+}
+
+// domain validates a whole raw domain into a Domain named file.
+func (v validator) domain(file string, r *rawDomain) (*Domain, error) {
+	if !r.name.set {
+		return nil, r.at.wordErrorf("", "no domain")
+	}
+	if r.name.v == "" {
+		return nil, r.name.at.errorf("empty")
+	}
+	ds, err := v.descriptors(r.descriptors, r.name.v)
+	if err != nil {
+		return nil, err
+	}
+	return &Domain{Name: r.name.v, File: file, Descriptors: ds}, nil
+}
+
+// compositeKey is a descriptor's name in errors and in Lines, as
+// envoyproxy/ratelimit writes it: parent.key_value, or parent.key without a
+// value.
+func compositeKey(parent, key, value string) string {
+	if value == "" {
+		return parent + "." + key
+	}
+	return parent + "." + key + "_" + value
+}
+
+// descriptors validates the descriptors under parent (a domain or a
+// composite key), keeping their order: wildcards are tried in that order.
+func (v validator) descriptors(raws []*rawDescriptor, parent string) ([]*Descriptor, error) {
+	var ds []*Descriptor
+	first := map[[2]string]pos{}
+	for _, r := range raws {
+		d, err := v.descriptor(r, parent)
+		if err != nil {
+			return nil, err
+		}
+		id := [2]string{d.Key, d.Value}
+		if at, dup := first[id]; dup {
+			return nil, r.at.wordErrorf(compositeKey(parent, d.Key, d.Value), "duplicate descriptor, first at %s", at)
+		}
+		first[id] = r.at
+		ds = append(ds, d)
+	}
+	return ds, nil
+}
+
+func (v validator) descriptor(r *rawDescriptor, parent string) (*Descriptor, error) {
+	if !r.key.set {
+		return nil, r.at.wordErrorf("", "descriptor has no key")
+	}
+	if r.key.v == "" {
+		return nil, r.key.at.errorf("empty")
+	}
+	d := &Descriptor{
+		Key: r.key.v, Value: r.value,
+		ShadowMode: r.shadowMode, QuotaMode: r.quotaMode, DetailedMetric: r.detailedMetric,
+		ValueToMetric: r.valueToMetric, ShareThreshold: r.shareThreshold,
+		Metadata: r.metadata,
+		Line:     r.at.line,
+	}
+	one, many := r.rateLimit, r.rateLimits
+	switch {
+	case one.set && many.set:
+		first, second := one.at, many.at
+		if second.key < first.key {
+			first, second = second, first
+		}
+		return nil, second.nameErrorf("cannot be used together with %s (%s)", first.name, pos{line: first.key, path: first.path})
+	case one.set:
+		rule, err := v.rule(one.v, false)
+		if err != nil {
+			return nil, err
+		}
+		d.Rules = []*Rule{rule}
+	case many.set:
+		rules, err := v.rules(many)
+		if err != nil {
+			return nil, err
+		}
+		d.Rules = rules
+	}
+	var err error
+	if d.Descriptors, err = v.descriptors(r.descriptors, compositeKey(parent, d.Key, d.Value)); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// rules validates a rate_limits list: limits that must all allow a request,
+// so none is unlimited, and no two count the same way (algorithm,
+// requests, period and burst), since the second would change nothing.
+func (v validator) rules(list field[[]*rawRule]) ([]*Rule, error) {
+	if len(list.v) == 0 {
+		return nil, list.at.errorf("empty list")
+	}
+	type counting struct {
+		algorithm limits.Algorithm
+		requests  int64
+		period    time.Duration
+		burst     int64
+	}
+	first := map[counting]pos{}
+	var rules []*Rule
+	for _, raw := range list.v {
+		r, err := v.rule(raw, true)
+		if err != nil {
+			return nil, err
+		}
+		l := r.Limit
+		id := counting{l.Algorithm, l.Requests, l.Period, l.Burst}
+		if at, dup := first[id]; dup {
+			l.CountRefused = false
+			return nil, raw.at.errorf("duplicate limit %s, first at %s (the limits of a list must differ in algorithm, requests_per_unit, period or burst)", l, at)
+		}
+		first[id] = pos{line: raw.line, path: raw.at.path}
+		rules = append(rules, r)
+	}
+	return rules, nil
+}
+
+var (
+	unitNamesWant        = oneOf(func(i int) string { return Unit(i).String() }, "unit(")
+	algorithmNamesWant   = oneOf(func(i int) string { return limits.Algorithm(i).String() }, "algorithm(")
+	failureModeNamesWant = oneOf(func(i int) string { return FailureMode(i).String() }, "failure_mode(")
+)
+
+// oneOf joins name(0), name(1), … up to the first name starting with end
+// ("algorithm(" for an out-of-range Algorithm), skipping "default" and
+// "unknown", the zero values that no file can name.
+func oneOf(name func(int) string, end string) string {
+	var names []string
+	for i := 0; i < 256; i++ {
+		s := name(i)
+		if strings.HasPrefix(s, end) {
+			break
+		}
+		if s != "default" && s != "unknown" {
+			names = append(names, s)
+		}
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// rule validates one rate limit body, an item of a rate_limits list when
+// inList. An unlimited rule has a zero Limit, Unit and UnitMultiplier; any
+// other has Limit validated, Burst set to requests_per_unit for a token
+// bucket that does not give one (0 for a leaky bucket), Limit.CountRefused
+// set to CountRefused, UnitMultiplier at least 1, and, for a leaky bucket,
+// a worst wait within v.maxDelay.
+func (v validator) rule(raw *rawRule, inList bool) (*Rule, error) {
+	r := &Rule{
+		Name:         raw.name,
+		Unlimited:    raw.unlimited.v,
+		CountRefused: raw.countRefused.v,
+		Line:         raw.line,
+	}
+	var (
+		unit       Unit
+		algorithm  = limits.SlidingWindow
+		multiplier = int64(1)
+		err        error
+	)
+	if f := raw.requestsPerUnit; f.set {
+		if err := bounds(f, 1); err != nil {
+			return nil, err
+		}
+	}
+	if f := raw.unit; f.set {
+		if unit, err = ParseUnit(f.v); err != nil {
+			return nil, f.at.errorf("want %s, got %q", unitNamesWant, f.v)
+		}
+	}
+	if f := raw.algorithm; f.set {
+		if algorithm, err = limits.ParseAlgorithm(f.v); err != nil {
+			return nil, f.at.errorf("want %s, got %q", algorithmNamesWant, f.v)
+		}
+	}
+	if f := raw.burst; f.set {
+		if err := bounds(f, 0); err != nil {
+			return nil, err
+		}
+	}
+	if f := raw.unitMultiplier; f.set {
+		if multiplier = f.v; multiplier < 1 {
+			return nil, f.at.errorf("must be at least 1, got %d", multiplier)
+		}
+	}
+	if f := raw.failureMode; f.set {
+		if r.FailureMode, err = ParseFailureMode(f.v); err != nil {
+			return nil, f.at.errorf("want %s, got %q", failureModeNamesWant, f.v)
+		}
+	}
+	for _, name := range raw.replaces {
+		if name.v == "" {
+			return nil, name.at.errorf("entry without a name")
+		}
+		if name.v == r.Name {
+			return nil, name.at.errorf("cannot replace the limit's own name %q", name.v)
+		}
+		r.Replaces = append(r.Replaces, name.v)
+	}
+
+	if r.Unlimited && inList {
+		return nil, raw.unlimited.at.errorf("not allowed in a rate_limits list; to make the descriptor unlimited, use rate_limit: {unlimited: true} instead of the list")
+	}
+	if r.Unlimited {
+		// requests_per_unit beside unlimited is ignored, as
+		// envoyproxy/ratelimit ignores it, so that its files load unchanged;
+		// everything else would be a limit that silently does nothing.
+		for _, f := range []struct {
+			at   pos
+			set  bool
+			what string
+		}{
+			{raw.unit.at, raw.unit.set, "a unit"},
+			{raw.unitMultiplier.at, raw.unitMultiplier.set, "a unit_multiplier"},
+			{raw.algorithm.at, raw.algorithm.set, "an algorithm"},
+			{raw.burst.at, raw.burst.set, "a burst"},
+			{raw.failureMode.at, raw.failureMode.set, "a failure_mode"},
+			{raw.countRefused.at, raw.countRefused.set, "count_refused"},
+		} {
+			if f.set {
+				return nil, f.at.nameErrorf("unlimited with %s", f.what)
+			}
+		}
+		if err := v.notYetRule(r, raw); err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"unit", raw.unit.set}, {"requests_per_unit", raw.requestsPerUnit.set}} {
+		if !f.set {
+			return nil, raw.at.errorf("has no %s", f.name)
+		}
+	}
+	if most := int64(limits.MaxPeriod / unit.Duration()); multiplier > most {
+		return nil, raw.unitMultiplier.at.errorf("%d %ss is longer than the maximum period of %d %ss", multiplier, unit, most, unit)
+	}
+	burst, requests := raw.burst.v, raw.requestsPerUnit.v
+	if f := raw.burst; f.set {
+		switch algorithm {
+		case limits.TokenBucket:
+			if burst < 1 {
+				return nil, f.at.errorf("must be at least 1 for a token_bucket, got %d", burst)
+			}
+		case limits.LeakyBucket:
+		default:
+			return nil, f.at.nameErrorf("%s takes no burst (only token_bucket and leaky_bucket do)", algorithm)
+		}
+	} else if algorithm == limits.TokenBucket {
+		burst = requests
+	}
+	r.Unit, r.UnitMultiplier = unit, multiplier
+	r.Limit = limits.Limit{
+		Algorithm:    algorithm,
+		Requests:     requests,
+		Period:       unit.Duration() * time.Duration(multiplier),
+		Burst:        burst,
+		CountRefused: r.CountRefused,
+	}
+
+	if err := v.notYetRule(r, raw); err != nil {
+		return nil, err
+	}
+	if err := r.Limit.Validate(); err != nil {
+		// The error names the field at fault; point at it when the rule
+		// sets it (a defaulted burst is the rule's requests_per_unit).
+		if fe, ok := errors.AsType[*limits.FieldError](err); ok {
+			if at, set := raw.field(fe.Field); set {
+				return nil, at.errorf("%s", fe.Msg)
+			}
+		}
+		return nil, raw.at.errorf("%s", err)
+	}
+	if err := v.checkDelay(r, raw); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// checkDelay refuses a leaky bucket whose worst wait, burst × period /
+// requests_per_unit, is above -max-delay: the error points at its burst, or
+// at its algorithm when the burst is defaulted, or at the body.
+func (v validator) checkDelay(r *Rule, raw *rawRule) error {
+	l := r.Limit
+	wait := l.MaxWait()
+	if l.Algorithm != limits.LeakyBucket || wait <= v.maxDelay {
+		return nil
+	}
+	if wait > time.Millisecond {
+		// Rounded up, so that the wait shown is still above the bound.
+		wait = (wait + time.Millisecond - 1).Truncate(time.Millisecond)
+	}
+	at := raw.at
+	switch {
+	case raw.burst.set:
+		at = raw.burst.at
+	case raw.algorithm.set:
+		at = raw.algorithm.at
+	}
+	rate := fmt.Sprintf("%d per %s", l.Requests, r.Unit)
+	if r.UnitMultiplier > 1 {
+		rate = fmt.Sprintf("%d per %d %ss", l.Requests, r.UnitMultiplier, r.Unit)
+	}
+	return at.errorf("a leaky_bucket of %s with burst %d may delay a request %s, above -max-delay %s", rate, l.Burst, wait, v.maxDelay)
+}
+
+// bounds checks a count (requests_per_unit, burst) against [least,
+// limits.MaxRequests].
+func bounds(f field[int64], least int64) error {
+	switch {
+	case f.v < least:
+		return f.at.errorf("must be at least %d, got %d", least, f.v)
+	case f.v > limits.MaxRequests:
+		return f.at.errorf("must be at most %d, got %d", int64(limits.MaxRequests), f.v)
+	}
+	return nil
+}

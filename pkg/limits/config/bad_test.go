@@ -146,6 +146,18 @@ func TestParseBad(t *testing.T) {
 		{"descriptor field at the root", "domain: a\nkey: b\n", "x.yaml:2: key: unknown field at the top level (it belongs in a descriptor)"},
 		{"duplicate wildcard", "domain: a\ndescriptors:\n  - {key: k, value: 'a*'}\n  - {key: k, value: 'a*'}\n", "x.yaml:4: a.k_a*: duplicate descriptor, first at line 3"},
 		{"merge list of scalars", "domain: a\n<<: [x]\n", `x.yaml:2: <<: want a mapping or a list of mappings to merge, got "x"`},
+		{"tab before a list item", "domain: a\ndescriptors:\n\t- key: k\n", "x.yaml:3: a tab indents this line; YAML indents with spaces"},
+		{"tab before a value", "domain:\n\ta\n", "x.yaml:2: a tab indents this line; YAML indents with spaces"},
+		{"tab deeper down", "domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n\t  requests_per_unit: 1\n", "x.yaml:6: a tab indents this line; YAML indents with spaces"},
+		{"tab inside braces is not the problem", "domain: {a: b,\n\tc: d: e}\n", "x.yaml:2: invalid YAML: did not find expected ',' or '}'"},
+		{"duplicate in a merged mapping", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {<<: {unit: second, unit: minute}, requests_per_unit: 1}\n", "x.yaml:4: unit: duplicate field, first at line 4"},
+		{"typo in a merged mapping", "domain: a\ndescriptors:\n  - key: k\n    rate_limit:\n      <<: {unti: second}\n      requests_per_unit: 1\n", "x.yaml:5: unti: unknown field in a rate limit, did you mean unit?"},
+		{"merge in a merged mapping", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {<<: [{<<: 5}], unit: second, requests_per_unit: 1}\n", "x.yaml:4: <<: want a mapping or a list of mappings to merge, got 5"},
+		{"null field name", "domain: a\n~: b\n", "x.yaml:2: want a field name, got null"},
+		{"unknown anchor as a field name", "domain: a\n*x: b\n", "x.yaml:2: invalid YAML: unknown anchor 'x' referenced"},
+		{"duplicate in nested metadata", "domain: a\ndescriptors:\n  - key: k\n    metadata:\n      a:\n        b: 1\n        b: 2\n", "x.yaml:7: b: duplicate field, first at line 6"},
+		{"metadata that contains itself", "domain: a\ndescriptors:\n  - key: k\n    metadata: &m {a: *m}\n", "x.yaml:4: invalid YAML: anchor 'm' value contains itself"},
+		{"metadata a string", "domain: a\ndescriptors:\n  - key: k\n    metadata: x\n", `x.yaml:4: metadata: want a mapping, got "x"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("x.yaml", []byte(tc.data))

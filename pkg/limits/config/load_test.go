@@ -107,6 +107,36 @@ func TestLoadAdditions(t *testing.T) {
 	checkModel(t, "rls", d, want)
 }
 
+// metadata is any mapping: nested mappings, lists, numbers, bools and null
+// keep their types in the Struct (a date is its text as written), and a
+// merge key inside it merges as it does anywhere in the file.
+func TestLoadMetadata(t *testing.T) {
+	d := parseFile(t, "testdata/good/metadata.yaml")
+	if len(d.Descriptors) != 2 {
+		t.Fatalf("got %d descriptors, want 2", len(d.Descriptors))
+	}
+	for i, want := range []map[string]any{
+		{
+			"service_with_quota": map[string]any{"name": "billing", "owners": []any{"payments", "platform"}},
+			"quota":              map[string]any{"tokens": 1500, "ratio": 0.25, "hard": true, "since": "2026-01-02"},
+			"tiers": []any{
+				map[string]any{"name": "free", "per_day": 100},
+				map[string]any{"name": "pro", "per_day": 10000},
+			},
+			"note": nil,
+		},
+		{"region": "eu-west-1", "retries": 5},
+	} {
+		got := d.Descriptors[i].Metadata
+		if w := mustStruct(t, want); !proto.Equal(got, w) {
+			t.Errorf("descriptor %d: got metadata %v, want %v", i, got, w)
+		}
+	}
+	if got := d.Descriptors[0].Metadata.GetFields()["quota"].GetStructValue().GetFields()["tokens"].GetNumberValue(); got != 1500 {
+		t.Errorf("quota.tokens: got %v, want the number 1500", got)
+	}
+}
+
 // The five algorithms with their burst defaults, count_refused on both the
 // rule and its limit, and rate_limits lists, one rule per body in order.
 func TestLoadAlgorithms(t *testing.T) {
@@ -354,6 +384,8 @@ func TestLines(t *testing.T) {
 		"failure_modes.user_deny: sliding_window 10/1s shadow_mode=false failure_mode=deny",
 		"failure_modes.user_error: sliding_window 10/1s shadow_mode=false failure_mode=error",
 		"failure_modes.user_local: sliding_window 10/1s shadow_mode=false failure_mode=local",
+		"metadata.service: sliding_window 20/1m0s shadow_mode=false",
+		"metadata.service_reports: sliding_window 5/1s shadow_mode=false",
 		"rls.api_key_*-test: token_bucket 60/1h0m0s burst=60 shadow_mode=false quota_mode=true",
 		"rls.tenant_a*b*.plan_free: sliding_window 1000000/720h0m0s shadow_mode=false",
 		"rls.user: fixed_window 300/5m0s shadow_mode=false failure_mode=deny",

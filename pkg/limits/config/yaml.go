@@ -133,8 +133,16 @@ func (f *fieldLines) at(name string, valueLine int) (pos, bool) {
 // checkKeys refuses what the decoder would report as mere strings, or not
 // at all, in the names of mapping n: a name that is not a scalar, the same
 // name twice (with both lines), and a merge key whose value is not a
-// mapping or a list of mappings (the decoder's message has no line).
+// mapping or a list of mappings (the decoder's message has no line). The
+// mappings a merge key brings are checked too, as the decoder checks them
+// before T's keys sees them, but not the mappings that their own merge
+// keys bring: those are checked when the decoder hands their parent to
+// keys, which also stops at an anchor that merges itself.
 func checkKeys(n *yaml.Node) error {
+	return checkNames(n, true)
+}
+
+func checkNames(n *yaml.Node, merges bool) error {
 	first := make(map[string]int, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		name, line, value := deref(n.Content[i]), n.Content[i].Line, n.Content[i+1]
@@ -145,7 +153,7 @@ func checkKeys(n *yaml.Node) error {
 			return &Error{Line: line, Word: name.Value, Msg: fmt.Sprintf("duplicate field, first at line %d", at)}
 		}
 		first[name.Value] = line
-		if isMerge(name) {
+		if isMerge(name) && merges {
 			if err := checkMerge(value); err != nil {
 				return err
 			}
@@ -154,21 +162,23 @@ func checkKeys(n *yaml.Node) error {
 	return nil
 }
 
-// checkMerge checks the value v of a merge key.
+// checkMerge checks the value v of a merge key: a mapping, or a list of
+// mappings, with proper names.
 func checkMerge(v *yaml.Node) error {
 	const want = "want a mapping or a list of mappings to merge, got "
-	switch deref(v).Kind {
-	case yaml.MappingNode:
-		return nil
-	case yaml.SequenceNode:
-		for _, item := range deref(v).Content {
-			if m := deref(item); m.Kind != yaml.MappingNode {
-				return &Error{Line: item.Line, Word: "<<", Msg: want + got(m)}
-			}
-		}
-		return nil
+	merged := []*yaml.Node{v}
+	if deref(v).Kind == yaml.SequenceNode {
+		merged = deref(v).Content
 	}
-	return &Error{Line: v.Line, Word: "<<", Msg: want + got(deref(v))}
+	for _, m := range merged {
+		if deref(m).Kind != yaml.MappingNode {
+			return &Error{Line: m.Line, Word: "<<", Msg: want + got(deref(m))}
+		}
+		if err := checkNames(deref(m), false); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func isMerge(n *yaml.Node) bool {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
@@ -104,4 +106,27 @@ descriptors:
 	// Output:
 	// limits.yaml:5: rate_limti: unknown field in a descriptor, did you mean rate_limit?
 	// line 5, word "rate_limti"
+}
+
+// A RateLimitConfig from an xDS server is checked as a file is; its errors
+// name the resource and the field's path.
+func ExampleFromProto() {
+	msg := &rlsconfv3.RateLimitConfig{
+		Name:   "api-limits",
+		Domain: "api",
+		Descriptors: []*rlsconfv3.RateLimitDescriptor{
+			{Key: "remote_address", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_MINUTE, RequestsPerUnit: 300}},
+			{Key: "user", RateLimit: &rlsconfv3.RateLimitPolicy{RequestsPerUnit: 10}},
+		},
+	}
+	_, err := config.FromProto(msg.GetName(), msg)
+	fmt.Println(err)
+
+	msg.Descriptors = msg.Descriptors[:1]
+	d, _ := config.FromProto(msg.GetName(), msg)
+	c := &config.Config{Domains: map[string]*config.Domain{d.Name: d}}
+	fmt.Println(c.Lines())
+	// Output:
+	// api-limits: descriptors[1].rate_limit: has no unit
+	// [api.remote_address: sliding_window 300/1m0s shadow_mode=false]
 }

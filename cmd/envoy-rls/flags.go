@@ -40,6 +40,13 @@ type options struct {
 	grpcTLSKey           string
 	grpcTLSClientCA      string
 	grpcMaxConnectionAge time.Duration
+	// Bounds on what clients can make the service hold (bounds.go).
+	grpcMaxConnectionIdle time.Duration
+	grpcMaxMessageBytes   int
+	grpcMaxStreams        int
+	maxInFlight           int
+	grpcMaxConnections    int
+	httpMaxConnections    int
 	// Redis keys and connections.
 	redisKeyPrefix string
 	redisPoolSize  int
@@ -139,6 +146,12 @@ func serverFlags(o *options) *commandLine {
 	fs.StringVar(&o.grpcTLSKey, "grpc-tls-key", "", "PEM private key of -grpc-tls-cert")
 	fs.StringVar(&o.grpcTLSClientCA, "grpc-tls-client-ca", "", "PEM CAs of gRPC clients: require a client certificate they signed (mutual TLS)")
 	fs.DurationVar(&o.grpcMaxConnectionAge, "grpc-max-connection-age", 0, "close a gRPC connection after this long (±10%), so that clients reconnect and spread over new replicas; calls in flight get -shutdown-timeout to finish; 0: never")
+	fs.DurationVar(&o.grpcMaxConnectionIdle, "grpc-max-connection-idle", 2*time.Minute, "close a gRPC connection that has had no call for this long (the client reconnects when it needs to); 0: never")
+	fs.IntVar(&o.grpcMaxMessageBytes, "grpc-max-message-bytes", defaultMaxMessageBytes, "largest gRPC request read; a larger one is refused with RESOURCE_EXHAUSTED before it is read")
+	fs.IntVar(&o.grpcMaxStreams, "grpc-max-streams", 1024, "most calls at once on one gRPC connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)")
+	fs.IntVar(&o.maxInFlight, "max-in-flight", 4096, "most gRPC calls in flight at once, over all connections, counted from their headers; past it a call is refused with RESOURCE_EXHAUSTED")
+	fs.IntVar(&o.grpcMaxConnections, "grpc-max-connections", 0, "most connections open at once on -grpc-addr; past it a new one is closed at once (0: three quarters of the file descriptors the process may open)")
+	fs.IntVar(&o.httpMaxConnections, "http-max-connections", 0, "most connections open at once on -http-addr, counted apart from gRPC's so that health checks are still answered (0: an eighth of the file descriptors the process may open)")
 	fs.StringVar(&o.redisKeyPrefix, "redis-key-prefix", descriptors.KeyPrefix, "start of every store key (no { or }); instances that share counters must use the same one")
 	fs.IntVar(&o.redisPoolSize, "redis-pool-size", 0, "Redis connections per node (0: go-redis's default, 10 per CPU)")
 	fs.BoolVar(&o.shadowMode, "shadow-mode", false, "report every OVER_LIMIT as OK and count it as shadow_over_limit (a dry run of the limits)")
@@ -191,6 +204,16 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool)) (*options,
 		return nil, errors.New("-grpc-max-connection-age must not be negative (0 turns it off)")
 	case o.redisPoolSize < 0:
 		return nil, errors.New("-redis-pool-size must not be negative (0 is go-redis's default)")
+	case o.grpcMaxConnectionIdle < 0:
+		return nil, errors.New("-grpc-max-connection-idle must not be negative (0 turns it off)")
+	case o.grpcMaxMessageBytes < minMessageBytes:
+		return nil, fmt.Errorf("-grpc-max-message-bytes must be at least %d", minMessageBytes)
+	case o.grpcMaxStreams <= 0 || o.grpcMaxStreams > 1<<31-1:
+		return nil, errors.New("-grpc-max-streams must be positive")
+	case o.maxInFlight <= 0:
+		return nil, errors.New("-max-in-flight must be positive")
+	case o.grpcMaxConnections < 0 || o.httpMaxConnections < 0:
+		return nil, errors.New("-grpc-max-connections and -http-max-connections must not be negative (0 derives them from the file descriptor limit)")
 	}
 	if err := descriptors.CheckKeyPrefix(o.redisKeyPrefix); err != nil {
 		return nil, fmt.Errorf("-redis-key-prefix: %w", err)

@@ -49,6 +49,7 @@ type Metrics struct {
 	localDecided  prometheus.Counter
 	breakerOpen   prometheus.Gauge
 	redisRuns     prometheus.Histogram
+	refused       *prometheus.CounterVec
 }
 
 // New registers the collectors on a fresh registry, with the Go and process
@@ -108,9 +109,13 @@ func New() *Metrics {
 			Help:    "Script runs (a hit, or the limits of one descriptor) that one pipeline to Redis carried: how well concurrent calls share round trips (a cluster splits a pipeline by node).",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
 		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rls_refused_total",
+			Help: "Connections and calls refused at a bound before any work: grpc_connection and http_connection (the listener's -*-max-connections), grpc_call (-max-in-flight).",
+		}, []string{"what"}),
 	}
 	r.MustRegister(m.decisions, m.storeErrors, m.requests, m.latency, m.storeLatency,
-		m.reloads, m.configSuccess, m.configTime, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns,
+		m.reloads, m.configSuccess, m.configTime, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -202,4 +207,19 @@ func (m *Metrics) BreakerOpen(open bool) {
 	} else {
 		m.breakerOpen.Set(0)
 	}
+}
+
+// What Refused counts.
+const (
+	RefusedGRPCConnection = "grpc_connection"
+	RefusedHTTPConnection = "http_connection"
+	RefusedGRPCCall       = "grpc_call"
+)
+
+// Refused counts one connection or call refused at a bound (Refused*).
+func (m *Metrics) Refused(what string) {
+	if m == nil {
+		return
+	}
+	m.refused.WithLabelValues(what).Inc()
 }

@@ -1,0 +1,282 @@
+package main
+
+import (
+	"context"
+	"log"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zapgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/grpclog"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+)
+
+// This file holds the bounds around the decisions: how many connections
+// each listener keeps, how long an idle or slow one may stay, how large and
+// how many requests may be read at once, and how often the server
+// libraries may log their own errors. Without them a client that opens
+// connections and sends nothing, or many large requests at once, exhausts
+// the process's file descriptors or memory, and with them every healthy
+// client too.
+
+// HTTP timeouts. A request to the HTTP API is small (MaxBodyBytes) and
+// answered at once, so a client that takes longer to send it, or to read
+// the answer, is not one to wait for; a pprof profile streams for as long
+// as it was asked to (30 s by default), so the debug server writes longer.
+const (
+	httpReadHeaderTimeout = 10 * time.Second
+	httpReadTimeout       = 30 * time.Second
+	httpWriteTimeout      = 30 * time.Second
+	httpIdleTimeout       = 60 * time.Second
+	debugWriteTimeout     = 5 * time.Minute
+	httpMaxHeaderBytes    = 64 << 10
+)
+
+// grpcHandshakeTimeout bounds how long a new gRPC connection may take to
+// finish its TLS and HTTP/2 handshakes (grpc-go's default is 2 minutes).
+const grpcHandshakeTimeout = 10 * time.Second
+
+// newHTTPServer returns a server of h with the API's timeouts, whose own
+// error log (accept errors, TLS handshake failures) goes to log.
+func newHTTPServer(h http.Handler, writeTimeout time.Duration, log *zap.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadTimeout:       httpReadTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+		ErrorLog:          serverErrorLog(log, "http"),
+	}
+}
+
+// grpcBounds are the server options that bound what gRPC clients can make
+// the service hold: idle connections, slow handshakes, message sizes,
+// streams per connection and requests in flight.
+func grpcBounds(o *options, inflight *inflightLimit) []grpc.ServerOption {
+	ka := keepalive.ServerParameters{MaxConnectionIdle: o.grpcMaxConnectionIdle}
+	if o.grpcMaxConnectionAge > 0 {
+		// A client told to go away reconnects, possibly to a replica that
+		// started since; its calls in flight get the drain bound to finish.
+		ka.MaxConnectionAge = o.grpcMaxConnectionAge
+		ka.MaxConnectionAgeGrace = o.shutdownTimeout
+	}
+	return []grpc.ServerOption{
+		grpc.KeepaliveParams(ka),
+		grpc.ConnectionTimeout(grpcHandshakeTimeout),
+		grpc.MaxRecvMsgSize(o.grpcMaxMessageBytes),
+		grpc.MaxConcurrentStreams(uint32(o.grpcMaxStreams)),
+		grpc.InTapHandle(inflight.admit),
+	}
+}
+
+// inflightLimit bounds the gRPC calls in flight across all connections.
+// A call is counted from the moment its headers arrive, before its message
+// is read, until its stream ends, so the bound covers the memory of the
+// messages being read as well as of the calls being decided. A call over
+// the bound is refused at once with RESOURCE_EXHAUSTED; Envoy then applies
+// its own failure_mode_deny, as for any error of the service.
+type inflightLimit struct {
+	max     int64
+	current atomic.Int64
+	// onRefuse, if set, counts a refused call.
+	onRefuse func()
+}
+
+var errTooManyCalls = status.Error(codes.ResourceExhausted, "too many calls in flight")
+
+// admit is the server's tap: it runs on the connection's reader before the
+// stream is created.
+func (l *inflightLimit) admit(ctx context.Context, _ *tap.Info) (context.Context, error) {
+	if l.current.Add(1) > l.max {
+		l.current.Add(-1)
+		if l.onRefuse != nil {
+			l.onRefuse()
+		}
+		return ctx, errTooManyCalls
+	}
+	// The stream's context ends with the stream, however it ends.
+	context.AfterFunc(ctx, func() { l.current.Add(-1) })
+	return ctx, nil
+}
+
+// limitListener accepts at most max connections open at once. Past that, a
+// new connection is accepted and closed at once: its client fails fast
+// instead of waiting in the kernel's backlog, and the process keeps its
+// descriptors for the connections it serves. Each listener has its own
+// bound, so a flood of gRPC connections leaves the health checks on the
+// HTTP listener answered.
+type limitListener struct {
+	net.Listener
+	max  int64
+	open atomic.Int64
+	// onRefuse, if set, counts a refused connection.
+	onRefuse func()
+}
+
+func newLimitListener(l net.Listener, max int, onRefuse func()) net.Listener {
+	if max <= 0 {
+		return l
+	}
+	return &limitListener{Listener: l, max: int64(max), onRefuse: onRefuse}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) <= l.max {
+			return &limitConn{Conn: c, release: func() { l.open.Add(-1) }}, nil
+		}
+		l.open.Add(-1)
+		c.Close()
+		if l.onRefuse != nil {
+			l.onRefuse()
+		}
+	}
+}
+
+// limitConn gives its place back to its listener once, on its first Close.
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// serverLogBudget is how many lines per second the server libraries may log
+// of their own; the rest of a second's lines are dropped. An error that
+// repeats for every connection (accept failing with too many open files, a
+// TLS handshake refused) says all it has to say in a few lines, and must
+// not drown the service's own log.
+const serverLogBudget = 5
+
+// serverErrorLog is a standard logger for a server library's own errors,
+// written through log as structured warnings (from names the library),
+// within serverLogBudget lines a second.
+func serverErrorLog(log *zap.Logger, from string) *log.Logger {
+	l := budgeted(log).With(zap.String("from", from))
+	std, err := zap.NewStdLogAt(l, zapcore.WarnLevel)
+	if err != nil {
+		// Only an invalid level fails, and WarnLevel is valid.
+		return zap.NewStdLog(l)
+	}
+	return std
+}
+
+// grpcLogOnce sets grpc-go's process-wide logger once: grpclog's setter
+// must not race with gRPC's own use of it.
+var grpcLogOnce sync.Once
+
+// routeGRPCLog sends grpc-go's warnings and errors through log, within the
+// budget; its informational lines are dropped, as grpc-go's default does.
+func routeGRPCLog(log *zap.Logger) {
+	grpcLogOnce.Do(func() {
+		l := budgeted(log).With(zap.String("from", "grpc"))
+		if l.Core().Enabled(zapcore.InfoLevel) {
+			l = l.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
+		}
+		grpclog.SetLoggerV2(zapgrpc.NewLogger(l))
+	})
+}
+
+// budgeted returns log limited to serverLogBudget entries a second.
+func budgeted(log *zap.Logger) *zap.Logger {
+	b := &logBudget{}
+	return log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return &budgetCore{Core: c, budget: b} }))
+}
+
+// logBudget counts the entries of the current second.
+type logBudget struct {
+	second atomic.Int64
+	used   atomic.Int64
+}
+
+func (b *logBudget) take(now time.Time) bool {
+	s := now.Unix()
+	if old := b.second.Load(); old != s && b.second.CompareAndSwap(old, s) {
+		b.used.Store(0)
+	}
+	return b.used.Add(1) <= serverLogBudget
+}
+
+// budgetCore is a core that writes at most the budget's entries a second.
+type budgetCore struct {
+	zapcore.Core
+	budget *logBudget
+}
+
+func (c *budgetCore) With(fields []zapcore.Field) zapcore.Core {
+	return &budgetCore{Core: c.Core.With(fields), budget: c.budget}
+}
+
+func (c *budgetCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if !c.Enabled(e.Level) || !c.budget.take(e.Time) {
+		return ce
+	}
+	return ce.AddCore(e, c)
+}
+
+// defaultMaxMessageBytes is -grpc-max-message-bytes' default: what the
+// largest request the service accepts needs (MaxDescriptors descriptors of
+// MaxEntries entries, each key and value up to a few hundred bytes, a
+// header value's usual size), with room to spare. Envoy's requests are a
+// few hundred bytes.
+const defaultMaxMessageBytes = 256 << 10
+
+// minMessageBytes is the least -grpc-max-message-bytes may be: one
+// descriptor of a few long entries.
+const minMessageBytes = 4 << 10
+
+// connectionBounds returns the connection bounds in force: the flags', or
+// shares of the process's file descriptor limit, less a reserve for what
+// else the process opens (Redis connections, the limits files, the
+// listeners themselves).
+func connectionBounds(o *options) (grpcConns, httpConns int) {
+	grpcConns, httpConns = o.grpcMaxConnections, o.httpMaxConnections
+	if grpcConns > 0 && httpConns > 0 {
+		return grpcConns, httpConns
+	}
+	usable := fdLimit() - fdReserve
+	if usable < 64 {
+		usable = 64
+	}
+	if grpcConns == 0 {
+		grpcConns = usable * 3 / 4
+	}
+	if httpConns == 0 {
+		httpConns = max(usable/8, 16)
+	}
+	return grpcConns, httpConns
+}
+
+// fdReserve is kept out of the connection bounds for the process's other
+// files: a Redis pool per node, the limits files and their watches.
+const fdReserve = 256
+
+// fdLimit is the number of file descriptors the process may open (Go raises
+// the soft limit to the hard one at start).
+func fdLimit() int {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil || l.Cur > 1<<30 {
+		return 1 << 16
+	}
+	return int(l.Cur)
+}

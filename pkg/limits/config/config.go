@@ -1,7 +1,9 @@
-// Package config loads limits files: the envoyproxy/ratelimit YAML format
-// plus envoy-rls's additions, parsed strictly (an unknown field, a typo, a
-// duplicate is an error naming file, line and word) into an immutable
-// snapshot.
+// Package config loads limits into an immutable snapshot, from two sources
+// checked by one validator: limits files, in the envoyproxy/ratelimit YAML
+// format plus envoy-rls's additions, parsed strictly (an unknown field, a
+// typo, a duplicate is an error naming file, line and word); and the
+// RateLimitConfig messages of an xDS server (FromProto), whose errors name
+// the resource and the field's path instead.
 package config
 
 import (

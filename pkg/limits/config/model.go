@@ -116,8 +116,9 @@ type rawRule struct {
 	replaces []field[string]
 }
 
-// at returns the position of the rule's field name, and whether the rule
-// sets it: how the validator points at the field a limits.FieldError names.
+// field returns the position of the rule's field name, and whether the
+// rule sets it: how the validator points at the field that a
+// limits.FieldError names.
 func (r *rawRule) field(name string) (pos, bool) {
 	switch name {
 	case "requests_per_unit":

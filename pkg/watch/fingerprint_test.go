@@ -123,7 +123,7 @@ func fingerprintOf(path string, dir bool) string {
 
 // digestOf is the content digest of a Watcher of path alone.
 func digestOf(path string, dir bool) [32]byte {
-	return (&Watcher{targets: []target{{path: path, dir: dir}}}).contentDigest()
+	return (&Watcher{targets: []target{{path: path, dir: dir}}}).contents().digest
 }
 
 // The digest changes with what a reader of the files gets, and with

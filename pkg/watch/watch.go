@@ -20,11 +20,23 @@
 // is no change, and the caller keeps what it built from the files, caches
 // included. The caller still reads the files itself, and must keep what it
 // had when they do not load.
+//
+// A change is handed to the callback only once it is whole. A file
+// replaced at once (a rename over it, a ConfigMap's `..data` swap) is whole
+// when seen, and is called back after the debounce. A file written in place
+// (rewritten, appended to, or created and then written) may be seen half
+// way, when it is only its first lines: a valid limits file that lacks the
+// limits after them. So such a change is called back only once a second
+// look, at least Options.Settle after the look that found it, finds the
+// files' sizes, modification times and bytes as they were; a change seen by
+// the poll, which cannot tell how it was made, is treated the same. A write
+// that pauses for less than Settle is thus never called back half done,
+// and an in-place edit takes effect about Debounce + Settle after its last
+// write.
 package watch
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -43,10 +55,11 @@ import (
 const (
 	DefaultDebounce = 100 * time.Millisecond
 	DefaultPoll     = time.Second
+	DefaultSettle   = 500 * time.Millisecond
 )
 
-// Options tunes a Watcher. The zero value is ready to use: a 100 ms debounce
-// and a 1 s poll.
+// Options tunes a Watcher. The zero value is ready to use: a 100 ms debounce,
+// a 1 s poll and a 500 ms settle time.
 type Options struct {
 	// Debounce is how long the files must stay quiet after an event before
 	// their contents are looked at, so that one save, which is several
@@ -61,6 +74,15 @@ type Options struct {
 	// when it differs. Zero means DefaultPoll; a negative value disables
 	// the check.
 	Poll time.Duration
+
+	// Settle is how long a change written in place must stay as it was
+	// before it is called back, so that a write still under way is not: a
+	// file rewritten in place is, for a while, only its first lines. Zero
+	// means DefaultSettle, which outlasts a writer's pause of 400 ms and
+	// still calls back an edit seen by the poll, or made under a steady
+	// stream of events, within 2 s (the service's reload bound); a negative
+	// value calls back every change after the debounce alone.
+	Settle time.Duration
 }
 
 // Watcher calls back when the contents of some files change. Make one with
@@ -71,12 +93,13 @@ type Watcher struct {
 	logger   *zap.Logger
 	debounce time.Duration
 	poll     time.Duration
+	settle   time.Duration // 0: no settling
 	fs       *fsnotify.Watcher
 
-	// last and digest are the fingerprint and the content digest taken by
-	// New; from then on only Run's goroutine uses them.
-	last   string
-	digest [sha256.Size]byte
+	// last and seen are the fingerprint and the contents taken by New;
+	// from then on only Run's goroutine uses them.
+	last string
+	seen contents
 
 	// ignoreEvents makes Run drop every fsnotify event, so that tests can
 	// exercise the poll alone.
@@ -111,6 +134,7 @@ const (
 	stepSync                      // the watches were brought up to date
 	stepPoll                      // the poll looked at the fingerprint
 	stepUnchanged                 // the contents were looked at and found as they were
+	stepSettle                    // the contents had changed in place: they must stay so for Settle
 	stepCalled                    // the contents had changed and onChange returned
 )
 
@@ -132,12 +156,16 @@ func New(logger *zap.Logger, opts Options, paths ...string) (*Watcher, error) {
 		logger:   logger,
 		debounce: opts.Debounce,
 		poll:     opts.Poll,
+		settle:   max(opts.Settle, 0),
 	}
 	if w.debounce <= 0 {
 		w.debounce = DefaultDebounce
 	}
 	if w.poll == 0 {
 		w.poll = DefaultPoll
+	}
+	if opts.Settle == 0 {
+		w.settle = DefaultSettle
 	}
 	for _, path := range paths {
 		t, err := newTarget(path)
@@ -159,7 +187,7 @@ func New(logger *zap.Logger, opts Options, paths ...string) (*Watcher, error) {
 	// The fingerprint first: a change between the two is then seen by the
 	// poll as well as by the events.
 	w.last = w.fingerprint()
-	w.digest = w.contentDigest()
+	w.seen = w.contents()
 	return w, nil
 }
 
@@ -208,7 +236,8 @@ func (w *Watcher) Close() error {
 // the call reads the files again; so events that arrive during a call lead
 // to one more look after it, and to one more call if the contents differ.
 // Only a change made during a call and undone within a debounce after it
-// can go uncalled, though the call may have read it.
+// can go uncalled, though the call may have read it. A change written in
+// place is called back once it has settled (see the package doc).
 // A second call to Run returns at once.
 func (w *Watcher) Run(ctx context.Context, onChange func()) {
 	if !w.started.CompareAndSwap(false, true) {
@@ -217,7 +246,10 @@ func (w *Watcher) Run(ctx context.Context, onChange func()) {
 	}
 	defer w.Close()
 
-	last, digest := w.last, w.digest
+	// last and seen are what the latest look found; digest is the contents
+	// of the latest call (or of New), which a change differs from.
+	last, seen := w.last, w.seen
+	digest := seen.digest
 
 	maxWait := max(w.debounce, time.Second)
 	timer := time.NewTimer(time.Hour)
@@ -225,6 +257,21 @@ func (w *Watcher) Run(ctx context.Context, onChange func()) {
 	defer timer.Stop()
 	pending := false
 	var pendingSince time.Time
+
+	// written holds the files fsnotify reported written since the latest
+	// look, and blind tells that events may have been lost since: either
+	// makes a change found by the next look one that must settle.
+	written := make(map[string]bool)
+	blind := false
+	// settling tells that seen is a change written in place, first seen at
+	// settleFrom; settleTimer fires when it is due to be looked at again.
+	// Events do not push it back: a steady stream of them must not delay
+	// the call, and a look compares the files themselves.
+	settleTimer := time.NewTimer(time.Hour)
+	settleTimer.Stop()
+	defer settleTimer.Stop()
+	settling := false
+	var settleFrom time.Time
 
 	var pollC <-chan time.Time
 	if w.poll > 0 {
@@ -260,14 +307,33 @@ func (w *Watcher) Run(ctx context.Context, onChange func()) {
 		}
 		resync()
 		// The fingerprint before the contents, as in New.
-		last = w.fingerprint()
-		d := w.contentDigest()
-		if d == digest {
+		prevFP, prev := last, seen
+		last, seen = w.fingerprint(), w.contents()
+		unsure := blind || reason == "poll"
+		wrote := written
+		written, blind = make(map[string]bool), false
+		switch {
+		case seen.digest == digest:
+			settling = false
+			settleTimer.Stop()
 			w.logger.Debug("watch: files unchanged", zap.Stringer("paths", w), zap.String("reason", reason))
 			w.note(step{kind: stepUnchanged})
 			return
+		case settling && last == prevFP && seen.digest == prev.digest:
+			if time.Since(settleFrom) < w.settle {
+				return // an event's look, before the settle timer's
+			}
+		case w.settle > 0 && (unsure || inPlace(prev, seen, wrote)):
+			settling, settleFrom = true, time.Now()
+			settleTimer.Reset(w.settle)
+			w.logger.Debug("watch: files changed in place, waiting for them to settle",
+				zap.Stringer("paths", w), zap.String("reason", reason), zap.Duration("settle", w.settle))
+			w.note(step{kind: stepSettle})
+			return
 		}
-		digest = d
+		settling = false
+		settleTimer.Stop()
+		digest = seen.digest
 		w.logger.Debug("watch: files changed", zap.Stringer("paths", w), zap.String("reason", reason))
 		onChange()
 		w.note(step{kind: stepCalled})
@@ -287,7 +353,7 @@ func (w *Watcher) Run(ctx context.Context, onChange func()) {
 
 	w.logger.Debug("watch: started", zap.Stringer("paths", w),
 		zap.Strings("dirs", w.fs.WatchList()), zap.Duration("debounce", w.debounce),
-		zap.Duration("poll", w.poll))
+		zap.Duration("poll", w.poll), zap.Duration("settle", w.settle))
 	w.note(step{kind: stepReady})
 	for {
 		select {
@@ -301,6 +367,9 @@ func (w *Watcher) Run(ctx context.Context, onChange func()) {
 				continue
 			}
 			w.logger.Debug("watch: event", zap.String("name", ev.Name), zap.Stringer("op", ev.Op))
+			if ev.Has(fsnotify.Write) {
+				written[filepath.Clean(ev.Name)] = true
+			}
 			arm()
 			w.note(step{kind: stepEvent, name: ev.Name})
 		case err, ok := <-w.fs.Errors:
@@ -309,10 +378,13 @@ func (w *Watcher) Run(ctx context.Context, onChange func()) {
 			}
 			w.logger.Warn("watch: fsnotify error", zap.Stringer("paths", w), zap.Error(err))
 			if errors.Is(err, fsnotify.ErrEventOverflow) && !w.ignoreEvents {
+				blind = true
 				arm() // events were lost: one of them may have been a change
 			}
 		case <-timer.C:
 			look("event")
+		case <-settleTimer.C:
+			look("settle")
 		case <-pollC:
 			if pending {
 				continue // the debounce will look, and re-read then

@@ -64,6 +64,18 @@ func (r *recorder) wait(t *testing.T, what string) {
 	}
 }
 
+// waitFast is wait for a change that is whole the moment it is made (a
+// rename, a ConfigMap swap): it must be called back after the debounce
+// alone, without settling. from is the trace's length before the change.
+func (r *recorder) waitFast(t *testing.T, what string, from int) {
+	t.Helper()
+	r.wait(t, what)
+	to := r.trace.waitFor(t, what+": the call", from, is(stepCalled))
+	if n := r.trace.count(from, to, stepSettle); n != 0 {
+		t.Errorf("%s: settled %d times before the call, want none", what, n)
+	}
+}
+
 // trace records the steps of a Watcher's Run, so that a test waits for the
 // step it needs rather than for a while.
 type trace struct {
@@ -114,6 +126,20 @@ func (tr *trace) waitFor(t *testing.T, what string, from int, ok func(step) bool
 			t.Fatalf("%s: not within %v", what, within)
 		}
 	}
+}
+
+// count is the number of steps of kind k at indexes from to to (not
+// included).
+func (tr *trace) count(from, to int, k stepKind) int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	n := 0
+	for _, s := range tr.steps[from:to] {
+		if s.kind == k {
+			n++
+		}
+	}
+	return n
 }
 
 // is accepts the steps of a kind.
@@ -216,17 +242,19 @@ func TestRenameOverTemp(t *testing.T) {
 		write(t, file, "domain: a\n")
 		r := start(t, watched, noPoll)
 		tmp := filepath.Join(dir, ".limits.yaml.tmp")
+		from := r.trace.len()
 		write(t, tmp, "domain: b\n")
 		if err := os.Rename(tmp, file); err != nil {
 			t.Fatal(err)
 		}
-		r.wait(t, "rename over")
+		r.waitFast(t, "rename over", from)
 		// The watch survives the replaced inode: a second save is seen too.
+		from = r.trace.len()
 		write(t, tmp, "domain: c\n")
 		if err := os.Rename(tmp, file); err != nil {
 			t.Fatal(err)
 		}
-		r.wait(t, "second rename over")
+		r.waitFast(t, "second rename over", from)
 	})
 }
 
@@ -314,10 +342,12 @@ func TestConfigMapSwap(t *testing.T) {
 				watched = filepath.Join(c.dir, "limits.yaml")
 			}
 			r := start(t, watched, noPoll)
+			from := r.trace.len()
 			c.publish("domain: b\n")
-			r.wait(t, "first swap")
+			r.waitFast(t, "first swap", from)
+			from = r.trace.len()
 			c.publish("domain: c\n")
-			r.wait(t, "second swap")
+			r.waitFast(t, "second swap", from)
 			// An edit in the new data directory is seen without the poll,
 			// so the watch followed the swap there.
 			real, err := filepath.EvalSymlinks(c.dir)
@@ -328,8 +358,91 @@ func TestConfigMapSwap(t *testing.T) {
 			r.trace.waitFor(t, "a watch on the swapped-in directory", 0, func(s step) bool {
 				return s.kind == stepSync && slices.Contains(s.dirs, cur)
 			})
+			from = r.trace.len()
 			write(t, filepath.Join(c.dir, c.cur, "limits.yaml"), "domain: d\n")
 			r.wait(t, "edit in the swapped-in directory")
+			// An edit in place, unlike the swaps, settles first.
+			to := r.trace.waitFor(t, "the edit's call", from, is(stepCalled))
+			if r.trace.count(from, to, stepSettle) == 0 {
+				t.Error("edit in the swapped-in directory: called back without settling")
+			}
+		})
+	}
+}
+
+// A file written in place in two parts, with a pause between them, is
+// called back whole only, and once: its first part alone is a valid limits
+// file with no limits, which a reload must not serve. The watcher runs with
+// the defaults, as the service runs it.
+func TestInPlaceWriteSettles(t *testing.T) {
+	const (
+		first = "domain: x\n"
+		rest  = "descriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n"
+		pause = 400 * time.Millisecond
+	)
+	for _, tc := range []struct {
+		name string
+		dir  bool // watch the directory, not the file
+		new  bool // the file is created by the write
+	}{
+		{"rewrite, file", false, false},
+		{"rewrite, dir", true, false},
+		{"new file, dir", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			file := filepath.Join(dir, "limits.yaml")
+			watched := file
+			if tc.dir {
+				watched = dir
+			}
+			if tc.new {
+				write(t, filepath.Join(dir, "a.yaml"), "domain: a\n")
+			} else {
+				write(t, file, "domain: a\n")
+			}
+			// Each call reads the file, as a reload does.
+			var mu sync.Mutex
+			var read []string
+			r := &recorder{during: func(int) {
+				data, err := os.ReadFile(file)
+				if err != nil {
+					t.Error(err)
+				}
+				mu.Lock()
+				read = append(read, string(data))
+				mu.Unlock()
+			}}
+			run(t, r, Options{}, nil, watched)
+
+			f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			from := r.trace.len()
+			if _, err := f.WriteString(first); err != nil {
+				t.Fatal(err)
+			}
+			wrote := time.Now()
+			// The watcher looks during the pause, finds the first part
+			// alone, and holds it back.
+			r.trace.waitFor(t, "a look at the first part", from, is(stepSettle))
+			time.Sleep(time.Until(wrote.Add(pause))) // the writer's pause, the scenario itself
+			paused := time.Since(wrote)
+			if _, err := f.WriteString(rest); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			r.wait(t, "the whole file")
+			mu.Lock()
+			defer mu.Unlock()
+			if len(read) != 1 || read[0] != first+rest {
+				t.Errorf("called back with %q after a pause of %v, want once with the whole file %q",
+					read, paused.Round(time.Millisecond), first+rest)
+			}
 		})
 	}
 }
@@ -465,7 +578,7 @@ func TestNeverConcurrent(t *testing.T) {
 			}
 		}
 	}}
-	run(t, r, Options{Debounce: 5 * time.Millisecond, Poll: 5 * time.Millisecond}, nil, file)
+	run(t, r, Options{Debounce: 5 * time.Millisecond, Poll: 5 * time.Millisecond, Settle: 5 * time.Millisecond}, nil, file)
 	write(t, file, "domain: a0\n")
 	for i := range calls {
 		r.wait(t, fmt.Sprintf("call %d", i+1))
@@ -669,17 +782,19 @@ func TestOptionsDefaults(t *testing.T) {
 		opts     Options
 		debounce time.Duration
 		poll     time.Duration
+		settle   time.Duration
 	}{
-		{Options{}, DefaultDebounce, DefaultPoll},
-		{Options{Debounce: time.Second, Poll: 5 * time.Second}, time.Second, 5 * time.Second},
-		{Options{Poll: -1}, DefaultDebounce, -1},
+		{Options{}, DefaultDebounce, DefaultPoll, DefaultSettle},
+		{Options{Debounce: time.Second, Poll: 5 * time.Second, Settle: 2 * time.Second}, time.Second, 5 * time.Second, 2 * time.Second},
+		{Options{Poll: -1, Settle: -1}, DefaultDebounce, -1, 0},
 	} {
 		w, err := New(zap.NewNop(), tc.opts, t.TempDir())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if w.debounce != tc.debounce || w.poll != tc.poll {
-			t.Errorf("%+v: got debounce %v poll %v, want %v %v", tc.opts, w.debounce, w.poll, tc.debounce, tc.poll)
+		if w.debounce != tc.debounce || w.poll != tc.poll || w.settle != tc.settle {
+			t.Errorf("%+v: got debounce %v poll %v settle %v, want %v %v %v",
+				tc.opts, w.debounce, w.poll, w.settle, tc.debounce, tc.poll, tc.settle)
 		}
 		w.Close()
 	}

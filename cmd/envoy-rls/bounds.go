@@ -29,15 +29,13 @@ import (
 // the process's file descriptors or memory, and with them every healthy
 // client too.
 
-// HTTP timeouts. A request to the HTTP API is small (MaxBodyBytes) and
-// answered at once, so a client that takes longer to send it, or to read
-// the answer, is not one to wait for; a pprof profile streams for as long
-// as it was asked to (30 s by default), so the debug server writes longer.
+// A request to the HTTP API is small (MaxBodyBytes) and answered at once,
+// so a client that takes longer than -http-read-timeout to send it, or to
+// read the answer, is not one to wait for; a pprof profile streams for as
+// long as it was asked to (30 s by default), so the debug server may write
+// for longer.
 const (
 	httpReadHeaderTimeout = 10 * time.Second
-	httpReadTimeout       = 30 * time.Second
-	httpWriteTimeout      = 30 * time.Second
-	httpIdleTimeout       = 60 * time.Second
 	debugWriteTimeout     = 5 * time.Minute
 	httpMaxHeaderBytes    = 64 << 10
 )
@@ -46,15 +44,16 @@ const (
 // finish its TLS and HTTP/2 handshakes (grpc-go's default is 2 minutes).
 const grpcHandshakeTimeout = 10 * time.Second
 
-// newHTTPServer returns a server of h with the API's timeouts, whose own
-// error log (accept errors, TLS handshake failures) goes to log.
-func newHTTPServer(h http.Handler, writeTimeout time.Duration, log *zap.Logger) *http.Server {
+// newHTTPServer returns a server of h with the HTTP bounds of o (writing
+// for up to writeTimeout), whose own error log (accept errors, TLS
+// handshake failures) goes to log.
+func newHTTPServer(h http.Handler, o *options, writeTimeout time.Duration, log *zap.Logger) *http.Server {
 	return &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: httpReadHeaderTimeout,
-		ReadTimeout:       httpReadTimeout,
+		ReadHeaderTimeout: min(httpReadHeaderTimeout, o.httpReadTimeout),
+		ReadTimeout:       o.httpReadTimeout,
 		WriteTimeout:      writeTimeout,
-		IdleTimeout:       httpIdleTimeout,
+		IdleTimeout:       o.httpIdleTimeout,
 		MaxHeaderBytes:    httpMaxHeaderBytes,
 		ErrorLog:          serverErrorLog(log, "http"),
 	}

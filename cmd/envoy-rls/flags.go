@@ -47,6 +47,8 @@ type options struct {
 	maxInFlight           int
 	grpcMaxConnections    int
 	httpMaxConnections    int
+	httpIdleTimeout       time.Duration
+	httpReadTimeout       time.Duration
 	// Redis keys and connections.
 	redisKeyPrefix string
 	redisPoolSize  int
@@ -152,6 +154,8 @@ func serverFlags(o *options) *commandLine {
 	fs.IntVar(&o.maxInFlight, "max-in-flight", 4096, "most gRPC calls in flight at once, over all connections, counted from their headers; past it a call is refused with RESOURCE_EXHAUSTED")
 	fs.IntVar(&o.grpcMaxConnections, "grpc-max-connections", 0, "most connections open at once on -grpc-addr; past it a new one is closed at once (0: three quarters of the file descriptors the process may open)")
 	fs.IntVar(&o.httpMaxConnections, "http-max-connections", 0, "most connections open at once on -http-addr, counted apart from gRPC's so that health checks are still answered (0: an eighth of the file descriptors the process may open)")
+	fs.DurationVar(&o.httpIdleTimeout, "http-idle-timeout", 60*time.Second, "close a keep-alive HTTP connection that has sent no request for this long")
+	fs.DurationVar(&o.httpReadTimeout, "http-read-timeout", 30*time.Second, "longest an HTTP client may take to send a whole request, and to read the answer")
 	fs.StringVar(&o.redisKeyPrefix, "redis-key-prefix", descriptors.KeyPrefix, "start of every store key (no { or }); instances that share counters must use the same one")
 	fs.IntVar(&o.redisPoolSize, "redis-pool-size", 0, "Redis connections per node (0: go-redis's default, 10 per CPU)")
 	fs.BoolVar(&o.shadowMode, "shadow-mode", false, "report every OVER_LIMIT as OK and count it as shadow_over_limit (a dry run of the limits)")
@@ -212,6 +216,8 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool)) (*options,
 		return nil, errors.New("-grpc-max-streams must be positive")
 	case o.maxInFlight <= 0:
 		return nil, errors.New("-max-in-flight must be positive")
+	case o.httpIdleTimeout <= 0 || o.httpReadTimeout <= 0:
+		return nil, errors.New("-http-idle-timeout and -http-read-timeout must be positive")
 	case o.grpcMaxConnections < 0 || o.httpMaxConnections < 0:
 		return nil, errors.New("-grpc-max-connections and -http-max-connections must not be negative (0 derives them from the file descriptor limit)")
 	}

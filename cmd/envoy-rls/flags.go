@@ -25,6 +25,9 @@ type options struct {
 	redisSentinelPassword string
 	redisUsername         string
 	redisPassword         string
+	// Secrets by file (secrets.go).
+	redisPasswordFile         string
+	redisSentinelPasswordFile string
 	redisTLS              bool
 	redisTLSCA            string
 	storeTimeout          time.Duration
@@ -56,11 +59,13 @@ type options struct {
 	shadowMode   bool
 	jsonEndpoint bool
 	negativeHits bool
+	jsonRefunds  bool
 	hashValues   bool
 	// Headers of the service's own, and /explain.
 	responseHeaders bool
 	json429Body     bool
 	explainEndpoint bool
+	grpcReflection  bool
 	// overLimitCache answers hits on keys the store refused locally until
 	// the store's reset (pkg/limits/overlimit).
 	overLimitCache bool
@@ -161,10 +166,12 @@ func serverFlags(o *options) *commandLine {
 	fs.BoolVar(&o.shadowMode, "shadow-mode", false, "report every OVER_LIMIT as OK and count it as shadow_over_limit (a dry run of the limits)")
 	fs.BoolVar(&o.jsonEndpoint, "json-endpoint", true, "serve POST /json on -http-addr (false: 404)")
 	fs.BoolVar(&o.negativeHits, "negative-hits", true, "accept descriptors with is_negative_hits (refunds); false answers InvalidArgument")
+	fs.BoolVar(&o.jsonRefunds, "json-negative-hits", false, "accept refunds (is_negative_hits) on POST /json too; off, they get 400, since anything that reaches the HTTP port could refund another client's hits")
 	fs.BoolVar(&o.hashValues, "hash-values", false, "key counters by the SHA-256 of each descriptor value, so that Redis never holds the values")
 	fs.BoolVar(&o.responseHeaders, "response-headers", false, "add RateLimit-Policy and RateLimit (IETF draft) to every answer's response_headers_to_add, and Retry-After on OVER_LIMIT")
 	fs.BoolVar(&o.json429Body, "json-429-body", false, "give OVER_LIMIT answers a JSON raw_body and a content-type: application/json header")
 	fs.BoolVar(&o.explainEndpoint, "explain-endpoint", true, "serve GET /explain on -http-addr (false: 404)")
+	fs.BoolVar(&o.grpcReflection, "grpc-reflection", true, "serve gRPC server reflection on -grpc-addr (the services' schemas, for grpcurl); false leaves it out")
 	fs.BoolVar(&o.overLimitCache, "over-limit-cache", true, "with Redis, refuse a key Redis refused locally until the reset Redis gave (cost-1 hits of limits that are not count_refused, not leaky_bucket, not one of several on a descriptor); peeks and refunds always ask Redis")
 	fs.BoolVar(&o.version, "version", false, "print the version, and the Go and go-control-plane versions, and exit (no environment twin)")
 	return cl
@@ -243,11 +250,15 @@ func redisFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.redisPassword, "redis-password", "", "Redis password where the URL has none")
 	fs.BoolVar(&o.redisTLS, "redis-tls", false, "TLS to a Redis Cluster or to Sentinel and its master")
 	fs.StringVar(&o.redisTLSCA, "redis-tls-ca", "", "CA file for Redis TLS (default: system roots)")
+	secretFileFlags(fs, o)
 }
 
 // checkRedis reports flags that name more than one Redis, or a Sentinel
-// without its master's name.
+// without its master's name, and reads the passwords given by file.
 func (o *options) checkRedis() error {
+	if err := o.readSecretFiles(); err != nil {
+		return err
+	}
 	var set []string
 	for _, f := range []struct{ name, value string }{
 		{"-redis-url", o.redisURL}, {"-redis-cluster", o.redisCluster}, {"-redis-sentinel", o.redisSentinel},

@@ -42,6 +42,11 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// Explainer serves GET /explain (explain.go); nil leaves it out.
 	Explainer Explainer
+	// JSONRefunds lets POST /json refund hits (descriptors with
+	// is_negative_hits). Off, such a request is refused with 400: anything
+	// that reaches the HTTP port could otherwise hand another client's
+	// quota back. Envoy refunds over gRPC.
+	JSONRefunds bool
 }
 
 // Handler returns the HTTP API.
@@ -50,7 +55,7 @@ func Handler(o Options) http.Handler {
 	health := func(w http.ResponseWriter, r *http.Request) { serveHealth(w, r, o) }
 	mux.HandleFunc("GET /healthz", health)
 	mux.HandleFunc("GET /healthcheck", health)
-	mux.HandleFunc("POST /json", func(w http.ResponseWriter, r *http.Request) { serveJSON(w, r, o.Limiter) })
+	mux.HandleFunc("POST /json", func(w http.ResponseWriter, r *http.Request) { serveJSON(w, r, o) })
 	mux.HandleFunc("GET /rlconfig", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		for _, l := range o.ConfigLines() {
@@ -91,7 +96,7 @@ func serveHealth(w http.ResponseWriter, r *http.Request, o Options) {
 
 // serveJSON is envoyproxy/ratelimit's /json: a RateLimitRequest in protobuf
 // JSON in, the RateLimitResponse out, with the code as the HTTP status.
-func serveJSON(w http.ResponseWriter, r *http.Request, l Limiter) {
+func serveJSON(w http.ResponseWriter, r *http.Request, o Options) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		httpError(w, http.StatusBadRequest, "reading body: "+err.Error())
@@ -102,7 +107,15 @@ func serveJSON(w http.ResponseWriter, r *http.Request, l Limiter) {
 		httpError(w, http.StatusBadRequest, "bad RateLimitRequest: "+err.Error())
 		return
 	}
-	resp, err := l.ShouldRateLimit(r.Context(), &req)
+	if !o.JSONRefunds {
+		for i, d := range req.GetDescriptors() {
+			if d.GetIsNegativeHits() {
+				httpError(w, http.StatusBadRequest, fmt.Sprintf("descriptor %d: refunds (is_negative_hits) are not accepted over /json (-json-negative-hits)", i))
+				return
+			}
+		}
+	}
+	resp, err := o.Limiter.ShouldRateLimit(r.Context(), &req)
 	if err != nil {
 		code := http.StatusInternalServerError
 		switch status.Code(err) {

@@ -134,7 +134,7 @@ func TestCheckConfig(t *testing.T) {
 		t.Parallel()
 		path := writeConfig(t, smallLimits)
 		stdout, stderr, code := runBinary(t, nil, "check-config", path)
-		if want := path + ": OK, 1 domains, 2 limits\n"; code != 0 || stdout != want {
+		if want := path + ": OK, 1 domain, 2 limits (0 unlimited) on 2 descriptors\n"; code != 0 || stdout != want {
 			t.Errorf("check-config: got status %d, stdout %q, stderr %q; want 0 and %q", code, stdout, stderr, want)
 		}
 	})
@@ -146,7 +146,7 @@ func TestCheckConfig(t *testing.T) {
 		writeFile(t, dir, ".hidden.yaml", "not: a limits file\n")
 		writeFile(t, dir, "README.txt", "not a limits file\n")
 		stdout, stderr, code := runBinary(t, nil, "check-config", dir)
-		if want := dir + ": OK, 2 domains, 3 limits\n"; code != 0 || stdout != want {
+		if want := dir + ": OK, 2 domains, 3 limits (0 unlimited) on 3 descriptors\n"; code != 0 || stdout != want {
 			t.Errorf("check-config: got status %d, stdout %q, stderr %q; want 0 and %q", code, stdout, stderr, want)
 		}
 	})

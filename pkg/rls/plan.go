@@ -70,6 +70,10 @@ type planned struct {
 	// hits[j] decides rules[j] and results[j] is the store's answer.
 	hits    []limits.Hit
 	results []limits.Result
+	// sameAs is the earlier descriptor of the request that counts on the
+	// same counters and carries this one's cost too (finish); its verdict
+	// is this one's. This descriptor then has no hits of its own.
+	sameAs *planned
 	// failure is set by the failure pass when the store could not decide
 	// the descriptor and its failure mode answers instead.
 	failure *storeFailure
@@ -184,18 +188,43 @@ func (p *plan) add(s *Service, ix *descriptors.Index, in descriptorInput) error 
 // finish drops replaced limits and lays out the store hits of every
 // descriptor, each limit's key named as the file names it. maxDelay bounds a
 // leaky bucket's wait.
+//
+// Descriptors of one request that count on the same counters (the same
+// descriptor listed twice, or values that share_threshold puts under one
+// counter) become one set of hits whose cost is theirs added up, so that
+// they are allowed or refused together: a refused request never consumes
+// quota on a counter through an earlier listing of it. Only consuming
+// descriptors are merged; a peek or a refund is decided on its own.
 func (p *plan) finish(s *Service, maxDelay time.Duration) {
+	n := 0
 	for i := range p.descs {
 		d := &p.descs[i]
 		if len(p.replacedBy) > 0 {
 			d.rules = p.withoutReplaced(d.rules)
 		}
+		if d.decided() {
+			n += len(d.rules)
+		}
+	}
+	// Room for every hit up front, so that the windows taken below stay on
+	// the same array.
+	if cap(p.hits) < n {
+		p.hits = make([]limits.Hit, 0, n)
+	}
+	if cap(p.results) < n {
+		p.results = make([]limits.Result, n)
+	}
+	p.results = p.results[:n]
+	clear(p.results)
+	for i := range p.descs {
+		d := &p.descs[i]
 		if !d.decided() {
 			continue
 		}
 		// Counter keys name what the walk matched: a share_threshold
 		// wildcard shares one counter among all the values it matches.
 		keyEntries := sharedEntries(d.entries, d.path)
+		lo := len(p.hits)
 		for j, r := range d.rules {
 			key, tag := s.storeKey(p.domain, keyEntries, r.Limit, listIndex(d, r, j))
 			p.hits = append(p.hits, limits.Hit{
@@ -207,22 +236,40 @@ func (p *plan) finish(s *Service, maxDelay time.Duration) {
 				Joint:    j < len(d.rules)-1,
 			})
 		}
-	}
-	if cap(p.results) < len(p.hits) {
-		p.results = make([]limits.Result, len(p.hits))
+		hi := len(p.hits)
+		d.hits, d.results = p.hits[lo:hi:hi], p.results[lo:hi:hi]
+		if first := p.sameCounters(d, i); first != nil {
+			first.cost = min(first.cost+d.cost, limits.MaxRequests+1)
+			for j := range first.hits {
+				first.hits[j].Cost = first.cost
+			}
+			p.hits = p.hits[:lo]
+			d.hits, d.results, d.sameAs = nil, nil, first
+		}
 	}
 	p.results = p.results[:len(p.hits)]
-	clear(p.results)
-	at := 0
-	for i := range p.descs {
-		d := &p.descs[i]
-		if !d.decided() {
+}
+
+// sameCounters returns the consuming descriptor before the i-th, d, that
+// counts on the same counters as d, or nil.
+func (p *plan) sameCounters(d *planned, i int) *planned {
+	if d.cost <= 0 {
+		return nil
+	}
+	for k := range p.descs[:i] {
+		e := &p.descs[k]
+		if e.sameAs != nil || e.cost <= 0 || len(e.hits) != len(d.hits) {
 			continue
 		}
-		n := len(d.rules)
-		d.hits, d.results = p.hits[at:at+n:at+n], p.results[at:at+n:at+n]
-		at += n
+		same := true
+		for j := range e.hits {
+			same = same && e.hits[j].Key == d.hits[j].Key
+		}
+		if same {
+			return e
+		}
 	}
+	return nil
 }
 
 // withoutReplaced returns rules less those the request's other limits

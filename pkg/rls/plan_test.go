@@ -133,3 +133,39 @@ func TestExplainAgreesWithDecisions(t *testing.T) {
 		}
 	}
 }
+
+// A request that lists one counter twice is charged for both listings in
+// one step: allowed together or refused together, so a refused request
+// consumes nothing on that counter.
+func TestDuplicateDescriptorsDecidedTogether(t *testing.T) {
+	f := newFixture(t, nil, Options{})
+	ip := func() *ratelimitv3.RateLimitDescriptor { return desc("remote_address", "dup") }
+	// per-ip allows 3 a minute: two listings take 2, both report 1 left.
+	resp := f.call(t, ip(), ip())
+	for i, st := range resp.Statuses {
+		check(t, st, want{ok, "per-ip", 1, 100 * time.Second})
+		if i > 0 && st.LimitRemaining != resp.Statuses[0].LimitRemaining {
+			t.Errorf("status %d differs from the first: %v", i, st)
+		}
+	}
+	// Two more do not fit in the 1 left: both refused, nothing consumed.
+	resp = f.call(t, ip(), ip())
+	if resp.OverallCode != over || resp.Statuses[0].Code != over || resp.Statuses[1].Code != over {
+		t.Fatalf("two listings over the limit: %v", resp)
+	}
+	check(t, f.call(t, ip()).Statuses[0], want{ok, "per-ip", 0, 100 * time.Second})
+	// Values that share_threshold puts under one counter are one counter
+	// too: tenants allows 2 an hour for all t-* together.
+	resp = f.call(t, desc("tenant", "t-1"), desc("tenant", "t-2"), desc("tenant", "t-3"))
+	if resp.OverallCode != over {
+		t.Fatalf("three tenants sharing a counter of 2: %v", resp)
+	}
+	check(t, f.call(t, desc("tenant", "t-4"), desc("tenant", "t-5")).Statuses[1], want{ok, "tenants", 0, time.Hour + 46*time.Minute + 40*time.Second})
+	// A refund beside a hit of the same counter is decided on its own.
+	refund := ip()
+	refund.IsNegativeHits = true
+	resp = f.call(t, refund, ip())
+	if resp.OverallCode != ok {
+		t.Errorf("a refund then a hit: %v", resp)
+	}
+}

@@ -45,6 +45,8 @@ func (p *plan) settle(s *Service) {
 
 func (d *planned) settle(s *Service) verdict {
 	switch {
+	case d.sameAs != nil:
+		return d.sameAs.verdict
 	case d.unlimited:
 		return verdict{outcome: metrics.OutcomeUnlimited, allowed: true}
 	case len(d.rules) == 0:

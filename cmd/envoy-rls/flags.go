@@ -28,15 +28,15 @@ type options struct {
 	// Secrets by file (secrets.go).
 	redisPasswordFile         string
 	redisSentinelPasswordFile string
-	redisTLS              bool
-	redisTLSCA            string
-	storeTimeout          time.Duration
-	failureMode           config.FailureMode
-	maxDelay              time.Duration
-	logLevel              string
-	logFormat             string
-	shutdownTimeout       time.Duration
-	maxKeys               int
+	redisTLS                  bool
+	redisTLSCA                string
+	storeTimeout              time.Duration
+	failureMode               config.FailureMode
+	maxDelay                  time.Duration
+	logLevel                  string
+	logFormat                 string
+	shutdownTimeout           time.Duration
+	maxKeys                   int
 
 	// gRPC TLS and connection lifetime.
 	grpcTLSCert          string

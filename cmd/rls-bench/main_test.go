@@ -14,6 +14,8 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
@@ -214,5 +216,53 @@ func TestRealMainText(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// unavailableService answers every call UNAVAILABLE, as envoy-rls does in
+// failure mode error with its store down.
+type unavailableService struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+}
+
+func (unavailableService) ShouldRateLimit(context.Context, *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	return nil, status.Error(codes.Unavailable, "rate limit store unavailable")
+}
+
+// A server whose every answer is an error is measured, not given up on:
+// the errors are counted by kind.
+func TestEveryCallFails(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	rlsv3.RegisterRateLimitServiceServer(srv, unavailableService{})
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	c := mustFlags(t, "-addr", ln.Addr().String(), "-duration", "300ms", "-concurrency", "2")
+	r, err := run(context.Background(), c)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if r.Calls == 0 || r.ErrorCount != r.Calls || r.OK != 0 {
+		t.Errorf("calls %d, errors %d, OK %d; want every call an error", r.Calls, r.ErrorCount, r.OK)
+	}
+	if !strings.Contains(r.FirstError, "unavailable") {
+		t.Errorf("first error %q", r.FirstError)
+	}
+}
+
+// A server that is not there still stops the run at once.
+func TestNoServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := mustFlags(t, "-addr", addr, "-duration", "300ms", "-concurrency", "1")
+	if _, err := run(context.Background(), c); err == nil || !strings.Contains(err.Error(), "first call") {
+		t.Errorf("run against no server: %v, want the first call's error", err)
 	}
 }

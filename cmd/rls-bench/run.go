@@ -14,6 +14,7 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -75,11 +76,14 @@ func run(ctx context.Context, c *settings) (*result, error) {
 		defer cc.Close()
 		clients[i] = rlsv3.NewRateLimitServiceClient(cc)
 		// Connect before the clock starts: one call per connection, not
-		// counted (it may take a hit of key 0).
+		// counted (it may take a hit of key 0). A call that reached the
+		// server and failed (failure mode error with Redis down) is what
+		// a run may be there to measure: only a connection that never
+		// came up stops the run.
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err = clients[i].ShouldRateLimit(wctx, reqs[0], grpc.WaitForReady(true))
 		cancel()
-		if err != nil {
+		if err != nil && cc.GetState() != connectivity.Ready {
 			return nil, fmt.Errorf("first call to %s: %w", addr, err)
 		}
 	}

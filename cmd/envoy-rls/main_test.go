@@ -181,10 +181,17 @@ func TestVersionBinary(t *testing.T) {
 	if err != nil {
 		t.Fatalf("envoy-rls version: %v", err)
 	}
-	want := "envoy-rls v9.8.7-test\ngo " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + "\n" +
-		gcpEnvoyModule + " " + goModVersion(t, gcpEnvoyModule) + "\n"
-	if string(out) != want {
-		t.Errorf("envoy-rls version:\n%s\nwant:\n%s", out, want)
+	// Then one line per go-control-plane module the binary holds, the
+	// envoy module's among them.
+	want := "envoy-rls v9.8.7-test\ngo " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH + "\n"
+	rest, ok := strings.CutPrefix(string(out), want)
+	if !ok || !strings.Contains("\n"+rest, "\n"+gcpEnvoyModule+" "+goModVersion(t, gcpEnvoyModule)+"\n") {
+		t.Errorf("envoy-rls version:\n%s\nwant it to start with:\n%s\nand to name %s %s", out, want, gcpEnvoyModule, goModVersion(t, gcpEnvoyModule))
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(rest, "\n"), "\n") {
+		if !strings.HasPrefix(l, gcpModules+"/") {
+			t.Errorf("envoy-rls version: line %q is not a go-control-plane module", l)
+		}
 	}
 }
 

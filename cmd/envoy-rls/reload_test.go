@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/limits/overlimit"
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
 	"github.com/envoy-rls/envoy-rls/pkg/rls"
+	"github.com/envoy-rls/envoy-rls/pkg/watch"
 )
 
 // reloadBound is how long a test waits for the watcher: well above the 2 s
@@ -119,8 +121,14 @@ func reloadsCounted(t *testing.T, m *metrics.Metrics) float64 {
 // next real change replaces both, counted once.
 func TestReloadSameContents(t *testing.T) {
 	vol := newSecretVolume(t, map[string]string{"limits.yaml": serveLimits})
+	core, logs := observer.New(zapcore.DebugLevel)
+	w, err := watch.New(zap.New(core), watch.Options{}, vol.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := config.Load(vol.dir)
 	if err != nil {
+		w.Close()
 		t.Fatal(err)
 	}
 	mem := memory.New(memory.Options{})
@@ -146,14 +154,11 @@ func TestReloadSameContents(t *testing.T) {
 		t.Fatalf("over-limit cache after a refusal: got %d entries, want 1", n)
 	}
 
-	core, logs := observer.New(zapcore.DebugLevel)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	if err := startReload(ctx, &wg, vol.dir, config.DefaultOptions(), svc, m, zap.New(core)); err != nil {
-		t.Fatal(err)
-	}
+	startReload(ctx, &wg, w, vol.dir, config.DefaultOptions(), svc, m, zap.New(core))
 	ix := svc.Index()
 
 	later := time.Now().Add(time.Hour)
@@ -185,4 +190,60 @@ func TestReloadSameContents(t *testing.T) {
 	if got := logs.FilterMessage("config reloaded").Len(); got != 1 {
 		t.Errorf("reloads logged: got %d, want 1 (the change alone)", got)
 	}
+}
+
+// TestReloadChangeWhileStarting: a change made after the server has first
+// loaded its config, before it runs the config's watcher, is reloaded: the
+// watcher was started before that load. loadConfig's hook makes the change
+// right after the load, and listen and serveOn, which serve calls next,
+// widen the window before the watcher runs.
+func TestReloadChangeWhileStarting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "limits.yaml")
+	if err := os.WriteFile(path, []byte(serveLimits), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseFlags([]string{"-config", path, "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0",
+		"-debug-addr", "", "-shutdown-timeout", "5s"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const other = "  - key: other\n    rate_limit: {unit: second, requests_per_unit: 5}\n"
+	start, err := loadConfig(o, zap.NewNop(), func() {
+		if err := os.WriteFile(path, []byte(serveLimits+other), 0o644); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if start.watch == nil {
+		t.Fatal("loadConfig: no watcher, want one")
+	}
+	if lines := start.cfg.Lines(); len(lines) != 1 {
+		t.Fatalf("the first load: got %q, want the one limit of the config before the change", lines)
+	}
+	ls, err := listen(o, zap.NewNop())
+	if err != nil {
+		start.close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- serveOn(ctx, o, start, zap.NewNop(), ls) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("server stopped with %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("server did not stop within 15s")
+		}
+	}()
+	url := "http://" + ls.http.Addr().String() + "/rlconfig"
+	eventually(t, "the change made while the server started takes effect", func() bool {
+		_, body := httpDo(t, "GET", url, "")
+		return strings.Contains(body, "test.other: ")
+	})
 }

@@ -41,23 +41,24 @@ import (
 
 // serve runs the server until SIGTERM or SIGINT and returns the exit status.
 func serve(o *options, stderr io.Writer) int {
-	// The config comes first: an invalid file is one plain line on stderr,
-	// not a JSON log, and the service answers only once it is loaded.
-	cfg, err := o.loadOptions().Load(o.configPath)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
 	log, err := newLogger(o, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "envoy-rls:", err)
 		return 2
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
+	// The config comes before the listeners: an invalid file is one plain
+	// line on stderr, not a JSON log, and the service answers only once it
+	// is loaded.
+	start, err := loadConfig(o, log, nil)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := runServer(ctx, o, cfg, log); err != nil {
+	if err := runServer(ctx, o, start, log); err != nil {
 		log.Error("envoy-rls stopped", zap.Error(err))
 		fmt.Fprintln(stderr, "envoy-rls:", err)
 		return 1
@@ -199,12 +200,58 @@ func warmUp(ping func(context.Context) error, log *zap.Logger) {
 	}
 }
 
-func runServer(ctx context.Context, o *options, cfg *config.Config, log *zap.Logger) error {
+func runServer(ctx context.Context, o *options, start *startConfig, log *zap.Logger) error {
 	ls, err := listen(o, log)
 	if err != nil {
+		start.close()
 		return err
 	}
-	return serveOn(ctx, o, cfg, log, ls)
+	return serveOn(ctx, o, start, log, ls)
+}
+
+// startConfig is the config the server starts with, and the watcher that
+// reloads it.
+type startConfig struct {
+	cfg *config.Config
+	// watch was started before cfg was read, so that a change made while
+	// the server starts, after the read and before the watcher runs, is
+	// reloaded rather than missed. Nil when the config cannot be watched:
+	// reload is off.
+	watch *watch.Watcher
+}
+
+// loadConfig starts watching the config, then loads it: in that order, as
+// watchAndLoad does for the TLS files, so that no change goes unseen. A
+// config that cannot be watched is still served, without reload; that is
+// logged only once the config has loaded, so that an invalid one is the
+// plain error alone. loaded, when not nil, runs right after the load: a
+// test's way into the window, until the watcher runs, that the watcher must
+// cover.
+func loadConfig(o *options, log *zap.Logger, loaded func()) (*startConfig, error) {
+	w, werr := watch.New(log, watch.Options{}, o.configPath)
+	cfg, err := o.loadOptions().Load(o.configPath)
+	if loaded != nil {
+		loaded()
+	}
+	if err != nil {
+		if werr == nil {
+			w.Close() //nolint:errcheck // nothing to do about a watch that fails to close
+		}
+		return nil, err
+	}
+	if werr != nil {
+		log.Warn("config reload is off", zap.Error(werr))
+		w = nil
+	}
+	return &startConfig{cfg: cfg, watch: w}, nil
+}
+
+// close stops the watcher when the server stops, or does not start; after
+// the watcher's Run, which closes it too, it is harmless.
+func (s *startConfig) close() {
+	if s.watch != nil {
+		s.watch.Close() //nolint:errcheck // nothing to do about a watch that fails to close
+	}
 }
 
 // listeners are the server's sockets. They are opened first, so that a
@@ -243,9 +290,11 @@ func (ls *listeners) close() {
 	}
 }
 
-// serveOn runs the server on ls until ctx is done, and closes them.
-func serveOn(ctx context.Context, o *options, cfg *config.Config, log *zap.Logger, ls *listeners) error {
+// serveOn runs the server on ls, with the config and its watcher in start,
+// until ctx is done, and closes them.
+func serveOn(ctx context.Context, o *options, start *startConfig, log *zap.Logger, ls *listeners) error {
 	defer ls.close()
+	defer start.close()
 	grpcLis, httpLis := ls.grpc, ls.http
 	var gtls *grpcTLS
 	if o.grpcTLSCert != "" {
@@ -268,7 +317,7 @@ func serveOn(ctx context.Context, o *options, cfg *config.Config, log *zap.Logge
 	so.RefuseNegativeHits = !o.negativeHits
 	so.ResponseHeaders, so.JSON429Body = o.responseHeaders, o.json429Body
 	so.OnConfigChange = store.onConfigChange
-	svc, err := rls.New(descriptors.NewIndex(cfg), so)
+	svc, err := rls.New(descriptors.NewIndex(start.cfg), so)
 	if err != nil {
 		return err
 	}
@@ -336,8 +385,8 @@ func serveOn(ctx context.Context, o *options, cfg *config.Config, log *zap.Logge
 
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
-	if err := startReload(bg, &wg, o.configPath, o.loadOptions(), svc, m, log); err != nil {
-		log.Warn("config reload is off", zap.Error(err))
+	if start.watch != nil {
+		startReload(bg, &wg, start.watch, o.configPath, o.loadOptions(), svc, m, log)
 	}
 	if gtls != nil {
 		gtls.run(bg, &wg)
@@ -432,17 +481,15 @@ func debugServer() *http.Server {
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 }
 
-// startReload reloads the config whenever the contents of its file or
-// directory change. A config that does not load is refused with the same
+// startReload reloads the config from path whenever w, its watcher, calls
+// back: when the contents of its file or directory change, and once a change
+// written in place has settled, so that a file caught half written is not
+// served. A config that does not load is refused with the same
 // message as at startup, and the last good one stays in effect. A change
 // that leaves the files' bytes as they were (a touch, a ConfigMap update to
 // the same data) is no reload: the watcher does not call back, so the
 // snapshot and the over-limit cache stay, and nothing is logged or counted.
-func startReload(ctx context.Context, wg *sync.WaitGroup, path string, lo config.Options, svc *rls.Service, m *metrics.Metrics, log *zap.Logger) error {
-	w, err := watch.New(log, watch.Options{}, path)
-	if err != nil {
-		return err
-	}
+func startReload(ctx context.Context, wg *sync.WaitGroup, w *watch.Watcher, path string, lo config.Options, svc *rls.Service, m *metrics.Metrics, log *zap.Logger) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -458,7 +505,6 @@ func startReload(ctx context.Context, wg *sync.WaitGroup, path string, lo config
 			log.Info("config reloaded", zap.Int("domains", len(cfg.Domains)))
 		})
 	}()
-	return nil
 }
 
 // watchStore keeps the store-up gauge current.

@@ -59,7 +59,7 @@ func startInProcess(t *testing.T, args ...string) *inProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := o.loadOptions().Load(cfgPath)
+	start, err := loadConfig(o, zap.NewNop(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func startInProcess(t *testing.T, args ...string) *inProcess {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- serveOn(ctx, o, cfg, zap.NewNop(), ls) }()
+	go func() { done <- serveOn(ctx, o, start, zap.NewNop(), ls) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -363,7 +363,7 @@ func TestGRPCTLSBadFiles(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), callBound)
 			defer cancel()
-			err = runServer(ctx, o, &config.Config{}, zap.NewNop())
+			err = runServer(ctx, o, &startConfig{cfg: &config.Config{}}, zap.NewNop())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("runServer: %v, want an error mentioning %q", err, tc.want)
 			}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
@@ -32,11 +33,14 @@ type options struct {
 	redisTLSCA                string
 	storeTimeout              time.Duration
 	failureMode               config.FailureMode
-	maxDelay                  time.Duration
-	logLevel                  string
-	logFormat                 string
-	shutdownTimeout           time.Duration
-	maxKeys                   int
+	// What a limit that does not say gets (config.Options).
+	defaultAlgorithm limits.Algorithm
+	countRefused     bool
+	maxDelay         time.Duration
+	logLevel         string
+	logFormat        string
+	shutdownTimeout  time.Duration
+	maxKeys          int
 
 	// gRPC TLS and connection lifetime.
 	grpcTLSCert          string
@@ -98,6 +102,33 @@ func (f failureModeFlag) Set(s string) error {
 	return nil
 }
 
+type algorithmFlag struct{ a *limits.Algorithm }
+
+func (f algorithmFlag) String() string {
+	if f.a == nil {
+		return ""
+	}
+	return f.a.String()
+}
+
+func (f algorithmFlag) Set(s string) error {
+	a, err := limits.ParseAlgorithm(s)
+	if err != nil {
+		return err
+	}
+	*f.a = a
+	return nil
+}
+
+// kind names the algorithms limits.ParseAlgorithm knows.
+func (f algorithmFlag) kind() valueKind {
+	var names []string
+	for a := limits.Algorithm(0); a.Implemented(); a++ {
+		names = append(names, a.String())
+	}
+	return valueKind{"algorithm", oneOf(names)}
+}
+
 // kind names the flag's values in its help line and what a refused value
 // should have been: the failure modes config.ParseFailureMode knows, in
 // their order, so that a new one needs no edit here.
@@ -144,6 +175,7 @@ func serverFlags(o *options) *commandLine {
 	redisFlags(fs, o)
 	fs.DurationVar(&o.storeTimeout, "store-timeout", 50*time.Millisecond, "longest a store call may take")
 	fs.Var(failureModeFlag{&o.failureMode}, "failure-mode", "when the store fails: allow (fail open), deny (fail closed), local (this instance's embedded store) or error (gRPC UNAVAILABLE)")
+	limitDefaultFlags(fs, o)
 	fs.DurationVar(&o.maxDelay, "max-delay", config.DefaultMaxDelay, "longest wait a leaky_bucket may impose; a file whose worst wait is longer is refused")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or console")
@@ -234,9 +266,16 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool)) (*options,
 	return o, nil
 }
 
+// limitDefaultFlags defines what a limit that does not say gets, for the
+// server and for explain alike.
+func limitDefaultFlags(fs *flag.FlagSet, o *options) {
+	fs.Var(algorithmFlag{&o.defaultAlgorithm}, "default-algorithm", "algorithm of a limit that names none (every limit from xDS); fixed_window is envoyproxy/ratelimit's")
+	fs.BoolVar(&o.countRefused, "count-refused", false, "count refused hits too for every limit that does not set count_refused, as envoyproxy/ratelimit counts (off: only allowed hits consume)")
+}
+
 // loadOptions are what loading the limits file depends on.
 func (o *options) loadOptions() config.Options {
-	return config.Options{MaxDelay: o.maxDelay}
+	return config.Options{MaxDelay: o.maxDelay, DefaultAlgorithm: o.defaultAlgorithm, CountRefused: o.countRefused}
 }
 
 // redisFlags defines the flags that say which Redis to use and how to reach

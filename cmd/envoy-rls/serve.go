@@ -295,7 +295,7 @@ func (ls *listeners) close() {
 func serveOn(ctx context.Context, o *options, start *startConfig, log *zap.Logger, ls *listeners) error {
 	defer ls.close()
 	defer start.close()
-	grpcLis, httpLis := ls.grpc, ls.http
+	routeGRPCLog(log)
 	var gtls *grpcTLS
 	if o.grpcTLSCert != "" {
 		var err error
@@ -306,6 +306,9 @@ func serveOn(ctx context.Context, o *options, start *startConfig, log *zap.Logge
 	}
 	m := metrics.New()
 	m.Reload(true, time.Now())
+	grpcConns, httpConns := connectionBounds(o)
+	grpcLis := newLimitListener(ls.grpc, grpcConns, func() { m.Refused(metrics.RefusedGRPCConnection) })
+	httpLis := newLimitListener(ls.http, httpConns, func() { m.Refused(metrics.RefusedHTTPConnection) })
 	store, err := openStore(o, m, log)
 	if err != nil {
 		return err
@@ -336,14 +339,8 @@ func serveOn(ctx context.Context, o *options, start *startConfig, log *zap.Logge
 		// calls at once, grpc-go falls back to a goroutine per call.
 		grpc.NumStreamWorkers(streamWorkers),
 	}
-	if o.grpcMaxConnectionAge > 0 {
-		// A client told to go away reconnects, possibly to a replica that
-		// started since; its calls in flight get the drain bound to finish.
-		gopts = append(gopts, grpc.KeepaliveParams(keepalive.ServerParameters{
-			MaxConnectionAge:      o.grpcMaxConnectionAge,
-			MaxConnectionAgeGrace: o.shutdownTimeout,
-		}))
-	}
+	calls := &inflightLimit{max: int64(o.maxInFlight), onRefuse: func() { m.Refused(metrics.RefusedGRPCCall) }}
+	gopts = append(gopts, grpcBounds(o, calls)...)
 	if gtls != nil {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(gtls.config)))
 	}
@@ -351,7 +348,9 @@ func serveOn(ctx context.Context, o *options, start *startConfig, log *zap.Logge
 	rlsv3.RegisterRateLimitServiceServer(gs, svc)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
-	reflection.Register(gs)
+	if o.grpcReflection {
+		reflection.Register(gs)
+	}
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 
@@ -364,11 +363,12 @@ func serveOn(ctx context.Context, o *options, start *startConfig, log *zap.Logge
 		ConfigLines: func() []string { return svc.Index().Config().Lines() },
 		Gatherer:    m.Registry,
 		Explainer:   explainer(o, svc), // nil with -explain-endpoint=false
+		JSONRefunds: o.jsonRefunds && o.negativeHits,
 	})
 	if !o.jsonEndpoint {
 		api = withoutJSON(api)
 	}
-	hsrv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	hsrv := newHTTPServer(api, o, o.httpReadTimeout, log)
 
 	var wg sync.WaitGroup
 	errc := make(chan error, 3)
@@ -378,7 +378,7 @@ func serveOn(ctx context.Context, o *options, start *startConfig, log *zap.Logge
 
 	var dsrv *http.Server
 	if ls.debug != nil {
-		dsrv = debugServer()
+		dsrv = debugServer(o, log)
 		wg.Add(1)
 		go func() { defer wg.Done(); errc <- serveHTTP(dsrv, ls.debug) }()
 	}
@@ -471,14 +471,14 @@ func withoutJSON(api http.Handler) http.Handler {
 // debugServer serves pprof. It is the only server that does: the HTTP API
 // on -http-addr never does, since the debug address is meant to stay on
 // loopback.
-func debugServer() *http.Server {
+func debugServer(o *options, log *zap.Logger) *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/cmdline", redactedCmdline) // secrets.go
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return newHTTPServer(mux, o, debugWriteTimeout, log)
 }
 
 // startReload reloads the config from path whenever w, its watcher, calls

@@ -165,8 +165,33 @@ func TestNegativeHitsFlag(t *testing.T) {
 	t.Run("default", func(t *testing.T) {
 		t.Parallel()
 		s := startInProcess(t)
+		// Refunds are Envoy's, over gRPC: /json refuses them by default.
+		s.postJSON(t, jsonRequest("a", ""))
+		if code, body := s.postJSON(t, refund); code != http.StatusBadRequest || !strings.Contains(body, "-json-negative-hits") {
+			t.Errorf("a refund over /json: %d %s, want 400 naming -json-negative-hits", code, body)
+		}
+		if code, _ := s.postJSON(t, jsonRequest("a", "")); code != http.StatusTooManyRequests {
+			t.Errorf("second hit after a refused refund: %d, want 429", code)
+		}
+		conn := grpcDial(t, s.grpcAddr, insecure.NewCredentials())
+		ctx, cancel := context.WithTimeout(context.Background(), callBound)
+		defer cancel()
+		resp, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "test",
+			Descriptors: []*ratelimitv3.RateLimitDescriptor{{IsNegativeHits: true,
+				Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: "a"}}}}})
+		if err != nil || resp.GetOverallCode() != rlsv3.RateLimitResponse_OK {
+			t.Errorf("a refund over gRPC: %v, %v; want OK", resp, err)
+		}
+	})
+	t.Run("json refunds on", func(t *testing.T) {
+		t.Parallel()
+		s := startInProcess(t, "-json-negative-hits")
+		s.postJSON(t, jsonRequest("a", ""))
 		if code, body := s.postJSON(t, refund); code != http.StatusOK {
-			t.Errorf("a refund: %d %s, want 200", code, body)
+			t.Errorf("a refund with -json-negative-hits: %d %s, want 200", code, body)
+		}
+		if code, _ := s.postJSON(t, jsonRequest("a", "")); code != http.StatusOK {
+			t.Errorf("a hit after the refund: %d, want 200", code)
 		}
 	})
 	t.Run("off", func(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
 // DefaultMaxDelay is the default of the -max-delay flag: the longest wait a
@@ -19,6 +21,15 @@ type Options struct {
 	// period / requests_per_unit, is longer is refused. Zero (or less)
 	// means DefaultMaxDelay.
 	MaxDelay time.Duration
+	// DefaultAlgorithm is the algorithm of a limit that names none:
+	// sliding_window (the zero value) for envoy-rls's own files,
+	// fixed_window for envoyproxy/ratelimit's meaning (-default-algorithm).
+	// A limit that comes over xDS never names one.
+	DefaultAlgorithm limits.Algorithm
+	// CountRefused is the count_refused of a limit that does not set it
+	// (-count-refused): off, only allowed hits consume, envoy-rls's rule;
+	// on, every hit counts, refused or not, as envoyproxy/ratelimit counts.
+	CountRefused bool
 }
 
 // DefaultOptions are the options of Load and Parse, the flags' defaults.
@@ -143,7 +154,7 @@ func (o Options) parse(file string, data []byte) (*Domain, int, error) {
 }
 
 func (o Options) validator() validator {
-	return validator{maxDelay: o.maxDelay()}
+	return validator{maxDelay: o.maxDelay(), algorithm: o.DefaultAlgorithm, countRefused: o.CountRefused}
 }
 
 // inFile completes an error of a source's decoding or of the validator,

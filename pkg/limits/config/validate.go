@@ -14,6 +14,10 @@ import (
 type validator struct {
 	// maxDelay bounds a leaky bucket's worst wait (-max-delay).
 	maxDelay time.Duration
+	// algorithm is the algorithm of a limit that names none, and
+	// countRefused the count_refused of one that does not set it.
+	algorithm    limits.Algorithm
+	countRefused bool
 }
 
 // domain validates a whole raw domain into a Domain named file.
@@ -171,12 +175,15 @@ func (v validator) rule(raw *rawRule, inList bool) (*Rule, error) {
 	r := &Rule{
 		Name:         raw.name,
 		Unlimited:    raw.unlimited.v,
-		CountRefused: raw.countRefused.v,
+		CountRefused: v.countRefused,
 		Line:         raw.line,
+	}
+	if raw.countRefused.set {
+		r.CountRefused = raw.countRefused.v
 	}
 	var (
 		unit       Unit
-		algorithm  = limits.SlidingWindow
+		algorithm  = v.algorithm
 		multiplier = int64(1)
 		err        error
 	)

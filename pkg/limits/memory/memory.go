@@ -2,11 +2,36 @@
 // single instance, for tests, and as the "local" failure mode when Redis is
 // unreachable.
 //
-// Keys live in up to 64 shards, each a mutex over a map, an LRU list and a
-// heap of expiry instants. A decision is one critical section of its key's
+// Keys live in up to 64 shards, each a mutex over a map, eviction lists and
+// a heap of expiry instants. A decision is one critical section of its key's
 // shard, so it is atomic per key; shards keep unrelated keys from contending.
-// Memory is bounded by Options.MaxKeys: a full shard drops an expired key if
-// it has one, else its least recently used key.
+//
+// Memory is bounded by Options.MaxKeys, each shard holding its share. A full
+// shard forgets what is cheapest to forget first: expired state; then keys
+// in probation; then, only if nothing else is left, established keys. A key
+// is in probation from the decision that stores it until it is decided
+// again while held (allowed, refused or peeked at), which establishes it.
+// Within each of the two, a key with more than half its quota left goes
+// before one with half or less, which goes before one with none, and among
+// equals the least recently decided goes first. Established keys weigh at
+// most 4/5 of the shard: beyond that, the one that would go first of them
+// goes back to probation (a segmented LRU, ranked by quota left).
+//
+// So a flood of new keys, each decided once, however many, makes the store
+// forget only expired state and keys in probation, rank by rank (once one
+// of the flood's keys is held, only keys ranked no higher than it): keys
+// decided once, each losing at most what that decision charged, and
+// established keys that went back to probation. It never pushes out an
+// established key that has not: such a key, for instance one at its limit
+// that a refusal has touched, is kept until its state expires, provided no
+// single new key weighs more than a fifth of the shard's share (a new key
+// weighs 1, a sliding log's first hit 2). Established keys go back to
+// probation only as keys are established or grow (a sliding log): when the
+// shard's established keys outweigh their 4/5 (a full shard whose keys are
+// all established and live), those with the most quota left, least
+// recently decided first; a key at its limit only once every established
+// key of its shard is at its limit too and was decided more recently. Each
+// live key forgotten counts in Stats.Evictions.
 //
 // A key's shard is chosen by its hit's Tag, the hash of its Redis Cluster
 // hash tag, when it has one, else by a hash of the whole key. The keys of a
@@ -57,10 +82,11 @@ type Options struct {
 	// the algorithms.
 	//
 	// Each shard holds its share of MaxKeys; when a key arrives in a full
-	// shard (or a log grows in one), the shard drops an expired key if it
-	// has one, else its least recently used key (whose limit then restarts
-	// from nothing: see Stats.Evictions). A single key heavier than its
-	// shard's share is still kept, alone.
+	// shard (or a log grows in one), the shard drops expired keys, else new
+	// keys before established ones and those with quota left before those
+	// at their limit (see the package doc). A key dropped while live
+	// restarts from nothing: see Stats.Evictions. A single key heavier than
+	// its shard's share is still kept, alone.
 	MaxKeys int
 	// SweepInterval is how often the janitor removes expired keys; zero
 	// means DefaultSweepInterval and negative turns the janitor off.
@@ -79,7 +105,8 @@ type Stats struct {
 	// included.
 	Keys int
 	// Evictions counts live keys dropped to stay within MaxKeys. Each one
-	// forgets its quota, so a growing count means MaxKeys is too small.
+	// forgets its quota, so a growing count means MaxKeys is too small, or
+	// that a flood of new keys is pushing out other new keys.
 	Evictions uint64
 	// Expired counts keys removed because their state had expired, by the
 	// janitor, on access, or to make room.
@@ -233,10 +260,14 @@ func (s *Store) decideRun(hits []limits.Hit, results []limits.Result, now int64)
 	for k := range hits {
 		sh := &s.shards[shardOf[k]]
 		i := sh.index[hits[k].Key]
+		lvl := level(hits[k].Limit, &results[k])
 		if allowed || hits[k].Limit.CountRefused {
-			sh.apply(hits[k].Key, i, decisions[k], now)
+			sh.apply(hits[k].Key, i, decisions[k], lvl, now)
 		} else if i != 0 {
-			sh.touch(i)
+			// Refused with the run: Remaining is what the hit would have
+			// left, so the level may rank the key one hit nearer its
+			// limit than it is.
+			sh.promote(i, lvl)
 		}
 	}
 }

@@ -7,22 +7,25 @@ import (
 )
 
 // shard is one lock's worth of keys. Entries live in a slab addressed by
-// int32 indices, which link the LRU list and the expiry heap without a
+// int32 indices, which link the eviction lists and the expiry heap without a
 // pointer per entry: deciding an existing key allocates nothing, a new key
 // costs no allocation of its own (only the map's and the slab's growth), and
 // the garbage collector finds one pointer per key, its string.
 type shard struct {
 	mu    sync.Mutex
 	index map[string]int32
-	// entries[0] is the sentinel of the LRU list (its next is the most
-	// recently used entry, its prev the least); free slots are chained
-	// through next from freeHead.
+	// entries[:lists] are the sentinels of the eviction lists (a sentinel's
+	// next is its list's most recently decided entry, its prev the least);
+	// free slots are chained through next from freeHead. Index 0, a
+	// sentinel, is never an entry: it means none.
 	entries  []entry
 	freeHead int32
 	// heap is a binary min-heap of entry indices by expireAt.
 	heap []int32
-	// capacity bounds used, the sum of the entries' weights.
-	capacity, used int
+	// capacity bounds used, the sum of the entries' weights; protectedCap
+	// bounds protectedUsed, the part of it in the protected lists.
+	capacity, used              int
+	protectedCap, protectedUsed int
 
 	evictions, expired uint64
 
@@ -36,6 +39,47 @@ type entry struct {
 	prev, next int32
 	heapAt     int32
 	weight     int32
+	list       int32 // the eviction list the entry is on
+}
+
+// The eviction lists. A key is in probation from the decision that stores it
+// until it is decided again while held (allowed, refused or peeked at),
+// which makes it protected: a flood of keys that are each decided once
+// pushes out only probation, so it cannot make the store forget a key with
+// a history. Protected keys weigh at most protectedShare of the shard; beyond
+// that the least valuable go back to probation (as in a segmented LRU).
+//
+// Within each segment a key is on the list of its level, how little quota
+// its last decision left (see level): forgetting a key that has used little
+// lets through little (what it was charged), forgetting one at its limit
+// lets through its whole quota again. Eviction takes the least recently decided key of
+// the first non-empty list, probation's levels before protected's. Ranking
+// by expiry instead would let a flood of keys with a long period push out a
+// short-period key at its limit, and one limit's fixed windows all end at
+// once.
+const (
+	levels    = 3 // more than half the quota left, half or less, none
+	protected = levels
+	lists     = 2 * levels // probation's levels, then protected's
+
+	// protectedShare is the part of a shard protected keys may weigh, in
+	// fifths: the rest is room for new keys to prove themselves in.
+	protectedShare = 4
+)
+
+// level ranks what the decision r of a key with limit l left it: 0 more
+// than half its capacity, 1 half or less, 2 nothing (at its limit, in debt,
+// or a leaky bucket without a queue, whose capacity is 0). Remaining only
+// grows with time until the next decision, so the level overstates, never
+// understates, what forgetting the key would cost.
+func level(l limits.Limit, r *limits.Result) int32 {
+	switch {
+	case r.Remaining <= 0:
+		return 2
+	case 2*r.Remaining <= l.Capacity():
+		return 1
+	}
+	return 0
 }
 
 // LogEntriesPerKey is how many sliding_log entries weigh as much as a key:
@@ -54,9 +98,13 @@ func weight(s limits.State) int {
 
 func (sh *shard) init(capacity int) {
 	sh.capacity = capacity
+	sh.protectedCap = capacity * protectedShare / 5
 	hint := min(capacity, minShardKeys)
 	sh.index = make(map[string]int32, hint)
-	sh.entries = make([]entry, 1, hint+1)
+	sh.entries = make([]entry, lists, hint+lists)
+	for l := range int32(lists) {
+		sh.entries[l].prev, sh.entries[l].next = l, l
+	}
 	sh.heap = make([]int32, 0, hint)
 }
 
@@ -67,7 +115,7 @@ func (sh *shard) decide(h *limits.Hit, now int64) limits.Result {
 	defer sh.mu.Unlock()
 	state, i := sh.load(h.Key, now)
 	d := limits.DecideWithin(h.Limit, state, h.Cost, now, h.MaxDelayMicros())
-	sh.apply(h.Key, i, d, now)
+	sh.apply(h.Key, i, d, level(h.Limit, &d.Result), now)
 	return d.Result
 }
 
@@ -86,11 +134,12 @@ func (sh *shard) load(key string, now int64) (limits.State, int32) {
 	return sh.entries[i].state, i
 }
 
-// apply keeps decision d for key, whose entry is i (0: none): the new state
-// is written only when Changed, and deleted when it no longer matters. The
-// old state is dropped whenever the new one is kept, so that the two never
-// both live (a sliding log's may share storage: see limits.Decide).
-func (sh *shard) apply(key string, i int32, d limits.Decision, now int64) {
+// apply keeps decision d for key, whose entry is i (0: none), at level lvl:
+// the new state is written only when Changed, and deleted when it no longer
+// matters. The old state is dropped whenever the new one is kept, so that
+// the two never both live (a sliding log's may share storage: see
+// limits.Decide).
+func (sh *shard) apply(key string, i int32, d limits.Decision, lvl int32, now int64) {
 	switch {
 	case d.Changed && (!d.State.Live || d.ExpireAt <= now):
 		if i != 0 {
@@ -103,21 +152,28 @@ func (sh *shard) apply(key string, i int32, d limits.Decision, now int64) {
 			e.expireAt = d.ExpireAt
 			sh.heapFix(e.heapAt)
 		}
-		sh.touch(i)
-		if w := weight(d.State); w != int(e.weight) {
-			sh.used += w - int(e.weight)
-			e.weight = int32(w)
+		w := int32(weight(d.State))
+		grown := w > e.weight
+		if w != e.weight {
+			sh.used += int(w - e.weight)
+			if e.list >= protected {
+				sh.protectedUsed += int(w - e.weight)
+			}
+			e.weight = w
+		}
+		sh.promote(i, lvl)
+		if grown {
 			sh.makeRoom(0, i, now)
 		}
 	case d.Changed:
-		sh.insert(key, d.State, d.ExpireAt, now)
+		sh.insert(key, d.State, d.ExpireAt, lvl, now)
 	case i != 0:
-		sh.touch(i)
+		sh.promote(i, lvl)
 	}
 }
 
-// insert adds a key, first making room for it.
-func (sh *shard) insert(key string, state limits.State, expireAt, now int64) {
+// insert adds a key to probation at level lvl, first making room for it.
+func (sh *shard) insert(key string, state limits.State, expireAt int64, lvl int32, now int64) {
 	w := weight(state)
 	sh.makeRoom(w, 0, now)
 	i := sh.freeHead
@@ -130,30 +186,75 @@ func (sh *shard) insert(key string, state limits.State, expireAt, now int64) {
 	sh.entries[i] = entry{key: key, state: state, expireAt: expireAt, weight: int32(w)}
 	sh.used += w
 	sh.index[key] = i
-	sh.linkFront(i)
+	sh.linkFront(i, lvl)
 	sh.heapPush(i)
+}
+
+// promote moves entry i, just decided again, to the front of the protected
+// list of level lvl, then moves the least valuable protected entries back
+// to the front of probation while protected ones outweigh their share. i
+// itself may go back if it is the least valuable: alone on the lowest
+// level.
+func (sh *shard) promote(i, lvl int32) {
+	e := &sh.entries[i]
+	l := protected + lvl
+	if e.list < protected {
+		sh.protectedUsed += int(e.weight)
+	}
+	if e.list != l || sh.entries[l].next != i {
+		sh.unlink(i)
+		sh.linkFront(i, l)
+	}
+	for sh.protectedUsed > sh.protectedCap {
+		j := sh.oldestOf(protected, lists, 0)
+		if j == 0 {
+			return // none: cannot be while protectedUsed sums the protected weights
+		}
+		back := &sh.entries[j]
+		sh.unlink(j)
+		sh.linkFront(j, back.list-protected)
+		sh.protectedUsed -= int(back.weight)
+	}
 }
 
 // makeRoom drops entries other than keep until extra more fits the
 // capacity: an expired entry while there is one (the heap's top), else the
-// least recently used.
+// least recently decided entry of the first non-empty eviction list.
 func (sh *shard) makeRoom(extra int, keep int32, now int64) {
-	for sh.used+extra > sh.capacity && len(sh.heap) > 0 {
-		if top := sh.heap[0]; top != keep && sh.entries[top].expireAt <= now {
-			sh.remove(top)
-			sh.expired++
-			continue
+	for sh.used+extra > sh.capacity {
+		if len(sh.heap) > 0 {
+			if top := sh.heap[0]; top != keep && sh.entries[top].expireAt <= now {
+				sh.remove(top)
+				sh.expired++
+				continue
+			}
 		}
-		lru := sh.entries[0].prev
-		if lru == keep {
+		victim := sh.oldestOf(0, lists, keep)
+		if victim == 0 {
 			return // keep is all there is
 		}
-		sh.remove(lru)
+		sh.remove(victim)
 		sh.evictions++
 	}
 }
 
-// remove deletes entry i from the map, the list and the heap, and frees its
+// oldestOf returns the least recently decided entry other than keep of the
+// first non-empty list among lists from up to to, or 0 if they hold nothing
+// else.
+func (sh *shard) oldestOf(from, to, keep int32) int32 {
+	for l := from; l < to; l++ {
+		i := sh.entries[l].prev
+		if i == keep {
+			i = sh.entries[i].prev
+		}
+		if i >= lists {
+			return i
+		}
+	}
+	return 0
+}
+
+// remove deletes entry i from the map, its list and the heap, and frees its
 // slot.
 func (sh *shard) remove(i int32) {
 	e := &sh.entries[i]
@@ -161,6 +262,9 @@ func (sh *shard) remove(i int32) {
 	sh.unlink(i)
 	sh.heapRemove(e.heapAt)
 	sh.used -= int(e.weight)
+	if e.list >= protected {
+		sh.protectedUsed -= int(e.weight)
+	}
 	*e = entry{next: sh.freeHead}
 	sh.freeHead = i
 }
@@ -181,20 +285,14 @@ func (sh *shard) sweep(now int64) {
 	}
 }
 
-// The LRU list.
+// The eviction lists.
 
-func (sh *shard) touch(i int32) {
-	if sh.entries[0].next != i {
-		sh.unlink(i)
-		sh.linkFront(i)
-	}
-}
-
-func (sh *shard) linkFront(i int32) {
-	first := sh.entries[0].next
-	sh.entries[i].prev, sh.entries[i].next = 0, first
+func (sh *shard) linkFront(i, l int32) {
+	first := sh.entries[l].next
+	e := &sh.entries[i]
+	e.prev, e.next, e.list = l, first, l
 	sh.entries[first].prev = i
-	sh.entries[0].next = i
+	sh.entries[l].next = i
 }
 
 func (sh *shard) unlink(i int32) {

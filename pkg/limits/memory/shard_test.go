@@ -2,6 +2,8 @@ package memory
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -133,4 +135,98 @@ func BenchmarkClock(b *testing.B) {
 			_ = clock()
 		}
 	})
+}
+
+// TestShardInvariants decides random hits of every algorithm, some joint,
+// with refusals, peeks, refunds and expiry, then checks each shard's books
+// against its lists: every held key on exactly one list and in the heap,
+// the weights summed in used and protectedUsed, the protected share and
+// the capacity respected.
+func TestShardInvariants(t *testing.T) {
+	algorithms := []limits.Algorithm{limits.FixedWindow, limits.SlidingWindow, limits.TokenBucket, limits.SlidingLog, limits.LeakyBucket}
+	for _, maxKeys := range []int{1, 7, 60, 3000} {
+		t.Run(strconv.Itoa(maxKeys), func(t *testing.T) {
+			var now atomic.Int64
+			now.Store(1_700_000_000_000_000)
+			s := New(Options{MaxKeys: maxKeys, SweepInterval: -1, Now: now.Load})
+			defer s.Close()
+			rng := rand.New(rand.NewPCG(uint64(maxKeys), 1))
+			hits := make([]limits.Hit, 0, 4)
+			results := make([]limits.Result, 4)
+			protectedSeen := 0
+			for call := range 20_000 {
+				now.Add(rng.Int64N(int64(1 + 200_000/maxKeys))) // some keys expire, not all
+				hits = hits[:0]
+				for j := range 1 + rng.IntN(3) {
+					a := algorithms[rng.IntN(len(algorithms))]
+					n := int64(1 + rng.IntN(30))
+					hits = append(hits, limits.Hit{
+						Key:   fmt.Sprint(a.ShortName(), ":", j, ":", rng.IntN(3*maxKeys+5)),
+						Limit: limits.Limit{Algorithm: a, Requests: n, Period: time.Duration(1+rng.IntN(5)) * time.Second, Burst: n / 2, CountRefused: rng.IntN(4) == 0},
+						Cost:  int64(rng.IntN(6)) - 1,
+						Joint: rng.IntN(3) == 0,
+					})
+				}
+				hits[len(hits)-1].Joint = false
+				s.Decide(context.Background(), hits, results[:len(hits)])
+				if call%97 == 0 {
+					for i := range s.shards {
+						protectedSeen += checkShard(t, &s.shards[i])
+					}
+				}
+			}
+			st := s.Stats()
+			// A store of one key has no protected share.
+			if st.Evictions == 0 || st.Expired == 0 || (protectedSeen == 0 && maxKeys > 1) {
+				t.Errorf("Stats() %+v, protected weight seen %d: want evictions, expiry and protected keys, so that the test reaches all three", st, protectedSeen)
+			}
+		})
+	}
+}
+
+// checkShard fails t if sh's books disagree with its lists, and returns
+// what its protected keys weigh.
+func checkShard(t *testing.T, sh *shard) int {
+	t.Helper()
+	held, used, protectedUsed := 0, 0, 0
+	for l := range int32(lists) {
+		prev := l
+		for i := sh.entries[l].next; i != l; i = sh.entries[i].next {
+			e := &sh.entries[i]
+			if i < lists || e.prev != prev || e.list != l {
+				t.Fatalf("list %d: entry %d has prev %d, list %d: want prev %d, list %d", l, i, e.prev, e.list, prev, l)
+			}
+			if got, ok := sh.index[e.key]; !ok || got != i {
+				t.Fatalf("list %d: entry %d (%q) indexed as %d, %v", l, i, e.key, got, ok)
+			}
+			if w := weight(e.state); int(e.weight) != w {
+				t.Fatalf("entry %d: weight %d, want %d", i, e.weight, w)
+			}
+			if sh.heap[e.heapAt] != i {
+				t.Fatalf("entry %d: heap[%d] is %d", i, e.heapAt, sh.heap[e.heapAt])
+			}
+			held++
+			used += int(e.weight)
+			if l >= protected {
+				protectedUsed += int(e.weight)
+			}
+			prev = i
+		}
+		if sh.entries[l].prev != prev {
+			t.Fatalf("list %d: sentinel's prev %d, want %d", l, sh.entries[l].prev, prev)
+		}
+	}
+	if held != len(sh.index) || held != len(sh.heap) {
+		t.Fatalf("%d entries on the lists, %d in the index, %d in the heap", held, len(sh.index), len(sh.heap))
+	}
+	if used != sh.used || protectedUsed != sh.protectedUsed {
+		t.Fatalf("weights %d (protected %d), books say %d (%d)", used, protectedUsed, sh.used, sh.protectedUsed)
+	}
+	if sh.protectedUsed > sh.protectedCap {
+		t.Fatalf("protected weigh %d, above their share %d", sh.protectedUsed, sh.protectedCap)
+	}
+	if sh.used > sh.capacity && held > 1 {
+		t.Fatalf("%d entries weigh %d, above the capacity %d", held, sh.used, sh.capacity)
+	}
+	return protectedUsed
 }

@@ -51,6 +51,7 @@ func explainCommand(args []string, lookupEnv func(string) (string, bool), stdout
 	fs.BoolVar(&o.hashValues, "hash-values", false, "the server's -hash-values")
 	fs.DurationVar(&o.storeTimeout, "store-timeout", time.Second, "longest the store read may take")
 	limitDefaultFlags(fs, o)
+	answerFlags(fs, &o.answers)
 	fs.Var(failureModeFlag{&o.failureMode}, "failure-mode", "the server's -failure-mode (shown for limits without their own)")
 	fs.DurationVar(&o.maxDelay, "max-delay", config.DefaultMaxDelay, "the server's -max-delay")
 	fs.BoolVar(&o.shadowMode, "shadow-mode", false, "the server's -shadow-mode")

@@ -74,6 +74,9 @@ type options struct {
 	// the store's reset (pkg/limits/overlimit).
 	overLimitCache bool
 
+	// answers: what an answer carries, and in which form (answers.go).
+	answers answerOptions
+
 	// version asks for the version instead of the server.
 	version bool
 }
@@ -176,6 +179,7 @@ func serverFlags(o *options) *commandLine {
 	fs.DurationVar(&o.storeTimeout, "store-timeout", 50*time.Millisecond, "longest a store call may take")
 	fs.Var(failureModeFlag{&o.failureMode}, "failure-mode", "when the store fails: allow (fail open), deny (fail closed), local (this instance's embedded store) or error (gRPC UNAVAILABLE)")
 	limitDefaultFlags(fs, o)
+	answerFlags(fs, &o.answers)
 	fs.DurationVar(&o.maxDelay, "max-delay", config.DefaultMaxDelay, "longest wait a leaky_bucket may impose; a file whose worst wait is longer is refused")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or console")

@@ -90,7 +90,7 @@ func newLogger(o *options, stderr io.Writer) (*zap.Logger, error) {
 // matches, its key, its state and its failure mode: the server and explain
 // both start from them, so that explain shows what the server does.
 func (o *options) serviceOptions(store *storeHandle) rls.Options {
-	return rls.Options{
+	so := rls.Options{
 		Store:          store.Store,
 		Local:          store.local,
 		MaxDelay:       o.maxDelay,
@@ -101,6 +101,8 @@ func (o *options) serviceOptions(store *storeHandle) rls.Options {
 		HashValues:     o.hashValues,
 		ShadowMode:     o.shadowMode,
 	}
+	o.answers.apply(&so)
+	return so
 }
 
 // storeHandle is a store with what the server needs around it.

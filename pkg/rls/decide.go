@@ -55,7 +55,7 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		}
 	}
 	p.settle(s)
-	resp, delay := s.respond(p)
+	resp, delay := s.respond(p, req)
 	if delay > 0 {
 		// A leaky bucket shapes: the answer goes out at the request's turn.
 		// The store refused any turn beyond the deadline; a store call that

@@ -220,7 +220,7 @@ func (s *Service) explanation(ix *descriptors.Index, p *plan, d *planned) Explan
 	case v.outcome == metrics.OutcomeShadowOver:
 		ex.Outcome = fmt.Sprintf("a request would be over %s, but in shadow mode: answered OK", name)
 	case v.outcome == metrics.OutcomeQuotaOver:
-		ex.Outcome = fmt.Sprintf("a request would be over %s, but in quota mode: answered OK, listed in quotaModeViolations", name)
+		ex.Outcome = fmt.Sprintf("a request would be over %s, a quota: its status OVER_LIMIT, the request refused only if every quota-mode descriptor of it is over", name)
 	default:
 		ex.Outcome = fmt.Sprintf("a request would be refused (OVER_LIMIT) by %s for %s", name, v.wait)
 	}

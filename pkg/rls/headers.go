@@ -34,6 +34,9 @@ const (
 // descriptor whose state is unknown (its store call failed, so it took its
 // failure mode) gets RateLimit-Policy alone.
 func (s *Service) addHeaders(resp *rlsv3.RateLimitResponse, p *plan, over bool) {
+	if s.ratelimitHeaders != nil {
+		s.addRatelimitHeaders(resp, p)
+	}
 	if !s.responseHeaders && !s.json429Body {
 		return
 	}
@@ -121,4 +124,52 @@ func sfString(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// RatelimitHeaderNames name envoyproxy/ratelimit's three headers
+// (LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER, LIMIT_RESET_HEADER).
+type RatelimitHeaderNames struct {
+	Limit, Remaining, Reset string
+}
+
+// DefaultRatelimitHeaderNames are envoyproxy/ratelimit's defaults, the
+// names of an older draft of the IETF headers.
+var DefaultRatelimitHeaderNames = RatelimitHeaderNames{
+	Limit:     "RateLimit-Limit",
+	Remaining: "RateLimit-Remaining",
+	Reset:     "RateLimit-Reset",
+}
+
+// addRatelimitHeaders adds envoyproxy/ratelimit's headers for the
+// descriptor it would describe: the one with a limit and the least
+// remaining (the first, on ties), unless a descriptor over its limit, not
+// in quota mode, comes later: the last of those then. The reset is the
+// descriptor's duration_until_reset in whole seconds, rounded up.
+func (s *Service) addRatelimitHeaders(resp *rlsv3.RateLimitResponse, p *plan) {
+	var pick *verdict
+	for i := range p.descs {
+		v := &p.descs[i].verdict
+		switch {
+		case v.rule == nil:
+		case v.over && !v.quota:
+			pick = v
+		case pick == nil || v.remaining < pick.remaining && !(pick.over && !pick.quota):
+			pick = v
+		}
+	}
+	if pick == nil {
+		return
+	}
+	names := s.ratelimitHeaders
+	add(resp, names.Limit, strconv.FormatUint(uint64(clampUint32(pick.rule.Limit.Requests)), 10))
+	remaining := pick.remaining
+	if pick.over && !pick.quota {
+		remaining = 0
+	}
+	add(resp, names.Remaining, strconv.FormatUint(uint64(clampUint32(remaining)), 10))
+	reset := int64(0)
+	if pick.known {
+		reset = ceilSeconds(pick.wait)
+	}
+	add(resp, names.Reset, strconv.FormatInt(reset, 10))
 }

@@ -159,7 +159,8 @@ func (p *plan) add(s *Service, ix *descriptors.Index, in descriptorInput) error 
 		d.shadow = node.Descriptor.ShadowMode
 		d.quota = node.Descriptor.QuotaMode
 	}
-	d.shadow = d.shadow || s.shadowMode
+	d.shadow = d.shadow || s.shadowStatuses()
+	d.quota = d.quota || s.quotaMode
 	if in.override != nil {
 		var matched *config.Rule
 		if len(d.rules) > 0 {
@@ -172,6 +173,7 @@ func (p *plan) add(s *Service, ix *descriptors.Index, in descriptorInput) error 
 		d.rules = []*config.Rule{r}
 	}
 	d.unlimited = len(d.rules) == 1 && d.rules[0].Unlimited
+	d.quota = d.quota && !d.unlimited
 	for _, r := range d.rules {
 		for _, name := range r.Replaces {
 			if p.replacedBy == nil {

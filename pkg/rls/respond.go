@@ -1,11 +1,11 @@
 package rls
 
 import (
+	"math"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
 )
@@ -13,42 +13,34 @@ import (
 // respond turns a settled plan into Envoy's answer, counts each
 // descriptor's outcome, and returns how long a leaky bucket asks the answer
 // to wait: nothing when the request is refused anyway.
-func (s *Service) respond(p *plan) (*rlsv3.RateLimitResponse, time.Duration) {
+func (s *Service) respond(p *plan, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, time.Duration) {
 	over := p.overall()
+	// Under -shadow-mode in envoyproxy/ratelimit's form the statuses stay as
+	// decided and only the overall code says OK.
+	refused := over && !(s.shadowMode && s.compat)
 	resp := &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OK,
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(p.descs)),
 	}
-	if over {
+	if refused {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	domainLabel := metrics.UnknownDomain
 	if p.known {
 		domainLabel = p.domain
 	}
-	var quotaViolations []any
 	var delay time.Duration
 	for i := range p.descs {
 		d := &p.descs[i]
 		v := &d.verdict
 		resp.Statuses[i] = statusOf(v)
 		s.metrics.Decision(domainLabel, d.ruleLabel(), v.outcome)
-		if v.outcome == metrics.OutcomeQuotaOver {
-			quotaViolations = append(quotaViolations, float64(i))
-		}
 		delay = max(delay, v.delay)
 	}
-	if quotaViolations != nil {
-		md, err := structpb.NewStruct(map[string]any{
-			"domain":              p.domain,
-			"quotaModeEnabled":    true,
-			"quotaModeViolations": quotaViolations,
-		})
-		if err == nil {
-			resp.DynamicMetadata = md
-		}
+	if s.dynamicMetadata {
+		resp.DynamicMetadata = dynamicMetadata(p, req) // metadata.go
 	}
-	s.addHeaders(resp, p, over) // -response-headers, -json-429-body (headers.go)
+	s.addHeaders(resp, p, refused) // -response-headers, -json-429-body, -ratelimit-headers (headers.go)
 	if over {
 		delay = 0
 	}
@@ -62,6 +54,11 @@ func statusOf(v *verdict) *rlsv3.RateLimitResponse_DescriptorStatus {
 	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 	if v.over {
 		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	if v.outcome == metrics.OutcomeUnlimited {
+		// Nothing limits it: as much as the field holds remains, as
+		// envoyproxy/ratelimit reports.
+		st.LimitRemaining = math.MaxUint32
 	}
 	if v.rule == nil {
 		return st

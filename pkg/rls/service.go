@@ -76,6 +76,28 @@ type Options struct {
 	// (and Retry-After on OVER_LIMIT) to every answer's
 	// response_headers_to_add (-response-headers); see headers.go.
 	ResponseHeaders bool
+	// QuotaMode puts every descriptor in quota mode, as each limit's
+	// quota_mode does (-quota-mode): a descriptor over its quota keeps its
+	// OVER_LIMIT status, but the request is refused only when every
+	// quota-mode descriptor of it is over.
+	QuotaMode bool
+	// DynamicMetadata fills every answer's dynamic_metadata with the
+	// domain, the descriptors, the hits and the merged metadata of the
+	// descriptors that passed (-dynamic-metadata; metadata.go).
+	DynamicMetadata bool
+	// RatelimitHeaders adds envoyproxy/ratelimit's three headers (limit,
+	// remaining, reset of the most restrictive descriptor) to every answer
+	// that has a limit, under these names (-ratelimit-headers); nil adds
+	// none.
+	RatelimitHeaders *RatelimitHeaderNames
+	// RatelimitCompat answers as envoyproxy/ratelimit does where the two
+	// differ in form (-ratelimit-compat, on in the drop-in):
+	// duration_until_reset in whole seconds, rounded up as its clock of
+	// seconds gives them; a fixed window's at the end of its window even
+	// when nothing is counted yet; and ShadowMode leaving each
+	// descriptor's status as decided, turning only the overall code to OK.
+	RatelimitCompat bool
+
 	// JSON429Body gives an OVER_LIMIT answer a small JSON raw_body and a
 	// content-type: application/json header (-json-429-body).
 	JSON429Body bool
@@ -106,6 +128,10 @@ type Service struct {
 	hashValues         bool
 	refuseNegativeHits bool
 	shadowMode         bool
+	quotaMode          bool
+	dynamicMetadata    bool
+	ratelimitHeaders   *RatelimitHeaderNames
+	compat             bool
 
 	// Headers of the service's own (headers.go).
 	responseHeaders bool
@@ -153,6 +179,10 @@ func New(ix *descriptors.Index, opts Options) (*Service, error) {
 		hashValues:         opts.HashValues,
 		refuseNegativeHits: opts.RefuseNegativeHits,
 		shadowMode:         opts.ShadowMode,
+		quotaMode:          opts.QuotaMode,
+		dynamicMetadata:    opts.DynamicMetadata,
+		ratelimitHeaders:   opts.RatelimitHeaders,
+		compat:             opts.RatelimitCompat,
 
 		responseHeaders: opts.ResponseHeaders,
 		json429Body:     opts.JSON429Body,
@@ -171,6 +201,11 @@ func (s *Service) SetIndex(ix *descriptors.Index) {
 		s.onConfigChange()
 	}
 }
+
+// shadowStatuses reports whether -shadow-mode turns each descriptor's
+// OVER_LIMIT into OK; in envoyproxy/ratelimit's form (RatelimitCompat) it
+// turns only the overall code (respond).
+func (s *Service) shadowStatuses() bool { return s.shadowMode && !s.compat }
 
 // Index returns the config in effect.
 func (s *Service) Index() *descriptors.Index { return s.index.Load() }

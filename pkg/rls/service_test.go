@@ -235,16 +235,42 @@ func TestShadowMode(t *testing.T) {
 	check(t, resp.Statuses[0], want{ok, "shadowed", 0, 2*time.Hour - 20*time.Second - 13*time.Minute})
 }
 
+// Quota mode (envoyproxy/ratelimit's rule since quotas came in): a quota
+// over keeps its own OVER_LIMIT status, and refuses the request only when
+// every quota-mode descriptor of it is over; any other descriptor over
+// refuses it as usual.
 func TestQuotaMode(t *testing.T) {
 	f := newFixture(t, nil, Options{})
-	f.call(t, desc("quota", "a"))
-	resp := f.call(t, desc("remote_address", "x"), desc("quota", "a"))
+	f.call(t, desc("quota", "a")) // soft: 1 an hour, now used up
+	resp := f.call(t, desc("remote_address", "x"), desc("quota", "a"), desc("quota", "b"))
 	if resp.OverallCode != ok {
-		t.Errorf("overall = %v, want OK for a quota_mode limit", resp.OverallCode)
+		t.Errorf("one of two quotas over: overall %v, want OK", resp.OverallCode)
 	}
-	v := resp.GetDynamicMetadata().GetFields()["quotaModeViolations"].GetListValue().GetValues()
-	if len(v) != 1 || v[0].GetNumberValue() != 1 {
-		t.Errorf("quotaModeViolations = %v, want [1]", v)
+	if c := resp.Statuses[1].Code; c != over {
+		t.Errorf("the quota over: status %v, want OVER_LIMIT", c)
+	}
+	if c := resp.Statuses[2].Code; c != ok {
+		t.Errorf("the quota with room: status %v, want OK", c)
+	}
+	// Now both are used up: refused.
+	if resp := f.call(t, desc("quota", "a"), desc("quota", "b")); resp.OverallCode != over {
+		t.Errorf("every quota over: overall %v, want OVER_LIMIT", resp.OverallCode)
+	}
+	// A descriptor over that is no quota refuses, whatever the quotas say.
+	f.call(t, desc("path", "/login", "user", "q"))
+	f.call(t, desc("path", "/login", "user", "q"))
+	if resp := f.call(t, desc("path", "/login", "user", "q"), desc("quota", "c")); resp.OverallCode != over {
+		t.Errorf("a limit over beside a quota with room: overall %v, want OVER_LIMIT", resp.OverallCode)
+	}
+
+	// -quota-mode makes every descriptor a quota.
+	g := newFixture(t, nil, Options{QuotaMode: true})
+	for range 2 {
+		g.call(t, desc("path", "/login", "user", "g"))
+	}
+	resp = g.call(t, desc("path", "/login", "user", "g"), desc("remote_address", "g"))
+	if resp.OverallCode != ok || resp.Statuses[0].Code != over {
+		t.Errorf("-quota-mode, one of two over: %v", resp)
 	}
 }
 

@@ -3,6 +3,7 @@ package rls
 import (
 	"time"
 
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
 )
@@ -15,6 +16,9 @@ type verdict struct {
 	outcome string
 	// over reports that the descriptor's status is OVER_LIMIT.
 	over bool
+	// quota reports a descriptor in quota mode: its being over refuses the
+	// request only when every quota-mode descriptor of it is over.
+	quota bool
 	// allowed reports that every limit allowed the hit, whatever the status
 	// says (a shadow or quota refusal is answered OK but not allowed).
 	allowed bool
@@ -50,10 +54,10 @@ func (d *planned) settle(s *Service) verdict {
 	case d.unlimited:
 		return verdict{outcome: metrics.OutcomeUnlimited, allowed: true}
 	case len(d.rules) == 0:
-		return verdict{outcome: metrics.OutcomeNoLimit, allowed: true}
+		return verdict{outcome: metrics.OutcomeNoLimit, allowed: true, quota: d.quota}
 	case d.failure != nil:
-		v := verdict{rule: d.failure.rule}
-		v.outcome, v.over = failureOutcome(d.failure, s.shadowMode)
+		v := verdict{rule: d.failure.rule, quota: d.quota}
+		v.outcome, v.over = failureOutcome(d.failure, s.shadowStatuses())
 		v.allowed = !v.over
 		if !v.over {
 			// Failing open: nothing is known of the quota, so report it
@@ -63,7 +67,7 @@ func (d *planned) settle(s *Service) verdict {
 		}
 		return v
 	}
-	v := verdict{allowed: true, known: true}
+	v := verdict{allowed: true, known: true, quota: d.quota}
 	for _, r := range d.results {
 		v.allowed = v.allowed && r.Allowed
 	}
@@ -71,6 +75,9 @@ func (d *planned) settle(s *Service) verdict {
 	v.rule = d.rules[rep]
 	v.remaining = d.results[rep].Remaining
 	v.wait = d.wait(rep)
+	if s.compat {
+		v.wait = compatWait(v.rule, v.wait)
+	}
 	switch {
 	case v.allowed:
 		v.outcome = metrics.OutcomeOK
@@ -80,7 +87,9 @@ func (d *planned) settle(s *Service) verdict {
 	case d.shadow:
 		v.outcome = metrics.OutcomeShadowOver
 	case d.quota:
-		v.outcome = metrics.OutcomeQuotaOver
+		// A quota keeps its own status; whether it refuses the request is
+		// the whole request's matter (plan.overall).
+		v.outcome, v.over = metrics.OutcomeQuotaOver, true
 	case d.neverFits(rep):
 		v.outcome, v.over = metrics.OutcomeNeverFits, true
 	default:
@@ -128,14 +137,37 @@ func (d *planned) neverFits(j int) bool {
 	return d.cost > d.rules[j].Limit.MaxCost()
 }
 
-// overall reports whether the request is refused: any descriptor over.
+// overall reports whether the request is refused: a descriptor over that
+// is not in quota mode, or every quota-mode descriptor over (as
+// envoyproxy/ratelimit decides since quotas came in: a request passes while
+// any of its quotas has room).
 func (p *plan) overall() bool {
+	quotas, quotasOver := 0, 0
 	for i := range p.descs {
-		if p.descs[i].verdict.over {
+		v := &p.descs[i].verdict
+		switch {
+		case v.quota:
+			quotas++
+			if v.over {
+				quotasOver++
+			}
+		case v.over:
 			return true
 		}
 	}
-	return false
+	return quotas > 0 && quotasOver == quotas
+}
+
+// compatWait is wait as envoyproxy/ratelimit reports it, in whole seconds
+// from a clock of seconds: rounded up, and for a fixed window the time to
+// the end of the window even when nothing is counted yet (a peek on a new
+// key, which envoy-rls reports as 0, the wait until it is full again).
+func compatWait(r *config.Rule, wait time.Duration) time.Duration {
+	if wait == 0 && r.Limit.Algorithm == limits.FixedWindow {
+		t := r.Limit.Period.Microseconds()
+		wait = time.Duration(t-time.Now().UnixMicro()%t) * time.Microsecond
+	}
+	return time.Duration(ceilSeconds(wait)) * time.Second
 }
 
 // mostRestrictive picks the descriptor the service's own headers describe,

@@ -1,10 +1,37 @@
 // Package breaker stops waiting on a store that is down. A rate limiter sits
 // on every request's path: when Redis dies, each call would otherwise wait
 // for its timeout (50 ms by default, more than Envoy's 20 ms deadline)
-// before the failure mode applies. After a few calls in a row find the store
-// unavailable, the breaker opens and answers at once with ErrOpen; every
-// Cooldown it lets one call through to probe, and the first success closes
-// it again.
+// before the failure mode applies. Once calls have kept finding the store
+// unavailable, the breaker opens and answers at once with ErrOpen; it lets
+// one call through now and then to probe, and the first success closes it
+// again.
+//
+// When it opens. A failed call is weak evidence on its own: a Redis that
+// stalls for a moment (a fork, a slow command, a paused VM) or a service
+// starved of CPU makes every call in flight time out together, and they all
+// report within moments of each other. Counting those as failures in a row
+// turned a stall of under a tenth of a second into half a second of
+// failure-mode answers, all of the breaker's making. So the breaker opens
+// only on failures that span time: Failures calls in a row find the store
+// unavailable, and the latest is recorded at least Timeout after the first.
+// A call is never given more than Timeout, so a failure recorded that late
+// came from a call made after the first failure was known: fresh evidence,
+// not the same stall seen twice. A stall must thus outlast about two store
+// timeouts to open the breaker (one for the first calls to time out, one
+// for a call made after that to time out too), and a store that refuses
+// connections one store timeout; anything shorter costs only the calls it
+// caught, which take the failure mode after their timeout as they would
+// without a breaker.
+//
+// When it probes. The first probe goes Timeout after the breaker opens, so
+// that a store back from a short outage is used again within about two
+// store timeouts of its return; each failed probe doubles the wait, up to
+// Cooldown, so that a store that stays down sees one call per Cooldown.
+// Every opening starts again from Timeout.
+//
+// The closed breaker's path, the one every call takes while the store
+// answers, reads two atomic flags and takes no lock and no clock reading;
+// an open breaker refuses with a clock reading and no lock.
 package breaker
 
 import (
@@ -12,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
@@ -24,32 +52,61 @@ var ErrOpen = fmt.Errorf("%w: circuit open after repeated failures", limits.ErrU
 // Options tune a Breaker. The zero value is usable.
 type Options struct {
 	// Failures is how many calls in a row must find the store unavailable
-	// to open the breaker. Zero means 3.
+	// to open the breaker (as well as spanning Timeout). Zero means 3.
 	Failures int
-	// Cooldown is how long the breaker stays open before it lets one call
-	// probe the store. Zero means 500 ms, so that a store that is back is
-	// used again within a second.
+	// Timeout is the store's timeout (-store-timeout): how long failures
+	// must span before the breaker opens, and how long it waits before its
+	// first probe. Zero means 50 ms, the flag's default.
+	Timeout time.Duration
+	// Cooldown is the longest wait between probes of an open breaker: the
+	// wait doubles from Timeout up to Cooldown while probes fail. Zero
+	// means 500 ms, so that a store that is back after a long outage is
+	// used again within about a second.
 	Cooldown time.Duration
 	// OnChange, if set, is called (outside the lock) when the breaker opens
-	// (true) or closes (false).
+	// (true) or closes (false). Calls are never concurrent, and the last
+	// one always gives the state the breaker is in, though an opening
+	// undone at once may go unreported.
 	OnChange func(open bool)
+	// OnStoreUp, if set, is called (outside the lock, on the same terms as
+	// OnChange) when a call finds the store unavailable after calls found
+	// it answering (false), or the other way round (true): the store's
+	// state as the calls see it, at once, where the breaker waits for
+	// sustained failures. A call that proves nothing (its caller gave up)
+	// changes nothing.
+	OnStoreUp func(up bool)
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
 
 // Breaker wraps a store. It is safe for concurrent use.
 type Breaker struct {
-	inner    limits.Store
-	failures int
-	cooldown time.Duration
-	onChange func(bool)
-	now      func() time.Time
+	inner     limits.Store
+	failures  int
+	timeout   time.Duration
+	cooldown  time.Duration
+	onChange  func(bool)
+	onStoreUp func(bool)
+	now       func() time.Time
 
-	mu        sync.Mutex
-	failed    int       // consecutive calls that found the store unavailable
-	open      bool      // failing fast
-	openUntil time.Time // when the next probe may go
-	probing   bool      // a probe is in flight
+	// These are written under mu and read without it: a closed breaker
+	// whose calls succeed, and an open one that refuses, take no lock.
+	// down is set while the latest call that told found the store
+	// unavailable; open implies down. probeAt (Unix nanoseconds) is stored
+	// before open is set, and before probing is cleared.
+	open    atomic.Bool
+	down    atomic.Bool
+	probing atomic.Bool  // a probe is in flight
+	probeAt atomic.Int64 // when the next probe may go
+
+	mu          sync.Mutex
+	failed      int           // calls in a row that found the store unavailable
+	firstFailed time.Time     // when the first of them was recorded
+	wait        time.Duration // the wait after the next failed probe
+
+	notifyMu     sync.Mutex // serializes the callbacks
+	reportedOpen bool       // what OnChange last said
+	reportedDown bool       // what OnStoreUp last said, negated
 }
 
 var _ limits.Store = (*Breaker)(nil)
@@ -59,21 +116,23 @@ func New(inner limits.Store, opts Options) *Breaker {
 	if opts.Failures <= 0 {
 		opts.Failures = 3
 	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 50 * time.Millisecond
+	}
 	if opts.Cooldown <= 0 {
 		opts.Cooldown = 500 * time.Millisecond
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Breaker{inner: inner, failures: opts.Failures, cooldown: opts.Cooldown, onChange: opts.OnChange, now: opts.Now}
+	return &Breaker{
+		inner: inner, failures: opts.Failures, timeout: opts.Timeout, cooldown: max(opts.Cooldown, opts.Timeout),
+		onChange: opts.OnChange, onStoreUp: opts.OnStoreUp, now: opts.Now,
+	}
 }
 
 // Open reports whether the breaker is failing fast.
-func (b *Breaker) Open() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.open
-}
+func (b *Breaker) Open() bool { return b.open.Load() }
 
 // Decide implements limits.Store.
 func (b *Breaker) Decide(ctx context.Context, hits []limits.Hit, results []limits.Result) {
@@ -85,64 +144,120 @@ func (b *Breaker) Decide(ctx context.Context, hits []limits.Hit, results []limit
 		return
 	}
 	b.inner.Decide(ctx, hits, results)
-	b.record(probe, unavailable(ctx, results[:len(hits)]))
+	b.record(probe, outcomeOf(ctx, results[:len(hits)]))
 }
 
 // admit reports whether a call may reach the store, and whether it is the
-// probe of an open breaker.
+// probe of an open breaker. It takes no lock: during an outage every call
+// comes here, and each must be refused at once.
 func (b *Breaker) admit() (probe, ok bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	switch {
-	case !b.open:
+	if !b.open.Load() {
 		return false, true
-	case b.probing || b.now().Before(b.openUntil):
+	}
+	if b.probing.Load() || b.now().UnixNano() < b.probeAt.Load() {
 		return false, false
 	}
-	b.probing = true
+	if !b.probing.CompareAndSwap(false, true) {
+		return false, false // another call took the probe
+	}
+	// A call held up between the loads above and the swap may have read
+	// probeAt before the last probe failed and moved it.
+	if b.now().UnixNano() < b.probeAt.Load() {
+		b.probing.Store(false)
+		return false, false
+	}
 	return true, true
 }
 
-func (b *Breaker) record(probe, down bool) {
-	b.mu.Lock()
-	changed := false
-	if probe {
-		b.probing = false
+// outcome is what one call tells of the store.
+type outcome uint8
+
+const (
+	answered outcome = iota // the store answered
+	down                    // the store was unavailable
+	unknown                 // the call proves nothing either way
+)
+
+func (b *Breaker) record(probe bool, o outcome) {
+	if !probe && (o == unknown || o == answered && !b.down.Load()) {
+		return // closed, and nothing to reset: the hot path
 	}
-	switch {
-	case !down:
+	b.mu.Lock()
+	switch o {
+	case answered:
 		b.failed = 0
-		changed = b.open
-		b.open = false
-	case probe || b.open:
-		b.openUntil = b.now().Add(b.cooldown)
-	default:
-		b.failed++
-		if b.failed >= b.failures {
-			b.open, changed = true, true
-			b.openUntil = b.now().Add(b.cooldown)
+		b.open.Store(false)
+		b.down.Store(false)
+	case down:
+		b.down.Store(true)
+		now := b.now()
+		switch {
+		case probe && b.open.Load():
+			b.probeAt.Store(now.Add(b.wait).UnixNano())
+			b.wait = min(2*b.wait, b.cooldown)
+		case b.open.Load():
+			// A call let through before the breaker opened: it says
+			// nothing the opening did not, and must not delay the probe.
+		default:
+			b.failed++
+			if b.failed == 1 {
+				b.firstFailed = now
+			}
+			if b.failed >= b.failures && now.Sub(b.firstFailed) >= b.timeout {
+				b.probeAt.Store(now.Add(b.timeout).UnixNano())
+				b.wait = min(2*b.timeout, b.cooldown)
+				b.open.Store(true)
+			}
 		}
 	}
-	open := b.open
+	if probe {
+		b.probing.Store(false)
+	}
 	b.mu.Unlock()
-	if changed && b.onChange != nil {
-		b.onChange(open)
+	b.notify()
+}
+
+// notify reports the state to the callbacks if it differs from what they
+// were last told. Reading the state under notifyMu, rather than passing
+// each change along, keeps two changes made at once by two calls from
+// reaching the callbacks in the wrong order.
+func (b *Breaker) notify() {
+	if b.onChange == nil && b.onStoreUp == nil {
+		return
+	}
+	b.notifyMu.Lock()
+	defer b.notifyMu.Unlock()
+	if isDown := b.down.Load(); isDown != b.reportedDown {
+		b.reportedDown = isDown
+		if b.onStoreUp != nil {
+			b.onStoreUp(!isDown)
+		}
+	}
+	if open := b.open.Load(); open != b.reportedOpen {
+		b.reportedOpen = open
+		if b.onChange != nil {
+			b.onChange(open)
+		}
 	}
 }
 
-// unavailable reports whether a call found the store down: every hit failed
-// with limits.ErrUnavailable. A reply error (a key of the wrong type) means
-// the store answered; a partial failure (one cluster node down) is left to
-// the per-hit failure modes, not held against the whole store. A call whose
-// own context ended first proves nothing either way.
-func unavailable(ctx context.Context, results []limits.Result) bool {
+// outcomeOf tells what a call found. The store is down when every hit
+// failed with limits.ErrUnavailable. A reply error (a key of the wrong type)
+// means the store answered; so does a partial failure (one cluster node
+// down), which is left to the per-hit failure modes, not held against the
+// whole store. A call whose own context was cancelled first, or that had no
+// hits, proves nothing.
+func outcomeOf(ctx context.Context, results []limits.Result) outcome {
 	if len(results) == 0 {
-		return false
+		return unknown
 	}
 	for _, r := range results {
 		if r.Err == nil || !errors.Is(r.Err, limits.ErrUnavailable) {
-			return false
+			return answered
 		}
 	}
-	return ctx.Err() == nil || !errors.Is(ctx.Err(), context.Canceled)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return unknown
+	}
+	return down
 }

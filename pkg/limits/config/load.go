@@ -30,6 +30,14 @@ type Options struct {
 	// (-count-refused): off, only allowed hits consume, envoy-rls's rule;
 	// on, every hit counts, refused or not, as envoyproxy/ratelimit counts.
 	CountRefused bool
+	// MergeDomains lets Load join a domain that several files define
+	// (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG) instead of refusing it:
+	// the domain's top-level descriptors are those of its files, in the
+	// order Load reads them, and a top-level descriptor that two files
+	// both define (the same key and value) is an error naming both places,
+	// as envoyproxy/ratelimit refuses it; descriptors below the top level
+	// are never merged. The Domain's File is then its first file.
+	MergeDomains bool
 }
 
 // DefaultOptions are the options of Load and Parse, the flags' defaults.
@@ -54,8 +62,9 @@ func (o Options) maxDelay() time.Duration {
 // Symlinks to files are followed.
 //
 // Each file holds one domain; a domain defined in two files is an error
-// naming both, and so is a directory without limits files. Every error is an
-// *Error. Load checks the files against DefaultOptions.
+// naming both (unless Options.MergeDomains), and so is a directory without
+// limits files. Every error is an *Error. Load checks the files against
+// DefaultOptions.
 func Load(path string) (*Config, error) {
 	return DefaultOptions().Load(path)
 }
@@ -68,6 +77,7 @@ func (o Options) Load(path string) (*Config, error) {
 	}
 	c := &Config{Domains: make(map[string]*Domain, len(files))}
 	lines := make(map[string]int, len(files))
+	tops := topLevel{}
 	for _, file := range files {
 		data, err := os.ReadFile(file)
 		if err != nil {
@@ -77,14 +87,46 @@ func (o Options) Load(path string) (*Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		if first, dup := c.Domains[d.Name]; dup {
+		if o.MergeDomains {
+			if err := tops.add(d); err != nil {
+				return nil, err
+			}
+		}
+		switch first, dup := c.Domains[d.Name]; {
+		case dup && o.MergeDomains:
+			first.Descriptors = append(first.Descriptors, d.Descriptors...)
+		case dup:
 			return nil, &Error{File: file, Line: line, Word: d.Name,
 				Msg: fmt.Sprintf("duplicate domain, first in %s:%d", first.File, lines[d.Name])}
+		default:
+			c.Domains[d.Name] = d
+			lines[d.Name] = line
 		}
-		c.Domains[d.Name] = d
-		lines[d.Name] = line
 	}
 	return c, nil
+}
+
+// topLevel records where each top-level descriptor of each domain was
+// defined, so that merging domains can name both places of a duplicate.
+type topLevel map[string]map[[2]string]string
+
+// add records d's top-level descriptors, or returns the error for the
+// first one that an earlier file of the domain already defines.
+func (t topLevel) add(d *Domain) error {
+	seen := t[d.Name]
+	if seen == nil {
+		seen = make(map[[2]string]string)
+		t[d.Name] = seen
+	}
+	for _, desc := range d.Descriptors {
+		id := [2]string{desc.Key, desc.Value}
+		if at, dup := seen[id]; dup {
+			return &Error{File: d.File, Line: desc.Line, Word: compositeKey(d.Name, desc.Key, desc.Value),
+				Msg: "duplicate descriptor of a merged domain, first in " + at}
+		}
+		seen[id] = fmt.Sprintf("%s:%d", d.File, desc.Line)
+	}
+	return nil
 }
 
 // limitsFiles lists the files Load reads for path: path itself, or the

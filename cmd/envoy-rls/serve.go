@@ -151,14 +151,16 @@ func openStore(o *options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 	}
 	s := redisstore.New(client, redisstore.Options{OnPipeline: m.RedisPipeline})
 	warmUp(s.Ping, log)
-	// Once Redis is found down, stop waiting on it: answer by the failure
-	// mode at once, and probe twice a second. Not for a cluster: the breaker
+	// Once Redis is found down for a store timeout, stop waiting on it:
+	// answer by the failure mode at once, and probe it, first after one
+	// store timeout, then backing off to twice a second. Each call's finding
+	// sets rls_store_up when it changes. Not for a cluster: the breaker
 	// sees one store, and calls that find one dead master would open it for
 	// the keys of the live masters too; there, each call fails on its own
 	// within -store-timeout.
 	var store limits.Store = s
 	if len(seeds) == 0 {
-		store = breaker.New(s, breaker.Options{OnChange: func(open bool) {
+		store = breaker.New(s, breaker.Options{Timeout: o.storeTimeout, OnStoreUp: m.StoreUp, OnChange: func(open bool) {
 			m.BreakerOpen(open)
 			if open {
 				log.Warn("store circuit open: answering by the failure mode without waiting for Redis")
@@ -266,7 +268,7 @@ type listeners struct {
 func listen(o *options, log *zap.Logger) (*listeners, error) {
 	ls := &listeners{}
 	var err error
-	if ls.grpc, err = net.Listen("tcp", o.grpcAddr); err != nil {
+	if ls.grpc, err = net.Listen(grpcNetwork(o.grpcAddr)); err != nil {
 		return nil, fmt.Errorf("-grpc-addr: %w", err)
 	}
 	if ls.http, err = net.Listen("tcp", o.httpAddr); err != nil {
@@ -509,16 +511,18 @@ func startReload(ctx context.Context, wg *sync.WaitGroup, w *watch.Watcher, path
 	}()
 }
 
-// watchStore keeps the store-up gauge current.
+// watchStore keeps the store-up gauge current while no calls come (the
+// breaker sets it from the calls), and on a cluster.
 func watchStore(ctx context.Context, ping func(context.Context) error, m *metrics.Metrics, log *zap.Logger) {
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
 	wasUp := true
 	for {
+		start := time.Now()
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		err := ping(pctx)
 		cancel()
-		m.StoreUp(err == nil)
+		m.StoreChecked(start, err == nil)
 		if (err == nil) != wasUp {
 			if err != nil {
 				log.Warn("store unreachable", zap.Error(err))

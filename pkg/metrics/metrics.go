@@ -5,6 +5,7 @@
 package metrics
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,6 +51,12 @@ type Metrics struct {
 	breakerOpen   prometheus.Gauge
 	redisRuns     prometheus.Histogram
 	refused       *prometheus.CounterVec
+	ratelimit     *ratelimitStats // envoyproxy/ratelimit's stats (ratelimit.go); nil when off
+
+	storeUpMu sync.Mutex
+	// storeSeen is when a store call last set storeUp: a health check
+	// started before it is older news.
+	storeSeen time.Time
 }
 
 // New registers the collectors on a fresh registry, with the Go and process
@@ -94,7 +101,7 @@ func New() *Metrics {
 		}),
 		storeUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rls_store_up",
-			Help: "Whether the last store health check succeeded.",
+			Help: "Whether the store answers (1) or is unavailable (0): as the latest store call found it, or, while no calls come, a periodic health check.",
 		}),
 		localDecided: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "rls_local_fallback_decisions_total",
@@ -166,6 +173,7 @@ func (m *Metrics) Reload(ok bool, at time.Time) {
 	if m == nil {
 		return
 	}
+	m.ratelimitReload(ok)
 	if ok {
 		m.reloads.WithLabelValues("success").Inc()
 		m.configSuccess.Set(1)
@@ -176,11 +184,37 @@ func (m *Metrics) Reload(ok bool, at time.Time) {
 	m.configSuccess.Set(0)
 }
 
-// StoreUp records the result of a store health check.
+// StoreUp records what a store call found: the store answered, or was
+// unavailable. The breaker calls it when that changes
+// (breaker.Options.OnStoreUp), so that under traffic the gauge follows the
+// store within one store timeout rather than a health check's period.
 func (m *Metrics) StoreUp(up bool) {
 	if m == nil {
 		return
 	}
+	m.storeUpMu.Lock()
+	defer m.storeUpMu.Unlock()
+	m.storeSeen = time.Now()
+	m.setStoreUp(up)
+}
+
+// StoreChecked records a health check of the store that started at start.
+// The check keeps the gauge current while no calls come (and on a store
+// whose calls do not report), but a check may wait a second for its
+// answer: it is dropped when a store call has set the gauge since start.
+func (m *Metrics) StoreChecked(start time.Time, up bool) {
+	if m == nil {
+		return
+	}
+	m.storeUpMu.Lock()
+	defer m.storeUpMu.Unlock()
+	if m.storeSeen.After(start) {
+		return
+	}
+	m.setStoreUp(up)
+}
+
+func (m *Metrics) setStoreUp(up bool) {
 	if up {
 		m.storeUp.Set(1)
 	} else {

@@ -1,0 +1,110 @@
+package xds
+
+import (
+	"testing"
+
+	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+)
+
+// limit is a RateLimitConfig of one descriptor key with one limit.
+func limit(name, domain, key string, perUnit uint32, unit rlsconfv3.RateLimitUnit) *rlsconfv3.RateLimitConfig {
+	return &rlsconfv3.RateLimitConfig{Name: name, Domain: domain, Descriptors: []*rlsconfv3.RateLimitDescriptor{{
+		Key:       key,
+		RateLimit: &rlsconfv3.RateLimitPolicy{Unit: unit, RequestsPerUnit: perUnit},
+	}}}
+}
+
+func TestNewConfig(t *testing.T) {
+	o := config.Options{DefaultAlgorithm: limits.FixedWindow, CountRefused: true}
+	c, err := NewConfig(o, []*rlsconfv3.RateLimitConfig{
+		limit("b", "api", "path", 5, rlsconfv3.RateLimitUnit_SECOND),
+		limit("a", "web", "ip", 100, rlsconfv3.RateLimitUnit_MINUTE),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Domains) != 2 || c.Domains["api"] == nil || c.Domains["web"] == nil {
+		t.Fatalf("domains: got %v, want api and web", c.Domains)
+	}
+	d := c.Domains["api"]
+	if d.File != "b" {
+		t.Errorf("api's File: got %q, want its resource, b", d.File)
+	}
+	r := d.Descriptors[0].Rules[0]
+	if r.Limit.Algorithm != limits.FixedWindow || !r.Limit.CountRefused || r.Limit.Requests != 5 {
+		t.Errorf("api's limit: got %+v, want the options' defaults (fixed_window, count_refused) and 5", r.Limit)
+	}
+
+	empty, err := NewConfig(o, nil)
+	if err != nil || len(empty.Domains) != 0 {
+		t.Errorf("no resources: got %v, %v, want an empty config", empty, err)
+	}
+}
+
+func TestNewConfigErrors(t *testing.T) {
+	unknown := limit("edge", "api", "path", 5, rlsconfv3.RateLimitUnit_SECOND)
+	// A field number the module does not have, as a newer server's
+	// quota_mode would arrive.
+	unknown.Descriptors[0].ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 99, protowire.VarintType), 1))
+	for _, tc := range []struct {
+		name string
+		in   []*rlsconfv3.RateLimitConfig
+		want string
+	}{
+		{"a limit with no unit", []*rlsconfv3.RateLimitConfig{limit("edge", "api", "path", 5, rlsconfv3.RateLimitUnit_UNKNOWN)},
+			"edge: descriptors[0].rate_limit: has no unit"},
+		{"a domain twice, named by both, in name order", []*rlsconfv3.RateLimitConfig{
+			limit("zz", "api", "path", 5, rlsconfv3.RateLimitUnit_SECOND),
+			limit("aa", "api", "ip", 5, rlsconfv3.RateLimitUnit_SECOND),
+		}, "zz: api: duplicate domain, first in aa"},
+		{"no domain, no name", []*rlsconfv3.RateLimitConfig{{}}, "resources[0]: no domain"},
+		{"a field this build does not know", []*rlsconfv3.RateLimitConfig{unknown},
+			"edge: descriptors[0]: has fields this build of envoy-rls does not know (a newer RateLimitConfig): upgrade envoy-rls"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewConfig(config.Options{}, tc.in)
+			if err == nil || err.Error() != tc.want {
+				t.Errorf("got %v, want %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestUnpack(t *testing.T) {
+	good, err := anypb.New(limit("edge", "api", "path", 5, rlsconfv3.RateLimitUnit_SECOND))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := unpack([]*anypb.Any{good})
+	if err != nil || len(msgs) != 1 || msgs[0].GetDomain() != "api" {
+		t.Fatalf("got %v, %v, want the one resource", msgs, err)
+	}
+	other, err := anypb.New(&rlsconfv3.RateLimitPolicy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "resources[1]: type type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitPolicy, want " + TypeURL
+	if _, err := unpack([]*anypb.Any{good, other}); err == nil || err.Error() != want {
+		t.Errorf("another type: got %v, want %s", err, want)
+	}
+}
+
+func TestSameResources(t *testing.T) {
+	a := limit("a", "api", "path", 5, rlsconfv3.RateLimitUnit_SECOND)
+	b := limit("b", "web", "ip", 5, rlsconfv3.RateLimitUnit_SECOND)
+	b2 := limit("b", "web", "ip", 6, rlsconfv3.RateLimitUnit_SECOND)
+	if !sameResources([]*rlsconfv3.RateLimitConfig{a, b}, []*rlsconfv3.RateLimitConfig{b, a}) {
+		t.Error("the same resources in another order: got different, want the same")
+	}
+	if sameResources([]*rlsconfv3.RateLimitConfig{a, b}, []*rlsconfv3.RateLimitConfig{a, b2}) {
+		t.Error("a changed limit: got the same, want different")
+	}
+	if sameResources([]*rlsconfv3.RateLimitConfig{a}, []*rlsconfv3.RateLimitConfig{a, b}) {
+		t.Error("one more resource: got the same, want different")
+	}
+}

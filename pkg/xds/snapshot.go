@@ -21,19 +21,22 @@ const TypeURL = "type.googleapis.com/ratelimit.config.ratelimit.v3.RateLimitConf
 // NewConfig turns the RateLimitConfig resources of one snapshot into one
 // Config, each checked by o.FromProto as a limits file is checked by
 // o.Load: one domain per resource, errors naming the resource and the
-// field's path. A domain in two resources is an error naming both. No
-// resources is an empty Config: the server has no limits for this node.
+// field's path. A domain in two resources is an error naming both, or
+// with o.MergeDomains (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG, which
+// it applies to xDS too) one domain (config.Options.Join). No resources
+// is an empty Config: the server has no limits for this node.
 //
 // Resources are read in the order of their names, so that the same
-// snapshot gives the same error whatever order the server sent it in.
+// snapshot gives the same config and the same errors whatever order the
+// server sent it in.
 func NewConfig(o config.Options, resources []*rlsconfv3.RateLimitConfig) (*config.Config, error) {
 	named := make([]namedResource, len(resources))
 	for i, m := range resources {
 		named[i] = namedResource{name: resourceName(m, i), msg: m}
 	}
 	slices.SortStableFunc(named, func(a, b namedResource) int { return strings.Compare(a.name, b.name) })
-	c := &config.Config{Domains: make(map[string]*config.Domain, len(named))}
-	for _, r := range named {
+	domains := make([]*config.Domain, len(named))
+	for i, r := range named {
 		if err := knownFields(r.name, "", r.msg.ProtoReflect()); err != nil {
 			return nil, err
 		}
@@ -41,12 +44,9 @@ func NewConfig(o config.Options, resources []*rlsconfv3.RateLimitConfig) (*confi
 		if err != nil {
 			return nil, err
 		}
-		if first, dup := c.Domains[d.Name]; dup {
-			return nil, &config.Error{File: r.name, Word: d.Name, Msg: "duplicate domain, first in " + first.File}
-		}
-		c.Domains[d.Name] = d
+		domains[i] = d
 	}
-	return c, nil
+	return o.Join(domains)
 }
 
 type namedResource struct {

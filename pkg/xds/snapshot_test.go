@@ -46,6 +46,26 @@ func TestNewConfig(t *testing.T) {
 	}
 }
 
+func TestNewConfigMergeDomains(t *testing.T) {
+	two := []*rlsconfv3.RateLimitConfig{
+		limit("b", "api", "path", 5, rlsconfv3.RateLimitUnit_SECOND),
+		limit("a", "api", "ip", 100, rlsconfv3.RateLimitUnit_MINUTE),
+	}
+	c, err := NewConfig(config.Options{MergeDomains: true}, two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.Domains["api"]
+	if len(c.Domains) != 1 || len(d.Descriptors) != 2 || d.Descriptors[0].Key != "ip" || d.Descriptors[1].Key != "path" {
+		t.Fatalf("got %v, want api with ip (resource a) then path (resource b)", c.Domains)
+	}
+	twice := append(two, limit("c", "api", "path", 7, rlsconfv3.RateLimitUnit_SECOND))
+	want := "c: api.path: duplicate descriptor of a merged domain, first in b"
+	if _, err := NewConfig(config.Options{MergeDomains: true}, twice); err == nil || err.Error() != want {
+		t.Errorf("a top-level descriptor twice: got %v, want %s", err, want)
+	}
+}
+
 func TestNewConfigErrors(t *testing.T) {
 	unknown := limit("edge", "api", "path", 5, rlsconfv3.RateLimitUnit_SECOND)
 	// A field number the module does not have, as a newer server's

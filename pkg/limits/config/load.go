@@ -124,7 +124,7 @@ func (t topLevel) add(d *Domain) error {
 			return &Error{File: d.File, Line: desc.Line, Word: compositeKey(d.Name, desc.Key, desc.Value),
 				Msg: "duplicate descriptor of a merged domain, first in " + at}
 		}
-		seen[id] = fmt.Sprintf("%s:%d", d.File, desc.Line)
+		seen[id] = place(d.File, desc.Line)
 	}
 	return nil
 }

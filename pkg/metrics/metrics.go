@@ -51,6 +51,7 @@ type Metrics struct {
 	breakerOpen   prometheus.Gauge
 	redisRuns     prometheus.Histogram
 	refused       *prometheus.CounterVec
+	ratelimit     *ratelimitStats // envoyproxy/ratelimit's stats (ratelimit.go); nil when off
 
 	storeUpMu sync.Mutex
 	// storeSeen is when a store call last set storeUp: a health check
@@ -172,6 +173,7 @@ func (m *Metrics) Reload(ok bool, at time.Time) {
 	if m == nil {
 		return
 	}
+	m.ratelimitReload(ok)
 	if ok {
 		m.reloads.WithLabelValues("success").Inc()
 		m.configSuccess.Set(1)

@@ -1,0 +1,328 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+)
+
+// envoyGatewayMapper is the built-in mapper as Envoy Gateway ships it (its
+// statsd_conf.yaml): the same families, the response time left in
+// milliseconds, and the deprecated timer_type its file uses, which a
+// statsd_exporter library that refuses it would not load.
+var envoyGatewayMapper = strings.Replace(strings.ReplaceAll(DefaultRatelimitMapper, "observer_type:", "timer_type:"), "    scale: 0.001\n", "", 1)
+
+func enabled(t testing.TB, o RatelimitOptions) *Metrics {
+	t.Helper()
+	m := New()
+	if err := m.EnableRatelimit(o); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// walk matches entries in a small config, as the service does.
+func walk(t testing.TB, entries ...descriptors.Entry) *RatelimitHit {
+	t.Helper()
+	d, err := config.Parse("limits.yaml", []byte(`domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 10}
+  - key: plan
+    value: free
+    descriptors:
+      - key: api_key
+        descriptors:
+          - key: path
+            rate_limit: {unit: second, requests_per_unit: 10}
+          - key: method
+            rate_limit: {unit: second, requests_per_unit: 10}
+  - key: client
+    detailed_metric: true
+    rate_limit: {unit: second, requests_per_unit: 10}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := descriptors.NewIndex(&config.Config{Domains: map[string]*config.Domain{d.Name: d}})
+	n, _, path := ix.Match("edge", entries, nil)
+	if n == nil {
+		t.Fatalf("%v matches nothing", entries)
+	}
+	return &RatelimitHit{Domain: "edge", Entries: entries, Path: path, Node: n}
+}
+
+func within(h *RatelimitHit, hits, before uint64) *RatelimitHit {
+	h.Hits, h.Decided, h.Limit, h.Before, h.After = hits, true, 10, before, before+hits
+	return h
+}
+
+func compare(t *testing.T, m *Metrics, want string, names ...string) {
+	t.Helper()
+	if err := testutil.GatherAndCompare(m.RatelimitGatherer(), strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestRatelimitSplit(t *testing.T) {
+	r, err := newRatelimitStats(RatelimitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name         string
+		before, hits uint64
+		over, shadow bool
+		want         hitCounts
+	}{
+		{"far from the limit", 0, 1, false, false, hitCounts{within: 1}},
+		{"at the threshold", 7, 1, false, false, hitCounts{within: 1}},
+		{"past the threshold", 8, 1, false, false, hitCounts{within: 1, near: 1}},
+		{"crossing the threshold", 6, 3, false, false, hitCounts{within: 3, near: 1}},
+		{"up to the limit", 9, 1, false, false, hitCounts{within: 1, near: 1}},
+		{"at the limit already", 10, 1, true, false, hitCounts{over: 1}},
+		{"crossing the limit", 9, 3, true, false, hitCounts{over: 2, near: 1}},
+		{"crossing both", 5, 10, true, false, hitCounts{over: 5, near: 2}},
+		{"shadow counts the over part", 5, 10, true, true, hitCounts{over: 5, near: 2, shadow: 5}},
+		{"shadow at the limit already", 12, 2, true, true, hitCounts{over: 2, shadow: 2}},
+		{"a peek", 3, 0, false, false, hitCounts{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &RatelimitHit{Hits: tt.hits, Decided: true, Limit: 10, Before: tt.before, After: tt.before + tt.hits, Over: tt.over, Shadow: tt.shadow}
+			if got := r.split(h); got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+	// float32, as envoyproxy/ratelimit multiplies: 0.7 of 10 is 7, not 6.
+	r.nearRatio = 0.7
+	if got := r.split(&RatelimitHit{Hits: 1, Decided: true, Limit: 10, Before: 7, After: 8}); got.near != 1 {
+		t.Errorf("0.7 of 10: near %d, want 1", got.near)
+	}
+}
+
+// TestRatelimitFamilies: the built-in mapper makes envoyproxy/ratelimit's
+// families, labelled by domain and the first two levels of the stat key,
+// and serves a counter only once it has counted something.
+func TestRatelimitFamilies(t *testing.T) {
+	m := enabled(t, RatelimitOptions{})
+	m.RatelimitHit(within(walk(t, descriptors.Entry{Key: "remote_address", Value: "10.0.0.1"}), 1, 0))
+	m.RatelimitHit(within(walk(t, descriptors.Entry{Key: "remote_address", Value: "10.0.0.2"}), 1, 8))
+	// Two stat keys that differ past key2 are one series, as in the exporter.
+	m.RatelimitHit(within(walk(t, descriptors.Entry{Key: "plan", Value: "free"}, descriptors.Entry{Key: "api_key", Value: "k"},
+		descriptors.Entry{Key: "path", Value: "/"}), 2, 0))
+	m.RatelimitHit(within(walk(t, descriptors.Entry{Key: "plan", Value: "free"}, descriptors.Entry{Key: "api_key", Value: "k"},
+		descriptors.Entry{Key: "method", Value: "GET"}), 3, 0))
+	over := walk(t, descriptors.Entry{Key: "client", Value: "10.1.2.3"})
+	over.Hits, over.Decided, over.Limit, over.Before, over.After, over.Over, over.Shadow = 4, true, 10, 10, 14, true, true
+	m.RatelimitHit(over)
+	// A failure mode's answer counts its hits and nothing else.
+	failed := walk(t, descriptors.Entry{Key: "remote_address", Value: "x"})
+	failed.Hits = 5
+	m.RatelimitHit(failed)
+
+	compare(t, m, `
+# HELP ratelimit_service_rate_limit_total_hits Metric autogenerated by statsd_exporter.
+# TYPE ratelimit_service_rate_limit_total_hits counter
+ratelimit_service_rate_limit_total_hits{domain="edge",key1="client_10_1_2_3"} 4
+ratelimit_service_rate_limit_total_hits{domain="edge",key1="plan_free",key2="api_key"} 5
+ratelimit_service_rate_limit_total_hits{domain="edge",key1="remote_address"} 7
+# HELP ratelimit_service_rate_limit_within_limit Metric autogenerated by statsd_exporter.
+# TYPE ratelimit_service_rate_limit_within_limit counter
+ratelimit_service_rate_limit_within_limit{domain="edge",key1="plan_free",key2="api_key"} 5
+ratelimit_service_rate_limit_within_limit{domain="edge",key1="remote_address"} 2
+# HELP ratelimit_service_rate_limit_near_limit Metric autogenerated by statsd_exporter.
+# TYPE ratelimit_service_rate_limit_near_limit counter
+ratelimit_service_rate_limit_near_limit{domain="edge",key1="remote_address"} 1
+# HELP ratelimit_service_rate_limit_over_limit Metric autogenerated by statsd_exporter.
+# TYPE ratelimit_service_rate_limit_over_limit counter
+ratelimit_service_rate_limit_over_limit{domain="edge",key1="client_10_1_2_3"} 4
+# HELP ratelimit_service_rate_limit_shadow_mode Metric autogenerated by statsd_exporter.
+# TYPE ratelimit_service_rate_limit_shadow_mode counter
+ratelimit_service_rate_limit_shadow_mode{domain="edge",key1="client_10_1_2_3"} 4
+`, "ratelimit_service_rate_limit_total_hits", "ratelimit_service_rate_limit_within_limit", "ratelimit_service_rate_limit_near_limit",
+		"ratelimit_service_rate_limit_over_limit", "ratelimit_service_rate_limit_shadow_mode")
+}
+
+// TestRatelimitServiceFamilies: calls, their errors and durations, and
+// config loads; the service's own families are served beside them.
+func TestRatelimitServiceFamilies(t *testing.T) {
+	m := enabled(t, RatelimitOptions{MapperYAML: envoyGatewayMapper})
+	m.Reload(true, time.Now())
+	m.Reload(false, time.Now())
+	m.Reload(true, time.Now())
+	m.RatelimitCall(3*time.Millisecond, "")
+	m.RatelimitCall(1500*time.Microsecond, ErrRedis)
+	m.RatelimitCall(0, ErrService)
+	compare(t, m, `
+# HELP ratelimit_service_config_load_success Metric autogenerated by statsd_exporter.
+# TYPE ratelimit_service_config_load_success counter
+ratelimit_service_config_load_success 2
+# HELP ratelimit_service_config_load_error Metric autogenerated by statsd_exporter.
+# TYPE ratelimit_service_config_load_error counter
+ratelimit_service_config_load_error 1
+# HELP ratelimit_service_total_requests Metric autogenerated by statsd_exporter.
+# TYPE ratelimit_service_total_requests counter
+ratelimit_service_total_requests{grpc_method="ShouldRateLimit"} 3
+# HELP ratelimit_service_should_rate_limit_error Metric autogenerated by statsd_exporter.
+# TYPE ratelimit_service_should_rate_limit_error counter
+ratelimit_service_should_rate_limit_error{err_type="redis_error"} 1
+ratelimit_service_should_rate_limit_error{err_type="service_error"} 1
+# HELP ratelimit_service_response_time_seconds Metric autogenerated by statsd_exporter.
+# TYPE ratelimit_service_response_time_seconds histogram
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="0.005"} 1
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="0.01"} 1
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="0.025"} 1
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="0.05"} 1
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="0.1"} 1
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="0.25"} 1
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="0.5"} 1
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="1"} 2
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="2.5"} 2
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="5"} 3
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="10"} 3
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="+Inf"} 3
+ratelimit_service_response_time_seconds_sum{grpc_method="ShouldRateLimit"} 4
+ratelimit_service_response_time_seconds_count{grpc_method="ShouldRateLimit"} 3
+`, "ratelimit_service_config_load_success", "ratelimit_service_config_load_error", "ratelimit_service_total_requests",
+		"ratelimit_service_should_rate_limit_error", "ratelimit_service_response_time_seconds")
+	// Envoy-rls's own, on the same gatherer.
+	if n, err := testutil.GatherAndCount(m.RatelimitGatherer(), "rls_config_reloads_total"); err != nil || n != 2 {
+		t.Errorf("rls_config_reloads_total: %d series, %v; want 2", n, err)
+	}
+}
+
+// TestRatelimitResponseSeconds: the built-in mapper scales the
+// milliseconds to seconds, as envoyproxy/ratelimit's default does.
+func TestRatelimitResponseSeconds(t *testing.T) {
+	m := enabled(t, RatelimitOptions{})
+	m.RatelimitCall(7*time.Millisecond, "")
+	compare(t, m, `
+# HELP ratelimit_service_response_time_seconds Metric autogenerated by statsd_exporter.
+# TYPE ratelimit_service_response_time_seconds histogram
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="0.005"} 0
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="0.01"} 1
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="0.025"} 1
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="0.05"} 1
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="0.1"} 1
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="0.25"} 1
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="0.5"} 1
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="1"} 1
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="2.5"} 1
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="5"} 1
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="10"} 1
+ratelimit_service_response_time_seconds_bucket{grpc_method="ShouldRateLimit",le="+Inf"} 1
+ratelimit_service_response_time_seconds_sum{grpc_method="ShouldRateLimit"} 0.007
+ratelimit_service_response_time_seconds_count{grpc_method="ShouldRateLimit"} 1
+`, "ratelimit_service_response_time_seconds")
+}
+
+// TestRatelimitUserMapper: a user's mapper decides the names, labels,
+// scales and drops; a stat it does not map is served under its escaped
+// statsd name, as the exporter serves it.
+func TestRatelimitUserMapper(t *testing.T) {
+	m := enabled(t, RatelimitOptions{MapperYAML: `mappings:
+  - match: "ratelimit.service.rate_limit.*.*.total_hits"
+    name: "hits"
+    help: "Hits by descriptor."
+    scale: 2
+    labels: {dom: "$1", key: "$2"}
+  - match: "ratelimit.service.rate_limit.*.*.within_limit"
+    name: "dropped"
+    action: drop
+  - match: "ratelimit_server.*.response_time"
+    name: "latency_ms"
+    observer_type: summary
+    summary_options: {quantiles: [{quantile: 0.5, error: 0.05}]}
+    labels: {method: "$1"}
+`})
+	m.RatelimitHit(within(walk(t, descriptors.Entry{Key: "remote_address", Value: "a"}), 3, 0))
+	m.RatelimitCall(4*time.Millisecond, "")
+	compare(t, m, `
+# HELP hits Hits by descriptor.
+# TYPE hits counter
+hits{dom="edge",key="remote_address"} 6
+# HELP ratelimit_server_ShouldRateLimit_total_requests Metric autogenerated by statsd_exporter.
+# TYPE ratelimit_server_ShouldRateLimit_total_requests counter
+ratelimit_server_ShouldRateLimit_total_requests 1
+# HELP latency_ms Metric autogenerated by statsd_exporter.
+# TYPE latency_ms summary
+latency_ms{method="ShouldRateLimit",quantile="0.5"} 4
+latency_ms_sum{method="ShouldRateLimit"} 4
+latency_ms_count{method="ShouldRateLimit"} 1
+`, "hits", "dropped", "ratelimit_server_ShouldRateLimit_total_requests", "latency_ms",
+		"ratelimit_service_rate_limit_within_limit_edge_remote_address")
+}
+
+func TestRatelimitOptionsRefused(t *testing.T) {
+	for _, o := range []RatelimitOptions{
+		{MapperYAML: "mappings: [{match: 'a.*', name: ''}]"},
+		{MapperYAML: "mappings: {"},
+		{MapperYAML: "mappings: [{match: 'a.*', name: 'x', labels: {'bad-label': '$1'}}]"},
+		{NearLimitRatio: 1.5},
+		{NearLimitRatio: -0.1},
+	} {
+		if err := New().EnableRatelimit(o); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+}
+
+// TestRatelimitStatKeysBounded: past the bound, new stat keys are not
+// counted; the keys already counted still are.
+func TestRatelimitStatKeysBounded(t *testing.T) {
+	m := enabled(t, RatelimitOptions{})
+	m.ratelimit.maxKeys = 2
+	for _, v := range []string{"a", "b", "c", "a"} {
+		m.RatelimitHit(within(walk(t, descriptors.Entry{Key: "client", Value: v}), 1, 0))
+	}
+	compare(t, m, `
+# HELP ratelimit_service_rate_limit_total_hits Metric autogenerated by statsd_exporter.
+# TYPE ratelimit_service_rate_limit_total_hits counter
+ratelimit_service_rate_limit_total_hits{domain="edge",key1="client_a"} 2
+ratelimit_service_rate_limit_total_hits{domain="edge",key1="client_b"} 1
+`, "ratelimit_service_rate_limit_total_hits")
+}
+
+// TestRatelimitOff: without EnableRatelimit nothing counts and nothing is
+// served; a nil Metrics is as good.
+func TestRatelimitOff(t *testing.T) {
+	m := New()
+	m.RatelimitHit(within(walk(t, descriptors.Entry{Key: "remote_address", Value: "a"}), 1, 0))
+	m.RatelimitCall(time.Millisecond, ErrRedis)
+	if m.RatelimitOn() || m.RatelimitGatherer() != nil {
+		t.Error("on without EnableRatelimit")
+	}
+	var nilM *Metrics
+	nilM.RatelimitHit(&RatelimitHit{})
+	nilM.RatelimitCall(0, "")
+	if nilM.EnableRatelimit(RatelimitOptions{}) == nil {
+		t.Error("a nil Metrics enabled")
+	}
+}
+
+// BenchmarkRatelimitHit is the stats' part of a decision on a node whose
+// stat key does not vary, and on one with detailed_metric.
+func BenchmarkRatelimitHit(b *testing.B) {
+	m := enabled(b, RatelimitOptions{})
+	for _, bc := range []struct {
+		name string
+		h    *RatelimitHit
+	}{
+		{"static", within(walk(b, descriptors.Entry{Key: "remote_address", Value: "10.0.0.1"}), 1, 8)},
+		{"detailed", within(walk(b, descriptors.Entry{Key: "client", Value: "10.0.0.1"}), 1, 8)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				m.RatelimitHit(bc.h)
+			}
+		})
+	}
+}

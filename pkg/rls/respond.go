@@ -35,6 +35,7 @@ func (s *Service) respond(p *plan, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimi
 		v := &d.verdict
 		resp.Statuses[i] = statusOf(v)
 		s.metrics.Decision(domainLabel, d.ruleLabel(), v.outcome)
+		s.countStats(p, d) // envoyproxy/ratelimit's stats (stats.go)
 		delay = max(delay, v.delay)
 	}
 	if s.dynamicMetadata {

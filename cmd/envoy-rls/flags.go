@@ -76,6 +76,8 @@ type options struct {
 
 	// answers: what an answer carries, and in which form (answers.go).
 	answers answerOptions
+	// stats: envoyproxy/ratelimit's stats (stats.go).
+	stats statsOptions
 
 	// version asks for the version instead of the server.
 	version bool
@@ -180,6 +182,7 @@ func serverFlags(o *options) *commandLine {
 	fs.Var(failureModeFlag{&o.failureMode}, "failure-mode", "when the store fails: allow (fail open), deny (fail closed), local (this instance's embedded store) or error (gRPC UNAVAILABLE)")
 	limitDefaultFlags(fs, o)
 	answerFlags(fs, &o.answers)
+	statsFlags(fs, &o.stats)
 	fs.DurationVar(&o.maxDelay, "max-delay", config.DefaultMaxDelay, "longest wait a leaky_bucket may impose; a file whose worst wait is longer is refused")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or console")

@@ -263,6 +263,7 @@ func (s *startConfig) close() {
 type listeners struct {
 	grpc, http net.Listener
 	debug      net.Listener // nil when pprof is off
+	stats      net.Listener // nil when envoyproxy/ratelimit's stats are off (stats.go)
 }
 
 func listen(o *options, log *zap.Logger) (*listeners, error) {
@@ -281,13 +282,17 @@ func listen(o *options, log *zap.Logger) (*listeners, error) {
 			ls.debug = nil
 		}
 	}
+	if ls.stats, err = listenStats(o, log); err != nil {
+		ls.close()
+		return nil, err
+	}
 	return ls, nil
 }
 
 // close closes every listener; closing one that a server already closed
 // does nothing.
 func (ls *listeners) close() {
-	for _, l := range []net.Listener{ls.grpc, ls.http, ls.debug} {
+	for _, l := range []net.Listener{ls.grpc, ls.http, ls.debug, ls.stats} {
 		if l != nil {
 			l.Close()
 		}
@@ -309,6 +314,9 @@ func serveOn(ctx context.Context, o *options, start *startConfig, log *zap.Logge
 		defer gtls.close()
 	}
 	m := metrics.New()
+	if err := enableStats(o, m); err != nil { // before the first load, which they count
+		return err
+	}
 	m.Reload(true, time.Now())
 	grpcConns, httpConns := connectionBounds(o)
 	grpcLis := newLimitListener(ls.grpc, grpcConns, func() { m.Refused(metrics.RefusedGRPCConnection) })
@@ -375,7 +383,7 @@ func serveOn(ctx context.Context, o *options, start *startConfig, log *zap.Logge
 	hsrv := newHTTPServer(api, o, o.httpReadTimeout, log)
 
 	var wg sync.WaitGroup
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	wg.Add(2)
 	go func() { defer wg.Done(); errc <- serveGRPC(gs, grpcLis) }()
 	go func() { defer wg.Done(); errc <- serveHTTP(hsrv, httpLis) }()
@@ -386,6 +394,8 @@ func serveOn(ctx context.Context, o *options, start *startConfig, log *zap.Logge
 		wg.Add(1)
 		go func() { defer wg.Done(); errc <- serveHTTP(dsrv, ls.debug) }()
 	}
+
+	stopStats := serveStats(o, m, ls.stats, log, &wg, errc)
 
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
@@ -444,6 +454,7 @@ func serveOn(ctx context.Context, o *options, start *startConfig, log *zap.Logge
 	if dsrv != nil {
 		dsrv.Close()
 	}
+	stopStats()
 	wg.Wait()
 	return runErr
 }

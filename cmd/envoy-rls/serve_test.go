@@ -42,6 +42,7 @@ const callBound = 5 * time.Second
 
 type inProcess struct {
 	grpcAddr, httpAddr, debugAddr string
+	statsAddr                     string // -prometheus-addr's, when on
 }
 
 // startInProcess runs the server with the standard test flags and more
@@ -70,6 +71,9 @@ func startInProcess(t *testing.T, args ...string) *inProcess {
 	s := &inProcess{grpcAddr: ls.grpc.Addr().String(), httpAddr: ls.http.Addr().String()}
 	if ls.debug != nil {
 		s.debugAddr = ls.debug.Addr().String()
+	}
+	if ls.stats != nil {
+		s.statsAddr = ls.stats.Addr().String()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -10,24 +10,24 @@
 // stalls for a moment (a fork, a slow command, a paused VM) or a service
 // starved of CPU makes every call in flight time out together, and they all
 // report within moments of each other. Counting those as failures in a row
-// turned a stall of under a tenth of a second into half a second of
-// failure-mode answers, all of the breaker's making. So the breaker opens
-// only on failures that span time: Failures calls in a row find the store
-// unavailable, and the latest is recorded at least Timeout after the first.
-// A call is never given more than Timeout, so a failure recorded that late
-// came from a call made after the first failure was known: fresh evidence,
-// not the same stall seen twice. A stall must thus outlast about two store
-// timeouts to open the breaker (one for the first calls to time out, one
-// for a call made after that to time out too), and a store that refuses
-// connections one store timeout; anything shorter costs only the calls it
-// caught, which take the failure mode after their timeout as they would
-// without a breaker.
+// would open the breaker on a stall that is over before the first probe,
+// and answer by the failure mode until that probe: an outage of the
+// breaker's own making. So the breaker opens only on failures that span
+// time: Failures calls in a row find the store unavailable, and the latest
+// is recorded at least Timeout after the first. A call is never given more
+// than Timeout, so a failure recorded that late came from a call made after
+// the first failure was known: fresh evidence, not the same stall seen
+// twice. A stall must thus outlast about two store timeouts to open the
+// breaker (one for the first calls to time out, one for a call made after
+// that to time out too), and a store that refuses connections one store
+// timeout; anything shorter costs only the calls it caught, which take the
+// failure mode after their timeout as they would without a breaker.
 //
 // When it probes. The first probe goes Timeout after the breaker opens, so
-// that a store back from a short outage is used again within about two
-// store timeouts of its return; each failed probe doubles the wait, up to
-// Cooldown, so that a store that stays down sees one call per Cooldown.
-// Every opening starts again from Timeout.
+// that a store back from a short outage is used again soon after its
+// return; each failed probe doubles the wait, up to Cooldown, so that a
+// store that stays down sees one call per Cooldown. Every opening starts
+// again from Timeout.
 //
 // The closed breaker's path, the one every call takes while the store
 // answers, reads two atomic flags and takes no lock and no clock reading;

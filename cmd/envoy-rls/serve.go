@@ -343,7 +343,7 @@ func serveOn(ctx context.Context, o *options, start *startConfig, log *zap.Logge
 		// Envoy keeps a few long-lived HTTP/2 connections and may ping them;
 		// do not punish that.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(inflight.interceptor),
+		grpc.ChainUnaryInterceptor(callStats(m), inflight.interceptor), // callStats: stats.go
 		grpc.ChainStreamInterceptor(watches.interceptor),
 		// Every call on a goroutine of its own grows a fresh stack, which
 		// shows as runtime.newstack in a profile under load (BENCHMARKS.md

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,9 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
 )
@@ -166,4 +169,20 @@ func serveStats(o *options, m *metrics.Metrics, l net.Listener, log *zap.Logger,
 	go func() { defer wg.Done(); errc <- serveHTTP(srv, bounded) }()
 	log.Info("serving envoyproxy/ratelimit's stats", zap.String("addr", l.Addr().String()), zap.String("path", o.stats.path))
 	return func() { srv.Close() }
+}
+
+// callStats counts every unary gRPC call in envoyproxy/ratelimit's stats
+// by its method, as envoyproxy/ratelimit's server counts them (health
+// checks too; /json, which does not go through gRPC, is not a call there).
+// With the stats off it only calls the handler.
+func callStats(m *metrics.Metrics) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if !m.RatelimitOn() {
+			return handler(ctx, req)
+		}
+		start := time.Now()
+		resp, err := handler(ctx, req)
+		m.RatelimitCall(info.FullMethod, time.Since(start))
+		return resp, err
+	}
 }

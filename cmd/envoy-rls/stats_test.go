@@ -13,6 +13,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
@@ -121,7 +122,8 @@ func writeFile(t *testing.T, name, text string) string {
 
 // TestStatsServed: with -prometheus-addr, decisions over gRPC show in
 // envoyproxy/ratelimit's families on that address (and path), beside the
-// service's own; -http-addr's /metrics keeps the service's own alone.
+// service's own, and so do the gRPC calls, by method; -http-addr's
+// /metrics keeps the service's own alone.
 func TestStatsServed(t *testing.T) {
 	s := startInProcess(t, "-config", writeFile(t, "limits.yaml", statsLimits),
 		"-default-algorithm", "fixed_window", "-count-refused",
@@ -138,6 +140,12 @@ func TestStatsServed(t *testing.T) {
 			t.Fatalf("step %d: %v", i, err)
 		}
 	}
+	// A health check is a call too, as envoyproxy/ratelimit counts them.
+	if _, err := healthpb.NewHealthClient(grpcDial(t, s.grpcAddr, insecure.NewCredentials())).Check(context.Background(), &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	// /json is not: it does not go through gRPC.
+	httpDo(t, "POST", "http://"+s.httpAddr+"/json", `{"domain":"rl","descriptors":[{"entries":[{"key":"nothing","value":"x"}]}]}`)
 	code, body := httpDo(t, "GET", "http://"+s.statsAddr+"/stats", "")
 	if code != 200 {
 		t.Fatalf("GET /stats: %d %s", code, body)
@@ -148,6 +156,7 @@ func TestStatsServed(t *testing.T) {
 	for _, want := range []string{
 		`ratelimit_service_config_load_success 1`,
 		`ratelimit_service_total_requests{grpc_method="ShouldRateLimit"} 19`,
+		`ratelimit_service_total_requests{grpc_method="Check"} 1`,
 		`ratelimit_service_response_time_seconds_count{grpc_method="ShouldRateLimit"} 19`,
 	} {
 		if !strings.Contains(body, "\n"+want+"\n") {

@@ -174,15 +174,15 @@ type ratelimitStats struct {
 	series   map[string]*series  // by family and labels
 	families map[string]familyKind
 
-	requests, redisErrors, serviceErrors, loadSuccess, loadError counterRef
-	responseTime                                                 prometheus.Observer // nil: dropped
-	responseScale                                                float64
+	redisErrors, serviceErrors, loadSuccess, loadError counterRef
+	// methods holds the call stats of each gRPC method, by its full name.
+	methods map[string]*methodStats
 
 	keyBufs sync.Pool // *[]byte
 }
 
 // EnableRatelimit turns on envoyproxy/ratelimit's stats, counted from then
-// on by RatelimitHit, RatelimitCall and Reload, and served by
+// on by RatelimitHit, RatelimitCall, RatelimitError and Reload, and served by
 // RatelimitGatherer. Call it before the Metrics is shared; a mapper config
 // that does not load is an error.
 func (m *Metrics) EnableRatelimit(o RatelimitOptions) error {
@@ -220,16 +220,13 @@ func newRatelimitStats(o RatelimitOptions) (*ratelimitStats, error) {
 		byKey:     make(map[string]*statSet),
 		series:    make(map[string]*series),
 		families:  make(map[string]familyKind),
+		methods:   make(map[string]*methodStats),
 	}
 	r.keyBufs.New = func() any { b := make([]byte, 0, 128); return &b }
-	r.requests = r.counter("ratelimit_server.ShouldRateLimit.total_requests")
 	r.redisErrors = r.counter("ratelimit.service.call.should_rate_limit.redis_error")
 	r.serviceErrors = r.counter("ratelimit.service.call.should_rate_limit.service_error")
 	r.loadSuccess = r.counter("ratelimit.service.config_load_success")
 	r.loadError = r.counter("ratelimit.service.config_load_error")
-	if err := r.observer("ratelimit_server.ShouldRateLimit.response_time"); err != nil {
-		return nil, err
-	}
 	if err := r.registry.Register(seriesCollector{r}); err != nil {
 		return nil, err
 	}
@@ -249,24 +246,40 @@ func (m *Metrics) RatelimitGatherer() prometheus.Gatherer {
 // that a caller can skip working out a RatelimitHit.
 func (m *Metrics) RatelimitOn() bool { return m != nil && m.ratelimit != nil }
 
-// RatelimitCall counts one ShouldRateLimit call that took d, and its
-// error, by envoyproxy/ratelimit's kind: ErrRedis, ErrService, or ""
-// for none (or one it does not count).
-func (m *Metrics) RatelimitCall(d time.Duration, errType string) {
+// RatelimitCall counts one unary gRPC call of fullMethod
+// (/package.Service/Method) that took d, as envoyproxy/ratelimit counts
+// every unary call its gRPC server answers, health checks included, by the
+// method's name.
+func (m *Metrics) RatelimitCall(fullMethod string, d time.Duration) {
 	if !m.RatelimitOn() {
 		return
 	}
 	r := m.ratelimit
-	r.requests.add(1)
-	if r.responseTime != nil {
+	r.mu.RLock()
+	ms := r.methods[fullMethod]
+	r.mu.RUnlock()
+	if ms == nil {
+		ms = r.newMethodStats(fullMethod)
+	}
+	ms.requests.add(1)
+	if ms.responseTime != nil {
 		// envoyproxy/ratelimit times calls in whole milliseconds.
-		r.responseTime.Observe(float64(d.Milliseconds()) * r.responseScale)
+		ms.responseTime.Observe(float64(d.Milliseconds()) * ms.scale)
+	}
+}
+
+// RatelimitError counts a ShouldRateLimit call answered with an error, by
+// envoyproxy/ratelimit's kind: ErrRedis or ErrService (any other is not
+// counted).
+func (m *Metrics) RatelimitError(errType string) {
+	if !m.RatelimitOn() {
+		return
 	}
 	switch errType {
 	case ErrRedis:
-		r.redisErrors.add(1)
+		m.ratelimit.redisErrors.add(1)
 	case ErrService:
-		r.serviceErrors.add(1)
+		m.ratelimit.serviceErrors.add(1)
 	}
 }
 
@@ -463,24 +476,51 @@ func (r *ratelimitStats) seriesLocked(family, help string, labels prometheus.Lab
 	return s
 }
 
-// observer maps the response time's stat name onto a histogram or a
+// methodStats are the call stats of one gRPC method: its requests, and
+// the observer of its response times (nil when dropped) with the mapping's
+// scale.
+type methodStats struct {
+	requests     counterRef
+	responseTime prometheus.Observer
+	scale        float64
+}
+
+// newMethodStats maps the stat names of fullMethod's calls and keeps them.
+// The methods are the server's, a bounded set.
+func (r *ratelimitStats) newMethodStats(fullMethod string) *methodStats {
+	method := "unknown"
+	if _, m, ok := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/"); ok {
+		method = m
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ms, ok := r.methods[fullMethod]; ok {
+		return ms
+	}
+	ms := &methodStats{requests: r.counterLocked("ratelimit_server." + method + ".total_requests")}
+	ms.responseTime, ms.scale = r.observerLocked("ratelimit_server." + method + ".response_time")
+	r.methods[fullMethod] = ms
+	return ms
+}
+
+// observerLocked maps an observer's stat name onto a histogram or a
 // summary, as the mapping's observer type says (the exporter's default is
-// a summary), and registers it.
-func (r *ratelimitStats) observer(name string) error {
+// a summary), registered or found registered; nil when the mapping drops
+// it or the family is another kind's.
+func (r *ratelimitStats) observerLocked(name string) (prometheus.Observer, float64) {
 	mp, labels, ok := r.mapper.GetMapping(name, mapper.MetricTypeObserver)
-	family, help := mapper.EscapeMetricName(name), defaultHelp
+	family, help, scale := mapper.EscapeMetricName(name), defaultHelp, 1.0
 	kind := r.mapper.Defaults.ObserverType
-	r.responseScale = 1
 	if ok {
 		if mp.Action == mapper.ActionTypeDrop || mp.Name == "" {
-			return nil
+			return nil, 0
 		}
 		family = mapper.EscapeMetricName(mp.Name)
 		if mp.HelpText != "" {
 			help = mp.HelpText
 		}
 		if mp.Scale.Set {
-			r.responseScale = mp.Scale.Val
+			scale = mp.Scale.Val
 		}
 		if mp.ObserverType != mapper.ObserverTypeDefault {
 			kind = mp.ObserverType
@@ -488,25 +528,31 @@ func (r *ratelimitStats) observer(name string) error {
 	} else {
 		labels, mp = nil, &mapper.MetricMapping{}
 	}
-	r.mu.Lock()
-	claimed := r.claim(family, kindObserver)
-	r.mu.Unlock()
-	if !claimed {
-		return nil
+	if !r.claim(family, kindObserver) {
+		return nil, 0
 	}
+	var o prometheus.Observer
 	var c prometheus.Collector
 	switch kind {
 	case mapper.ObserverTypeHistogram:
 		h := prometheus.NewHistogram(histogramOpts(r.mapper, mp, family, help, labels))
-		r.responseTime, c = h, h
+		o, c = h, h
 	default:
 		s := prometheus.NewSummary(summaryOpts(r.mapper, mp, family, help, labels))
-		r.responseTime, c = s, s
+		o, c = s, s
 	}
 	if err := r.registry.Register(c); err != nil {
-		return fmt.Errorf("statsd mapper: %s: %w", family, err)
+		// Two methods that map to one series share it; a histogram and a
+		// summary of one name cannot both be served: the later one drops.
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if o, ok := are.ExistingCollector.(prometheus.Observer); ok {
+				return o, scale
+			}
+		}
+		return nil, 0
 	}
-	return nil
+	return o, scale
 }
 
 // histogramOpts are the exporter's options for a histogram of mapping mp:

@@ -26,7 +26,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		code = "unavailable"
 	}
 	s.metrics.Request(code, time.Since(start))
-	s.countCall(start, err) // envoyproxy/ratelimit's stats (stats.go)
+	s.countError(err) // envoyproxy/ratelimit's stats (stats.go)
 	return resp, err
 }
 

@@ -2,7 +2,6 @@ package rls
 
 import (
 	"errors"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -56,21 +55,19 @@ func levels(v *verdict, cost int64) (limit, before, after uint64) {
 	return uint64(n), uint64(b), uint64(a)
 }
 
-// countCall counts a ShouldRateLimit call that started at start and ended
-// with err in envoyproxy/ratelimit's stats: a store failure that failure
-// mode error answers is its redis_error, a request the service refuses its
-// service_error.
-func (s *Service) countCall(start time.Time, err error) {
-	if !s.metrics.RatelimitOn() {
+// countError counts a ShouldRateLimit call answered with err in
+// envoyproxy/ratelimit's stats: a store failure that failure mode error
+// answers is its redis_error, a request the service refuses its
+// service_error. The calls themselves and their durations are counted
+// around every gRPC method, as envoyproxy/ratelimit counts them.
+func (s *Service) countError(err error) {
+	if err == nil || !s.metrics.RatelimitOn() {
 		return
 	}
-	var kind string
 	switch {
-	case err == nil:
 	case errors.Is(err, errUnavailable):
-		kind = metrics.ErrRedis
+		s.metrics.RatelimitError(metrics.ErrRedis)
 	case status.Code(err) == codes.InvalidArgument:
-		kind = metrics.ErrService
+		s.metrics.RatelimitError(metrics.ErrService)
 	}
-	s.metrics.RatelimitCall(time.Since(start), kind)
 }

@@ -21,6 +21,7 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/envoy-rls/envoy-rls/internal/redistest"
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
@@ -120,8 +121,8 @@ func envoyGatewayMapper(t *testing.T) string {
 }
 
 // startStats runs bin with environ until the test ends, once its
-// /healthcheck answers, and returns a client of its gRPC port.
-func startStats(t *testing.T, name, bin string, environ []string, ports [3]int) rlsv3.RateLimitServiceClient {
+// /healthcheck answers, and returns a connection to its gRPC port.
+func startStats(t *testing.T, name, bin string, environ []string, ports [3]int) *grpc.ClientConn {
 	t.Helper()
 	cmd := exec.Command(bin)
 	cmd.Env = environ
@@ -160,7 +161,7 @@ func startStats(t *testing.T, name, bin string, environ []string, ports [3]int) 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return rlsv3.NewRateLimitServiceClient(conn)
+	return conn
 }
 
 // scrape returns the ratelimit_service_ series at url, sorted, with the
@@ -246,12 +247,19 @@ func TestDropInStatsAsEnvoyproxyRatelimit(t *testing.T) {
 	mine := startStats(t, "envoy-rls", ours, statsEnv(ourRedis.Addr(), ourPorts, prom[1]), ourPorts)
 
 	steps := statsSteps()
-	for _, r := range steps {
-		for _, c := range []rlsv3.RateLimitServiceClient{theirs, mine} {
+	for _, conn := range []*grpc.ClientConn{theirs, mine} {
+		c := rlsv3.NewRateLimitServiceClient(conn)
+		for _, r := range steps {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			c.ShouldRateLimit(ctx, r) //nolint:errcheck // the answers are the other test's; an error is counted here
 			cancel()
 		}
+		// A health check is a call of its own method.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+			t.Error(err)
+		}
+		cancel()
 	}
 	a := settled(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", prom[0]), len(steps))
 	b := settled(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", prom[1]), len(steps))

@@ -375,3 +375,12 @@ latency_sum 2
 latency_count 2
 `, "calls", "latency")
 }
+
+// BenchmarkRatelimitCall is the stats' part of one gRPC call.
+func BenchmarkRatelimitCall(b *testing.B) {
+	m := enabled(b, RatelimitOptions{})
+	b.ReportAllocs()
+	for b.Loop() {
+		m.RatelimitCall("/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", 700*time.Microsecond)
+	}
+}

@@ -151,6 +151,13 @@ func (s *series) value() float64 {
 // making the scrape fail, as the exporter drops a conflicting event.
 type familyKind int
 
+// familyInfo is what the series of one family must agree on: their kind,
+// and their help, the first mapping's (a scrape fails on a family with two).
+type familyInfo struct {
+	kind familyKind
+	help string
+}
+
 const (
 	kindCounter familyKind = iota + 1
 	kindObserver
@@ -172,7 +179,7 @@ type ratelimitStats struct {
 	mu       sync.RWMutex
 	byKey    map[string]*statSet // by sanitized stat key
 	series   map[string]*series  // by family and labels
-	families map[string]familyKind
+	families map[string]familyInfo
 
 	redisErrors, serviceErrors, loadSuccess, loadError counterRef
 	// methods holds the call stats of each gRPC method, by its full name.
@@ -219,7 +226,7 @@ func newRatelimitStats(o RatelimitOptions) (*ratelimitStats, error) {
 		maxKeys:   maxStatKeys,
 		byKey:     make(map[string]*statSet),
 		series:    make(map[string]*series),
-		families:  make(map[string]familyKind),
+		families:  make(map[string]familyInfo),
 		methods:   make(map[string]*methodStats),
 	}
 	r.keyBufs.New = func() any { b := make([]byte, 0, 128); return &b }
@@ -437,20 +444,22 @@ func (r *ratelimitStats) counterLocked(name string) counterRef {
 	} else {
 		labels = nil
 	}
-	if !r.claim(family, kindCounter) {
+	help, claimed := r.claim(family, kindCounter, help)
+	if !claimed {
 		return counterRef{}
 	}
 	c.s = r.seriesLocked(family, help, labels)
 	return c
 }
 
-// claim reserves family for kind; false when another kind has it.
-func (r *ratelimitStats) claim(family string, kind familyKind) bool {
-	if k, ok := r.families[family]; ok {
-		return k == kind
+// claim reserves the family name for kind, with help unless it has one,
+// and returns its help; false when another kind has it.
+func (r *ratelimitStats) claim(name string, kind familyKind, help string) (string, bool) {
+	if f, ok := r.families[name]; ok {
+		return f.help, f.kind == kind
 	}
-	r.families[family] = kind
-	return true
+	r.families[name] = familyInfo{kind: kind, help: help}
+	return help, true
 }
 
 // seriesLocked finds or makes the series of family with labels.
@@ -528,7 +537,8 @@ func (r *ratelimitStats) observerLocked(name string) (prometheus.Observer, float
 	} else {
 		labels, mp = nil, &mapper.MetricMapping{}
 	}
-	if !r.claim(family, kindObserver) {
+	help, claimed := r.claim(family, kindObserver, help)
+	if !claimed {
 		return nil, 0
 	}
 	var o prometheus.Observer

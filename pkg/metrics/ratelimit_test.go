@@ -384,3 +384,24 @@ func BenchmarkRatelimitCall(b *testing.B) {
 		m.RatelimitCall("/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", 700*time.Microsecond)
 	}
 }
+
+// TestRatelimitFamilyHelp: mappings that put different help on one family
+// do not make the scrape fail; the first mapping's help is the family's.
+func TestRatelimitFamilyHelp(t *testing.T) {
+	m := enabled(t, RatelimitOptions{MapperYAML: `mappings:
+  - match: "ratelimit.service.rate_limit.*.*.total_hits"
+    name: "counted"
+    help: "First."
+  - match: "ratelimit.service.rate_limit.*.*.within_limit"
+    name: "counted"
+    help: "Second."
+    labels: {kind: "within"}
+`})
+	m.RatelimitHit(within(walk(t, descriptors.Entry{Key: "remote_address", Value: "a"}), 2, 0))
+	compare(t, m, `
+# HELP counted First.
+# TYPE counted counter
+counted 2
+counted{kind="within"} 2
+`, "counted")
+}

@@ -180,21 +180,49 @@ func serverErrorLog(log *zap.Logger, from string) *log.Logger {
 	return std
 }
 
-// grpcLogOnce sets grpc-go's process-wide logger once: grpclog's setter
-// must not race with gRPC's own use of it.
-var grpcLogOnce sync.Once
+// grpcLog is grpc-go's process-wide logger. grpclog's setter must not race
+// with gRPC's own use of it, so it is set once, before anything runs
+// (init), to this logger, which writes through whichever zap logger
+// routeGRPCLog gave it last: none (nothing logged) until a server starts.
+var grpcLog = func() *swappableGRPCLog {
+	g := &swappableGRPCLog{}
+	g.current.Store(zapgrpc.NewLogger(zap.NewNop()))
+	grpclog.SetLoggerV2(g)
+	return g
+}()
 
 // routeGRPCLog sends grpc-go's warnings and errors through log, within the
 // budget; its informational lines are dropped, as grpc-go's default does.
 func routeGRPCLog(log *zap.Logger) {
-	grpcLogOnce.Do(func() {
-		l := budgeted(log).With(zap.String("from", "grpc"))
-		if l.Core().Enabled(zapcore.InfoLevel) {
-			l = l.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
-		}
-		grpclog.SetLoggerV2(zapgrpc.NewLogger(l))
-	})
+	l := budgeted(log).With(zap.String("from", "grpc"))
+	if l.Core().Enabled(zapcore.InfoLevel) {
+		l = l.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
+	}
+	grpcLog.current.Store(zapgrpc.NewLogger(l))
 }
+
+// swappableGRPCLog is a grpclog.LoggerV2 whose zap logger can be replaced
+// while gRPC runs.
+type swappableGRPCLog struct {
+	current atomic.Pointer[zapgrpc.Logger]
+}
+
+var _ grpclog.LoggerV2 = (*swappableGRPCLog)(nil)
+
+func (g *swappableGRPCLog) l() *zapgrpc.Logger                  { return g.current.Load() }
+func (g *swappableGRPCLog) Info(args ...any)                    { g.l().Info(args...) }
+func (g *swappableGRPCLog) Infoln(args ...any)                  { g.l().Infoln(args...) }
+func (g *swappableGRPCLog) Infof(format string, args ...any)    { g.l().Infof(format, args...) }
+func (g *swappableGRPCLog) Warning(args ...any)                 { g.l().Warning(args...) }
+func (g *swappableGRPCLog) Warningln(args ...any)               { g.l().Warningln(args...) }
+func (g *swappableGRPCLog) Warningf(format string, args ...any) { g.l().Warningf(format, args...) }
+func (g *swappableGRPCLog) Error(args ...any)                   { g.l().Error(args...) }
+func (g *swappableGRPCLog) Errorln(args ...any)                 { g.l().Errorln(args...) }
+func (g *swappableGRPCLog) Errorf(format string, args ...any)   { g.l().Errorf(format, args...) }
+func (g *swappableGRPCLog) Fatal(args ...any)                   { g.l().Fatal(args...) }
+func (g *swappableGRPCLog) Fatalln(args ...any)                 { g.l().Fatalln(args...) }
+func (g *swappableGRPCLog) Fatalf(format string, args ...any)   { g.l().Fatalf(format, args...) }
+func (g *swappableGRPCLog) V(level int) bool                    { return g.l().V(level) }
 
 // budgeted returns log limited to serverLogBudget entries a second.
 func budgeted(log *zap.Logger) *zap.Logger {

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/grpclog"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
@@ -242,5 +243,18 @@ func TestServerErrorLog(t *testing.T) {
 	e := logs.All()[0]
 	if e.Level != zap.WarnLevel || e.ContextMap()["from"] != "http" || !strings.Contains(e.Message, "too many open files") {
 		t.Errorf("entry %+v", e)
+	}
+}
+
+// grpc-go's own warnings reach the service's log; its informational lines
+// do not.
+func TestGRPCLogRouted(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	routeGRPCLog(zap.New(core))
+	defer routeGRPCLog(zap.NewNop())
+	grpclog.Info("chatter")
+	grpclog.Warning("transport: something went wrong")
+	if logs.Len() != 1 || logs.All()[0].ContextMap()["from"] != "grpc" || !strings.Contains(logs.All()[0].Message, "something went wrong") {
+		t.Errorf("logged %v, want the warning alone", logs.All())
 	}
 }

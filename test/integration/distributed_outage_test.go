@@ -40,7 +40,7 @@ const (
 	answerBound = 100 * time.Millisecond // p99
 	hangBound   = time.Second            // every answer
 	// recoveryBound is how soon after Redis is back its decisions must
-	// apply again; the breaker probes every 500 ms.
+	// apply again; the breaker's probes back off to one every 550 ms.
 	recoveryBound = 2 * time.Second
 )
 
@@ -177,8 +177,8 @@ func testOutage(t *testing.T, config, mode string) {
 	r.Stop()
 	killed := time.Now()
 
-	// The breaker opens after three failed calls: the load makes them at
-	// once.
+	// The breaker opens after three failed calls spanning a store
+	// timeout: the load makes them within a few tens of milliseconds.
 	var opened time.Time
 	if poll(2*time.Second, func() bool {
 		v, _ := s.metric(t, "rls_store_circuit_open")

@@ -196,7 +196,9 @@ func (p *plan) add(s *Service, ix *descriptors.Index, in descriptorInput) error 
 // counter) become one set of hits whose cost is theirs added up, so that
 // they are allowed or refused together: a refused request never consumes
 // quota on a counter through an earlier listing of it. Only consuming
-// descriptors are merged; a peek or a refund is decided on its own.
+// descriptors are merged; a peek or a refund is decided on its own. In
+// envoyproxy/ratelimit's form (RatelimitCompat) nothing is merged: it
+// decides each listing on its own, in order.
 func (p *plan) finish(s *Service, maxDelay time.Duration) {
 	n := 0
 	for i := range p.descs {
@@ -240,7 +242,9 @@ func (p *plan) finish(s *Service, maxDelay time.Duration) {
 		}
 		hi := len(p.hits)
 		d.hits, d.results = p.hits[lo:hi:hi], p.results[lo:hi:hi]
-		if first := p.sameCounters(d, i); first != nil {
+		// envoyproxy/ratelimit decides each listing on its own, in order;
+		// its form (RatelimitCompat) does too.
+		if first := p.sameCounters(d, i); first != nil && !s.compat {
 			first.cost = min(first.cost+d.cost, limits.MaxRequests+1)
 			for j := range first.hits {
 				first.hits[j].Cost = first.cost

@@ -169,3 +169,15 @@ func TestDuplicateDescriptorsDecidedTogether(t *testing.T) {
 		t.Errorf("a refund then a hit: %v", resp)
 	}
 }
+
+// In envoyproxy/ratelimit's form each listing is decided on its own, in
+// order, as it decides them.
+func TestDuplicateDescriptorsCompat(t *testing.T) {
+	f := newFixture(t, nil, Options{RatelimitCompat: true})
+	ip := func() *ratelimitv3.RateLimitDescriptor { return desc("remote_address", "dup") }
+	f.call(t, ip(), ip()) // 2 of 3
+	resp := f.call(t, ip(), ip())
+	if resp.Statuses[0].Code != ok || resp.Statuses[1].Code != over {
+		t.Errorf("the third and fourth listing: %v, %v; want OK then OVER_LIMIT", resp.Statuses[0].Code, resp.Statuses[1].Code)
+	}
+}

@@ -116,7 +116,7 @@ func start(t *testing.T, name, bin string, environ []string, grpcPort int) rlsv3
 	t.Helper()
 	cmd := exec.Command(bin)
 	cmd.Env = environ
-	logs, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
+	logs, err := os.Create(filepath.Join(t.TempDir(), strings.ReplaceAll(name, "/", "_")+".log"))
 	if err != nil {
 		t.Fatal(err)
 	}

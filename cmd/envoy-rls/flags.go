@@ -78,6 +78,8 @@ type options struct {
 	answers answerOptions
 	// stats: envoyproxy/ratelimit's stats (stats.go).
 	stats statsOptions
+	// xds: the xDS client, the limits' other source (xds.go).
+	xds xdsOptions
 
 	// version asks for the version instead of the server.
 	version bool
@@ -183,6 +185,7 @@ func serverFlags(o *options) *commandLine {
 	limitDefaultFlags(fs, o)
 	answerFlags(fs, &o.answers)
 	statsFlags(fs, &o.stats)
+	xdsFlags(fs, &o.xds)
 	fs.DurationVar(&o.maxDelay, "max-delay", config.DefaultMaxDelay, "longest wait a leaky_bucket may impose; a file whose worst wait is longer is refused")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or console")
@@ -269,6 +272,9 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool)) (*options,
 	}
 	if err := descriptors.CheckKeyPrefix(o.redisKeyPrefix); err != nil {
 		return nil, fmt.Errorf("-redis-key-prefix: %w", err)
+	}
+	if err := o.xds.check(cl.fs, o.configPath); err != nil {
+		return nil, err
 	}
 	return o, nil
 }

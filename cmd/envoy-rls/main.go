@@ -5,7 +5,7 @@
 // Usage:
 //
 //	envoy-rls [flags]                                   run the server
-//	envoy-rls check-config [-max-delay DUR] PATH        load a limits file or directory, exit 0 if valid
+//	envoy-rls check-config [-max-delay DUR] [-xds] PATH load a limits file or directory (or an xDS snapshot), exit 0 if valid
 //	envoy-rls lint [-envoy PATH] [-limits PATH]         check that Envoy's rate_limits actions reach the limits
 //	envoy-rls explain [flags] DOMAIN key=value...       show which limit a descriptor matches and its state
 //	envoy-rls version                                   print the version, and the Go and go-control-plane versions
@@ -113,7 +113,7 @@ func helpCommand(args []string, lookupEnv func(string) (string, bool), stdout, s
 	return 2
 }
 
-const checkConfigArgs = "[-max-delay DUR] PATH"
+const checkConfigArgs = "[-max-delay DUR] [-xds] PATH"
 
 // checkConfig loads a limits file or directory the way the server does.
 func checkConfig(args []string, _ func(string) (string, bool), stdout, stderr io.Writer) int {
@@ -121,14 +121,18 @@ func checkConfig(args []string, _ func(string) (string, bool), stdout, stderr io
 prints what it holds; exit 0 when it loads, else the error and exit 1.
 A limit is a rate_limit body: each entry of a rate_limits list is one, and
 unlimited ones count (and are also counted apart).
-`)
+`+"\n"+checkXDSAbout)
 	maxDelay := cl.fs.Duration("max-delay", config.DefaultMaxDelay, "the server's -max-delay")
+	xdsDump := cl.fs.Bool("xds", false, "PATH is an xDS snapshot (RateLimitConfig resources in protobuf JSON or YAML) rather than limits files")
 	rest, err := cl.parseArgs(args)
 	if err == nil && len(rest) != 1 {
 		err = fmt.Errorf("want one PATH, got %d arguments", len(rest))
 	}
 	if err != nil {
 		return cl.failed(err, stdout, stderr)
+	}
+	if *xdsDump {
+		return checkXDSDump(rest[0], config.Options{MaxDelay: *maxDelay}, stdout, stderr)
 	}
 	c, err := config.Options{MaxDelay: *maxDelay}.Load(rest[0])
 	if err != nil {

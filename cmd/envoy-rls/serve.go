@@ -58,6 +58,10 @@ func serve(o *options, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if !start.waitFirst(ctx, log) { // xds.go: stopped before the first snapshot
+		start.close()
+		return 0
+	}
 	if err := runServer(ctx, o, start, log); err != nil {
 		log.Error("envoy-rls stopped", zap.Error(err))
 		fmt.Fprintln(stderr, "envoy-rls:", err)
@@ -222,6 +226,8 @@ type startConfig struct {
 	// reloaded rather than missed. Nil when the config cannot be watched:
 	// reload is off.
 	watch *watch.Watcher
+	// xds is the xDS client that the config comes from instead (xds.go).
+	xds *xdsSource
 }
 
 // loadConfig starts watching the config, then loads it: in that order, as
@@ -232,6 +238,9 @@ type startConfig struct {
 // test's way into the window, until the watcher runs, that the watcher must
 // cover.
 func loadConfig(o *options, log *zap.Logger, loaded func()) (*startConfig, error) {
+	if o.xds.server != "" {
+		return startXDS(o, log)
+	}
 	w, werr := watch.New(log, watch.Options{}, o.configPath)
 	cfg, err := o.loadOptions().Load(o.configPath)
 	if loaded != nil {
@@ -253,6 +262,9 @@ func loadConfig(o *options, log *zap.Logger, loaded func()) (*startConfig, error
 // close stops the watcher when the server stops, or does not start; after
 // the watcher's Run, which closes it too, it is harmless.
 func (s *startConfig) close() {
+	if s.xds != nil {
+		s.xds.close()
+	}
 	if s.watch != nil {
 		s.watch.Close() //nolint:errcheck // nothing to do about a watch that fails to close
 	}
@@ -317,7 +329,9 @@ func serveOn(ctx context.Context, o *options, start *startConfig, log *zap.Logge
 	if err := enableStats(o, m); err != nil { // before the first load, which they count
 		return err
 	}
-	m.Reload(true, time.Now())
+	if start.xds == nil { // xds.go counts each snapshot
+		m.Reload(true, time.Now())
+	}
 	grpcConns, httpConns := connectionBounds(o)
 	grpcLis := newLimitListener(ls.grpc, grpcConns, func() { m.Refused(metrics.RefusedGRPCConnection) })
 	httpLis := newLimitListener(ls.http, httpConns, func() { m.Refused(metrics.RefusedHTTPConnection) })
@@ -365,12 +379,13 @@ func serveOn(ctx context.Context, o *options, start *startConfig, log *zap.Logge
 	}
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	start.serving(svc, hs, m) // xds.go: snapshots swapped into svc, health by -xds-healthy-needs-config
 
 	var serving atomic.Bool
 	serving.Store(true)
 	api := httpapi.Handler(httpapi.Options{
 		Limiter:     svc,
-		Serving:     serving.Load,
+		Serving:     func() bool { return serving.Load() && start.healthy() },
 		StorePing:   store.ping,
 		ConfigLines: func() []string { return svc.Index().Config().Lines() },
 		Gatherer:    m.Registry,

@@ -83,7 +83,7 @@ func unpack(resources []*anypb.Any) ([]*rlsconfv3.RateLimitConfig, error) {
 
 // knownFields refuses a message that carries fields this build's
 // RateLimitConfig does not have: a server built on a newer ratelimit
-// module may set one (quota_mode, say), and dropping it would change what
+// module may set one (value_to_metric, say), and dropping it would change what
 // the limit decides. A field left at its zero value is not on the wire,
 // so only a field that is set is refused. path is where m is inside the
 // resource, empty for the resource itself.

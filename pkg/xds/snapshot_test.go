@@ -5,7 +5,9 @@ import (
 
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
@@ -126,5 +128,36 @@ func TestSameResources(t *testing.T) {
 	}
 	if sameResources([]*rlsconfv3.RateLimitConfig{a}, []*rlsconfv3.RateLimitConfig{a, b}) {
 		t.Error("one more resource: got the same, want different")
+	}
+}
+
+// TestNewConfigNewerFields: the fields Envoy Gateway's module has beside
+// the first release's, the units week, month and year, quota_mode and
+// metadata, reach the Domain.
+func TestNewConfigNewerFields(t *testing.T) {
+	md, err := structpb.NewStruct(map[string]any{"team": "a", "tier": map[string]any{"n": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &rlsconfv3.RateLimitConfig{Name: "eg", Domain: "eg", Descriptors: []*rlsconfv3.RateLimitDescriptor{
+		{Key: "w", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_WEEK, RequestsPerUnit: 1}, QuotaMode: true, Metadata: md},
+		{Key: "m", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_MONTH, RequestsPerUnit: 2}},
+		{Key: "y", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_YEAR, RequestsPerUnit: 3}},
+	}}
+	c, err := NewConfig(config.Options{}, []*rlsconfv3.RateLimitConfig{m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := c.Domains["eg"].Descriptors
+	for i, want := range []config.Unit{config.Week, config.Month, config.Year} {
+		if got := ds[i].Rules[0].Unit; got != want {
+			t.Errorf("%s: unit %v, want %v", ds[i].Key, got, want)
+		}
+	}
+	if !ds[0].QuotaMode || !proto.Equal(ds[0].Metadata, md) {
+		t.Errorf("w: quota mode %v, metadata %v, want true and %v", ds[0].QuotaMode, ds[0].Metadata, md)
+	}
+	if ds[1].QuotaMode || ds[1].Metadata != nil {
+		t.Errorf("m: quota mode %v, metadata %v, want neither", ds[1].QuotaMode, ds[1].Metadata)
 	}
 }

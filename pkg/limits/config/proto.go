@@ -17,8 +17,8 @@ import (
 //	api-limits: descriptors[0].rate_limit: has no unit
 //
 // The message has a subset of the file's fields (no algorithm, burst,
-// unit_multiplier, failure_mode, count_refused, rate_limits, quota_mode or
-// metadata), so its limits have the file's defaults for those. In proto3 a
+// unit_multiplier, failure_mode, count_refused or rate_limits), so its
+// limits have the file's defaults for those. In proto3 a
 // zero is no value: an empty domain or key, requests_per_unit 0 and unit
 // UNKNOWN read as missing. FromProto checks the message against
 // DefaultOptions.
@@ -55,6 +55,8 @@ func protoDescriptors(ms []*rlsconfv3.RateLimitDescriptor, path string) []*rawDe
 			descriptors:    protoDescriptors(m.GetDescriptors(), at+".descriptors"),
 			shadowMode:     m.GetShadowMode(),
 			detailedMetric: m.GetDetailedMetric(),
+			quotaMode:      m.GetQuotaMode(),
+			metadata:       m.GetMetadata(),
 		}
 		if p := m.GetRateLimit(); p != nil {
 			r := protoRule(p, at+".rate_limit")

@@ -455,7 +455,8 @@ func (w *Watcher) dirs() []string {
 // addDirs adds the directories to watch for t to set: the directory
 // holding the file (or the directory itself), and the directories the
 // watched files' symlinks resolve to. When a directory target is itself a
-// symlink, its parent is watched too, to see the symlink being swapped.
+// symlink, or lies under one (a runtime root swapped as a whole), that
+// symlink's parent is watched too, to see it being swapped.
 func (t target) addDirs(set map[string]bool) {
 	addResolved := func(p string) {
 		if r, err := filepath.EvalSymlinks(p); err == nil {
@@ -473,8 +474,10 @@ func (t target) addDirs(set map[string]bool) {
 		return
 	}
 	addResolved(t.path)
-	if fi, err := os.Lstat(t.path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		addResolved(filepath.Dir(t.path))
+	for p := t.path; p != filepath.Dir(p); p = filepath.Dir(p) {
+		if fi, err := os.Lstat(p); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			addResolved(filepath.Dir(p))
+		}
 	}
 	for _, f := range t.files() {
 		addFileDir(f)

@@ -36,6 +36,7 @@ type options struct {
 	// What a limit that does not say gets (config.Options).
 	defaultAlgorithm limits.Algorithm
 	countRefused     bool
+	mergeDomains     bool
 	maxDelay         time.Duration
 	logLevel         string
 	logFormat        string
@@ -175,7 +176,7 @@ func serverFlags(o *options) *commandLine {
 	cl.noEnv = map[string]bool{"version": true}
 	fs := cl.fs
 	fs.StringVar(&o.configPath, "config", "config/limits.yaml", "limits file, or a directory of *.yaml/*.yml files (one domain per file)")
-	fs.StringVar(&o.grpcAddr, "grpc-addr", ":8081", "address of Envoy's RateLimitService v3, gRPC health and reflection")
+	fs.StringVar(&o.grpcAddr, "grpc-addr", ":8081", "address of Envoy's RateLimitService v3, gRPC health and reflection (unix:PATH for a unix socket)")
 	fs.StringVar(&o.httpAddr, "http-addr", ":8080", "address of the HTTP endpoints (/healthz, /json, /metrics, /rlconfig)")
 	fs.StringVar(&o.debugAddr, "debug-addr", "127.0.0.1:6070", "address of pprof; empty turns it off")
 	fs.StringVar(&o.redisURL, "redis-url", "", "redis://[user:pass@]host:port[/db] or rediss:// (empty: the embedded in-process store)")
@@ -284,11 +285,12 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool)) (*options,
 func limitDefaultFlags(fs *flag.FlagSet, o *options) {
 	fs.Var(algorithmFlag{&o.defaultAlgorithm}, "default-algorithm", "algorithm of a limit that names none (every limit from xDS); fixed_window is envoyproxy/ratelimit's")
 	fs.BoolVar(&o.countRefused, "count-refused", false, "count refused hits too for every limit that does not set count_refused, as envoyproxy/ratelimit counts (off: only allowed hits consume)")
+	fs.BoolVar(&o.mergeDomains, "merge-domains", false, "load a domain that several files define as one, their top-level descriptors joined (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); off, it is an error")
 }
 
 // loadOptions are what loading the limits file depends on.
 func (o *options) loadOptions() config.Options {
-	return config.Options{MaxDelay: o.maxDelay, DefaultAlgorithm: o.defaultAlgorithm, CountRefused: o.countRefused}
+	return config.Options{MaxDelay: o.maxDelay, DefaultAlgorithm: o.defaultAlgorithm, CountRefused: o.countRefused, MergeDomains: o.mergeDomains}
 }
 
 // redisFlags defines the flags that say which Redis to use and how to reach

@@ -12,7 +12,9 @@
 //	envoy-rls help [COMMAND]                            print the help of envoy-rls or of a command
 //
 // Every server flag has an RLS_ environment twin (-redis-url is
-// RLS_REDIS_URL); `envoy-rls -h` lists them with their defaults.
+// RLS_REDIS_URL); `envoy-rls -h` lists them with their defaults. Run under
+// the name ratelimit (/bin/ratelimit in the image), it is a drop-in for
+// envoyproxy/ratelimit, configured by that service's environment.
 package main
 
 import (
@@ -24,7 +26,12 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)) }
+func main() {
+	if isDropIn(os.Args[0]) { // run as envoyproxy/ratelimit (dropin.go)
+		os.Exit(dropIn(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
+	}
+	os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
+}
 
 // command is a subcommand of envoy-rls.
 type command struct {

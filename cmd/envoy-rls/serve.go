@@ -281,7 +281,7 @@ type listeners struct {
 func listen(o *options, log *zap.Logger) (*listeners, error) {
 	ls := &listeners{}
 	var err error
-	if ls.grpc, err = net.Listen("tcp", o.grpcAddr); err != nil {
+	if ls.grpc, err = net.Listen(grpcNetwork(o.grpcAddr)); err != nil {
 		return nil, fmt.Errorf("-grpc-addr: %w", err)
 	}
 	if ls.http, err = net.Listen("tcp", o.httpAddr); err != nil {

@@ -59,7 +59,7 @@ func xdsFlags(fs *flag.FlagSet, x *xdsOptions) {
 	fs.Float64Var(&x.retryFactor, "xds-retry-factor", xds.DefaultBackoff.Factor, "each wait is -xds-retry-initial times this to the number of failures before it, up to -xds-retry-max (1 or less: always -xds-retry-initial)")
 	fs.BoolVar(&x.retryJitter, "xds-retry-jitter", xds.DefaultBackoff.Jitter, "draw each wait at random between -xds-retry-initial and its figure, so that instances do not retry in step")
 	fs.IntVar(&x.maxMessageBytes, "xds-max-message-bytes", 0, "largest snapshot read from the xDS server (0: gRPC's 4 MiB)")
-	fs.BoolVar(&x.forceStart, "xds-force-start", false, "serve, and report healthy, before the first snapshot has arrived, with no limits until then; off, the service does not answer until a snapshot is applied")
+	fs.BoolVar(&x.forceStart, "xds-force-start", false, "serve, and report healthy, before the first snapshot has arrived, answering UNAVAILABLE until then (Envoy's failure mode decides); off, the service does not answer until a snapshot is applied")
 	fs.BoolVar(&x.healthyNeedsConfig, "xds-healthy-needs-config", false, "report /healthz and gRPC health as not serving while the snapshot in force has no domain (none has arrived yet, or it is empty)")
 }
 
@@ -182,7 +182,8 @@ type load struct {
 	at time.Time
 }
 
-// startXDS starts the xDS client. The service starts with no limits, and
+// startXDS starts the xDS client. The service starts with no config (every
+// call UNAVAILABLE), and
 // takes the first snapshot's once it is applied: before the listeners
 // open without -xds-force-start (startConfig.waitFirst), whenever it
 // comes with it.
@@ -200,7 +201,9 @@ func startXDS(o *options, log *zap.Logger) (*startConfig, error) {
 	go func() { defer close(s.done); c.Run(ctx) }()
 	log.Info("taking the limits from xDS", zap.String("server", o.xds.server), zap.String("node_id", o.xds.nodeID),
 		zap.Bool("tls", o.xds.tls), zap.Bool("client_certificate", o.xds.tlsCert != ""), zap.Bool("force_start", o.xds.forceStart))
-	return &startConfig{cfg: &config.Config{Domains: map[string]*config.Domain{}}, xds: s}, nil
+	// No config until the first snapshot: the service answers UNAVAILABLE
+	// until then (with -xds-force-start), and Envoy's failure mode decides.
+	return &startConfig{xds: s}, nil
 }
 
 // apply is the client's Apply: the snapshot's config swapped in, counted,

@@ -16,8 +16,10 @@ import (
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/envoy-rls/envoy-rls/internal/redistest"
 	"github.com/envoy-rls/envoy-rls/pkg/xds/xdstest"
@@ -130,10 +132,22 @@ func (s *xdsProcess) decide(t *testing.T, key, value string) *rlsv3.RateLimitRes
 }
 
 // limitOf is the requests_per_unit the server reports for key=value, 0
-// when no limit matches.
+// when no limit matches or no config has arrived yet (UNAVAILABLE).
 func (s *xdsProcess) limitOf(t *testing.T, key, value string) uint32 {
 	t.Helper()
-	return s.decide(t, key, value).GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit()
+	ctx, cancel := context.WithTimeout(context.Background(), callBound)
+	defer cancel()
+	resp, err := rlsv3.NewRateLimitServiceClient(s.conn).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{
+		Domain:      "test",
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: key, Value: value}}}},
+	})
+	switch {
+	case status.Code(err) == codes.Unavailable:
+		return 0
+	case err != nil:
+		t.Fatalf("ShouldRateLimit: %v", err)
+	}
+	return resp.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit()
 }
 
 func (s *xdsProcess) metric(t *testing.T, line string) bool {
@@ -202,7 +216,7 @@ func TestXDSLimits(t *testing.T) {
 }
 
 // TestXDSForceStart: with the server down at start, -xds-force-start
-// serves at once, healthy, with no limits, and takes the first snapshot
+// serves at once, healthy, answering UNAVAILABLE, and takes the first snapshot
 // once the server comes up.
 func TestXDSForceStart(t *testing.T) {
 	m := newXDSMTLS(t)
@@ -216,10 +230,14 @@ func TestXDSForceStart(t *testing.T) {
 	if got := s.grpcHealth(t); got != healthpb.HealthCheckResponse_SERVING {
 		t.Errorf("gRPC health with no snapshot yet: got %v, want SERVING", got)
 	}
-	for range 3 {
-		if resp := s.decide(t, "k", "a"); resp.GetOverallCode() != rlsv3.RateLimitResponse_OK || resp.GetStatuses()[0].GetCurrentLimit() != nil {
-			t.Fatalf("with no snapshot: got %v, want OK with no limit", resp)
-		}
+	// No config yet: every call is UNAVAILABLE, so that Envoy's own failure
+	// mode decides, as envoyproxy/ratelimit leaves it to.
+	ctx, cancel := context.WithTimeout(context.Background(), callBound)
+	defer cancel()
+	_, err := rlsv3.NewRateLimitServiceClient(s.conn).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "test",
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: "a"}}}}})
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "no rate limit configuration loaded") {
+		t.Fatalf("with no snapshot: %v, want UNAVAILABLE, no rate limit configuration loaded", err)
 	}
 	eventually(t, "attempts refused while down", func() bool { return srv.Refused() >= 2 })
 	srv.Up()

@@ -23,7 +23,13 @@ type Entry struct {
 type Index struct {
 	config  *config.Config
 	domains map[string]*Node
+	// missing is set on the index of no config at all (NewIndex(nil)).
+	missing bool
 }
+
+// Loaded reports whether the index holds a config, even one without
+// domains; false before any has arrived.
+func (ix *Index) Loaded() bool { return !ix.missing }
 
 // Node is one descriptor of the config tree, prepared for matching.
 type Node struct {
@@ -42,8 +48,12 @@ type Node struct {
 
 type pair struct{ key, value string }
 
-// NewIndex prepares c for matching.
+// NewIndex prepares c for matching. A nil c is no config at all (none has
+// arrived yet from xDS): the index is empty and Loaded reports false.
 func NewIndex(c *config.Config) *Index {
+	if c == nil {
+		return &Index{config: &config.Config{Domains: map[string]*config.Domain{}}, missing: true}
+	}
 	ix := &Index{config: c, domains: make(map[string]*Node, len(c.Domains))}
 	for name, d := range c.Domains {
 		root := &Node{}

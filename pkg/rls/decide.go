@@ -76,6 +76,12 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 // even with an error, goes back to the pool with release.
 func (s *Service) planRequest(ctx context.Context, req *rlsv3.RateLimitRequest) (*plan, error) {
 	ix := s.index.Load()
+	if !ix.Loaded() {
+		// Started before any config arrived (xDS, force-start): no answer
+		// is right, so Envoy's own failure mode decides, as
+		// envoyproxy/ratelimit leaves it to.
+		return nil, errNoConfig
+	}
 	p := newPlan(ix, req.GetDomain(), len(req.Descriptors))
 	for i, d := range req.Descriptors {
 		// Every descriptor's entries stay in p.entries, one after another.
@@ -91,6 +97,9 @@ func (s *Service) planRequest(ctx context.Context, req *rlsv3.RateLimitRequest) 
 	p.finish(s, s.maxDelayFor(ctx))
 	return p, nil
 }
+
+// errNoConfig answers a request that arrives before any config has.
+var errNoConfig = status.Error(codes.Unavailable, "no rate limit configuration loaded")
 
 // maxDelayFor bounds a leaky bucket's wait for a request of ctx: never past
 // its deadline, nor -max-delay (a descriptor limit override can slow a

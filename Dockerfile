@@ -4,7 +4,8 @@
 #   docker build -t envoy-rls . && docker run --rm -p 8080:8080 -p 8081:8081 envoy-rls
 #
 # serves the limits baked in below on the embedded store; add
-# -redis-url redis://HOST:6379 to share counters between instances.
+# -redis-url redis://HOST:6379 to share counters between instances. Run as
+# /bin/ratelimit, it stands in for envoyproxy/ratelimit's image.
 
 # Build stage. The go directive in go.mod is 1.26.x; the golang image sets
 # GOTOOLCHAIN=local, so its Go must be at least that: golang:1.26 is the
@@ -26,6 +27,17 @@ RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags="-s -w" \
 # uid 65532.
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/envoy-rls /usr/local/bin/envoy-rls
+# The same binary as /bin/ratelimit, where envoyproxy/ratelimit's image has
+# its own: Envoy Gateway, Istio's sample and Contour's guide run
+# `command: [/bin/ratelimit]`, and under that name envoy-rls takes its
+# configuration from envoyproxy/ratelimit's environment (README, "Running
+# as envoyproxy/ratelimit"). A copy rather than a link, since the base has
+# no shell to make one. The service writes nothing to disk (limits and
+# certificates are only read, counters live in Redis or in memory, logs go
+# to stderr), so it runs with readOnlyRootFilesystem as any uid, Envoy
+# Gateway's 65534 among them; only GRPC_UDS's socket needs a writable
+# directory, which the Deployment mounts.
+COPY --from=build /out/envoy-rls /bin/ratelimit
 # The default -config is config/limits.yaml, relative to the working
 # directory: the baked-in limits load with no flag. docker-compose.yml mounts
 # ./config over another path and points -config at it, so that an edit on

@@ -80,6 +80,25 @@ func TestDropInReadsEveryVariable(t *testing.T) {
 	}
 }
 
+// The README's table names every variable, so that its note of what
+// envoy-rls does with each stays whole.
+func TestDropInREADMEListsEveryVariable(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Running as envoyproxy/ratelimit\n")
+	if !ok {
+		t.Fatal(`README.md: no section "Running as envoyproxy/ratelimit"`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	for _, name := range upstreamSettings {
+		if !strings.Contains(section, "`"+name+"`") {
+			t.Errorf("README.md, Running as envoyproxy/ratelimit: %s is not in the table", name)
+		}
+	}
+}
+
 // dropInOptions translates vars as the drop-in does and parses the
 // server's flags from the result.
 func dropInOptions(t *testing.T, vars map[string]string) *options {

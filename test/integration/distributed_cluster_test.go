@@ -157,10 +157,10 @@ func TestDistributedCluster(t *testing.T) {
 				t.Errorf("k: %s (node %d): %d of %d allowed, want %d", v, n, allowed[v], 2*clusterN, clusterN)
 			}
 			// The count lives on the node that owns the slot.
-			key := distKey("clu", "k", v, clusterLimit)
+			key := distCounter(distKey("clu", "k", v, clusterLimit), clusterLimit)
 			got, err := c.Nodes[n].Do("GET", key)
-			if err != nil || !strings.HasSuffix(got, " "+strconv.Itoa(clusterN)) {
-				t.Errorf("GET %s on node %d: got %q, %v; want the window and count %d", key, n, got, err, clusterN)
+			if err != nil || got != strconv.Itoa(clusterN) {
+				t.Errorf("GET %s on node %d: got %q, %v; want the count %d", key, n, got, err, clusterN)
 			}
 		}
 	}

@@ -53,6 +53,14 @@ func distKey(domain, key, value string, l limits.Limit) string {
 	})
 }
 
+// distCounter is the Redis key of the current window's counter of a
+// window limit l's store key (a fixed or sliding window counts each window
+// under a key of its own: the key, '@' and the window's index).
+func distCounter(key string, l limits.Limit) string {
+	w := time.Now().UnixMicro() / l.PeriodMicros()
+	return key + "@" + strconv.FormatInt(w, 10)
+}
+
 // distYear is a unit of year as the limits file counts it.
 const distYear = 365 * 24 * time.Hour
 

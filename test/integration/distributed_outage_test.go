@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -215,8 +216,8 @@ func testOutage(t *testing.T, config, mode string) {
 		if err != nil || resp.GetOverallCode() != codeOK || resp.GetStatuses()[0].GetLimitRemaining() != outageN-1 {
 			return false // the failure mode's answer
 		}
-		got, err := r.Do("GET", distKey("out", "k", v, outageKeyLimit))
-		return err == nil && strings.HasSuffix(got, " 1")
+		got, err := r.Do("GET", distCounter(distKey("out", "k", v, outageKeyLimit), outageKeyLimit))
+		return err == nil && got == "1"
 	}) {
 		t.Fatalf("%s: Redis not deciding within %s of its restart (%d probes); stderr:\n%s", mode, recoveryBound, probes, s.stderr.String())
 	}
@@ -228,7 +229,7 @@ func testOutage(t *testing.T, config, mode string) {
 		checkResponse(t, s.decide(t, request("out", desc("k", "exact"))), codeOK, want{codeOK, outageLimitK, uint32(outageN - 1 - i)})
 	}
 	checkResponse(t, s.decide(t, request("out", desc("k", "exact"))), codeOver, want{codeOver, outageLimitK, 0})
-	if got, err := r.Do("GET", distKey("out", "k", "exact", outageKeyLimit)); err != nil || !strings.HasSuffix(got, fmt.Sprintf(" %d", outageN)) {
+	if got, err := r.Do("GET", distCounter(distKey("out", "k", "exact", outageKeyLimit), outageKeyLimit)); err != nil || got != strconv.Itoa(outageN) {
 		t.Errorf("GET of the exact key in Redis: %q, %v; want the count %d", got, err, outageN)
 	}
 	time.Sleep(300 * time.Millisecond)

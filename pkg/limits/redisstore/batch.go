@@ -29,28 +29,27 @@ const (
 // Options.Flushes is zero.
 const DefaultFlushes = 4
 
-// maxBatchRuns bounds the script calls of one merged pipeline; what is left
+// maxBatchRuns bounds the decisions of one merged pipeline; what is left
 // goes with the next flush.
 const maxBatchRuns = 512
 
-// A batcher merges the script calls of concurrent Decide calls: a call
-// queues its runs, and a flusher sends everything queued at once (one write,
-// one read), up to max flushes in flight. On a single Redis that is one call
-// of the batch script, so that Redis also runs one script, not one per run;
-// on a cluster, where the keys of one script must share a slot, it is a
-// pipeline of the runs' own scripts, which the client splits by node. A
-// flusher wakes when a call queues and a slot is to spare, and goes on with
-// whatever queued while its previous pipeline was out, until the queue is
-// empty: no timer, so a call on an idle store goes out at once, and under
-// load the batches grow with the time a round trip takes. A call that finds the queue
-// empty and a flush to spare sends its own pipeline from its goroutine, as
-// without batching, and hands its slot to a flusher if calls queued behind
-// it.
+// A batcher merges the work of concurrent Decide calls: a call queues its
+// work, and a flusher sends everything queued at once (one write, one
+// read), up to max flushes in flight. The flush's pipeline carries every
+// call's native commands and give-backs and, on a single Redis, one call of
+// the batch script for all their script runs, so that Redis also runs one
+// script, not one per run; on a cluster, where the keys of one script must
+// share a slot, each run goes with its own script, and the client splits
+// the pipeline by node. A flusher wakes when a call queues and a slot is to
+// spare, and goes on with whatever queued while its previous pipeline was
+// out, until the queue is empty: no timer, so a call on an idle store goes
+// out at once, and under load the batches grow with the time a round trip
+// takes. A call that finds the queue empty and a flush to spare sends its
+// own pipeline from its goroutine, as without batching, and hands its slot
+// to a flusher if calls queued behind it.
 type batcher struct {
-	client     redisClient
-	max        int
-	cluster    bool
-	onPipeline func(runs int)
+	store *Store
+	max   int
 
 	mu     sync.Mutex
 	queue  []*batchCall
@@ -66,21 +65,20 @@ type batcher struct {
 	workers sync.WaitGroup
 }
 
-// batchCall is one Decide call waiting for its replies. The flusher only
-// reads runs; it sets replies, one per run, then closes done, and the call
-// reads replies only after that, and not at all if its context ended first.
+// batchCall is one Decide call waiting for its work to be done. The flusher
+// fills the work's commands and replies, then closes done; the call reads
+// them only after that, and not at all if its context ended first.
 type batchCall struct {
-	ctx     context.Context
-	runs    []run
-	replies []reply
-	done    chan struct{}
+	ctx  context.Context
+	work *work
+	done chan struct{}
 }
 
-func newBatcher(client redisClient, max int, cluster bool, onPipeline func(int)) *batcher {
+func newBatcher(s *Store, max int) *batcher {
 	if max <= 0 {
 		max = DefaultFlushes
 	}
-	b := &batcher{client: client, max: max, cluster: cluster, onPipeline: onPipeline, wake: make(chan struct{}, max)}
+	b := &batcher{store: s, max: max, wake: make(chan struct{}, max)}
 	b.workers.Add(max)
 	for range max {
 		go func() {
@@ -93,15 +91,15 @@ func newBatcher(client redisClient, max int, cluster bool, onPipeline func(int))
 	return b
 }
 
-// do sends runs with the next flush and waits for their replies (one per
-// run) or the end of ctx, whichever comes first; on the latter every reply
-// has ctx's error (its scripts may still run in Redis, as after a timeout).
-// It returns nil, having done nothing, once the batcher is closed.
-func (b *batcher) do(ctx context.Context, runs []run) []reply {
+// do sends wk with the next flush and waits until it is done or ctx ends,
+// whichever comes first; on the latter it sets wk.err to ctx's error (its
+// commands may still run in Redis, as after a timeout). It returns false,
+// having done nothing, once the batcher is closed.
+func (b *batcher) do(ctx context.Context, wk *work) bool {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return nil
+		return false
 	}
 	if len(b.queue) == 0 && b.busy < b.max {
 		// Nothing to merge with: send at once from this goroutine, in the
@@ -109,7 +107,7 @@ func (b *batcher) do(ctx context.Context, runs []run) []reply {
 		b.busy++
 		b.wg.Add(1)
 		b.mu.Unlock()
-		replies := b.exec(ctx, runs)[0]
+		b.store.exec(ctx, wk)
 		b.mu.Lock()
 		if len(b.queue) > 0 {
 			b.wake <- struct{}{} // never blocks: one token per slot at most
@@ -118,9 +116,9 @@ func (b *batcher) do(ctx context.Context, runs []run) []reply {
 			b.wg.Done()
 		}
 		b.mu.Unlock()
-		return replies
+		return true
 	}
-	c := &batchCall{ctx: ctx, runs: runs, done: make(chan struct{})}
+	c := &batchCall{ctx: ctx, work: wk, done: make(chan struct{})}
 	b.queue = append(b.queue, c)
 	if b.busy < b.max {
 		b.busy++
@@ -131,66 +129,174 @@ func (b *batcher) do(ctx context.Context, runs []run) []reply {
 
 	select {
 	case <-c.done:
-		return c.replies
 	case <-ctx.Done():
-		replies := make([]reply, len(runs))
-		for k := range replies {
-			replies[k].err = ctx.Err()
-		}
-		return replies
+		wk.err = ctx.Err()
 	}
+	return true
 }
 
-// exec decides the runs of every group on ctx and returns their replies,
-// group by group. On a single Redis, a lone run goes with its own script and
-// more go with the batch script, as EVALSHA, and again as EVAL if Redis does
-// not have it. On a cluster each run goes with its own script, in one
-// pipeline; a NOSCRIPT reply is left to the caller.
-func (b *batcher) exec(ctx context.Context, groups ...[]run) [][]reply {
-	n := 0
+// work is what one call sends in one round trip: native commands, its own
+// script calls (give-backs), and runs of the script algorithms. Once it is
+// done, every command holds its reply and every run its reply, unless err
+// is set: then the call stopped waiting and must read none of them.
+type work struct {
+	cmds    []redis.Cmder
+	scripts []*scriptCall
+	runs    []run
+	// clock, when set, asks Redis's TIME (Store.now before a first
+	// estimate).
+	clock *clockProbe
+	// decisions is the runs the work decides, for OnPipeline.
+	decisions int
+	err       error
+}
+
+// script queues a call of sc on keys and args.
+func (wk *work) script(sc *script, keys []string, args ...any) *scriptCall {
+	c := &scriptCall{sc: sc, keys: keys, args: args}
+	wk.scripts = append(wk.scripts, c)
+	return c
+}
+
+// scriptCall is a call of a script of the store's own, not a run's: sent
+// with EVALSHA, and again with EVAL on NOSCRIPT.
+type scriptCall struct {
+	sc   *script
+	keys []string
+	args []any
+	cmd  *redis.Cmd
+}
+
+// count reads a give-back's reply, the counter's value before it.
+func (c *scriptCall) count() (int64, error) {
+	if n, ok := c.cmd.Val().(int64); ok {
+		return n, nil
+	}
+	if err := c.cmd.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%w: %v", errReply, c.cmd.Val())
+}
+
+// exec sends the work of every group as one pipeline, fills it, and feeds
+// the TIME it carries to the clock. On a single Redis, it carries TIME, the
+// groups' commands and script calls, and a lone run with its own script or
+// more runs with the batch script; on a cluster, each run with its own
+// script. Script calls answered NOSCRIPT go again with EVAL, in a second
+// pipeline.
+func (s *Store) exec(ctx context.Context, groups ...*work) {
+	nruns, decisions := 0, 0
+	var probe *clockProbe
 	for _, g := range groups {
-		n += len(g)
-	}
-	b.onPipeline(n)
-	flat := make([]reply, n)
-	out := make([][]reply, len(groups))
-	for i, at := 0, 0; i < len(groups); i++ {
-		out[i] = flat[at : at+len(groups[i]) : at+len(groups[i])]
-		at += len(groups[i])
-	}
-	if b.cluster {
-		for i, cmd := range evalEach(ctx, b.client, groups...) {
-			flat[i] = replyOf(cmd)
+		nruns += len(g.runs)
+		decisions += g.decisions
+		if probe == nil {
+			probe = g.clock
 		}
-		return out
 	}
-	if n == 1 {
-		// One call of one run (every call has a run at least).
-		r := &groups[0][0]
-		flat[0] = b.call(ctx, r.script, r.keys, r.args())
-		return out
+	if decisions > 0 {
+		s.onPipeline(decisions)
 	}
-	keys, args := batchArgs(groups)
-	rep := b.call(ctx, &batchScript, keys, args)
-	vals, ok := rep.val.([]any)
-	switch {
-	case rep.err == nil && (!ok || len(vals) != n):
-		rep.err = fmt.Errorf("%w: %d runs, %v", errReply, n, rep.val)
-		fallthrough
-	case rep.err != nil:
-		for i := range flat {
-			flat[i].err = rep.err
-		}
-	default:
-		for i, v := range vals {
-			if err, ok := v.(error); ok {
-				flat[i].err = err
-			} else {
-				flat[i].val = v
+	if probe == nil && s.clock == nil && (!s.cluster || s.redisClock.due()) {
+		// Every pipeline on a single Redis reads TIME: it costs Redis
+		// less than a GET, and its round trip is a sample of the clock.
+		// On a cluster, a probe of a fixed node now and then.
+		probe = s.newClockProbe()
+	}
+	pipe := s.client.Pipeline()
+	if probe != nil {
+		probe.queue(ctx, pipe)
+		for _, g := range groups {
+			if g.clock != nil {
+				*g.clock = *probe // one TIME answers every call that asked
 			}
 		}
 	}
-	return out
+	var calls []*scriptCall
+	for _, g := range groups {
+		for _, c := range g.cmds {
+			_ = pipe.Process(ctx, c)
+		}
+		calls = append(calls, g.scripts...)
+	}
+	// The runs go as script calls too: each with its own script, or all
+	// of them with the batch script, whose reply is then split.
+	var batch *scriptCall
+	var runCalls []*scriptCall
+	if nruns == 1 || nruns > 0 && s.cluster {
+		for _, g := range groups {
+			for k := range g.runs {
+				r := &g.runs[k]
+				c := &scriptCall{sc: r.script, keys: r.keys, args: r.args()}
+				runCalls = append(runCalls, c)
+			}
+		}
+		calls = append(calls, runCalls...)
+	} else if nruns > 1 {
+		keys, args := batchArgs(groups)
+		batch = &scriptCall{sc: &batchScript, keys: keys, args: args}
+		calls = append(calls, batch)
+	}
+	for _, c := range calls {
+		c.cmd = pipe.EvalSha(ctx, c.sc.sha, c.keys, c.args...)
+	}
+	sent := localMicros()
+	// Exec's error is also set on each command it concerns; read those.
+	_, _ = pipe.Exec(ctx)
+	if probe != nil {
+		probe.observe(&s.redisClock, sent, localMicros())
+	}
+	var retry []*scriptCall
+	for _, c := range calls {
+		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
+			retry = append(retry, c)
+		}
+	}
+	if len(retry) > 0 {
+		pipe := s.client.Pipeline()
+		for _, c := range retry {
+			c.cmd = pipe.Eval(ctx, c.sc.src, c.keys, c.args...)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	if runCalls != nil {
+		i := 0
+		for _, g := range groups {
+			for k := range g.runs {
+				g.runs[k].reply = replyOf(runCalls[i].cmd)
+				i++
+			}
+		}
+	}
+	if batch != nil {
+		splitBatch(groups, nruns, replyOf(batch.cmd))
+	}
+}
+
+// splitBatch hands each run of groups its part of the batch script's
+// reply.
+func splitBatch(groups []*work, nruns int, rep reply) {
+	vals, ok := rep.val.([]any)
+	if rep.err == nil && (!ok || len(vals) != nruns) {
+		rep.err = fmt.Errorf("%w: %d runs, %v", errReply, nruns, rep.val)
+	}
+	i := 0
+	for _, g := range groups {
+		for k := range g.runs {
+			r := &g.runs[k]
+			switch {
+			case rep.err != nil:
+				r.reply = reply{err: rep.err}
+			default:
+				if err, ok := vals[i].(error); ok {
+					r.reply = reply{err: err}
+				} else {
+					r.reply = reply{val: vals[i]}
+				}
+			}
+			i++
+		}
+	}
 }
 
 // batchArgs lays out the runs of groups as lua/batch.lua reads them: KEYS,
@@ -201,12 +307,12 @@ func (b *batcher) exec(ctx context.Context, groups ...[]run) [][]reply {
 // microseconds). A limit's fields go once per flush rather than once per
 // hit: in a flush of many hits on few limits, Redis parses five arguments
 // fewer per decision, and the client boxes none of them.
-func batchArgs(groups [][]run) ([]string, []any) {
+func batchArgs(groups []*work) ([]string, []any) {
 	nkeys, nruns := 0, 0
 	for _, g := range groups {
-		nruns += len(g)
-		for k := range g {
-			nkeys += len(g[k].hits)
+		nruns += len(g.runs)
+		for k := range g.runs {
+			nkeys += len(g.runs[k].hits)
 		}
 	}
 	keys := make([]string, 0, nkeys)
@@ -214,8 +320,8 @@ func batchArgs(groups [][]run) ([]string, []any) {
 	var distinct []scriptLimit
 	runArgs := make([]any, 0, 2*nruns+3*nkeys)
 	for _, g := range groups {
-		for k := range g {
-			r := &g[k]
+		for k := range g.runs {
+			r := &g.runs[k]
 			keys = append(keys, r.keys...)
 			runArgs = append(runArgs, r.now, len(r.hits))
 			for _, h := range r.hits {
@@ -237,21 +343,6 @@ func batchArgs(groups [][]run) ([]string, []any) {
 	return keys, append(args, runArgs...)
 }
 
-// call runs sc on keys and args with EVALSHA, and with EVAL if Redis
-// answers NOSCRIPT (a restarted or flushed Redis), which loads it again.
-func (b *batcher) call(ctx context.Context, sc *script, keys []string, args []any) reply {
-	pipe := b.client.Pipeline()
-	cmd := pipe.EvalSha(ctx, sc.sha, keys, args...)
-	// Exec's error is also the command's.
-	_, _ = pipe.Exec(ctx)
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		pipe = b.client.Pipeline()
-		cmd = pipe.Eval(ctx, sc.src, keys, args...)
-		_, _ = pipe.Exec(ctx)
-	}
-	return replyOf(cmd)
-}
-
 // flusher sends what is queued until the queue is empty.
 func (b *batcher) flusher() {
 	defer b.wg.Done()
@@ -269,14 +360,14 @@ func (b *batcher) flusher() {
 }
 
 // take removes from the queue the calls of the next flush, at least one and
-// about maxBatchRuns runs; b.mu is held.
+// about maxBatchRuns decisions; b.mu is held.
 func (b *batcher) take() []*batchCall {
 	if len(b.queue) == 0 {
 		return nil
 	}
 	n, runs := 0, 0
-	for n < len(b.queue) && (n == 0 || runs+len(b.queue[n].runs) <= maxBatchRuns) {
-		runs += len(b.queue[n].runs)
+	for n < len(b.queue) && (n == 0 || runs+b.queue[n].work.decisions <= maxBatchRuns) {
+		runs += b.queue[n].work.decisions
 		n++
 	}
 	batch := make([]*batchCall, n)
@@ -287,8 +378,8 @@ func (b *batcher) take() []*batchCall {
 	return batch
 }
 
-// flush sends the runs of batch as one script call and hands each call its
-// replies. Calls whose context has ended are left out. The pipeline's
+// flush sends the work of batch as one pipeline and tells each call it is
+// done. Calls whose context has ended are left out. The pipeline's
 // context has the latest deadline of the calls (none if one has none, which
 // leaves the client's socket timeouts), so that no script is given less time
 // than its own call would have given it.
@@ -318,13 +409,12 @@ func (b *batcher) flush(batch []*batchCall) {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	groups := make([][]run, len(live))
+	groups := make([]*work, len(live))
 	for i, c := range live {
-		groups[i] = c.runs
+		groups[i] = c.work
 	}
-	replies := b.exec(ctx, groups...)
-	for i, c := range live {
-		c.replies = replies[i]
+	b.store.exec(ctx, groups...)
+	for _, c := range live {
 		close(c.done)
 	}
 }

@@ -33,7 +33,10 @@ func BenchmarkDecideParallel(b *testing.B) {
 	} {
 		for _, par := range []int{1, 8, 64} {
 			b.Run(fmt.Sprintf("%s/parallelism=%d", mode.name, par), func(b *testing.B) {
-				s := New(c, mode.opts)
+				var pipelines atomic.Int64
+				opts := mode.opts
+				opts.OnPipeline = func(int) { pipelines.Add(1) }
+				s := New(c, opts)
 				defer s.Close()
 				l := benchLimit(limits.FixedWindow)
 				var id atomic.Int64
@@ -56,6 +59,7 @@ func BenchmarkDecideParallel(b *testing.B) {
 				cpu := redisCPU(b, srv) - cpu0
 				b.ReportMetric(cpu.Seconds()*1e9/float64(b.N), "redis-cpu-ns/op")
 				b.ReportMetric(float64(scriptCalls(b, srv)-calls0)/float64(b.N), "scripts/op")
+				b.ReportMetric(float64(pipelines.Load())/float64(b.N), "pipelines/op")
 			})
 		}
 	}
@@ -149,13 +153,15 @@ func BenchmarkRedisFloor(b *testing.B) {
 	}
 }
 
-// BenchmarkBatchScript measures Redis's side of one merged flush: a call of
-// the batch script with 16 hits on 16 distinct keys (drawn from 10,000, as
-// many callers' would be), serially, so that nothing else competes for the
-// CPU. It reports the time Redis spent inside the script per decision
+// BenchmarkBatchScript measures Redis's side of one merged flush: a Decide
+// call of 16 hits on 16 distinct keys (drawn from 10,000, as many callers'
+// would be), serially, so that nothing else competes for the CPU: the batch
+// script's call for the algorithms that run in Lua, native commands for the
+// windows. It reports the time Redis spent inside scripts per decision
 // (script-us/decision, from INFO commandstats: arguments, Lua, commands,
-// reply) and its whole CPU per decision (redis-cpu-ns/decision, the
-// syscalls of the round trip included).
+// reply), inside every command (cmd-us/decision: scripts, native commands
+// and the pipeline's TIME), and its whole CPU per decision
+// (redis-cpu-ns/decision, the syscalls of the round trip included).
 func BenchmarkBatchScript(b *testing.B) {
 	const batch, keys = 16, 10000
 	srv := redistest.Start(b)
@@ -172,7 +178,7 @@ func BenchmarkBatchScript(b *testing.B) {
 				names[i] = fmt.Sprintf("envoy-rls:bench:%s_k%d:0", alg.ShortName(), i)
 			}
 			ctx := context.Background()
-			cpu0, us0 := redisCPU(b, srv), scriptMicros(b, srv)
+			cpu0, us0, cmd0 := redisCPU(b, srv), scriptMicros(b, srv), commandMicros(b, srv)
 			next := 0
 			for b.Loop() {
 				for i := range hits {
@@ -188,6 +194,7 @@ func BenchmarkBatchScript(b *testing.B) {
 			}
 			decisions := float64(b.N * batch)
 			b.ReportMetric((scriptMicros(b, srv)-us0)/decisions, "script-us/decision")
+			b.ReportMetric((commandMicros(b, srv)-cmd0)/decisions, "cmd-us/decision")
 			b.ReportMetric((redisCPU(b, srv)-cpu0).Seconds()*1e9/decisions, "redis-cpu-ns/decision")
 		})
 	}
@@ -198,6 +205,20 @@ func BenchmarkBatchScript(b *testing.B) {
 func scriptMicros(b *testing.B, srv *redistest.Server) float64 {
 	return infoSum(b, srv, "commandstats", func(k, v string) string {
 		if k != "cmdstat_evalsha" && k != "cmdstat_eval" {
+			return ""
+		}
+		_, rest, _ := strings.Cut(v, "usec=")
+		us, _, _ := strings.Cut(rest, ",")
+		return us
+	})
+}
+
+// commandMicros returns the microseconds Redis has spent running commands,
+// every command (native and scripts) but INFO, which the benchmarks send
+// themselves.
+func commandMicros(b *testing.B, srv *redistest.Server) float64 {
+	return infoSum(b, srv, "commandstats", func(k, v string) string {
+		if k == "cmdstat_info" {
 			return ""
 		}
 		_, rest, _ := strings.Cut(v, "usec=")

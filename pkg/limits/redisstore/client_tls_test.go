@@ -96,8 +96,7 @@ func TestAuth(t *testing.T) {
 		name string
 		o    ClientOptions
 		want string // "" means it works
-		// wantDecide is what a Decide error mentions, if not want: Redis
-		// cuts an unauthenticated client off at the script's arguments.
+		// wantDecide is what a Decide error mentions, if not want.
 		wantDecide string
 	}{
 		{"URL user", ClientOptions{URL: srv.URLWithUser("alice", alicePass)}, "", ""},
@@ -105,7 +104,7 @@ func TestAuth(t *testing.T) {
 		{"flags user", ClientOptions{URL: srv.URL(), Username: "alice", Password: alicePass}, "", ""},
 		{"flags password alone", ClientOptions{URL: srv.URL(), Password: defaultPass}, "", ""},
 		{"URL wins over flags", ClientOptions{URL: srv.URLWithUser("alice", alicePass), Username: "alice", Password: "wrong"}, "", ""},
-		{"none", ClientOptions{URL: srv.URL()}, "NOAUTH", "unauthenticated"},
+		{"none", ClientOptions{URL: srv.URL()}, "NOAUTH", ""},
 		{"URL wrong password", ClientOptions{URL: srv.URLWithUser("alice", "wrong-pass")}, "WRONGPASS", ""},
 		{"flags wrong password", ClientOptions{URL: srv.URL(), Username: "alice", Password: "wrong-pass"}, "WRONGPASS", ""},
 		{"unknown user", ClientOptions{URL: srv.URL(), Username: "bob", Password: alicePass}, "WRONGPASS", ""},

@@ -17,7 +17,7 @@ func TestConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout})
 	storetest.Run(t, func(t *testing.T, clock func() int64) limits.Store {
-		return persisting{store: New(c, Options{Clock: clock}), client: c}
+		return persisting{store: New(c, Options{Clock: clock}), client: c, clock: clock}
 	})
 }
 
@@ -30,11 +30,25 @@ func TestConformance(t *testing.T) {
 type persisting struct {
 	store  *Store
 	client redis.UniversalClient
+	clock  func() int64
 }
 
 func (p persisting) Decide(ctx context.Context, hits []limits.Hit, results []limits.Result) {
 	p.store.Decide(ctx, hits, results)
+	now := p.clock()
 	for _, h := range hits {
-		p.client.Persist(ctx, h.Key)
+		for _, k := range redisKeys(h, now) {
+			p.client.Persist(ctx, k)
+		}
 	}
+}
+
+// redisKeys are the keys that hit h, decided at now, touches: its window
+// counters for a window, its key for the other algorithms.
+func redisKeys(h limits.Hit, now int64) []string {
+	if !isWindow(h.Limit.Algorithm) {
+		return []string{h.Key}
+	}
+	w := floorDiv(now, h.Limit.PeriodMicros())
+	return []string{windowKey(h.Key, w), windowKey(h.Key, w-1)}
 }

@@ -359,10 +359,16 @@ func runSequences(t *testing.T, s *Store, c redis.UniversalClient, now *int64, s
 		var touched []int
 		inspects := map[int]*redis.Cmd{}
 		pipe := c.Pipeline()
+		win := map[int]int64{} // the window of a window sequence's step
 		for _, k := range order {
 			if inspects[k] == nil {
 				touched = append(touched, k)
-				inspects[k] = pipe.Eval(ctx, inspectLua, []string{seqs[k].key})
+				keys := []string{seqs[k].key}
+				if l := seqs[k].c.limit; isWindow(l.Algorithm) {
+					win[k] = floorDiv(*now, l.PeriodMicros())
+					keys = []string{windowKey(seqs[k].key, win[k]), windowKey(seqs[k].key, win[k]-1)}
+				}
+				inspects[k] = pipe.Eval(ctx, inspectLua, keys)
 			}
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -381,6 +387,13 @@ func runSequences(t *testing.T, s *Store, c redis.UniversalClient, now *int64, s
 				}
 			}
 			where := fmt.Sprintf("step %d, key %s, %s, now %d", step, q.key, q.c.limit, *now)
+			if isWindow(q.c.limit.Algorithm) {
+				if !checkWindows(t, where, inspects[k], q, *now, win[k], elapsedMs) {
+					resets++
+					c.Del(ctx, windowKey(q.key, win[k]), windowKey(q.key, win[k]-1))
+				}
+				continue
+			}
 			pttl, dump, log := inspected(t, inspects[k])
 			switch {
 			case written && w.State.Live && w.ExpireAt > *now:
@@ -418,19 +431,94 @@ func runSequences(t *testing.T, s *Store, c redis.UniversalClient, now *int64, s
 
 // inspectLua reads a key's PTTL, DUMP and, for a sorted set, its
 // entries, then makes the key permanent: in one script, so that a key with a
-// millisecond left cannot expire between the reads and PERSIST.
+// millisecond left cannot expire between the reads and PERSIST. Given two
+// keys (a window's counters), it answers for each.
 const inspectLua = `
-local pttl = redis.call('PTTL', KEYS[1])
-local dump = redis.call('DUMP', KEYS[1]) or ''
-local log = {}
-if redis.call('TYPE', KEYS[1]).ok == 'zset' then
-  log = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+local out = {}
+for i, key in ipairs(KEYS) do
+  local pttl = redis.call('PTTL', key)
+  local dump = redis.call('DUMP', key) or ''
+  local log = {}
+  local typ = redis.call('TYPE', key).ok
+  if typ == 'zset' then
+    log = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+  elseif typ == 'string' then
+    log = {redis.call('GET', key)}
+  end
+  redis.call('PERSIST', key)
+  out[#out + 1] = pttl
+  out[#out + 1] = dump
+  out[#out + 1] = log
 end
-redis.call('PERSIST', KEYS[1])
-return {pttl, dump, log}
+return out
 `
 
-// inspected reads inspectLua's reply.
+// checkWindows compares a window sequence's counters, as inspectLua read
+// them (window w's, then w−1's), with the model, and checks that a counter
+// holds a TTL only if this step set it, to the end of the window it
+// matters in. It reports false, having reset the sequence (model and
+// Redis), when Redis's own clock expired a counter before the test could
+// read it.
+func checkWindows(t *testing.T, where string, cmd *redis.Cmd, q *sequence, now, w int64, elapsedMs int64) bool {
+	t.Helper()
+	v, err := cmd.Slice()
+	if err != nil || len(v) != 6 {
+		t.Fatalf("%s: inspect: %v, %v", where, v, err)
+	}
+	l := q.c.limit
+	period := l.PeriodMicros()
+	var wantCur, wantPrev int64
+	if st := q.model.state; st.Live && now < q.model.expireAt {
+		switch st.Window {
+		case w:
+			wantCur, wantPrev = st.Count, st.Prev
+		case w - 1:
+			wantPrev = st.Count
+		}
+	}
+	if l.Algorithm == limits.FixedWindow {
+		wantPrev = -1 // not read
+	}
+	for i, want := range []int64{wantCur, wantPrev} {
+		if want < 0 {
+			continue
+		}
+		pttl, _ := v[3*i].(int64)
+		var got int64
+		if vals, _ := v[3*i+2].([]any); len(vals) == 1 {
+			s, _ := vals[0].(string)
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				t.Fatalf("%s: counter of window w-%d holds %q", where, i, s)
+			}
+			got = n
+		}
+		if c := countCap(l); c != noCap {
+			got = min(got, c) // count_refused's INCRBY counts on past 2N
+		}
+		end := (w - int64(i) + 1) * period // when the counter of w−i stops mattering
+		if l.Algorithm == limits.SlidingWindow {
+			end += period
+		}
+		wantMs := max(2, (end-now+999)/1000)
+		if got != want {
+			if got == 0 && pttl == -2 && wantMs <= elapsedMs {
+				q.model = model{}
+				return false
+			}
+			t.Fatalf("%s: counter of window w-%d = %d, want %d (Go state %+v)", where, i, got, want, q.model.state)
+		}
+		if pttl >= 0 && (pttl > wantMs || pttl < wantMs-elapsedMs) {
+			t.Fatalf("%s: counter of window w-%d: PTTL = %d ms, want %d ms (the end of the window it counts in, %d µs away; %d ms elapsed)", where, i, pttl, wantMs, end-now, elapsedMs)
+		}
+		if got != 0 && pttl == -2 {
+			t.Fatalf("%s: counter of window w-%d: no key but a count", where, i)
+		}
+	}
+	return true
+}
+
+// inspected reads inspectLua's reply for one key.
 func inspected(t *testing.T, cmd *redis.Cmd) (pttl int64, dump string, log []any) {
 	t.Helper()
 	v, err := cmd.Slice()

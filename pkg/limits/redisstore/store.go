@@ -1,28 +1,34 @@
 // Package redisstore is the Redis implementation of limits.Store, shared by
 // every instance of the service.
 //
-// Each algorithm is a Lua function that mirrors its Go function in package
-// limits operation for operation, floating point included, so that the Redis
-// store and the embedded store make identical decisions for the same
-// sequence of hits. A function decides without writing and hands back the
-// write that would store its new state; the tail of the script (lua/run.lua)
-// applies the writes once every hit of the call is decided. There is one
-// script per algorithm for a single hit, which reads and writes the one key of
-// its hit, and one joint script, with every algorithm, for a run of joint
-// hits (the limits of one descriptor), whose keys share a hash tag. So a
-// decision is atomic on a single Redis and on a Redis Cluster alike. On a
-// single Redis, where keys need not share a slot, the runs of concurrent
-// calls go together in one batch script (lua/batch.lua), so that Redis pays
-// for one script call per merged pipeline rather than one per hit. The
-// scripts take the time from the Redis server (TIME), so that instances with
-// skewed clocks still agree.
+// A window hit on its own (fixed_window, sliding_window) is decided with
+// native commands, each window a counter that INCRBY charges, and the
+// decision itself made here with the Go algorithm on the counts Redis
+// answered (window.go). Every other hit runs a Lua function that mirrors its
+// Go function in package limits operation for operation, floating point
+// included, so that the Redis store and the embedded store make identical
+// decisions for the same sequence of hits. A function decides without
+// writing and hands back the write that would store its new state; the tail
+// of the script (lua/run.lua) applies the writes once every hit of the call
+// is decided. There is one script per algorithm for a single hit, which
+// reads and writes the one key of its hit, and one joint script, with every
+// algorithm, for a run of joint hits (the limits of one descriptor), whose
+// keys share a hash tag. So a decision is atomic on a single Redis and on a
+// Redis Cluster alike. On a single Redis, where keys need not share a slot,
+// the runs of concurrent calls go together in one batch script
+// (lua/batch.lua), so that Redis pays for one script call per merged
+// pipeline rather than one per hit, and their native commands in the same
+// pipeline. The scripts of single hits take the time from the Redis server
+// (TIME); native commands and joint runs take it from the store's estimate
+// of the server's clock (clock.go), measured by the TIME that every
+// pipeline carries, so that instances with skewed clocks still agree.
 //
 // State is kept compactly under the hit's key, with a TTL equal to the time
 // after which the state is equivalent to an absent key (rounded up to the
 // millisecond):
 //
-//	fixed_window    string "window count"        window = floor(now/T)
-//	sliding_window  string "window count prev"   counts of window and window-1
+//	fixed_window    a counter per window w = floor(now/T), under key@w
+//	sliding_window  the same; a decision reads key@w and key@(w-1)
 //	token_bucket    string "tokens stamp"        tokens as %.17g, stamp in µs
 //	leaky_bucket    string "drain"               µs as %.17g (fractional)
 //	sliding_log     sorted set, one entry per allowed hit: score = its instant
@@ -40,10 +46,11 @@
 // the set from the oldest or the newest entry, a page at a time.
 //
 // A peek (cost 0) or a refused hit writes nothing (unless its limit counts
-// refused hits); a state equivalent to an absent key deletes the key.
+// refused hits; a window's refused hit is counted, then given back); a state
+// equivalent to an absent key deletes the key.
 //
-// The scripts are tested on Redis 7.0 and later; the sliding log's ZRANGE
-// BYSCORE … LIMIT needs 6.2 at least.
+// The scripts are tested on Redis 7.0 and later; PEXPIRE … NX needs 7.0,
+// the sliding log's ZRANGE BYSCORE … LIMIT 6.2.
 package redisstore
 
 import (
@@ -93,6 +100,8 @@ var (
 	slidingLogLua string
 	//go:embed lua/leaky_bucket.lua
 	leakyBucketLua string
+	//go:embed lua/give_back.lua
+	giveBackLua string
 )
 
 // script is a composed Lua source and its SHA1 for EVALSHA.
@@ -134,6 +143,8 @@ var (
 	// batchScript decides many runs, whatever their algorithms, on a
 	// single Redis.
 	batchScript = newScript(batchLua, algorithmLua[:]...)
+	// giveBackScript takes units back from a window's counter.
+	giveBackScript = script{src: giveBackLua, sha: redis.NewScript(giveBackLua).Hash()}
 )
 
 // Options tune a Store. The zero value is what production uses.
@@ -150,9 +161,9 @@ type Options struct {
 	// Flushes bounds the merged pipelines in flight at once; zero means
 	// DefaultFlushes.
 	Flushes int
-	// OnPipeline, if set, is told how many script runs each pipeline sent
-	// to Redis carried (a metric of how well calls are merged). It must be
-	// fast and safe for concurrent use.
+	// OnPipeline, if set, is told how many runs (hits on their own, and
+	// joint runs) each pipeline sent to Redis carried (a metric of how well
+	// calls are merged). It must be fast and safe for concurrent use.
 	OnPipeline func(runs int)
 }
 
@@ -160,8 +171,10 @@ type Options struct {
 // goroutines, as is the client it wraps.
 type Store struct {
 	client     redisClient
-	clock      func() int64
-	batch      *batcher // nil: one pipeline per call
+	cluster    bool
+	clock      func() int64 // Options.Clock
+	redisClock redisClock   // Redis's clock, estimated, when clock is nil
+	batch      *batcher     // nil: one pipeline per call
 	onPipeline func(runs int)
 }
 
@@ -173,10 +186,10 @@ func New(client redisClient, opts Options) *Store {
 	if onPipeline == nil {
 		onPipeline = func(int) {}
 	}
-	s := &Store{client: client, clock: opts.Clock, onPipeline: onPipeline}
 	_, cluster := client.(*redis.ClusterClient)
+	s := &Store{client: client, cluster: cluster, clock: opts.Clock, onPipeline: onPipeline}
 	if opts.Batching == BatchOn || opts.Batching == BatchAuto && !cluster {
-		s.batch = newBatcher(client, opts.Flushes, cluster, onPipeline)
+		s.batch = newBatcher(s, opts.Flushes)
 	}
 	return s
 }
@@ -201,20 +214,27 @@ func (s *Store) Ping(ctx context.Context) error {
 // Decide implements limits.Store. All hits go out in one pipeline, which a
 // cluster client splits into one round trip per node; with batching, that
 // pipeline also carries the hits of concurrent calls, and a call whose ctx
-// ends first returns at once, its hits failed with ctx's error. A hit on its
-// own runs its algorithm's script; a run of joint hits (Hit.Joint chains a
-// hit to the next, up to the first hit without it) runs the joint script
-// once, with all its keys, which decides every limit of the run and charges
-// all of them or, if any refuses, only those that count refused hits. The
-// scripts go with EVALSHA; those whose node answers NOSCRIPT (a restarted or
-// flushed Redis) are sent again with EVAL, which also loads the script for
-// the next calls.
+// ends first returns at once, its hits failed with ctx's error.
+//
+// A window hit on its own is decided with native commands (window.go); a
+// refused one gives its cost back in a second round trip before Decide
+// returns. Any other hit on its own runs its algorithm's script; a run of
+// joint hits (Hit.Joint chains a hit to the next, up to the first hit
+// without it) runs the joint script once, with all its keys, which decides
+// every limit of the run and charges all of them or, if any refuses, only
+// those that count refused hits. The scripts go with EVALSHA; those whose
+// node answers NOSCRIPT (a restarted or flushed Redis) are sent again with
+// EVAL, which also loads the script for the next calls.
+//
+// The hits of one call are decided in order: a hit on a key that an earlier
+// hit of the call names goes in a later round trip, after the earlier one
+// has been decided (and its cost given back), with the same instant.
 //
 // The keys of a joint run must share a hash tag (Redis Cluster refuses the
 // script otherwise) and differ: a run that repeats a key is not sent, every
 // hit of it failed with limits.ErrRepeatedKey, as the embedded store does.
 //
-// Each result carries its own error, so a failure of one script (its node
+// Each result carries its own error, so a failure of one command (its node
 // down, a key of the wrong type) leaves the others decided; a failed joint
 // run sets the error on every hit of the run, and so does an invalid limit in
 // it, since the run cannot be decided without it. Hits beyond len(results)
@@ -226,92 +246,169 @@ func (s *Store) Decide(ctx context.Context, hits []limits.Hit, results []limits.
 	if len(hits) == 0 {
 		return
 	}
-	now := ""
-	if s.clock != nil {
-		now = strconv.FormatInt(s.clock(), 10)
+	now, err := s.now(ctx)
+	if err != nil {
+		for i := range hits {
+			results[i] = limits.Result{Err: err}
+		}
+		return
 	}
-
-	runs := make([]run, 0, len(hits))
+	luaNow := ""
+	if s.clock != nil {
+		luaNow = strconv.FormatInt(now, 10)
+	}
 	for first := 0; first < len(hits); {
-		last := first
+		first = s.decideRound(ctx, hits, results, first, now, luaNow)
+	}
+}
+
+// decideRound decides the runs of hits from first on, up to the first run
+// that names a key an earlier one of the round names, and returns where it
+// stopped.
+func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []limits.Result, first int, now int64, luaNow string) int {
+	wk := &work{}
+	var windows []*windowHit
+	end := first
+	for end < len(hits) {
+		last := end
 		for last < len(hits)-1 && hits[last].Joint {
 			last++
 		}
-		r := run{first: first, last: last}
-		first = last + 1
-		if err := r.prepare(hits, now); err != nil {
+		if end > first && repeats(hits[first:end], hits[end:last+1]) {
+			break
+		}
+		r := run{first: end, last: last}
+		end = last + 1
+		if err := r.validate(hits); err != nil {
 			for i := r.first; i <= r.last; i++ {
 				results[i] = limits.Result{Err: err}
 			}
 			continue
 		}
-		runs = append(runs, r)
-	}
-	if len(runs) == 0 {
-		return
-	}
-	s.send(ctx, runs)
-
-	var retry []int
-	for k := range runs {
-		r := &runs[k]
-		if redis.HasErrorPrefix(r.reply.err, "NOSCRIPT") {
-			retry = append(retry, k)
+		if r.first == r.last && isWindow(hits[r.first].Limit.Algorithm) {
+			windows = append(windows, newWindowHit(ctx, r.first, &hits[r.first], now, wk))
 			continue
 		}
-		r.results(hits, results)
+		runNow := luaNow
+		if r.last > r.first {
+			// A joint run decides its windows at the instant their keys
+			// were chosen for.
+			runNow = strconv.FormatInt(now, 10)
+		}
+		r.prepare(hits, runNow)
+		wk.runs = append(wk.runs, r)
 	}
-	if len(retry) == 0 {
+	wk.decisions = len(windows) + len(wk.runs)
+	if wk.decisions == 0 {
+		return end
+	}
+	s.send(ctx, wk)
+	if wk.err != nil {
+		// The call stopped waiting: its commands may still be running, and
+		// their replies are not for it to read.
+		for k := range wk.runs {
+			wk.runs[k].fail(hits, results, wk.err)
+		}
+		for _, wh := range windows {
+			results[wh.i] = limits.Result{Err: storeError(wh.limit.Algorithm.String(), wk.err)}
+		}
+		return end
+	}
+	for k := range wk.runs {
+		wk.runs[k].results(hits, results)
+	}
+	back := &work{}
+	for _, wh := range windows {
+		res, giveBack, err := wh.decide()
+		if err != nil {
+			results[wh.i] = limits.Result{Err: storeError(wh.limit.Algorithm.String(), err)}
+			continue
+		}
+		results[wh.i] = res
+		if giveBack {
+			back.script(&giveBackScript, []string{wh.cur}, wh.cost, noCap)
+		}
+	}
+	if len(back.scripts) > 0 && ctx.Err() == nil {
+		// A give-back that fails leaves the cost counted until the window
+		// ends: stricter, never looser. Nothing to report.
+		s.send(ctx, back)
+	}
+	return end
+}
+
+// repeats reports whether a hit of run names a key that a hit of before
+// names, where either of the two is a window hit on its own: its native
+// commands run before the scripts of the pipeline, and a refused one gives
+// its cost back only after it, so that a later hit on its key would see
+// the cost. Script runs are decided in order, one after the other, so two
+// of them on one key need no second round. Calls are a few hits long:
+// comparing each pair costs less than a map.
+func repeats(before, run []limits.Hit) bool {
+	native := func(hits []limits.Hit, i int) bool {
+		return isWindow(hits[i].Limit.Algorithm) && !hits[i].Joint && (i == 0 || !hits[i-1].Joint)
+	}
+	for i := range run {
+		for j := range before {
+			if before[j].Key == run[i].Key && (native(run, i) || native(before, j)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// now is the instant of a call: Options.Clock's, or Redis's clock as
+// estimated from the TIME of earlier pipelines. Without an estimate, or
+// with one grown too uncertain (a long idle time), it asks Redis first.
+func (s *Store) now(ctx context.Context) (int64, error) {
+	if s.clock != nil {
+		return s.clock(), nil
+	}
+	if now, u, ok := s.redisClock.now(); ok && u <= maxClockUncertainty {
+		return now, nil
+	}
+	probe := s.newClockProbe()
+	wk := &work{clock: probe}
+	s.send(ctx, wk)
+	err := wk.err // the call stopped waiting: the probe is not for it to read
+	if err == nil {
+		err = probe.err()
+	}
+	if err != nil {
+		return 0, storeError("clock", err)
+	}
+	now, _, _ := s.redisClock.now()
+	return now, nil
+}
+
+// maxClockUncertainty is how far the estimate of Redis's clock may be off
+// before a call asks for TIME instead of using it: reached only after more
+// than a minute without a pipeline (maxDrift).
+const maxClockUncertainty = int64(10 * time.Millisecond / time.Microsecond)
+
+// storeError wraps err, what a command or script for what answered, as the
+// store reports it: unavailable for a store that is down.
+func storeError(what string, err error) error {
+	var re redis.Error
+	switch {
+	case errors.Is(err, errMalformed), errors.Is(err, errReply):
+		return fmt.Errorf("redisstore: %s: %w", what, err)
+	case errors.As(err, &re) && strings.Contains(err.Error(), "not an integer"):
+		return fmt.Errorf("redisstore: %s: %w: %w", what, errMalformed, err)
+	case unavailable(err):
+		return fmt.Errorf("redisstore: %s: %w: %w", what, limits.ErrUnavailable, err)
+	}
+	return fmt.Errorf("redisstore: %s: %w", what, err)
+}
+
+// send runs wk, merged with the work of concurrent calls if batching is
+// on.
+func (s *Store) send(ctx context.Context, wk *work) {
+	if s.batch != nil && ctx.Err() == nil && s.batch.do(ctx, wk) {
 		return
 	}
-	pipe := s.client.Pipeline()
-	cmds := make([]*redis.Cmd, len(retry))
-	for i, k := range retry {
-		r := &runs[k]
-		cmds[i] = pipe.Eval(ctx, r.script.src, r.keys, r.args()...)
-	}
-	_, _ = pipe.Exec(ctx)
-	for i, k := range retry {
-		runs[k].reply = replyOf(cmds[i])
-		runs[k].results(hits, results)
-	}
-}
-
-// send runs the scripts of runs with EVALSHA, merged with those of
-// concurrent calls if batching is on, and sets the reply of each run.
-func (s *Store) send(ctx context.Context, runs []run) {
-	if s.batch != nil && ctx.Err() == nil {
-		if replies := s.batch.do(ctx, runs); replies != nil {
-			for k := range runs {
-				runs[k].reply = replies[k]
-			}
-			return
-		}
-	}
-	s.onPipeline(len(runs))
-	for k, cmd := range evalEach(ctx, s.client, runs) {
-		runs[k].reply = replyOf(cmd)
-	}
-}
-
-// evalEach sends the runs of groups, each with its own script, as one
-// pipeline (a cluster client splits it by node), and returns their
-// commands in order. A NOSCRIPT reply is left to the caller.
-func evalEach(ctx context.Context, c redisClient, groups ...[]run) []*redis.Cmd {
-	n := 0
-	for _, g := range groups {
-		n += len(g)
-	}
-	pipe := c.Pipeline()
-	cmds := make([]*redis.Cmd, 0, n)
-	for _, g := range groups {
-		for k := range g {
-			cmds = append(cmds, pipe.EvalSha(ctx, g[k].script.sha, g[k].keys, g[k].args()...))
-		}
-	}
-	// Exec's error is also set on each command it concerns; read those.
-	_, _ = pipe.Exec(ctx)
-	return cmds
+	s.exec(ctx, wk)
 }
 
 // reply is what Redis answered to one run: a value, or an error.
@@ -353,9 +450,8 @@ type scriptLimit struct {
 	countRefused bool
 }
 
-// prepare validates the run's limits, chooses its script and copies what
-// the script needs of its hits.
-func (r *run) prepare(hits []limits.Hit, now string) error {
+// validate checks the run's limits and keys before anything is sent.
+func (r *run) validate(hits []limits.Hit) error {
 	joint := r.last > r.first
 	if k := limits.RepeatedKey(hits[r.first : r.last+1]); k >= 0 {
 		return fmt.Errorf("redisstore: joint run of %d hits: hit %d (%s): %w", r.last-r.first+1, k, hits[r.first+k].Key, limits.ErrRepeatedKey)
@@ -373,6 +469,13 @@ func (r *run) prepare(hits []limits.Hit, now string) error {
 			return fmt.Errorf("redisstore: %w", err)
 		}
 	}
+	return nil
+}
+
+// prepare chooses the run's script and copies what the script needs of its
+// hits, decided at now ("" for Redis's TIME).
+func (r *run) prepare(hits []limits.Hit, now string) {
+	joint := r.last > r.first
 	if joint {
 		r.script = &jointScript
 	} else {
@@ -391,7 +494,6 @@ func (r *run) prepare(hits []limits.Hit, now string) error {
 			maxDelay: h.MaxDelayMicros(),
 		}
 	}
-	return nil
 }
 
 // args returns the ARGV of the run's own script: now, then argsPerHit
@@ -439,21 +541,22 @@ func (r *run) results(hits []limits.Hit, results []limits.Result) {
 	if parseReply(r.reply.val, out) {
 		return
 	}
+	err := r.reply.err
+	if err == nil {
+		err = fmt.Errorf("%w: %v", errReply, r.reply.val)
+	}
+	r.fail(hits, results, err)
+}
+
+// fail sets err, as the run's failure, on every hit of the run.
+func (r *run) fail(hits []limits.Hit, results []limits.Result, err error) {
 	what := hits[r.first].Limit.Algorithm.String()
 	if r.last > r.first {
-		what = fmt.Sprintf("joint run of %d hits", len(out))
+		what = fmt.Sprintf("joint run of %d hits", r.last-r.first+1)
 	}
-	err := r.reply.err
-	switch {
-	case err != nil && unavailable(err):
-		err = fmt.Errorf("redisstore: %s: %w: %w", what, limits.ErrUnavailable, err)
-	case err != nil:
-		err = fmt.Errorf("redisstore: %s: %w", what, err)
-	default:
-		err = fmt.Errorf("redisstore: %s: %w: %v", what, errReply, r.reply.val)
-	}
-	for i := range out {
-		out[i] = limits.Result{Err: err}
+	err = storeError(what, err)
+	for i := r.first; i <= r.last; i++ {
+		results[i] = limits.Result{Err: err}
 	}
 }
 

@@ -113,6 +113,37 @@ func TestNoScriptFallback(t *testing.T) {
 			if err := c.ScriptFlush(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
+			if isWindow(alg) {
+				// Native commands need no script; a refund's give-back
+				// falls back to EVAL, and so does a refusal's.
+				for _, cost := range []int64{-1, 100} {
+					if err := c.ScriptFlush(ctx).Err(); err != nil {
+						t.Fatal(err)
+					}
+					if r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: cost}); r.Err != nil || r.Remaining != 10 {
+						t.Fatalf("cost %d after SCRIPT FLUSH: got %+v, want remaining 10", cost, r)
+					}
+					if ok, err := c.ScriptExists(ctx, giveBackScript.sha).Result(); cost < 0 && (err != nil || len(ok) != 1 || !ok[0]) {
+						t.Errorf("SCRIPT EXISTS (give_back) after fallback: %v, %v; want [true]", ok, err)
+					}
+				}
+				l.Requests = 200 // then a refusal that INCRBY counts, and gives back
+				if r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 11}); r.Err != nil || r.Remaining != 189 {
+					t.Fatalf("got %+v, want remaining 189", r)
+				}
+				l.Requests = 10
+				if err := c.ScriptFlush(ctx).Err(); err != nil {
+					t.Fatal(err)
+				}
+				if r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 1}); r.Err != nil || r.Allowed {
+					t.Fatalf("over the limit after SCRIPT FLUSH: got %+v, want refused", r)
+				}
+				l.Requests = 200
+				if r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 0}); r.Err != nil || r.Remaining != 189 {
+					t.Fatalf("after the refusal: got %+v, want remaining 189 (its cost given back)", r)
+				}
+				return
+			}
 			// A lone hit falls back to EVAL of its algorithm's script.
 			if r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 1}); r.Err != nil || r.Remaining != 8 {
 				t.Fatalf("after SCRIPT FLUSH: got %+v, want remaining 8", r)
@@ -159,13 +190,20 @@ func TestNoScriptFallback(t *testing.T) {
 }
 
 func TestPerHitErrors(t *testing.T) {
-	s, c, _ := setup(t, fixedClock(1_767_225_600_000_000))
+	const now = 1_767_225_600_000_000
+	s, c, _ := setup(t, fixedClock(now))
 	ctx := context.Background()
-	if err := c.RPush(ctx, "list", "x").Err(); err != nil {
-		t.Fatal(err)
+	// The windows' counters of this hour, and the other algorithms' keys.
+	hour := windowKey("", floorDiv(now, time.Hour.Microseconds()))
+	for _, k := range []string{"list", "list" + hour} {
+		if err := c.RPush(ctx, k, "x").Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := c.Set(ctx, "garbage", "not a state", 0).Err(); err != nil {
-		t.Fatal(err)
+	for _, k := range []string{"garbage", "garbage" + hour} {
+		if err := c.Set(ctx, k, "not a state", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := c.ZAdd(ctx, "badlog", redis.Z{Score: 1_767_225_600_000_000, Member: "not an entry"}).Err(); err != nil {
 		t.Fatal(err)
@@ -219,16 +257,20 @@ func TestPerHitErrors(t *testing.T) {
 		}
 	}
 	// The refused keys are untouched, and so are the keys of failed runs.
-	if typ := c.Type(ctx, "list").Val(); typ != "list" {
-		t.Errorf("type of list = %q", typ)
+	for _, k := range []string{"list", "list" + hour} {
+		if typ := c.Type(ctx, k).Val(); typ != "list" {
+			t.Errorf("type of %s = %q", k, typ)
+		}
 	}
-	if v := c.Get(ctx, "garbage").Val(); v != "not a state" {
-		t.Errorf("garbage = %q", v)
+	for _, k := range []string{"garbage", "garbage" + hour} {
+		if v := c.Get(ctx, k).Val(); v != "not a state" {
+			t.Errorf("%s = %q", k, v)
+		}
 	}
 	if n := c.ZCard(ctx, "badlog").Val(); n != 1 {
 		t.Errorf("badlog has %d entries, want 1", n)
 	}
-	if n := c.Exists(ctx, "{j}:1", "{j}:2", "{j}:3").Val(); n != 0 {
+	if n := c.Exists(ctx, "{j}:1"+hour, "{j}:2"+hour, "{j}:3"+hour).Val(); n != 0 {
 		t.Errorf("%d keys of the failed joint runs exist, want none", n)
 	}
 }
@@ -352,6 +394,9 @@ func TestRealTime(t *testing.T) {
 			}
 			if d := r.RetryAfter - wantReset; d < -time.Second || d > time.Second {
 				t.Errorf("retry = %s, want about %s", r.RetryAfter, wantReset)
+			}
+			if isWindow(alg) {
+				key = windowKey(key, floorDiv(now.UnixMicro(), time.Hour.Microseconds()))
 			}
 			pttl, err := c.PTTL(ctx, key).Result()
 			if err != nil || pttl <= 0 || pttl > 2*time.Hour {

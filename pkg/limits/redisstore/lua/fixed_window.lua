@@ -1,13 +1,12 @@
--- fixed_window mirrors fixedWindow in pkg/limits/algorithm.go.
--- State: the string "window count", expiring at the end of the window.
+-- fixed_window mirrors fixedWindow in pkg/limits/algorithm.go, for the
+-- joint script (a window hit on its own is decided with native commands:
+-- window.go). State: window w's counter, under window_key(key, w), expiring
+-- at the end of the window; a count_refused limit reads it as 2N at most.
 local function fixed_window(key, n, t, b, cost, now, maxdelay, countrefused)
   local w = floordiv(now, t)
   local wend = (w + 1) * t
-  local count = 0
-  local sw, scount = load(key, '^(%S+) (%S+)$')
-  if sw == w then
-    count = scount
-  end
+  local wkey = window_key(key, w)
+  local count = load_count(wkey, countrefused and 2 * n)
   local need = max(cost, 1)
   local allowed, changed = false, false
   if cost < 0 then
@@ -39,9 +38,9 @@ local function fixed_window(key, n, t, b, cost, now, maxdelay, countrefused)
   local write
   if changed then
     if count > 0 then
-      write = set_write(key, int(w) .. ' ' .. int(count), wend - now)
+      write = set_write(wkey, int(count), wend - now)
     else
-      write = del_write(key)
+      write = del_write(wkey)
     end
   end
   return allowed, remaining, retry, reset, 0, write

@@ -103,3 +103,26 @@ local function del_write(key)
     call('DEL', key)
   end
 end
+
+-- window_key is the key of window w's counter of a window hit's key, as
+-- windowKey in window.go builds it.
+local function window_key(key, w)
+  return key .. '@' .. int(w)
+end
+
+-- load_count returns a window counter's count, 0 for an absent key, read as
+-- cap at most (false: no cap): the counter of window.go, which INCRBY keeps.
+local function load_count(key, cap)
+  local v = call('GET', key)
+  if not v then
+    return 0
+  end
+  local c = tonumber(v)
+  if not c or c ~= floor(c) then
+    malformed(key)
+  end
+  if cap and c > cap then
+    c = cap
+  end
+  return max(c, 0)
+end

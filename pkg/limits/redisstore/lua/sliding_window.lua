@@ -1,7 +1,9 @@
 -- sliding_window mirrors slidingWindow in pkg/limits/algorithm.go, floating
--- point included (same operations in the same order).
--- State: the string "window count prev", expiring when both counters stop
--- mattering.
+-- point included (same operations in the same order), for the joint script
+-- (a window hit on its own is decided with native commands: window.go).
+-- State: a counter per window, under window_key(key, w), each expiring at
+-- the end of the window after its own; a count_refused limit reads them as
+-- 2N at most.
 
 -- sw_weight is slidingWeight: the previous window's share at elapsed el.
 local function sw_weight(t, pv, el)
@@ -43,15 +45,9 @@ end
 local function sliding_window(key, n, t, b, cost, now, maxdelay, countrefused)
   local w = floordiv(now, t)
   local e = now - w * t
-  local cur, prev = 0, 0
-  local sw, scur, sprev = load(key, '^(%S+) (%S+) (%S+)$')
-  if sw then
-    if sw == w then
-      cur, prev = scur, sprev
-    elseif sw == w - 1 then
-      prev = scur
-    end
-  end
+  local cap = countrefused and 2 * n
+  local curkey = window_key(key, w)
+  local cur, prev = load_count(curkey, cap), load_count(window_key(key, w - 1), cap)
   local need = max(cost, 1)
   local allowed, changed = false, false
   if cost < 0 then
@@ -86,13 +82,11 @@ local function sliding_window(key, n, t, b, cost, now, maxdelay, countrefused)
   end
   local write
   if changed then
-    local v = int(w) .. ' ' .. int(cur) .. ' ' .. int(prev)
+    -- The previous window's counter stays as it is, until its own expiry.
     if cur > 0 then
-      write = set_write(key, v, (w + 2) * t - now)
-    elseif prev > 0 then
-      write = set_write(key, v, (w + 1) * t - now)
+      write = set_write(curkey, int(cur), (w + 2) * t - now)
     else
-      write = del_write(key)
+      write = del_write(curkey)
     end
   end
   return allowed, remaining, retry, reset, 0, write

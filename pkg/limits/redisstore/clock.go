@@ -1,0 +1,169 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisClock estimates the Redis server's clock (TIME) from this process's
+// monotonic clock, so that a decision made with native commands, which
+// cannot read TIME themselves, still takes its instant from Redis: every
+// instance then picks the same window for the same instant, whatever its
+// own wall clock says.
+//
+// Each sample is a TIME answered within a round trip: sent at local s,
+// received at local r, so Redis's clock read t somewhere in [s, r] and the
+// offset t − (s+r)/2 is known within (r − s)/2. The estimate keeps the
+// sample whose bound is the smallest once each sample's bound has grown
+// by maxDrift per second of age (the two clocks may run at slightly
+// different rates, and Redis's may be stepped): a fast round trip wins, and
+// a newer sample replaces it once the older one has aged enough.
+//
+// It is safe for concurrent use. The zero value has no sample.
+type redisClock struct {
+	mu   sync.Mutex
+	best clockSample
+	ok   bool
+	last int64 // local instant of the latest sample
+}
+
+// clockSample is one TIME: at is its local midpoint in microseconds of the
+// monotonic clock, off what Redis's clock was ahead of it, err half the
+// round trip.
+type clockSample struct {
+	at, off, err int64
+}
+
+// maxDrift is how fast, in microseconds per second (ppm), an old sample's
+// bound grows: far above what two NTP-disciplined clocks drift apart, so
+// that an estimate's bound holds, and low enough that a sample a few
+// seconds old still beats one taken across a slow round trip.
+const maxDrift = 100
+
+// clockBase anchors the monotonic clock: local instants are microseconds
+// since it, read with time.Since, which uses the monotonic reading only.
+var clockBase = time.Now()
+
+// localMicros is the monotonic clock in microseconds since clockBase.
+func localMicros() int64 { return time.Since(clockBase).Microseconds() }
+
+// observe records a TIME that read redisMicros (microseconds since the
+// epoch) between the local instants sent and received (localMicros).
+func (c *redisClock) observe(sent, received, redisMicros int64) {
+	if received < sent {
+		return
+	}
+	s := clockSample{at: sent + (received-sent)/2, off: redisMicros - (sent + (received-sent)/2), err: (received - sent + 1) / 2}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.last = max(c.last, received)
+	if !c.ok || s.err <= c.bound(c.best, s.at) {
+		c.best, c.ok = s, true
+	}
+}
+
+// bound is the uncertainty of sample s at local instant now.
+func (c *redisClock) bound(s clockSample, now int64) int64 {
+	return s.err + (now-s.at)*maxDrift/1_000_000
+}
+
+// now returns the estimate of Redis's clock in microseconds since the
+// epoch, and its uncertainty; ok is false until a first sample.
+func (c *redisClock) now() (now, uncertainty int64, ok bool) {
+	local := localMicros()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ok {
+		return 0, 0, false
+	}
+	return local + c.best.off, c.bound(c.best, local), true
+}
+
+// probeEvery is how often a cluster's pipelines carry a clock probe: the
+// probe is a script call, on one node, where a single Redis's TIME is a
+// command of every pipeline.
+const probeEvery = int64(100 * time.Millisecond / time.Microsecond)
+
+// due reports whether the last sample is older than probeEvery.
+func (c *redisClock) due() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.ok || localMicros()-c.last >= probeEvery
+}
+
+// clockProbe asks Redis's TIME within a pipeline: TIME itself on a single
+// Redis; on a cluster, a script reading TIME on the node of a fixed key, so
+// that every instance reads the same node's clock (TIME alone would go to
+// a random one).
+type clockProbe struct {
+	cluster bool
+	time    *redis.TimeCmd
+	eval    *redis.Cmd
+}
+
+// clockKey is the key that picks the node of a cluster's clock probe; the
+// probe never touches it.
+const clockKey = "{envoy-rls}:clock"
+
+// clockLua answers Redis's TIME, on the node of KEYS[1].
+const clockLua = "return redis.call('TIME')"
+
+func (s *Store) newClockProbe() *clockProbe { return &clockProbe{cluster: s.cluster} }
+
+// queue adds the probe to pipe.
+func (p *clockProbe) queue(ctx context.Context, pipe redis.Pipeliner) {
+	if p.cluster {
+		p.eval = pipe.Eval(ctx, clockLua, []string{clockKey})
+	} else {
+		p.time = pipe.Time(ctx)
+	}
+}
+
+// micros is the TIME the probe read, in microseconds since the epoch.
+func (p *clockProbe) micros() (int64, error) {
+	if !p.cluster {
+		if p.time == nil {
+			return 0, errors.New("clock probe not sent")
+		}
+		t, err := p.time.Result()
+		if err != nil {
+			return 0, err
+		}
+		return t.UnixMicro(), nil
+	}
+	if p.eval == nil {
+		return 0, errors.New("clock probe not sent")
+	}
+	v, err := p.eval.Slice()
+	if err != nil {
+		return 0, err
+	}
+	if len(v) == 2 {
+		sec, err1 := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
+		usec, err2 := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
+		if err1 == nil && err2 == nil {
+			return sec*1_000_000 + usec, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: TIME %v", errReply, v)
+}
+
+// observe feeds the probe's answer, sent and received at the given local
+// instants, to c.
+func (p *clockProbe) observe(c *redisClock, sent, received int64) {
+	if us, err := p.micros(); err == nil {
+		c.observe(sent, received, us)
+	}
+}
+
+// err is why the probe has no answer, or nil.
+func (p *clockProbe) err() error {
+	_, err := p.micros()
+	return err
+}

@@ -1,0 +1,139 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+)
+
+// TestWindowsExactUnderConcurrency: several stores (instances, each with
+// its own connections and clock estimate) and many goroutines each hit one
+// window key, with costs from 1 to 3, peeks and, in the second round,
+// refunds, on Redis's own clock. The allowed costs never add up past N
+// plus what refunds gave back, the counter left in Redis is exactly what
+// the allowed hits and the refunds made it (every refusal's cost given
+// back), and with count_refused every cost is counted, refused or not.
+func TestWindowsExactUnderConcurrency(t *testing.T) {
+	const (
+		instances  = 3
+		goroutines = 16
+		callsEach  = 40
+		n          = 100
+	)
+	_, c, srv := setup(t, Options{})
+	stores := make([]*Store, instances)
+	for i := range stores {
+		ci := newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout})
+		stores[i] = New(ci, Options{})
+		defer stores[i].Close()
+	}
+	ctx := context.Background()
+	waitPastBoundary(t, c, time.Hour)
+	for _, alg := range []limits.Algorithm{limits.FixedWindow, limits.SlidingWindow} {
+		for _, countRefused := range []bool{false, true} {
+			for _, refunds := range []bool{false, true} {
+				l := limits.Limit{Algorithm: alg, Requests: n, Period: time.Hour, CountRefused: countRefused}
+				name := fmt.Sprintf("%s/refunds=%v", l, refunds)
+				t.Run(name, func(t *testing.T) {
+					key := "exact:" + name
+					var allowed, refunded, charged atomic.Int64
+					var wg sync.WaitGroup
+					for g := range instances * goroutines {
+						s := stores[g%instances]
+						wg.Go(func() {
+							rng := rand.New(rand.NewPCG(uint64(g), 7))
+							res := make([]limits.Result, 1)
+							for range callsEach {
+								cost := []int64{1, 1, 2, 3, 0}[rng.IntN(5)]
+								if refunds && rng.IntN(6) == 0 {
+									cost = -int64(1 + rng.IntN(3))
+								}
+								s.Decide(ctx, []limits.Hit{{Key: key, Limit: l, Cost: cost}}, res)
+								r := res[0]
+								switch {
+								case r.Err != nil:
+									t.Errorf("cost %d: %v", cost, r.Err)
+									return
+								case cost < 0:
+									refunded.Add(-cost)
+								case cost > 0 && r.Allowed:
+									allowed.Add(cost)
+								}
+								if cost > 0 {
+									charged.Add(cost)
+								}
+							}
+						})
+					}
+					wg.Wait()
+					w := floorDiv(time.Now().UnixMicro(), l.PeriodMicros())
+					got, err := c.Get(ctx, windowKey(key, w)).Int64()
+					if err != nil {
+						// The test crossed an hour boundary of Redis's clock,
+						// or the key is gone: nothing to compare.
+						t.Fatalf("GET counter: %v", err)
+					}
+					t.Logf("allowed %d, refunded %d, charged %d, counter %d", allowed.Load(), refunded.Load(), charged.Load(), got)
+					if a, r := allowed.Load(), refunded.Load(); a > n+r {
+						t.Errorf("allowed %d units, want at most N + refunded = %d", a, n+r)
+					}
+					switch {
+					case countRefused && !refunds:
+						if got != charged.Load() {
+							t.Errorf("counter %d, want every cost charged, %d", got, charged.Load())
+						}
+					case !countRefused && !refunds:
+						if got != allowed.Load() {
+							t.Errorf("counter %d, want the allowed costs, %d (every refusal given back)", got, allowed.Load())
+						}
+					case !countRefused:
+						if got > n || got > allowed.Load() {
+							t.Errorf("counter %d, want at most N and at most the allowed costs %d", got, allowed.Load())
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestRedisClockSkew: the estimate of Redis's clock follows Redis, not the
+// local clock, whatever their difference, and keeps the sample with the
+// tightest bound until a newer one beats its aged bound.
+func TestRedisClockSkew(t *testing.T) {
+	for _, skew := range []int64{0, time.Hour.Microseconds(), -365 * 24 * time.Hour.Microseconds()} {
+		t.Run(strconv.FormatInt(skew, 10), func(t *testing.T) {
+			var c redisClock
+			if _, _, ok := c.now(); ok {
+				t.Fatal("an estimate before any sample")
+			}
+			l := localMicros()
+			// Redis read l+skew+10 within a round trip of 100 µs around l.
+			c.observe(l-50, l+50, l+skew+10)
+			now, u, ok := c.now()
+			if !ok || u < 50 || u > 1000 {
+				t.Fatalf("estimate %d ± %d (%v), want ± 50 µs and a little", now-l-skew, u, ok)
+			}
+			if d := now - (localMicros() + skew + 10); d < -100 || d > 100 {
+				t.Errorf("estimate off by %d µs", d)
+			}
+			// A slower round trip does not replace it.
+			c.observe(l-5000, l+5000, l+skew+4000)
+			if now, _, _ := c.now(); now-(localMicros()+skew) > 1000 {
+				t.Errorf("a sample with a 10 ms round trip replaced one of 100 µs")
+			}
+			// A faster one does.
+			c.observe(l, l+2, l+skew+1)
+			if _, u, _ := c.now(); u > 100 {
+				t.Errorf("bound %d after a 2 µs round trip", u)
+			}
+		})
+	}
+}

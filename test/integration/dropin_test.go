@@ -347,9 +347,13 @@ func TestDropInEnvoyGatewayXDS(t *testing.T) {
 		Key: "tokens", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_HOUR, RequestsPerUnit: 10},
 	}}})
 	tokens := limit("", 10, rlsv3.RateLimitResponse_RateLimit_HOUR)
+	// Until the snapshot is applied every call is UNAVAILABLE, as
+	// envoyproxy/ratelimit answers before its first config.
 	if !poll(startBound, func() bool {
-		r := decideWith(t, c, request("eg", withHits(desc("tokens", "t1"), 0)))
-		return r.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit() == 10
+		ctx, cancel := context.WithTimeout(context.Background(), callBound)
+		defer cancel()
+		r, err := c.ShouldRateLimit(ctx, request("eg", withHits(desc("tokens", "t1"), 0)))
+		return err == nil && r.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit() == 10
 	}) {
 		t.Fatalf("the snapshot not in force within %s; stderr:\n%s", startBound, s.stderr.String())
 	}

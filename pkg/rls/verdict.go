@@ -159,11 +159,12 @@ func (p *plan) overall() bool {
 }
 
 // compatWait is wait as envoyproxy/ratelimit reports it, in whole seconds
-// from a clock of seconds: rounded up, and for a fixed window the time to
-// the end of the window even when nothing is counted yet (a peek on a new
-// key, which envoy-rls reports as 0, the wait until it is full again).
+// from a clock of seconds: rounded up, and for a fixed window always the
+// time to the end of the window, which is what it reports for every status
+// (envoy-rls reports a peek on a new key as 0, the wait until it is full
+// again, and a hit that can never fit as a whole period).
 func compatWait(r *config.Rule, wait time.Duration) time.Duration {
-	if wait == 0 && r.Limit.Algorithm == limits.FixedWindow {
+	if r.Limit.Algorithm == limits.FixedWindow {
 		t := r.Limit.Period.Microseconds()
 		wait = time.Duration(t-time.Now().UnixMicro()%t) * time.Microsecond
 	}

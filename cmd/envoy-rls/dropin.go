@@ -584,10 +584,12 @@ func (e *upstreamEnv) redis() {
 	sentinelAuth := e.str("REDIS_SENTINEL_AUTH", "")
 	useTLS := e.boolean("REDIS_TLS", false)
 	ca := e.str("REDIS_TLS_CACERT", "")
-	for _, name := range []string{"REDIS_TLS_CLIENT_CERT", "REDIS_TLS_CLIENT_KEY"} {
-		if v, ok := e.value(name); ok && useTLS {
-			e.fail(name, v, "envoy-rls cannot present a client certificate to Redis yet; authenticate with REDIS_AUTH")
-		}
+	// As there, the client certificate is used only with TLS on.
+	if cert := e.str("REDIS_TLS_CLIENT_CERT", ""); cert != "" && useTLS {
+		e.set("redis-tls-cert", cert, "REDIS_TLS_CLIENT_CERT")
+	}
+	if key := e.str("REDIS_TLS_CLIENT_KEY", ""); key != "" && useTLS {
+		e.set("redis-tls-key", key, "REDIS_TLS_CLIENT_KEY")
 	}
 	e.poolBehavior()
 	switch v := e.str("BACKEND_TYPE", "redis"); strings.ToLower(v) {
@@ -597,8 +599,8 @@ func (e *upstreamEnv) redis() {
 	default:
 		e.fail("BACKEND_TYPE", v, "want redis")
 	}
-	if v, ok := e.value("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION"); ok && useTLS && !sameSetting(v, "false") {
-		e.fail("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", v, "envoy-rls always verifies Redis's certificate; give its CA with REDIS_TLS_CACERT")
+	if skip := e.boolean("REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", false); skip && useTLS {
+		e.set("redis-tls-skip-hostname", "true", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION")
 	}
 	// REDIS_TIMEOUT bounds each Redis call there, as -store-timeout does
 	// here: past it the decision is the failure mode's (there an error,
@@ -776,16 +778,19 @@ func (e *upstreamEnv) nodeAddrs(raw string, nodes []string, typ string) ([]strin
 	return addrs, true
 }
 
-// sentinelAuth is REDIS_SENTINEL_AUTH, the Sentinels' own password.
+// sentinelAuth is REDIS_SENTINEL_AUTH, the Sentinels' own credentials:
+// PASSWORD or USER:PASSWORD.
 func (e *upstreamEnv) sentinelAuth(auth string) {
 	if auth == "" {
 		return
 	}
-	if user, _, ok := strings.Cut(auth, ":"); ok && user != "" {
-		e.fail("REDIS_SENTINEL_AUTH", auth, "envoy-rls authenticates to the Sentinels with a password alone: want PASSWORD, not USER:PASSWORD")
-		return
+	if user, pass, ok := strings.Cut(auth, ":"); ok {
+		if user != "" {
+			e.set("redis-sentinel-username", user, "REDIS_SENTINEL_AUTH")
+		}
+		auth = pass
 	}
-	e.set("redis-sentinel-password", strings.TrimPrefix(auth, ":"), "REDIS_SENTINEL_AUTH")
+	e.set("redis-sentinel-password", auth, "REDIS_SENTINEL_AUTH")
 }
 
 // validHostPort reports whether s is host:port with a numeric port.

@@ -305,6 +305,26 @@ func TestDropInRedisForms(t *testing.T) {
 	}
 }
 
+// Envoy Gateway's Redis with TLS and a client certificate, hostname
+// verification off, and Sentinels with a user of their own.
+func TestDropInRedisTLSAndSentinelUser(t *testing.T) {
+	o := dropInOptions(t, map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6380", "REDIS_TLS": "true",
+		"REDIS_TLS_CACERT": "/ca.pem", "REDIS_TLS_CLIENT_CERT": "/c.pem", "REDIS_TLS_CLIENT_KEY": "/k.pem",
+		"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": "true"})
+	if o.redisTLSCert != "/c.pem" || o.redisTLSKey != "/k.pem" || !o.redisTLSSkipHostname || o.redisTLSCA != "/ca.pem" {
+		t.Errorf("TLS: cert %q key %q skip %v ca %q", o.redisTLSCert, o.redisTLSKey, o.redisTLSSkipHostname, o.redisTLSCA)
+	}
+	o = dropInOptions(t, map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6380",
+		"REDIS_TLS_CLIENT_CERT": "/c.pem", "REDIS_TLS_CLIENT_KEY": "/k.pem", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": "true"})
+	if o.redisTLSCert != "" || o.redisTLSSkipHostname {
+		t.Errorf("without REDIS_TLS, as upstream: cert %q skip %v, want neither", o.redisTLSCert, o.redisTLSSkipHostname)
+	}
+	o = dropInOptions(t, map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_TYPE": "sentinel", "REDIS_URL": "m,s:26379", "REDIS_SENTINEL_AUTH": "admin:pw"})
+	if o.redisSentinelUsername != "admin" || o.redisSentinelPassword != "pw" {
+		t.Errorf("REDIS_SENTINEL_AUTH=admin:pw: user %q password %q", o.redisSentinelUsername, o.redisSentinelPassword)
+	}
+}
+
 // An RLS_ variable that is set wins over what the upstream variables say,
 // and replaces the rivals of its flag.
 func TestDropInTwinsWin(t *testing.T) {
@@ -362,13 +382,10 @@ func TestDropInRefused(t *testing.T) {
 		{map[string]string{"TRACING_ENABLED": "true"}, `TRACING_ENABLED="true": envoy-rls has no tracing yet`},
 		{map[string]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true"}, `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT="true": envoy-rls has no such counting rule; RLS_COUNT_REFUSED=false counts only the hits it allows`},
 		{map[string]string{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION": "true"}, `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION="true": envoy-rls stays healthy while Redis is down and answers by its failure mode (RLS_FAILURE_MODE)`},
-		{map[string]string{"REDIS_TLS": "true", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6379", "REDIS_TLS_CLIENT_CERT": "/c.pem"}, `REDIS_TLS_CLIENT_CERT="/c.pem": envoy-rls cannot present a client certificate to Redis yet; authenticate with REDIS_AUTH`},
-		{map[string]string{"REDIS_TLS": "true", "REDIS_SOCKET_TYPE": "tcp", "REDIS_URL": "r:6379", "REDIS_TLS_SKIP_HOSTNAME_VERIFICATION": "true"}, `REDIS_TLS_SKIP_HOSTNAME_VERIFICATION="true": envoy-rls always verifies Redis's certificate; give its CA with REDIS_TLS_CACERT`},
 		{map[string]string{"REDIS_POOL_ON_EMPTY_BEHAVIOR": "create"}, `REDIS_POOL_ON_EMPTY_BEHAVIOR="create": envoyproxy/ratelimit refuses it too: a full pool waits; want WAIT`},
 		{map[string]string{"USE_PROMETHEUS": "true", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS": "true"}, `PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS="true": envoy-rls reports the response time in seconds only`},
 		{map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/c", "GRPC_SERVER_TLS_KEY": "/k", "GRPC_CLIENT_TLS_SAN": "envoy"}, `GRPC_CLIENT_TLS_SAN="envoy": envoy-rls cannot require a SAN of the client's certificate yet; every certificate the client CA signed is accepted`},
 		{map[string]string{"GRPC_SERVER_USE_TLS": "true"}, `GRPC_SERVER_USE_TLS="true": needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY, the server's certificate and key`},
-		{map[string]string{"REDIS_SOCKET_TYPE": "tcp", "REDIS_TYPE": "sentinel", "REDIS_URL": "m,s:26379", "REDIS_SENTINEL_AUTH": "admin:pw"}, `REDIS_SENTINEL_AUTH="REDACTED": envoy-rls authenticates to the Sentinels with a password alone: want PASSWORD, not USER:PASSWORD`},
 		// Malformed values: the variable and the form wanted.
 		{map[string]string{"PORT": "http"}, `PORT="http": want a port number, 0 to 65535`},
 		{map[string]string{"GRPC_PORT": "70000"}, `GRPC_PORT="70000": want a port number, 0 to 65535`},

@@ -31,6 +31,10 @@ type options struct {
 	redisSentinelPasswordFile string
 	redisTLS                  bool
 	redisTLSCA                string
+	redisTLSCert              string
+	redisTLSKey               string
+	redisTLSSkipHostname      bool
+	redisSentinelUsername     string
 	storeTimeout              time.Duration
 	failureMode               config.FailureMode
 	// What a limit that does not say gets (config.Options).
@@ -304,6 +308,10 @@ func redisFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.redisPassword, "redis-password", "", "Redis password where the URL has none")
 	fs.BoolVar(&o.redisTLS, "redis-tls", false, "TLS to a Redis Cluster or to Sentinel and its master")
 	fs.StringVar(&o.redisTLSCA, "redis-tls-ca", "", "CA file for Redis TLS (default: system roots)")
+	fs.StringVar(&o.redisTLSCert, "redis-tls-cert", "", "client certificate (PEM) to present to a Redis that requires one, with -redis-tls-key")
+	fs.StringVar(&o.redisTLSKey, "redis-tls-key", "", "private key (PEM) of -redis-tls-cert")
+	fs.BoolVar(&o.redisTLSSkipHostname, "redis-tls-skip-hostname", false, "verify Redis's certificate chain but not that it names the host dialled (nodes reached by addresses their certificates lack)")
+	fs.StringVar(&o.redisSentinelUsername, "redis-sentinel-username", "", "ACL user of the Sentinels themselves, with -redis-sentinel-password")
 	secretFileFlags(fs, o)
 }
 

@@ -146,6 +146,10 @@ func openStore(o *options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 		Password:         o.redisPassword,
 		TLS:              o.redisTLS,
 		TLSCA:            o.redisTLSCA,
+		TLSCert:          o.redisTLSCert,
+		TLSKey:           o.redisTLSKey,
+		TLSSkipHostname:  o.redisTLSSkipHostname,
+		SentinelUsername: o.redisSentinelUsername,
 		Timeout:          o.storeTimeout,
 		PoolSize:         o.redisPoolSize,
 	})

@@ -26,6 +26,10 @@ type Options struct {
 	// are not asked for a certificate.
 	TLS bool
 	CA  *CA
+	// ClientCerts makes a TLS server require a client certificate signed
+	// by its CA (tls-auth-clients yes); TLSFiles.ClientCertFile and
+	// ClientKeyFile are one.
+	ClientCerts bool
 	// Password is the default user's password (requirepass). Do
 	// authenticates with it.
 	Password string
@@ -44,6 +48,9 @@ type TLSFiles struct {
 	CA *CA
 	// CertFile and KeyFile are the server's certificate and key.
 	CertFile, KeyFile string
+	// ClientCertFile and ClientKeyFile are a client certificate the CA
+	// signed, for a server started with Options.ClientCerts.
+	ClientCertFile, ClientKeyFile string
 }
 
 // StartWith starts a redis-server as Start does, with TLS or credentials.
@@ -67,6 +74,10 @@ func (s *Server) setUp(t testing.TB) {
 		cert, key := ca.Issue(t, "redis-server")
 		s.certs = &TLSFiles{CA: ca, CertFile: cert, KeyFile: key}
 		s.client.tls = &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+		if s.opts.ClientCerts {
+			s.certs.ClientCertFile, s.certs.ClientKeyFile = ca.Issue(t, "redis-client")
+			s.client.tls.Certificates = []tls.Certificate{KeyPair(t, s.certs.ClientCertFile, s.certs.ClientKeyFile)}
+		}
 	}
 	if s.opts.Password != "" {
 		s.client.auth = []string{"AUTH", s.opts.Password}
@@ -86,7 +97,7 @@ func (s *Server) listenArgs() []string {
 			"--tls-cert-file", s.certs.CertFile,
 			"--tls-key-file", s.certs.KeyFile,
 			"--tls-ca-cert-file", s.certs.CA.File,
-			"--tls-auth-clients", "no",
+			"--tls-auth-clients", authClients(s.opts.ClientCerts),
 		}
 	}
 	if s.opts.Password != "" {
@@ -241,4 +252,11 @@ func (s *Server) URLWithUser(user, password string) string {
 	}
 	u.User = url.UserPassword(user, password)
 	return u.String()
+}
+
+func authClients(required bool) string {
+	if required {
+		return "yes"
+	}
+	return "no"
 }

@@ -43,6 +43,17 @@ type ClientOptions struct {
 	// TLSCA is a PEM file of CAs to trust instead of the system roots; it
 	// needs TLS to be on.
 	TLSCA string
+	// TLSCert and TLSKey are a client certificate and its key (PEM files),
+	// for a Redis that requires one (tls-auth-clients); they need TLS.
+	TLSCert, TLSKey string
+	// TLSSkipHostname verifies the server's certificate chain but not that
+	// it names the host dialled, for Redis nodes reached by addresses their
+	// certificates do not carry (envoyproxy/ratelimit's
+	// REDIS_TLS_SKIP_HOSTNAME_VERIFICATION).
+	TLSSkipHostname bool
+	// SentinelUsername is the Sentinels' own ACL user, beside
+	// SentinelPassword.
+	SentinelUsername string
 	// Timeout bounds every dial, read, write and wait for a pooled
 	// connection: the store must answer within -store-timeout even when Redis
 	// is down. Zero means DefaultTimeout.
@@ -114,7 +125,7 @@ func newSingleClient(o ClientOptions, timeout time.Duration) (*redis.Client, err
 		host, _, _ := net.SplitHostPort(opt.Addr)
 		opt.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
 	}
-	if err := addCA(opt.TLSConfig, o.TLSCA); err != nil {
+	if err := tlsExtras(opt.TLSConfig, o); err != nil {
 		return nil, err
 	}
 	opt.ContextTimeoutEnabled = true
@@ -148,6 +159,7 @@ func newFailoverClient(o ClientOptions, timeout time.Duration) (*redis.Client, e
 		return nil, err
 	}
 	u.Addrs, u.MasterName, u.SentinelPassword = o.Sentinel, o.SentinelMaster, o.SentinelPassword
+	u.SentinelUsername = o.SentinelUsername
 	c := redis.NewFailoverClient(u.Failover())
 	c.AddHook(connErrorHook{})
 	return c, nil
@@ -221,10 +233,64 @@ func universalOptions(o ClientOptions, timeout time.Duration) (*redis.UniversalO
 	if o.TLS {
 		u.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	if err := addCA(u.TLSConfig, o.TLSCA); err != nil {
+	if err := tlsExtras(u.TLSConfig, o); err != nil {
 		return nil, err
 	}
 	return u, nil
+}
+
+// tlsExtras applies what o adds to a TLS configuration: its CAs, a client
+// certificate, hostname verification off. Each needs TLS on (cfg not nil).
+func tlsExtras(cfg *tls.Config, o ClientOptions) error {
+	if err := addCA(cfg, o.TLSCA); err != nil {
+		return err
+	}
+	if o.TLSCert != "" || o.TLSKey != "" {
+		if cfg == nil {
+			return errors.New("redisstore: -redis-tls-cert needs TLS: use rediss:// or -redis-tls")
+		}
+		if o.TLSCert == "" || o.TLSKey == "" {
+			return errors.New("redisstore: -redis-tls-cert and -redis-tls-key go together")
+		}
+		cert, err := tls.LoadX509KeyPair(o.TLSCert, o.TLSKey)
+		if err != nil {
+			return fmt.Errorf("redisstore: -redis-tls-cert: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	if o.TLSSkipHostname {
+		if cfg == nil {
+			return errors.New("redisstore: -redis-tls-skip-hostname needs TLS: use rediss:// or -redis-tls")
+		}
+		skipHostname(cfg)
+	}
+	return nil
+}
+
+// skipHostname makes cfg verify the server's chain against its roots (the
+// system's when none are set) without checking the name it carries.
+func skipHostname(cfg *tls.Config) {
+	roots := cfg.RootCAs
+	cfg.InsecureSkipVerify = true
+	cfg.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
+		if len(raw) == 0 {
+			return errors.New("redisstore: the Redis server sent no certificate")
+		}
+		certs := make([]*x509.Certificate, len(raw))
+		for i, b := range raw {
+			c, err := x509.ParseCertificate(b)
+			if err != nil {
+				return fmt.Errorf("redisstore: the Redis server's certificate: %w", err)
+			}
+			certs[i] = c
+		}
+		inter := x509.NewCertPool()
+		for _, c := range certs[1:] {
+			inter.AddCert(c)
+		}
+		_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
+		return err
+	}
 }
 
 // addCA makes cfg trust only the CAs in the PEM file path, if one is given.

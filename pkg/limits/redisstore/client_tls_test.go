@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"strings"
 	"testing"
 
@@ -167,5 +169,46 @@ func TestNewClientOnePool(t *testing.T) {
 	}
 	if !strings.Contains(info, "connected_clients:2\r\n") {
 		t.Errorf("after PING and 3 decisions, INFO clients:\n%s\nwant connected_clients:2 (one of the client's, one of INFO's)", info)
+	}
+}
+
+// A Redis that requires client certificates decides for a client that
+// presents one its CA signed, and refuses one without; a certificate that
+// does not name the address dialled passes with TLSSkipHostname alone.
+func TestTLSClientCertificate(t *testing.T) {
+	srv := redistest.StartWith(t, redistest.Options{TLS: true, ClientCerts: true})
+	files := srv.TLS()
+	ca := files.CA.File
+	with := ClientOptions{URL: srv.URL(), TLSCA: ca, TLSCert: files.ClientCertFile, TLSKey: files.ClientKeyFile, Timeout: testTimeout}
+	checkDecides(t, newClient(t, with))
+	s := New(newClient(t, ClientOptions{URL: srv.URL(), TLSCA: ca, Timeout: testTimeout}), Options{})
+	if err := s.Ping(context.Background()); err == nil {
+		t.Error("Ping without a client certificate succeeded")
+	}
+	// A certificate that does not name the host: the chain alone is
+	// checked with TLSSkipHostname.
+	handshake := func(skip bool, roots *x509.CertPool) error {
+		cfg := &tls.Config{RootCAs: roots, ServerName: "not-the-host.example", MinVersion: tls.VersionTLS12,
+			Certificates: []tls.Certificate{redistest.KeyPair(t, files.ClientCertFile, files.ClientKeyFile)}}
+		if skip {
+			skipHostname(cfg)
+		}
+		c, err := tls.Dial("tcp", srv.Addr(), cfg)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	if err := handshake(true, files.CA.Pool()); err != nil {
+		t.Errorf("skip hostname, right CA: %v", err)
+	}
+	if err := handshake(false, files.CA.Pool()); err == nil {
+		t.Error("hostname checked: a certificate for another name was accepted")
+	}
+	if err := handshake(true, redistest.NewCA(t).Pool()); err == nil {
+		t.Error("skip hostname, wrong CA: the chain was not checked")
+	}
+	if _, err := NewClient(ClientOptions{URL: "redis://" + srv.Addr(), TLSCert: files.ClientCertFile, TLSKey: files.ClientKeyFile}); err == nil {
+		t.Error("a client certificate without TLS: no error")
 	}
 }

@@ -559,9 +559,6 @@ func (e *upstreamEnv) grpcTLS() {
 	case ca != "" && egCA != "" && ca != egCA:
 		e.fail("GRPC_SERVER_TLS_CA_CERT", egCA, "names another CA than GRPC_CLIENT_TLS_CACERT="+strconv.Quote(ca)+": set one")
 		return
-	case san != "":
-		e.fail("GRPC_CLIENT_TLS_SAN", san, "envoy-rls cannot require a SAN of the client's certificate yet; every certificate the client CA signed is accepted")
-		return
 	}
 	e.set("grpc-tls-cert", cert, "GRPC_SERVER_TLS_CERT")
 	e.set("grpc-tls-key", key, "GRPC_SERVER_TLS_KEY")
@@ -570,6 +567,12 @@ func (e *upstreamEnv) grpcTLS() {
 	}
 	if ca != "" {
 		e.set("grpc-tls-client-ca", ca, "GRPC_CLIENT_TLS_CACERT", "GRPC_SERVER_TLS_CA_CERT")
+	}
+	// As there, the SAN is checked only of a client certificate the CA
+	// verified; without a client CA none is asked for, and the SAN does
+	// nothing.
+	if san != "" && ca != "" {
+		e.set("grpc-tls-client-san", san, "GRPC_CLIENT_TLS_SAN")
 	}
 }
 

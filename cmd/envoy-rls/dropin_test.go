@@ -325,6 +325,19 @@ func TestDropInRedisTLSAndSentinelUser(t *testing.T) {
 	}
 }
 
+// GRPC_CLIENT_TLS_SAN narrows mutual TLS to certificates that name it; with
+// no client CA, as there, it does nothing.
+func TestDropInClientSAN(t *testing.T) {
+	base := map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/c", "GRPC_SERVER_TLS_KEY": "/k", "GRPC_CLIENT_TLS_SAN": "envoy"}
+	if o := dropInOptions(t, base); o.grpcTLSClientSAN != "" {
+		t.Errorf("without a client CA: -grpc-tls-client-san %q, want none", o.grpcTLSClientSAN)
+	}
+	base["GRPC_CLIENT_TLS_CACERT"] = "/ca"
+	if o := dropInOptions(t, base); o.grpcTLSClientSAN != "envoy" || o.grpcTLSClientCA != "/ca" {
+		t.Errorf("with a client CA: SAN %q CA %q", o.grpcTLSClientSAN, o.grpcTLSClientCA)
+	}
+}
+
 // An RLS_ variable that is set wins over what the upstream variables say,
 // and replaces the rivals of its flag.
 func TestDropInTwinsWin(t *testing.T) {
@@ -384,7 +397,6 @@ func TestDropInRefused(t *testing.T) {
 		{map[string]string{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION": "true"}, `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION="true": envoy-rls stays healthy while Redis is down and answers by its failure mode (RLS_FAILURE_MODE)`},
 		{map[string]string{"REDIS_POOL_ON_EMPTY_BEHAVIOR": "create"}, `REDIS_POOL_ON_EMPTY_BEHAVIOR="create": envoyproxy/ratelimit refuses it too: a full pool waits; want WAIT`},
 		{map[string]string{"USE_PROMETHEUS": "true", "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS": "true"}, `PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS="true": envoy-rls reports the response time in seconds only`},
-		{map[string]string{"GRPC_SERVER_USE_TLS": "true", "GRPC_SERVER_TLS_CERT": "/c", "GRPC_SERVER_TLS_KEY": "/k", "GRPC_CLIENT_TLS_SAN": "envoy"}, `GRPC_CLIENT_TLS_SAN="envoy": envoy-rls cannot require a SAN of the client's certificate yet; every certificate the client CA signed is accepted`},
 		{map[string]string{"GRPC_SERVER_USE_TLS": "true"}, `GRPC_SERVER_USE_TLS="true": needs GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY, the server's certificate and key`},
 		// Malformed values: the variable and the form wanted.
 		{map[string]string{"PORT": "http"}, `PORT="http": want a port number, 0 to 65535`},

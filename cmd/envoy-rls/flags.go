@@ -51,6 +51,7 @@ type options struct {
 	grpcTLSCert          string
 	grpcTLSKey           string
 	grpcTLSClientCA      string
+	grpcTLSClientSAN     string
 	grpcMaxConnectionAge time.Duration
 	// Bounds on what clients can make the service hold (bounds.go).
 	grpcMaxConnectionIdle time.Duration
@@ -199,6 +200,7 @@ func serverFlags(o *options) *commandLine {
 	fs.StringVar(&o.grpcTLSCert, "grpc-tls-cert", "", "PEM certificate (chain) of the gRPC server: serve TLS (with -grpc-tls-key; reread when the files change)")
 	fs.StringVar(&o.grpcTLSKey, "grpc-tls-key", "", "PEM private key of -grpc-tls-cert")
 	fs.StringVar(&o.grpcTLSClientCA, "grpc-tls-client-ca", "", "PEM CAs of gRPC clients: require a client certificate they signed (mutual TLS)")
+	fs.StringVar(&o.grpcTLSClientSAN, "grpc-tls-client-san", "", "with -grpc-tls-client-ca, accept only client certificates that name this DNS name or IP address")
 	fs.DurationVar(&o.grpcMaxConnectionAge, "grpc-max-connection-age", 0, "close a gRPC connection after this long (±10%), so that clients reconnect and spread over new replicas; calls in flight get -shutdown-timeout to finish; 0: never")
 	fs.DurationVar(&o.grpcMaxConnectionIdle, "grpc-max-connection-idle", 2*time.Minute, "close a gRPC connection that has had no call for this long (the client reconnects when it needs to); 0: never")
 	fs.IntVar(&o.grpcMaxMessageBytes, "grpc-max-message-bytes", defaultMaxMessageBytes, "largest gRPC request read; a larger one is refused with RESOURCE_EXHAUSTED before it is read")
@@ -256,6 +258,8 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool)) (*options,
 		return nil, errors.New("-max-delay must be positive")
 	case (o.grpcTLSCert == "") != (o.grpcTLSKey == ""):
 		return nil, errors.New("-grpc-tls-cert and -grpc-tls-key go together: set both or neither")
+	case o.grpcTLSClientSAN != "" && o.grpcTLSClientCA == "":
+		return nil, errors.New("-grpc-tls-client-san needs -grpc-tls-client-ca: only a verified client certificate's names can be checked")
 	case o.grpcTLSClientCA != "" && o.grpcTLSCert == "":
 		return nil, errors.New("-grpc-tls-client-ca needs -grpc-tls-cert and -grpc-tls-key: mutual TLS is TLS first")
 	case o.grpcMaxConnectionAge < 0:

@@ -317,6 +317,26 @@ func TestGRPCMutualTLS(t *testing.T) {
 	checkRefused(t, s.grpcAddr, "plaintext", insecure.NewCredentials())
 }
 
+// With -grpc-tls-client-san only client certificates that name it pass,
+// though the client CA signed others.
+func TestGRPCClientSAN(t *testing.T) {
+	t.Parallel()
+	ca := redistest.NewCA(t)
+	cert, key := ca.Issue(t, "envoy-rls")
+	clients := redistest.NewCA(t)
+	ec, ek := clients.Issue(t, "envoy") // names localhost, 127.0.0.1, ::1
+	envoy := redistest.KeyPair(t, ec, ek)
+	named := startInProcess(t, "-grpc-tls-cert", cert, "-grpc-tls-key", key, "-grpc-tls-client-ca", clients.File, "-grpc-tls-client-san", "localhost")
+	if _, err := grpcCall(grpcDial(t, named.grpcAddr, clientTLS(ca, envoy)), "a"); err != nil {
+		t.Errorf("a client certificate naming localhost: %v", err)
+	}
+	other := startInProcess(t, "-grpc-tls-cert", cert, "-grpc-tls-key", key, "-grpc-tls-client-ca", clients.File, "-grpc-tls-client-san", "envoy.example")
+	checkRefused(t, other.grpcAddr, "a client certificate without the SAN", clientTLS(ca, envoy))
+	if _, err := parseFlags([]string{"-grpc-tls-client-san", "x"}, env(nil)); err == nil || !strings.Contains(err.Error(), "-grpc-tls-client-ca") {
+		t.Errorf("-grpc-tls-client-san alone: %v", err)
+	}
+}
+
 // TestGRPCClientCAReload: a rotated -grpc-tls-client-ca file reaches new
 // connections without a restart.
 func TestGRPCClientCAReload(t *testing.T) {

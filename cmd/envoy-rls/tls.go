@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -56,6 +57,9 @@ func newGRPCTLS(o *options, log *zap.Logger) (*grpcTLS, error) {
 	// Each handshake gets the CAs of the moment.
 	base := g.config.Clone()
 	base.ClientAuth = tls.RequireAndVerifyClientCert
+	if san := o.grpcTLSClientSAN; san != "" {
+		base.VerifyPeerCertificate = requireSAN(san)
+	}
 	g.config = &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
@@ -65,6 +69,22 @@ func newGRPCTLS(o *options, log *zap.Logger) (*grpcTLS, error) {
 		},
 	}
 	return g, nil
+}
+
+// requireSAN accepts a verified client certificate only if it names san (a
+// DNS name, or an IP address, as crypto/x509 matches a host name), as
+// envoyproxy/ratelimit's GRPC_CLIENT_TLS_SAN does: the client CA may sign
+// certificates for more clients than may call.
+func requireSAN(san string) func([][]byte, [][]*x509.Certificate) error {
+	return func(_ [][]byte, chains [][]*x509.Certificate) error {
+		if len(chains) == 0 || len(chains[0]) == 0 {
+			return errors.New("no verified client certificate")
+		}
+		if err := chains[0][0].VerifyHostname(san); err != nil {
+			return fmt.Errorf("client certificate does not name %q (-grpc-tls-client-san)", san)
+		}
+		return nil
+	}
 }
 
 // watchAndLoad starts watching r's files for g, then reads them: in that

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -449,10 +450,11 @@ func testShadowMode(t *testing.T, s *server, _ store) {
 	}
 }
 
-// testUnlimited: an unlimited rule is OK with no current_limit.
+// testUnlimited: an unlimited rule is OK with no current_limit, and all
+// the field holds remaining, as envoyproxy/ratelimit reports it.
 func testUnlimited(t *testing.T, s *server, _ store) {
 	for range 3 {
-		checkResponse(t, s.decide(t, request("it", desc("free", "a"))), codeOK, want{code: codeOK})
+		checkResponse(t, s.decide(t, request("it", desc("free", "a"))), codeOK, want{code: codeOK, remaining: math.MaxUint32})
 	}
 }
 

@@ -17,13 +17,11 @@ type State struct {
 	Count int64
 	// Prev is the hits counted in window Window-1 (sliding window).
 	Prev int64
-	// Tokens is what a token bucket holds at Stamp.
-	Tokens float64
-	// Stamp is the instant, in microseconds, of the last refill.
-	Stamp int64
-	// Drain is when a leaky bucket's queue is empty again, in microseconds
-	// (fractional: requests are T/N apart).
-	Drain float64
+	// TAT is a bucket's theoretical arrival time (GCRA), in nanoseconds
+	// since the epoch: the instant a token bucket is full again, or a
+	// leaky bucket's queue empty. One integer, which the Redis store keeps
+	// and moves with native commands.
+	TAT int64
 	// Log holds a sliding log's allowed hits, oldest first; Count is the sum
 	// of their costs.
 	Log []LogEntry
@@ -59,9 +57,11 @@ type Decision struct {
 
 // Decide applies hit cost to state s of limit l at instant now (microseconds
 // since the epoch). It is a pure function: the embedded store calls it inside
-// a critical section, and the Lua scripts of the Redis store mirror it
-// operation for operation, floating point included, so that both stores make
-// identical decisions.
+// a critical section, and so does the Redis store, on the state that Redis's
+// native commands answered (the windows, the buckets), or its Lua scripts
+// mirror it operation for operation, floating point included (the sliding
+// log, and the windows of a joint run), so that both stores make identical
+// decisions.
 //
 // A sliding log's State.Log may share storage with the returned State's: a
 // store that keeps the old state after a refusal must not look at the new
@@ -244,92 +244,84 @@ func slidingWait(n, t, prev, cur, e, need int64) int64 {
 	return t - e + e2
 }
 
-// tokenBucket refills at N/T tokens per microsecond up to B. Tokens are a
-// float64 computed in this exact order of operations (the Lua script does the
-// same); instants are integer microseconds.
+// Interval is a bucket's time per token (token bucket) or per turn (leaky
+// bucket) in nanoseconds: T/N rounded down to a whole nanosecond, and at
+// least one. A bucket keeps its state as a theoretical arrival time in
+// nanoseconds (GCRA) and moves it by whole intervals, so that its every
+// value is an integer, which Redis's native commands move too; rounding
+// down refills up to a nanosecond per token sooner than T/N (a relative
+// 10^-9·N/T: 0.1% at a million per second), rounding up would report waits a
+// microsecond longer than whole periods (3 per second would be full again
+// after 1.000001 s). Rates above one per nanosecond are one per nanosecond.
+func Interval(l Limit) int64 {
+	return max(1, l.Period.Nanoseconds()/l.Requests)
+}
+
+// nanos is an instant or wait of microseconds in nanoseconds.
+func nanos(us int64) int64 { return us * 1000 }
+
+// microsUp is a wait of ns nanoseconds as a Duration, rounded up to the
+// microsecond, the resolution of every answer: waiting it always suffices.
+func microsUp(ns int64) time.Duration { return micros(ceilDiv(ns, 1000)) }
+
+// ceilDiv is ceil(a/b) for a ≥ 0, b > 0.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// tokenBucket refills one token every Interval up to B (GCRA): the state is
+// the instant tat at which the bucket is full again, and the bucket holds
+// B − (tat − now)/I tokens at now. A hit of cost c fits if c tokens are
+// there, tat ≤ now + (B − c)·I, and moves tat on by c·I from now or tat,
+// whichever is later.
 func tokenBucket(l Limit, s State, cost, now int64) Decision {
-	n, t, b := l.Requests, l.PeriodMicros(), l.Capacity()
-	tokens := float64(b)
+	n, b, i := l.Requests, l.Capacity(), Interval(l)
+	t := nanos(now)
+	tat := t
 	if s.Live {
-		tokens = bucketRefill(s.Tokens, now-s.Stamp, n, t, b)
+		tat = max(s.TAT, t)
 	}
 	need := max(cost, 1)
 	d := Decision{}
 	switch {
 	case cost < 0:
-		tokens = math.Min(float64(b), tokens-float64(cost))
+		// Tokens come back up to B: tat no earlier than now. A refund of
+		// more than B + N tokens gives as much as B + N.
+		tat = max(tat-min(-cost, b+n)*i, t)
 		d.Result.Allowed = true
 		d.Changed = true
 	case cost > b:
 		// Can never fit.
-	case tokens >= float64(need):
+	case tat+need*i <= t+b*i:
 		d.Result.Allowed = true
 		if cost > 0 {
-			tokens -= float64(cost)
+			tat += cost * i
 			d.Changed = true
 		}
 	}
 	if charged(l, d.Result.Allowed, cost) {
 		// At most one period's worth (N tokens) of debt.
-		tokens = math.Max(tokens-float64(cost), -float64(n))
+		tat = min(tat+min(cost, b+n)*i, t+(b+n)*i)
 		d.Changed = true
 	}
-	d.Result.Remaining = max(0, int64(math.Floor(tokens)))
-	// Waits are measured from the state the store will keep: the old one on
-	// a refusal or a peek (refilling it in one step from its own stamp is not
-	// bit-for-bit the same as refilling the refilled tokens), the new one
-	// otherwise. Then waiting exactly RetryAfter or ResetAfter is what the
-	// next Decide sees.
-	kept, stamp := float64(b), now
-	switch {
-	case d.Changed:
-		kept = tokens
-	case s.Live:
-		kept, stamp = s.Tokens, s.Stamp
+	d.Result.Remaining = max(0, b-ceilDiv(tat-t, i))
+	// Waits are measured from the state the store will keep: the new one
+	// if it changed, the old one otherwise.
+	kept := tat
+	if !d.Changed && s.Live {
+		kept = s.TAT
 	}
-	full := bucketWaitFrom(kept, stamp, now, b, n, t, b)
-	d.Result.ResetAfter = micros(full)
+	if kept > t {
+		d.Result.ResetAfter = microsUp(kept - t)
+	}
 	if !d.Result.Allowed && cost <= b {
-		d.Result.RetryAfter = micros(bucketWaitFrom(kept, stamp, now, need, n, t, b))
+		d.Result.RetryAfter = microsUp(kept - t - (b-need)*i)
 	}
 	if d.Changed {
-		d.State = State{Live: full > 0, Tokens: tokens, Stamp: now}
-		if full > 0 {
-			d.ExpireAt = now + full
+		d.State = State{Live: tat > t, TAT: tat}
+		if tat > t {
+			d.ExpireAt = ceilDiv(tat, 1000)
 		}
 	}
 	return d
-}
-
-func bucketRefill(tokens float64, elapsed, n, t, b int64) float64 {
-	if elapsed <= 0 {
-		return tokens
-	}
-	return math.Min(float64(b), tokens+float64(elapsed)*float64(n)/float64(t))
-}
-
-// bucketWait is the shortest wait, in microseconds, until the bucket holds
-// want tokens; the closed form is rounded up, then moved up or down until it
-// is the shortest wait for which bucketRefill itself reaches want (the
-// rounding of the closed form can land on either side).
-func bucketWait(tokens float64, want, n, t, b int64) int64 {
-	if tokens >= float64(want) {
-		return 0
-	}
-	wait := int64(math.Ceil((float64(want) - tokens) * float64(t) / float64(n)))
-	for bucketRefill(tokens, wait, n, t, b) < float64(want) {
-		wait++
-	}
-	for wait > 0 && bucketRefill(tokens, wait-1, n, t, b) >= float64(want) {
-		wait--
-	}
-	return wait
-}
-
-// bucketWaitFrom is the shortest wait from now until a bucket kept as tokens
-// at stamp holds want tokens.
-func bucketWaitFrom(tokens float64, stamp, now, want, n, t, b int64) int64 {
-	return max(0, bucketWait(tokens, want, n, t, b)-(now-stamp))
 }
 
 // slidingLog keeps one entry per allowed hit and counts the costs inside
@@ -432,93 +424,79 @@ func refundLog(log []LogEntry, total, r int64) ([]LogEntry, int64) {
 }
 
 // leakyBucket shapes: a queue of at most B requests drains at N/T, one every
-// I = T/N microseconds (GCRA-style: the state is when the queue is empty
-// again). A request that fits is allowed after Result.Delay, its turn; one
-// that does not fit, or whose turn comes after maxDelay, is refused at once.
-// A request of cost c takes c turns; it fits when its last turn is within
-// the queue, so with B = 0 requests are spaced at least I apart.
+// I = Interval nanoseconds (GCRA-style: the state is the instant the queue
+// is empty again). A request that fits is allowed after Result.Delay, its
+// turn; one that does not fit, or whose turn comes after maxDelay
+// microseconds, is refused at once. A request of cost c takes c turns; it
+// fits when its last turn is within the queue, so with B = 0 requests are
+// spaced at least I apart.
 func leakyBucket(l Limit, s State, cost, now, maxDelay int64) Decision {
-	n, t, b := l.Requests, l.PeriodMicros(), l.Burst
-	interval := float64(t) / float64(n)
-	drain := float64(now)
+	n, b, i := l.Requests, l.Burst, Interval(l)
+	t := nanos(now)
+	drain := t
 	if s.Live {
-		drain = math.Max(s.Drain, float64(now))
+		drain = max(s.TAT, t)
 	}
-	wait := drain - float64(now)
+	wait := drain - t
 	need := max(cost, 1)
 	d := Decision{}
 	switch {
 	case cost < 0:
-		drain = math.Max(drain+turns(cost, interval), float64(now))
+		drain = max(drain-min(-cost, b+n+1)*i, t)
 		d.Result.Allowed = true
 		d.Changed = true
 	case need-1 > b:
 		// Can never fit: more turns than the queue holds.
-	case leakyFits(wait, need, b, interval, maxDelay):
+	case leakyFits(wait, need, b, i, maxDelay):
 		d.Result.Allowed = true
 		if cost > 0 {
 			// A peek takes no turn, so it does not wait for one.
-			d.Result.Delay = micros(int64(math.Ceil(wait)))
-			drain += turns(cost, interval)
+			d.Result.Delay = microsUp(wait)
+			drain += cost * i
 			d.Changed = true
 		}
 	}
 	if charged(l, d.Result.Allowed, cost) {
-		// At most one period's worth of debt beyond a full queue.
-		drain = math.Min(drain+turns(cost, interval), float64(now)+turns(b, interval)+float64(t))
+		// At most one period's worth (N turns) of debt beyond a full queue.
+		drain = min(drain+min(cost, b+n+1)*i, t+(b+n)*i)
 		d.Changed = true
 	}
-	backlog := drain - float64(now)
+	backlog := drain - t
 	// Free places in the queue: the request in service is not queued.
-	d.Result.Remaining = max(0, min(b, b+1-int64(math.Ceil(backlog/interval))))
-	if backlog > interval {
-		d.Result.ResetAfter = micros(int64(math.Ceil(backlog - interval)))
+	d.Result.Remaining = max(0, min(b, b+1-ceilDiv(backlog, i)))
+	if backlog > i {
+		d.Result.ResetAfter = microsUp(backlog - i)
 	}
 	if !d.Result.Allowed && need-1 <= b {
-		d.Result.RetryAfter = micros(leakyWait(backlog, need, b, interval, maxDelay))
+		d.Result.RetryAfter = microsUp(leakyWait(backlog, need, b, i, maxDelay))
 	}
 	if d.Changed {
-		d.State = State{Live: backlog > 0, Drain: drain}
+		d.State = State{Live: backlog > 0, TAT: drain}
 		if backlog > 0 {
-			d.ExpireAt = int64(math.Ceil(drain))
+			d.ExpireAt = ceilDiv(drain, 1000)
 		}
 	}
 	return d
 }
 
-// turns is k turns of interval microseconds. The explicit conversion rounds
-// the product on its own (the Go spec's rule), so that the compiler never
-// fuses it into the addition it feeds: an FMA, which it emits on arm64 and
-// with GOAMD64=v3, rounds once where Lua, which never fuses, rounds twice,
-// and the two stores would part by a bit.
-func turns(k int64, interval float64) float64 { return float64(float64(k) * interval) }
-
-// leakyFits reports whether a request whose turn is wait away fits: its
-// last turn within the queue, its first within the caller's deadline.
-func leakyFits(wait float64, need, b int64, interval float64, maxDelay int64) bool {
-	if maxDelay > 0 && wait > float64(maxDelay) {
+// leakyFits reports whether a request whose turn is wait nanoseconds away
+// fits: its last turn within the queue, its first within the caller's
+// deadline (maxDelay microseconds, 0: none).
+func leakyFits(wait, need, b, i, maxDelay int64) bool {
+	if maxDelay > 0 && wait > nanos(maxDelay) {
 		return false
 	}
-	return wait+turns(need-1, interval) <= turns(b, interval)
+	return wait+(need-1)*i <= b*i
 }
 
-// leakyWait is the shortest wait after which a request refused with backlog
-// fits: the closed form rounded up, then moved up or down until it is the
-// shortest wait for which leakyFits itself passes (the rounding of the closed
-// form can land on either side, e.g. backlog + 2I − 2I above backlog).
-func leakyWait(backlog float64, need, b int64, interval float64, maxDelay int64) int64 {
-	over := backlog + turns(need-1, interval) - turns(b, interval)
+// leakyWait is the shortest wait, in nanoseconds, after which a request
+// refused with backlog fits.
+func leakyWait(backlog, need, b, i, maxDelay int64) int64 {
+	over := backlog + (need-1)*i - b*i
 	if maxDelay > 0 {
-		over = math.Max(over, backlog-float64(maxDelay))
+		over = max(over, backlog-nanos(maxDelay))
 	}
-	wait := max(0, int64(math.Ceil(over)))
-	for !leakyFits(math.Max(backlog-float64(wait), 0), need, b, interval, maxDelay) {
-		wait++
-	}
-	for wait > 0 && leakyFits(math.Max(backlog-float64(wait-1), 0), need, b, interval, maxDelay) {
-		wait--
-	}
-	return wait
+	return max(0, over)
 }
 
 // floorDiv is floor(a/b) for b > 0, also for negative a.

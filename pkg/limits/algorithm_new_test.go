@@ -1,7 +1,6 @@
 package limits_test
 
 import (
-	"math"
 	"reflect"
 	"testing"
 	"time"
@@ -121,7 +120,7 @@ func TestDecideLeakyBucket(t *testing.T) {
 	noQueue := limits.Limit{Algorithm: limits.LeakyBucket, Requests: 10, Period: time.Second}
 	now := int64(base + 123)
 	drain := func(backlog int64) limits.State {
-		return limits.State{Live: true, Drain: float64(now + backlog)}
+		return limits.State{Live: true, TAT: (now + backlog) * 1000}
 	}
 	runWithinCases(t, []withinCase{
 		{name: "absent: served at once", limit: l, cost: 1, now: now, want: limits.Decision{
@@ -136,8 +135,8 @@ func TestDecideLeakyBucket(t *testing.T) {
 			Result: no(0, time.Microsecond, us(100001))}},
 		{name: "a place frees after I", limit: l, state: drain(300 * ms), cost: 1, now: now + 100*ms, want: limits.Decision{
 			Result: delayed(0, 200*time.Millisecond, 200*time.Millisecond), State: drain(400 * ms), Changed: true, ExpireAt: now + 400*ms}},
-		{name: "delay is rounded up to a microsecond", limit: l, state: limits.State{Live: true, Drain: float64(now) + 50_000.25}, cost: 1, now: now, want: limits.Decision{
-			Result: delayed(1, 50_001*time.Microsecond, 50_001*time.Microsecond), State: limits.State{Live: true, Drain: float64(now) + 150_000.25}, Changed: true, ExpireAt: now + 150_001}},
+		{name: "delay is rounded up to a microsecond", limit: l, state: limits.State{Live: true, TAT: (now+50_000)*1000 + 250}, cost: 1, now: now, want: limits.Decision{
+			Result: delayed(1, 50_001*time.Microsecond, 50_001*time.Microsecond), State: limits.State{Live: true, TAT: (now+150_000)*1000 + 250}, Changed: true, ExpireAt: now + 150_001}},
 		{name: "cost 2 takes two turns", limit: l, state: drain(100 * ms), cost: 2, now: now, want: limits.Decision{
 			Result: delayed(0, 200*time.Millisecond, 100*time.Millisecond), State: drain(300 * ms), Changed: true, ExpireAt: now + 300*ms}},
 		{name: "cost B+1 fits an idle bucket", limit: l, cost: 3, now: now, want: limits.Decision{
@@ -157,7 +156,7 @@ func TestDecideLeakyBucket(t *testing.T) {
 		{name: "refund", limit: l, state: drain(250 * ms), cost: -2, now: now, want: limits.Decision{
 			Result: res(true, 2, 0), State: drain(50 * ms), Changed: true, ExpireAt: now + 50*ms}},
 		{name: "refund never below an idle bucket: key deleted", limit: l, state: drain(100 * ms), cost: -5, now: now, want: limits.Decision{
-			Result: res(true, 2, 0), State: limits.State{Drain: float64(now)}, Changed: true}},
+			Result: res(true, 2, 0), State: limits.State{TAT: now * 1000}, Changed: true}},
 
 		// The caller's deadline.
 		{name: "max delay: a longer wait is refused, nothing charged", limit: l, state: drain(150 * ms), cost: 1, now: now, maxDelay: 100 * ms, want: limits.Decision{
@@ -180,43 +179,34 @@ func TestDecideLeakyBucket(t *testing.T) {
 			Result: no(0, 0, 0)}},
 	})
 
-	t.Run("interval not exact in float64", func(t *testing.T) {
-		// 3 per second: I = 333333.33… µs. The drain instant is a float64
-		// near 2^51, so it moves in quarter microseconds: the Lua script must
-		// round the same way.
+	t.Run("interval in whole nanoseconds", func(t *testing.T) {
+		// 3 per second: I = 333333333 ns, rounded down; waits round up to
+		// the microsecond.
 		third := limits.Limit{Algorithm: limits.LeakyBucket, Requests: 3, Period: time.Second, Burst: 1}
-		i := float64(sec) / 3
-		d1 := float64(now) + i
-		d2 := d1 + i
-		if d1 != float64(now)+333_333.25 || d2 != float64(now)+666_666.5 {
-			t.Fatalf("drains got now+%.4f, now+%.4f; want now+333333.25, now+666666.5 (float64 rounding)", d1-float64(now), d2-float64(now))
-		}
+		d1 := now*1000 + 333_333_333
+		d2 := d1 + 333_333_333
 		runWithinCases(t, []withinCase{
 			{name: "first", limit: third, cost: 1, now: now, want: limits.Decision{
-				Result: delayed(1, 0, 0), State: limits.State{Live: true, Drain: d1}, Changed: true, ExpireAt: now + 333_334}},
-			{name: "second waits ceil(333333.25)", limit: third, state: limits.State{Live: true, Drain: d1}, cost: 1, now: now, want: limits.Decision{
-				Result: delayed(0, 333_334*time.Microsecond, 333_334*time.Microsecond), State: limits.State{Live: true, Drain: d2}, Changed: true, ExpireAt: now + 666_667}},
-			{name: "third refused", limit: third, state: limits.State{Live: true, Drain: d2}, cost: 1, now: now, want: limits.Decision{
+				Result: delayed(1, 0, 0), State: limits.State{Live: true, TAT: d1}, Changed: true, ExpireAt: now + 333_334}},
+			{name: "second waits ceil(333333.333)", limit: third, state: limits.State{Live: true, TAT: d1}, cost: 1, now: now, want: limits.Decision{
+				Result: delayed(0, 333_334*time.Microsecond, 333_334*time.Microsecond), State: limits.State{Live: true, TAT: d2}, Changed: true, ExpireAt: now + 666_667}},
+			{name: "third refused", limit: third, state: limits.State{Live: true, TAT: d2}, cost: 1, now: now, want: limits.Decision{
 				Result: no(0, 333_334*time.Microsecond, us(333334))}},
 		})
 	})
 
-	t.Run("waits are exact in float64", func(t *testing.T) {
-		// 11 per 5 minutes, B = 2, cost 3, backlog 90218166 µs: the closed
-		// form backlog + 2I − 2I rounds to just above 90218166, whose ceiling
-		// is one microsecond too long.
+	t.Run("waits are exact", func(t *testing.T) {
+		// 11 per 5 minutes, B = 2, cost 3, backlog 90218166 µs: the request
+		// fits once the backlog is B − 2 turns, after exactly the backlog.
 		l := limits.Limit{Algorithm: limits.LeakyBucket, Requests: 11, Period: 5 * time.Minute, Burst: 2}
 		now := int64(1699999941642568)
-		s := limits.State{Live: true, Drain: float64(now + 90218166)}
-		i := float64(l.PeriodMicros()) / 11
-		if over := 90218166 + 2*i - 2*i; over <= 90218166 {
-			t.Fatalf("closed form %.9f: want above 90218166 for this case to matter", over)
-		}
+		s := limits.State{Live: true, TAT: (now + 90218166) * 1000}
+		i := limits.Interval(l)
 		runWithinCases(t, []withinCase{
 			{name: "refused: the shortest wait", limit: l, state: s, cost: 3, now: now, want: limits.Decision{
 				Result: no(0, 90218166*time.Microsecond, us(62945439))}},
 			{name: "allowed after it", limit: l, state: s, cost: 3, now: now + 90218166, want: limits.Decision{
-				Result: delayed(0, us(int64(math.Ceil(2*i))), 0), State: limits.State{Live: true, Drain: float64(now+90218166) + 3*i}, Changed: true, ExpireAt: int64(math.Ceil(float64(now+90218166) + 3*i))}},
+				Result: delayed(0, us((2*i+999)/1000), 0), State: limits.State{Live: true, TAT: (now+90218166)*1000 + 3*i}, Changed: true, ExpireAt: now + 90218166 + (3*i+999)/1000}},
 		})
 	})
 }
@@ -275,8 +265,10 @@ func TestDecideCountRefused(t *testing.T) {
 	})
 	t.Run("token_bucket", func(t *testing.T) {
 		now := int64(base + 123)
+		// st is tb holding tokens at stamp: full again B − tokens intervals
+		// later.
 		st := func(tokens float64, stamp int64) limits.State {
-			return limits.State{Live: true, Tokens: tokens, Stamp: stamp}
+			return limits.State{Live: true, TAT: stamp*1000 + int64((10-tokens)*float64(100*time.Millisecond))}
 		}
 		runWithinCases(t, []withinCase{
 			// −0.5 tokens: 1.5 to wait for one, 10.5 until full.
@@ -313,13 +305,13 @@ func TestDecideCountRefused(t *testing.T) {
 	t.Run("leaky_bucket", func(t *testing.T) {
 		now := int64(base + 123)
 		drain := func(backlog int64) limits.State {
-			return limits.State{Live: true, Drain: float64(now + backlog)}
+			return limits.State{Live: true, TAT: (now + backlog) * 1000}
 		}
 		runWithinCases(t, []withinCase{
 			// The refused hit takes a turn: the queue drains 100 ms later.
 			{name: "refused hit takes a turn, reset from the charged queue", limit: lb, state: drain(300 * ms), cost: 1, now: now, want: limits.Decision{
 				Result: no(0, 200*time.Millisecond, 300*time.Millisecond), State: drain(400 * ms), Changed: true, ExpireAt: now + 400*ms}},
-			// At most B·I + T = 1.2 s of backlog.
+			// At most (B + N)·I = 1.2 s of backlog.
 			{name: "debt stops one period beyond a full queue", limit: lb, state: drain(1150 * ms), cost: 2, now: now, want: limits.Decision{
 				Result: no(0, 1100*time.Millisecond, 1100*time.Millisecond), State: drain(1200 * ms), Changed: true, ExpireAt: now + 1200*ms}},
 			{name: "a cost that never fits still counts", limit: lb, state: drain(100 * ms), cost: 4, now: now, want: limits.Decision{
@@ -332,25 +324,21 @@ func TestDecideCountRefused(t *testing.T) {
 	})
 }
 
-// TestLeakyBucketRoundsItsProducts: the Lua scripts round cost × interval
-// before adding it, as every IEEE double operation rounds; the Go code must
-// too, even where the compiler would fuse the two into one FMA (arm64,
-// GOAMD64=v3). Here the two part: I = 2401/24 µs, 3 × I rounds to exactly
-// 300.125, and drain = now + 300.125 ties to now + 300 (each operation
-// rounded) where the fused sum, 3 × I unrounded, goes to now + 300.25. A
-// request 100 µs later fits a queue of two (backlog 200 ≤ 2I) only with the
-// first.
-func TestLeakyBucketRoundsItsProducts(t *testing.T) {
-	l := limits.Limit{Algorithm: limits.LeakyBucket, Requests: 24, Period: 2401 * time.Microsecond, Burst: 2}
-	now := int64(1_767_225_600_000_000)
-	d := limits.Decide(l, limits.State{}, 3, now)
-	if !d.Result.Allowed {
-		t.Fatalf("first request refused: %+v", d.Result)
-	}
-	if want := float64(now) + 300; d.State.Drain != want {
-		t.Errorf("drain got now%+g, want now+300 (3 × I rounded, then added)", d.State.Drain-float64(now))
-	}
-	if d := limits.Decide(l, d.State, 1, now+100); !d.Result.Allowed {
-		t.Errorf("request 100 µs later refused: %+v; want allowed, as the Lua script decides", d.Result)
+// TestIntervalRounding: a bucket's interval is T/N rounded down to the
+// nanosecond, and one nanosecond at least.
+func TestIntervalRounding(t *testing.T) {
+	for _, c := range []struct {
+		l    limits.Limit
+		want int64
+	}{
+		{limits.Limit{Requests: 10, Period: time.Second}, 100_000_000},
+		{limits.Limit{Requests: 3, Period: time.Second}, 333_333_333},
+		{limits.Limit{Requests: 1e9, Period: time.Second}, 1},
+		{limits.Limit{Requests: limits.MaxRequests, Period: time.Second}, 1},
+		{limits.Limit{Requests: limits.MaxRequests, Period: time.Hour}, 838},
+	} {
+		if got := limits.Interval(c.l); got != c.want {
+			t.Errorf("Interval(%d per %s) = %d ns, want %d", c.l.Requests, c.l.Period, got, c.want)
+		}
 	}
 }

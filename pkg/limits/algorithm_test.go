@@ -207,13 +207,18 @@ func TestDecideSlidingWindow(t *testing.T) {
 }
 
 func TestDecideTokenBucket(t *testing.T) {
-	// 10 per second: one token every 100 ms. Every value below is exact in
-	// float64.
+	// 10 per second: one token every 100 ms.
 	l := limits.Limit{Algorithm: limits.TokenBucket, Requests: 10, Period: time.Second}
 	burst := limits.Limit{Algorithm: limits.TokenBucket, Requests: 10, Period: time.Second, Burst: 20}
 	now := int64(base + 123)
-	st := func(tokens float64, stamp int64) limits.State {
-		return limits.State{Live: true, Tokens: tokens, Stamp: stamp}
+	// st is a bucket of l holding tokens at stamp: full again B − tokens
+	// intervals later.
+	st := func(tokens float64, stamp int64, of ...limits.Limit) limits.State {
+		lim := l
+		if len(of) > 0 {
+			lim = of[0]
+		}
+		return limits.State{Live: true, TAT: stamp*1000 + int64((float64(lim.Capacity())-tokens)*float64(limits.Interval(lim)))}
 	}
 	runDecideCases(t, []decideCase{
 		{"absent is full (B defaults to N)", l, limits.State{}, 1, now, limits.Decision{
@@ -233,11 +238,11 @@ func TestDecideTokenBucket(t *testing.T) {
 		{"fractional tokens floor", l, st(2.5, now), 1, now, limits.Decision{
 			Result: res(true, 1, 850*time.Millisecond), State: st(1.5, now), Changed: true, ExpireAt: now + 850*ms}},
 		{"burst above N", burst, limits.State{}, 20, now, limits.Decision{
-			Result: res(true, 0, 2*time.Second), State: st(0, now), Changed: true, ExpireAt: now + 2*sec}},
-		{"burst refills to B, not N", burst, st(0, now-5*sec), 0, now, limits.Decision{
+			Result: res(true, 0, 2*time.Second), State: st(0, now, burst), Changed: true, ExpireAt: now + 2*sec}},
+		{"burst refills to B, not N", burst, st(0, now-5*sec, burst), 0, now, limits.Decision{
 			Result: res(true, 20, 0)}},
-		{"cost above N fits a burst", burst, st(15, now), 12, now, limits.Decision{
-			Result: res(true, 3, 1700*time.Millisecond), State: st(3, now), Changed: true, ExpireAt: now + 1700*ms}},
+		{"cost above N fits a burst", burst, st(15, now, burst), 12, now, limits.Decision{
+			Result: res(true, 3, 1700*time.Millisecond), State: st(3, now, burst), Changed: true, ExpireAt: now + 1700*ms}},
 		{"peek consumes nothing", l, st(3, now), 0, now, limits.Decision{
 			Result: res(true, 3, 700*time.Millisecond)}},
 		{"peek refused when cost 1 would be", l, st(0.5, now), 0, now, limits.Decision{
@@ -249,27 +254,27 @@ func TestDecideTokenBucket(t *testing.T) {
 		{"refund", l, st(3, now), -4, now, limits.Decision{
 			Result: res(true, 7, 300*time.Millisecond), State: st(7, now), Changed: true, ExpireAt: now + 300*ms}},
 		{"refund never above B: key deleted", l, st(3, now), -100, now, limits.Decision{
-			Result: res(true, 10, 0), State: limits.State{Tokens: 10, Stamp: now}, Changed: true}},
+			Result: res(true, 10, 0), State: limits.State{TAT: now * 1000}, Changed: true}},
 	})
 
-	t.Run("waits are exact in float64", func(t *testing.T) {
-		// 10 per ms, burst 13, holding 1.13: ceil((13 − 1.13) × 1000/10)
-		// is 1188, but 1.13 + 1187 × 10/1000 already rounds to 13.
+	t.Run("waits in whole intervals, rounded up to the microsecond", func(t *testing.T) {
+		// 10 per ms, burst 13, holding 1.13: full again 11.87 intervals of
+		// 100 µs on.
 		fast := limits.Limit{Algorithm: limits.TokenBucket, Requests: 10, Period: time.Millisecond, Burst: 13}
-		// 3 per second: a refusal or a peek keeps the old state, so the
-		// wait counts from its stamp. Refilling 0 tokens over 1 s gives
-		// exactly 3; refilling the refilled 0.1251 over the remaining
-		// 958300 µs gives slightly less.
+		// 3 per second: I = 333333333 ns (rounded down), so the three
+		// tokens are back within the second: 999999999 ns after the last.
 		slow := limits.Limit{Algorithm: limits.TokenBucket, Requests: 3, Period: time.Second}
 		runDecideCases(t, []decideCase{
-			{"closed form one too many", fast, st(1.13, now), 0, now, limits.Decision{
+			{"fractional interval", fast, st(1.13, now, fast), 0, now, limits.Decision{
 				Result: res(true, 1, us(1187))}},
-			{"never fits: wait from the kept stamp", slow, st(0, now), 4, now + 41_700, limits.Decision{
+			{"never fits: wait from the kept state", slow, st(0, now, slow), 4, now + 41_700, limits.Decision{
 				Result: no(0, 0, us(958300))}},
-			{"refused: wait from the kept stamp", slow, st(0, now), 1, now + 41_700, limits.Decision{
+			{"refused: wait from the kept state", slow, st(0, now, slow), 1, now + 41_700, limits.Decision{
 				Result: no(0, us(333_334-41_700), us(958300))}},
-			{"peek: wait from the kept stamp", slow, st(2, now), 0, now + 41_700, limits.Decision{
+			{"peek: wait from the kept state", slow, st(2, now, slow), 0, now + 41_700, limits.Decision{
 				Result: res(true, 2, us(333_334-41_700))}},
+			{"full again in exactly a period", slow, limits.State{}, 3, now, limits.Decision{
+				Result: res(true, 0, time.Second), State: st(0, now, slow), Changed: true, ExpireAt: now + sec}},
 		})
 	})
 }

@@ -273,7 +273,7 @@ func runSequence(t *testing.T, seed uint64, a limits.Algorithm, v variant) (limi
 		// its queue: when nothing is in service, one more hit is served at
 		// once; and it is exact only up to leakyGranularity.
 		extra := int64(0)
-		if st := m.load(now); a == limits.LeakyBucket && (!st.Live || st.Drain <= float64(now)) {
+		if st := m.load(now); a == limits.LeakyBucket && (!st.Live || st.TAT <= now*1000) {
 			extra = 1
 		}
 		probe, count := m.clone(), int64(0)
@@ -347,13 +347,13 @@ func checkDebtCap(t *testing.T, l limits.Limit, s limits.State, now int64, fail 
 			fail("log holds %d in the window, above 2N = %d", sum, 2*n)
 		}
 	case limits.TokenBucket:
-		if s.Live && s.Tokens < -float64(n) {
-			fail("tokens %g below -N = %d", s.Tokens, -n)
+		// Tokens below −N: the bucket full again beyond (B + N)·I.
+		if capAt := now*1000 + (l.Capacity()+n)*limits.Interval(l); s.Live && s.TAT > capAt {
+			fail("tat %d beyond now + (B + N)·I = %d", s.TAT, capAt)
 		}
 	case limits.LeakyBucket:
-		i := float64(l.PeriodMicros()) / float64(n)
-		if capAt := float64(now) + float64(l.Burst)*i + float64(l.PeriodMicros()); s.Live && s.Drain > capAt {
-			fail("drain %f beyond now + B·I + T = %f", s.Drain, capAt)
+		if capAt := now*1000 + (l.Burst+n)*limits.Interval(l); s.Live && s.TAT > capAt {
+			fail("drain %d beyond now + (B + N)·I = %d", s.TAT, capAt)
 		}
 	}
 }

@@ -219,20 +219,32 @@ func (s *Store) exec(ctx context.Context, groups ...*work) {
 		}
 		calls = append(calls, g.scripts...)
 	}
-	// The runs go as script calls too: each with its own script, or all
-	// of them with the batch script, whose reply is then split.
-	var batch *scriptCall
-	var runCalls []*scriptCall
-	if nruns == 1 || nruns > 0 && s.cluster {
-		for _, g := range groups {
-			for k := range g.runs {
-				r := &g.runs[k]
-				c := &scriptCall{sc: r.script, keys: r.keys, args: r.args()}
-				runCalls = append(runCalls, c)
+	// The runs go as script calls too: a joint run with its own script,
+	// and the sliding log hits each with theirs, or all of them with the
+	// batch script on a single Redis, whose reply is then split.
+	singles := 0
+	for _, g := range groups {
+		for k := range g.runs {
+			if g.runs[k].first == g.runs[k].last {
+				singles++
 			}
 		}
-		calls = append(calls, runCalls...)
-	} else if nruns > 1 {
+	}
+	merge := singles > 1 && !s.cluster
+	var batch *scriptCall
+	runCalls := make([]*scriptCall, 0, nruns)
+	for _, g := range groups {
+		for k := range g.runs {
+			r := &g.runs[k]
+			if merge && r.first == r.last {
+				runCalls = append(runCalls, nil)
+				continue
+			}
+			runCalls = append(runCalls, &scriptCall{sc: r.script, keys: r.keys, args: r.args()})
+			calls = append(calls, runCalls[len(runCalls)-1])
+		}
+	}
+	if merge {
 		keys, args := batchArgs(groups)
 		batch = &scriptCall{sc: &batchScript, keys: keys, args: args}
 		calls = append(calls, batch)
@@ -259,22 +271,22 @@ func (s *Store) exec(ctx context.Context, groups ...*work) {
 		}
 		_, _ = pipe.Exec(ctx)
 	}
-	if runCalls != nil {
-		i := 0
-		for _, g := range groups {
-			for k := range g.runs {
-				g.runs[k].reply = replyOf(runCalls[i].cmd)
-				i++
+	i := 0
+	for _, g := range groups {
+		for k := range g.runs {
+			if c := runCalls[i]; c != nil {
+				g.runs[k].reply = replyOf(c.cmd)
 			}
+			i++
 		}
 	}
 	if batch != nil {
-		splitBatch(groups, nruns, replyOf(batch.cmd))
+		splitBatch(groups, singles, replyOf(batch.cmd))
 	}
 }
 
-// splitBatch hands each run of groups its part of the batch script's
-// reply.
+// splitBatch hands each single-hit run of groups its part of the batch
+// script's reply.
 func splitBatch(groups []*work, nruns int, rep reply) {
 	vals, ok := rep.val.([]any)
 	if rep.err == nil && (!ok || len(vals) != nruns) {
@@ -284,6 +296,9 @@ func splitBatch(groups []*work, nruns int, rep reply) {
 	for _, g := range groups {
 		for k := range g.runs {
 			r := &g.runs[k]
+			if r.first != r.last {
+				continue
+			}
 			switch {
 			case rep.err != nil:
 				r.reply = reply{err: rep.err}
@@ -310,9 +325,11 @@ func splitBatch(groups []*work, nruns int, rep reply) {
 func batchArgs(groups []*work) ([]string, []any) {
 	nkeys, nruns := 0, 0
 	for _, g := range groups {
-		nruns += len(g.runs)
 		for k := range g.runs {
-			nkeys += len(g.runs[k].hits)
+			if g.runs[k].first == g.runs[k].last {
+				nruns++
+				nkeys++
+			}
 		}
 	}
 	keys := make([]string, 0, nkeys)
@@ -322,6 +339,9 @@ func batchArgs(groups []*work) ([]string, []any) {
 	for _, g := range groups {
 		for k := range g.runs {
 			r := &g.runs[k]
+			if r.first != r.last {
+				continue // a joint run goes with its own script
+			}
 			keys = append(keys, r.keys...)
 			runArgs = append(runArgs, r.now, len(r.hits))
 			for _, h := range r.hits {

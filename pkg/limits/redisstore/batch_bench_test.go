@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -225,4 +226,42 @@ func commandMicros(b *testing.B, srv *redistest.Server) float64 {
 		us, _, _ := strings.Cut(rest, ",")
 		return us
 	})
+}
+
+// BenchmarkFlushes measures the merged pipelines with 1, 2 and 4 of them
+// in flight (Options.Flushes), for 16 and 64 goroutines each deciding one
+// fixed window hit of its own key per call: the decisions a pipeline
+// carries, Redis's CPU per decision and ns/op.
+func BenchmarkFlushes(b *testing.B) {
+	srv := redistest.Start(b)
+	c := newClient(b, ClientOptions{URL: srv.URL(), Timeout: time.Second, PoolSize: 256})
+	for _, goroutines := range []int{16, 64} {
+		for _, flushes := range []int{1, 2, 4} {
+			b.Run(fmt.Sprintf("goroutines=%d/flushes=%d", goroutines, flushes), func(b *testing.B) {
+				var pipelines, runs atomic.Int64
+				s := New(c, Options{Flushes: flushes, OnPipeline: func(n int) { pipelines.Add(1); runs.Add(int64(n)) }})
+				defer s.Close()
+				l := benchLimit(limits.FixedWindow)
+				l.CountRefused = true
+				var id atomic.Int64
+				cpu0 := redisCPU(b, srv)
+				b.SetParallelism((goroutines + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					hits := []limits.Hit{{Key: fmt.Sprintf("fl:%d", id.Add(1)), Limit: l, Cost: 1}}
+					res := make([]limits.Result, 1)
+					for pb.Next() {
+						s.Decide(context.Background(), hits, res)
+						if res[0].Err != nil || !res[0].Allowed {
+							b.Errorf("got %+v, want allowed", res[0])
+							return
+						}
+					}
+				})
+				b.StopTimer()
+				b.ReportMetric((redisCPU(b, srv)-cpu0).Seconds()*1e9/float64(b.N), "redis-cpu-ns/op")
+				b.ReportMetric(float64(runs.Load())/float64(max(1, pipelines.Load())), "decisions/pipeline")
+			})
+		}
+	}
 }

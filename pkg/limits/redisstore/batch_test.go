@@ -236,15 +236,15 @@ func TestBatchScriptFormat(t *testing.T) {
 		}
 		return v.([]any), nil
 	}
-	fw := hourly(limits.FixedWindow, 5)
-	tb := hourly(limits.TokenBucket, 3)
+	fw := hourly(limits.SlidingLog, 5)
+	tb := hourly(limits.SlidingLog, 3)
 	limitArgs := []any{2,
-		"fw", fw.Requests, fw.PeriodMicros(), fw.Capacity(), 0,
-		"tb", tb.Requests, tb.PeriodMicros(), tb.Capacity(), 0,
+		"sl", fw.Requests, fw.PeriodMicros(), fw.Capacity(), 0,
+		"sl", tb.Requests, tb.PeriodMicros(), tb.Capacity(), 0,
 	}
 	args := append(append([]any{}, limitArgs...),
-		now, 1, 1, 2, 0, // a: fixed window, cost 2
-		now, 2, 2, 1, 0, 1, 1, 0, // {j}:b token bucket, {j}:c fixed window, joint
+		now, 1, 1, 2, 0, // a: 5 an hour, cost 2
+		now, 2, 2, 1, 0, 1, 1, 0, // {j}:b 3 an hour, {j}:c 5 an hour, joint
 		now, 1, 3, 1, 0, // d: no limit 3
 		now, 1, 1, 1, 0, // a again: it sees the first run's charge
 	)
@@ -281,7 +281,7 @@ func TestBatchScriptFormat(t *testing.T) {
 	// them.
 	replies, err = eval([]string{"e", "f"}, 2,
 		"xx", 5, 3600000000, 5, 0,
-		"fw", fw.Requests, fw.PeriodMicros(), fw.Capacity(), 0,
+		"sl", fw.Requests, fw.PeriodMicros(), fw.Capacity(), 0,
 		now, 1, 1, 1, 0,
 		now, 1, 2, 1, 0)
 	if err != nil {
@@ -291,13 +291,13 @@ func TestBatchScriptFormat(t *testing.T) {
 		t.Errorf("run on algorithm xx: got %v, want an error naming it", replies[0])
 	}
 	if got, ok := replies[1].([]any); !ok || got[0] != int64(1) || got[1] != int64(4) {
-		t.Errorf("run on fw: got %v, want allowed with 4 remaining", replies[1])
+		t.Errorf("run on sl: got %v, want allowed with 4 remaining", replies[1])
 	}
 
 	// A broken layout is refused whole.
 	for name, a := range map[string][]any{
 		"no limits":        {0, now, 1, 1, 1, 0},
-		"limits past ARGV": {3, "fw", 5, 3600000000, 5, 0},
+		"limits past ARGV": {3, "sl", 5, 3600000000, 5, 0},
 		"short run":        append(append([]any{}, limitArgs...), now, 2, 1, 1, 0),
 	} {
 		keys := []string{"g", "h"}

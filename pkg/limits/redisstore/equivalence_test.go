@@ -250,34 +250,6 @@ func TestJointEquivalence(t *testing.T) {
 	}
 }
 
-// TestRoundedProductEquivalence: a leaky bucket where rounding cost ×
-// interval before adding it (Lua, and Go's explicit conversion) and fusing
-// the two (an FMA, which the Go compiler emits on arm64 and with
-// GOAMD64=v3) part: 3 × (2401/24 µs) rounds to exactly 300.125, whose sum
-// with now ties down to now + 300, while the unrounded product's goes up to
-// now + 300.25. A request 100 µs later then fits a queue of two only with
-// the rounded product. Both stores must allow it.
-func TestRoundedProductEquivalence(t *testing.T) {
-	const start = 1_767_225_600_000_000
-	now := int64(start)
-	s, _, _ := setup(t, Options{Clock: func() int64 { return now }})
-	l := limits.Limit{Algorithm: limits.LeakyBucket, Requests: 24, Period: 2401 * time.Microsecond, Burst: 2}
-	var m model
-	for _, step := range []struct{ at, cost int64 }{{0, 3}, {100, 1}} {
-		now = start + step.at
-		hits := []limits.Hit{{Key: "rounded-product", Limit: l, Cost: step.cost}}
-		want, _ := decideCall([]*model{&m}, hits, now)
-		res := make([]limits.Result, 1)
-		s.Decide(t.Context(), hits, res)
-		if res[0].Err != nil || res[0] != want[0].Result {
-			t.Fatalf("cost %d at start+%d µs: Redis got %s (err %v); Go want %s", step.cost, step.at, format(res[0]), res[0].Err, format(want[0].Result))
-		}
-		if !res[0].Allowed {
-			t.Fatalf("cost %d at start+%d µs: refused by both stores; want allowed (cost × interval rounded before the sum)", step.cost, step.at)
-		}
-	}
-}
-
 // planner picks the hits of a step: which sequences, in which order, and
 // which are joint with the next.
 type planner func(rng *rand.Rand, n int) (order []int, joint []bool)
@@ -394,6 +366,13 @@ func runSequences(t *testing.T, s *Store, c redis.UniversalClient, now *int64, s
 				}
 				continue
 			}
+			if isBucket(q.c.limit.Algorithm) {
+				if !checkBucket(t, where, inspects[k], q, *now, elapsedMs) {
+					resets++
+					c.Del(ctx, q.key)
+				}
+				continue
+			}
 			pttl, dump, log := inspected(t, inspects[k])
 			switch {
 			case written && w.State.Live && w.ExpireAt > *now:
@@ -452,6 +431,45 @@ for i, key in ipairs(KEYS) do
 end
 return out
 `
+
+// checkBucket compares a bucket's state, as inspectLua read it, with the
+// model: the same TAT while the model's state lives, and otherwise none or
+// one that is past (equivalent to an absent key); a TTL, where this step set
+// one, no shorter than the state's life. It reports false, having reset the
+// model, when Redis's own clock expired the key before the test could read
+// it.
+func checkBucket(t *testing.T, where string, cmd *redis.Cmd, q *sequence, now, elapsedMs int64) bool {
+	t.Helper()
+	pttl, _, vals := inspected(t, cmd)
+	live := q.model.state.Live && now < q.model.expireAt
+	stateMs := int64(0)
+	if live {
+		stateMs = max(2, (q.model.expireAt-now+999)/1000)
+	}
+	if len(vals) == 0 {
+		if live {
+			if pttl == -2 && stateMs <= elapsedMs {
+				q.model = model{}
+				return false
+			}
+			t.Fatalf("%s: no key, want TAT %d (Go state %+v)", where, q.model.state.TAT, q.model.state)
+		}
+		return true
+	}
+	raw, _ := vals[0].(string)
+	tat, ok := decodeTAT([]byte(raw))
+	switch {
+	case !ok:
+		t.Fatalf("%s: key holds %q, want an 8-byte TAT", where, raw)
+	case live && tat != q.model.state.TAT:
+		t.Fatalf("%s: TAT %d, want %d (Go state %+v)", where, tat, q.model.state.TAT, q.model.state)
+	case !live && tat > now*1000:
+		t.Fatalf("%s: TAT %d, %d ns ahead, want one past (the Go state is absent)", where, tat, tat-now*1000)
+	case pttl >= 0 && pttl < stateMs-elapsedMs:
+		t.Fatalf("%s: PTTL = %d ms, shorter than the state's %d ms", where, pttl, stateMs)
+	}
+	return true
+}
 
 // checkWindows compares a window sequence's counters, as inspectLua read
 // them (window w's, then w−1's), with the model, and checks that a counter

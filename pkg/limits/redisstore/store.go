@@ -1,36 +1,41 @@
 // Package redisstore is the Redis implementation of limits.Store, shared by
 // every instance of the service.
 //
-// A window hit on its own (fixed_window, sliding_window) is decided with
-// native commands, each window a counter that INCRBY charges, and the
-// decision itself made here with the Go algorithm on the counts Redis
-// answered (window.go). Every other hit runs a Lua function that mirrors its
-// Go function in package limits operation for operation, floating point
-// included, so that the Redis store and the embedded store make identical
-// decisions for the same sequence of hits. A function decides without
-// writing and hands back the write that would store its new state; the tail
-// of the script (lua/run.lua) applies the writes once every hit of the call
-// is decided. There is one script per algorithm for a single hit, which
-// reads and writes the one key of its hit, and one joint script, with every
-// algorithm, for a run of joint hits (the limits of one descriptor), whose
-// keys share a hash tag. So a decision is atomic on a single Redis and on a
-// Redis Cluster alike. On a single Redis, where keys need not share a slot,
-// the runs of concurrent calls go together in one batch script
-// (lua/batch.lua), so that Redis pays for one script call per merged
-// pipeline rather than one per hit, and their native commands in the same
-// pipeline. The scripts of single hits take the time from the Redis server
-// (TIME); native commands and joint runs take it from the store's estimate
-// of the server's clock (clock.go), measured by the TIME that every
-// pipeline carries, so that instances with skewed clocks still agree.
+// A hit on its own is decided with native commands wherever its algorithm
+// allows: a window (fixed_window, sliding_window) is a counter per window
+// that INCRBY charges (window.go), a bucket (token_bucket, leaky_bucket)
+// one integer that a BITFIELD moves in one atomic step (bucket.go), and
+// the decision itself is made here, with the Go algorithm of package
+// limits, on the state Redis answered: the embedded store decides with the
+// same function, so both make identical decisions. A sliding log hit runs
+// a Lua function that mirrors its Go function operation for operation, and
+// so does a joint run (the limits of one descriptor, whose keys share a
+// hash tag): its windows in Lua, its buckets with their native operations
+// inside the script, which undoes them if the run is refused. A function
+// decides without writing and hands back the write that would store its
+// new state; the tail of the script (lua/run.lua) applies the writes once
+// every hit of the run is decided. So a decision is atomic on a single
+// Redis and on a Redis Cluster alike. On a single Redis, where keys need
+// not share a slot, the commands of concurrent calls share one pipeline,
+// and their sliding log hits one batch script (lua/batch.lua), so that
+// Redis pays for one round trip and one script call per merged pipeline.
 //
-// State is kept compactly under the hit's key, with a TTL equal to the time
-// after which the state is equivalent to an absent key (rounded up to the
-// millisecond):
+// Native commands cannot read TIME: they take the instant from the store's
+// estimate of the Redis server's clock (clock.go), which the TIME that
+// every pipeline on a single Redis carries keeps within half a round trip;
+// joint runs take the same instant. A lone sliding log hit reads TIME in
+// its script. Instances with skewed clocks still agree.
 //
-//	fixed_window    a counter per window w = floor(now/T), under key@w
-//	sliding_window  the same; a decision reads key@w and key@(w-1)
-//	token_bucket    string "tokens stamp"        tokens as %.17g, stamp in µs
-//	leaky_bucket    string "drain"               µs as %.17g (fractional)
+// State is kept compactly, with a TTL no shorter than the time after which
+// the state is equivalent to an absent key (rounded up to the millisecond):
+//
+//	fixed_window    a counter per window w = floor(now/T), under key@w,
+//	                expiring at the window's end
+//	sliding_window  the same, expiring at the end of the next window; a
+//	                decision reads key@w and key@(w-1)
+//	token_bucket    an unsigned 63-bit BITFIELD: the instant in ns at which
+//	leaky_bucket    the bucket is full again (the queue empty), expiring
+//	                at the latest instant that can be
 //	sliding_log     sorted set, one entry per allowed hit: score = its instant
 //	                in µs, member = L start ":" cost, where start is the sum
 //	                of the costs before it and L a letter for the length of
@@ -46,11 +51,11 @@
 // the set from the oldest or the newest entry, a page at a time.
 //
 // A peek (cost 0) or a refused hit writes nothing (unless its limit counts
-// refused hits; a window's refused hit is counted, then given back); a state
-// equivalent to an absent key deletes the key.
+// refused hits; a window's refused hit is counted, then given back); a
+// state equivalent to an absent key is deleted, or left to expire.
 //
-// The scripts are tested on Redis 7.0 and later; PEXPIRE … NX needs 7.0,
-// the sliding log's ZRANGE BYSCORE … LIMIT 6.2.
+// The store is tested on Redis 7.0 and later; PEXPIRE … NX needs 7.0, the
+// sliding log's ZRANGE BYSCORE … LIMIT 6.2.
 package redisstore
 
 import (
@@ -94,12 +99,10 @@ var (
 	fixedWindowLua string
 	//go:embed lua/sliding_window.lua
 	slidingWindowLua string
-	//go:embed lua/token_bucket.lua
-	tokenBucketLua string
+	//go:embed lua/bucket.lua
+	bucketLua string
 	//go:embed lua/sliding_log.lua
 	slidingLogLua string
-	//go:embed lua/leaky_bucket.lua
-	leakyBucketLua string
 	//go:embed lua/give_back.lua
 	giveBackLua string
 )
@@ -118,31 +121,16 @@ func newScript(tail string, algorithms ...string) script {
 	return script{src: src, sha: redis.NewScript(src).Hash()}
 }
 
-// algorithmLua is each algorithm's Lua function, indexed by limits.Algorithm.
-var algorithmLua = [...]string{
-	limits.FixedWindow:   fixedWindowLua,
-	limits.SlidingWindow: slidingWindowLua,
-	limits.TokenBucket:   tokenBucketLua,
-	limits.SlidingLog:    slidingLogLua,
-	limits.LeakyBucket:   leakyBucketLua,
-}
-
 var (
-	// scripts holds the single-hit script of each algorithm, indexed by
-	// limits.Algorithm: each defines only the function it runs, and reads
-	// on its own.
-	scripts = func() []script {
-		s := make([]script, len(algorithmLua))
-		for a, src := range algorithmLua {
-			s[a] = newScript(singleLua, src)
-		}
-		return s
-	}()
-	// jointScript decides a run of joint hits, whatever their algorithms.
-	jointScript = newScript(singleLua, algorithmLua[:]...)
-	// batchScript decides many runs, whatever their algorithms, on a
+	// slidingLogScript decides a sliding log hit on its own.
+	slidingLogScript = newScript(singleLua, slidingLogLua)
+	// jointScript decides a run of joint hits, whatever their algorithms:
+	// the windows and the sliding log in Lua, the buckets with their
+	// native operations (bucket.lua).
+	jointScript = newScript(singleLua, fixedWindowLua, slidingWindowLua, slidingLogLua, bucketLua)
+	// batchScript decides many sliding log hits, each on its own, on a
 	// single Redis.
-	batchScript = newScript(batchLua, algorithmLua[:]...)
+	batchScript = newScript(batchLua, slidingLogLua)
 	// giveBackScript takes units back from a window's counter.
 	giveBackScript = script{src: giveBackLua, sha: redis.NewScript(giveBackLua).Hash()}
 )
@@ -268,6 +256,7 @@ func (s *Store) Decide(ctx context.Context, hits []limits.Hit, results []limits.
 func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []limits.Result, first int, now int64, luaNow string) int {
 	wk := &work{}
 	var windows []*windowHit
+	var buckets []*bucketHit
 	end := first
 	for end < len(hits) {
 		last := end
@@ -285,9 +274,15 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 			}
 			continue
 		}
-		if r.first == r.last && isWindow(hits[r.first].Limit.Algorithm) {
-			windows = append(windows, newWindowHit(ctx, r.first, &hits[r.first], now, wk))
-			continue
+		if r.first == r.last {
+			switch hits[r.first].Limit.Algorithm {
+			case limits.FixedWindow, limits.SlidingWindow:
+				windows = append(windows, newWindowHit(ctx, r.first, &hits[r.first], now, wk))
+				continue
+			case limits.TokenBucket, limits.LeakyBucket:
+				buckets = append(buckets, newBucketHit(ctx, r.first, &hits[r.first], now, wk))
+				continue
+			}
 		}
 		runNow := luaNow
 		if r.last > r.first {
@@ -298,7 +293,7 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 		r.prepare(hits, runNow)
 		wk.runs = append(wk.runs, r)
 	}
-	wk.decisions = len(windows) + len(wk.runs)
+	wk.decisions = len(windows) + len(buckets) + len(wk.runs)
 	if wk.decisions == 0 {
 		return end
 	}
@@ -312,10 +307,20 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 		for _, wh := range windows {
 			results[wh.i] = limits.Result{Err: storeError(wh.limit.Algorithm.String(), wk.err)}
 		}
+		for _, bh := range buckets {
+			results[bh.i] = limits.Result{Err: storeError(bh.limit.Algorithm.String(), wk.err)}
+		}
 		return end
 	}
 	for k := range wk.runs {
-		wk.runs[k].results(hits, results)
+		wk.runs[k].results(hits, results, now)
+	}
+	for _, bh := range buckets {
+		res, err := bh.decide()
+		if err != nil {
+			res = limits.Result{Err: storeError(bh.limit.Algorithm.String(), err)}
+		}
+		results[bh.i] = res
 	}
 	back := &work{}
 	for _, wh := range windows {
@@ -338,15 +343,15 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 }
 
 // repeats reports whether a hit of run names a key that a hit of before
-// names, where either of the two is a window hit on its own: its native
-// commands run before the scripts of the pipeline, and a refused one gives
-// its cost back only after it, so that a later hit on its key would see
-// the cost. Script runs are decided in order, one after the other, so two
+// names, where either of the two is a hit on its own decided with native
+// commands (a window or a bucket): those run before the scripts of the
+// pipeline, and a refused window hit gives its cost back only after it, so
+// that a later hit on its key would see the cost. Script runs are decided in order, one after the other, so two
 // of them on one key need no second round. Calls are a few hits long:
 // comparing each pair costs less than a map.
 func repeats(before, run []limits.Hit) bool {
 	native := func(hits []limits.Hit, i int) bool {
-		return isWindow(hits[i].Limit.Algorithm) && !hits[i].Joint && (i == 0 || !hits[i-1].Joint)
+		return hits[i].Limit.Algorithm != limits.SlidingLog && !hits[i].Joint && (i == 0 || !hits[i-1].Joint)
 	}
 	for i := range run {
 		for j := range before {
@@ -392,7 +397,7 @@ const maxClockUncertainty = int64(10 * time.Millisecond / time.Microsecond)
 func storeError(what string, err error) error {
 	var re redis.Error
 	switch {
-	case errors.Is(err, errMalformed), errors.Is(err, errReply):
+	case errors.Is(err, errMalformed), errors.Is(err, errReply), errors.Is(err, errDisagree):
 		return fmt.Errorf("redisstore: %s: %w", what, err)
 	case errors.As(err, &re) && strings.Contains(err.Error(), "not an integer"):
 		return fmt.Errorf("redisstore: %s: %w: %w", what, errMalformed, err)
@@ -421,7 +426,7 @@ func replyOf(cmd *redis.Cmd) reply { return reply{cmd.Val(), cmd.Err()} }
 
 // argsPerHit is the number of ARGV fields of each hit in a run's own script,
 // after now (see lua/run.lua).
-const argsPerHit = 7
+const argsPerHit = 8
 
 // run is one script call: hits[first..last], a single hit or a joint run.
 type run struct {
@@ -437,9 +442,11 @@ type run struct {
 // flusher may still read it after a call whose context ended has returned,
 // and its caller has reused its hits.
 type runHit struct {
+	lim      limits.Limit
 	limit    scriptLimit
 	cost     int64
-	maxDelay int64 // microseconds, 0: no bound
+	maxDelay int64  // microseconds, 0: no bound
+	op       string // a bucket's native operation (luaOp), "" for the others
 }
 
 // scriptLimit is what a script needs of a limit. The batch script takes it
@@ -459,7 +466,7 @@ func (r *run) validate(hits []limits.Hit) error {
 	for i := r.first; i <= r.last; i++ {
 		l := hits[i].Limit
 		err := l.Validate()
-		if err == nil && (int(l.Algorithm) >= len(algorithmLua) || algorithmLua[l.Algorithm] == "") {
+		if err == nil && !l.Algorithm.Implemented() {
 			err = fmt.Errorf("%w: %s", errNoScript, l.Algorithm)
 		}
 		switch {
@@ -479,21 +486,31 @@ func (r *run) prepare(hits []limits.Hit, now string) {
 	if joint {
 		r.script = &jointScript
 	} else {
-		r.script = &scripts[hits[r.first].Limit.Algorithm]
+		r.script = &slidingLogScript
 	}
 	n := r.last - r.first + 1
 	r.now = now
 	r.keys = make([]string, n)
 	r.hits = make([]runHit, n)
+	us, _ := strconv.ParseInt(now, 10, 64)
 	for i, h := range hits[r.first : r.last+1] {
 		l := h.Limit
 		r.keys[i] = h.Key
 		r.hits[i] = runHit{
+			lim:      l,
 			limit:    scriptLimit{l.Algorithm, l.Requests, l.PeriodMicros(), l.Capacity(), l.CountRefused},
 			cost:     h.Cost,
 			maxDelay: h.MaxDelayMicros(),
 		}
+		if isBucket(l.Algorithm) {
+			r.hits[i].op = luaOp(l, h.Cost, us, r.hits[i].maxDelay)
+		}
 	}
+}
+
+// isBucket reports whether a is a token or leaky bucket.
+func isBucket(a limits.Algorithm) bool {
+	return a == limits.TokenBucket || a == limits.LeakyBucket
 }
 
 // args returns the ARGV of the run's own script: now, then argsPerHit
@@ -505,7 +522,7 @@ func (r *run) args() []any {
 	args = append(args, r.now)
 	for _, h := range r.hits {
 		args = append(args, h.limit.algorithm.ShortName(), h.limit.n, h.limit.t, h.limit.b,
-			h.cost, h.maxDelay, h.limit.countRefusedArg())
+			h.cost, h.maxDelay, h.limit.countRefusedArg(), h.op)
 	}
 	return args
 }
@@ -536,12 +553,17 @@ var errReply = errors.New("unexpected script reply")
 // already answered. Those scripts ran and charged; their answers are the
 // truth, and reporting them as failures would apply the failure mode to hits
 // that were decided.
-func (r *run) results(hits []limits.Hit, results []limits.Result) {
+func (r *run) results(hits []limits.Hit, results []limits.Result, now int64) {
 	out := results[r.first : r.last+1]
-	if parseReply(r.reply.val, out) {
+	ok, err := r.parseReply(r.reply.val, out, now)
+	if ok {
 		return
 	}
-	err := r.reply.err
+	if err != nil {
+		r.fail(hits, results, err)
+		return
+	}
+	err = r.reply.err
 	if err == nil {
 		err = fmt.Errorf("%w: %v", errReply, r.reply.val)
 	}
@@ -582,19 +604,39 @@ const replyPerHit = 5
 
 // parseReply reads {allowed, remaining, retry_us, reset_us, delay_us} per hit
 // into out, and reports whether the reply had that shape; out is untouched if
-// not.
-func parseReply(v any, out []limits.Result) bool {
+// not. A bucket's hit answers {allowed, the state as it found it, 0, 0, 0}
+// instead, which it decides here with the Go algorithm at now, as a lone
+// bucket hit is (bucket.go): an error if the script's verdict differs.
+func (r *run) parseReply(v any, out []limits.Result, now int64) (bool, error) {
 	vals, ok := v.([]any)
 	if !ok || len(vals) != replyPerHit*len(out) {
-		return false
+		return false, nil
 	}
-	for _, v := range vals {
-		if _, ok := v.(int64); !ok {
-			return false
+	for i, v := range vals {
+		if _, ok := v.(int64); !ok && !(i%replyPerHit == 1 && isBucket(r.hits[i/replyPerHit].limit.algorithm)) {
+			return false, nil
 		}
 	}
 	for i := range out {
 		n := vals[replyPerHit*i:]
+		h := &r.hits[i]
+		if isBucket(h.limit.algorithm) {
+			raw, _ := n[1].(string)
+			var state limits.State
+			if raw != "" {
+				tat, ok := decodeTAT([]byte(raw))
+				if !ok {
+					return false, fmt.Errorf("%w under key %s", errMalformed, r.keys[i])
+				}
+				state = limits.State{Live: true, TAT: tat}
+			}
+			d := limits.DecideWithin(h.lim, state, h.cost, now, h.maxDelay)
+			if d.Result.Allowed != (n[0].(int64) == 1) {
+				return false, fmt.Errorf("%w: %s, cost %d in a joint run: the script allowed %v", errDisagree, h.lim, h.cost, !d.Result.Allowed)
+			}
+			out[i] = d.Result
+			continue
+		}
 		out[i] = limits.Result{
 			Allowed:    n[0].(int64) == 1,
 			Remaining:  n[1].(int64),
@@ -603,5 +645,5 @@ func parseReply(v any, out []limits.Result) bool {
 			Delay:      time.Duration(n[4].(int64)) * time.Microsecond,
 		}
 	}
-	return true
+	return true, nil
 }

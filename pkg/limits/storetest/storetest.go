@@ -644,8 +644,8 @@ func countRefusedCase() testCase {
 			{cost: 4, want: per{fw: ok(0, s), sw: ok(0, 2*s), tb: ok(0, s), sl: ok(0, s)}},
 			// Counted 5: the sliding window's next one weighs 5 × (T − e')/T
 			// + 1 ≤ 4 from e' = 400 ms; the bucket holds −0.6 tokens, 4.6
-			// from full: 1.15 s, rounded up by a hair of float.
-			{wait: 100 * ms, cost: 1, want: per{fw: no(0, 900*ms, 900*ms), sw: no(0, 1300*ms, 1900*ms), tb: no(0, 400*ms, 1150*ms+us), sl: no(0, 900*ms, s)}},
+			// from full: 1.15 s.
+			{wait: 100 * ms, cost: 1, want: per{fw: no(0, 900*ms, 900*ms), sw: no(0, 1300*ms, 1900*ms), tb: no(0, 400*ms, 1150*ms), sl: no(0, 900*ms, s)}},
 			{wait: untilRetry, cost: 1, want: per{fw: ok(3, s), sw: ok(0, 1600*ms), tb: ok(0, s), sl: ok(2, s)}},
 			// Never fits, charged up to the cap: 8 counted, −4 tokens.
 			{cost: 9, want: per{fw: no(0, 0, s), sw: no(0, 0, 1600*ms), tb: no(0, 0, 2*s), sl: no(0, 0, s)}},
@@ -667,7 +667,7 @@ func countRefusedLeakyCase() testCase {
 			{wait: untilRetry, cost: 1, want: all(later(0, 250*ms, 250*ms))},
 			// Refused past the max delay: still a turn taken.
 			{cost: 1, maxDelay: 100 * ms, want: all(no(0, 650*ms, 500*ms))},
-			// Never fits: charged up to B·I + T = 1.25 s of queue.
+			// Never fits: charged up to (B + N)·I = 1.25 s of queue.
 			{cost: 5, want: all(no(0, 0, s))},
 		},
 	}

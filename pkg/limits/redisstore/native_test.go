@@ -13,14 +13,16 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
-// TestWindowsExactUnderConcurrency: several stores (instances, each with
-// its own connections and clock estimate) and many goroutines each hit one
-// window key, with costs from 1 to 3, peeks and, in the second round,
-// refunds, on Redis's own clock. The allowed costs never add up past N
-// plus what refunds gave back, the counter left in Redis is exactly what
-// the allowed hits and the refunds made it (every refusal's cost given
-// back), and with count_refused every cost is counted, refused or not.
-func TestWindowsExactUnderConcurrency(t *testing.T) {
+// TestNativeExactUnderConcurrency: several stores (instances, each with its
+// own connections and clock estimate) and many goroutines each hit one key
+// decided with native commands, with costs from 1 to 3, peeks and, in the
+// second round, refunds, on Redis's own clock. The allowed costs never add
+// up past N plus what refunds gave back; a window's counter left in Redis
+// is exactly what the allowed hits and the refunds made it (every refusal's
+// cost given back), and with count_refused every cost is counted, refused
+// or not; a bucket's TAT has moved by one interval per allowed unit (its
+// refill over the test is a few thousandths of a token).
+func TestNativeExactUnderConcurrency(t *testing.T) {
 	const (
 		instances  = 3
 		goroutines = 16
@@ -36,10 +38,13 @@ func TestWindowsExactUnderConcurrency(t *testing.T) {
 	}
 	ctx := context.Background()
 	waitPastBoundary(t, c, time.Hour)
-	for _, alg := range []limits.Algorithm{limits.FixedWindow, limits.SlidingWindow} {
+	for _, alg := range []limits.Algorithm{limits.FixedWindow, limits.SlidingWindow, limits.TokenBucket, limits.LeakyBucket} {
 		for _, countRefused := range []bool{false, true} {
 			for _, refunds := range []bool{false, true} {
 				l := limits.Limit{Algorithm: alg, Requests: n, Period: time.Hour, CountRefused: countRefused}
+				if alg == limits.LeakyBucket {
+					l.Burst = n - 1 // a queue of N − 1 behind the request in service
+				}
 				name := fmt.Sprintf("%s/refunds=%v", l, refunds)
 				t.Run(name, func(t *testing.T) {
 					key := "exact:" + name
@@ -55,7 +60,7 @@ func TestWindowsExactUnderConcurrency(t *testing.T) {
 								if refunds && rng.IntN(6) == 0 {
 									cost = -int64(1 + rng.IntN(3))
 								}
-								s.Decide(ctx, []limits.Hit{{Key: key, Limit: l, Cost: cost}}, res)
+								s.Decide(ctx, []limits.Hit{{Key: key, Limit: l, Cost: cost, MaxDelay: time.Hour}}, res)
 								r := res[0]
 								switch {
 								case r.Err != nil:
@@ -73,6 +78,23 @@ func TestWindowsExactUnderConcurrency(t *testing.T) {
 						})
 					}
 					wg.Wait()
+					if a, r := allowed.Load(), refunded.Load(); a > n+r {
+						t.Errorf("allowed %d units, want at most N + refunded = %d", a, n+r)
+					}
+					if isBucket(alg) {
+						raw, err := c.Get(ctx, key).Bytes()
+						tat, ok := decodeTAT(raw)
+						if err != nil || !ok {
+							t.Fatalf("GET %s: %q, %v", key, raw, err)
+						}
+						ahead := tat - time.Now().UnixNano()
+						units := (ahead + limits.Interval(l) - 1) / limits.Interval(l)
+						t.Logf("allowed %d, refunded %d, charged %d, TAT %d intervals ahead", allowed.Load(), refunded.Load(), charged.Load(), units)
+						if !refunds && !countRefused && (units > allowed.Load() || units < allowed.Load()-1) {
+							t.Errorf("TAT %d intervals ahead, want the allowed units, %d", units, allowed.Load())
+						}
+						return
+					}
 					w := floorDiv(time.Now().UnixMicro(), l.PeriodMicros())
 					got, err := c.Get(ctx, windowKey(key, w)).Int64()
 					if err != nil {
@@ -81,9 +103,6 @@ func TestWindowsExactUnderConcurrency(t *testing.T) {
 						t.Fatalf("GET counter: %v", err)
 					}
 					t.Logf("allowed %d, refunded %d, charged %d, counter %d", allowed.Load(), refunded.Load(), charged.Load(), got)
-					if a, r := allowed.Load(), refunded.Load(); a > n+r {
-						t.Errorf("allowed %d units, want at most N + refunded = %d", a, n+r)
-					}
 					switch {
 					case countRefused && !refunds:
 						if got != charged.Load() {

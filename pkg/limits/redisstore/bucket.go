@@ -1,0 +1,257 @@
+package redisstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+)
+
+// A bucket hit (token_bucket, leaky_bucket) on its own is decided with one
+// native command, BITFIELD, on the bucket's one integer: its theoretical
+// arrival time in nanoseconds (limits.State.TAT), kept as an unsigned
+// 63-bit field. BITFIELD runs its operations in one atomic step, and its
+// overflow rules make them conditional:
+//
+//   - under OVERFLOW SAT, INCRBY −now then +now leaves max(tat, now): the
+//     clamp of every GCRA decision;
+//   - under OVERFLOW FAIL, INCRBY (M − bound) fails, changing nothing, when
+//     the value is above bound (M is the field's largest value), and the
+//     next INCRBY (bound − M + d) then fails too; otherwise the two add d.
+//     So "add d if tat ≤ bound" is one pair, and the first reply tells
+//     whether it did;
+//   - under OVERFLOW SAT, INCRBY (d + M − cap) then (cap − M) add d but stop
+//     at cap: a count_refused charge, which consumes down to a period of
+//     debt.
+//
+// The service then decides with limits.DecideWithin on max(tat, now), the
+// second reply, as the embedded store does, and checks that Redis moved
+// the state where the Go algorithm does. A peek, or a hit that can never
+// fit, reads the state with GET. A joint run applies the same operations
+// inside its script (lua/bucket.lua), which undoes them when the run is
+// refused.
+//
+// The instant is the store's estimate of Redis's clock (redisClock),
+// passed as an argument: a native command cannot read TIME.
+
+// maxU63 is the largest value of a BITFIELD u63 field.
+const maxU63 = 1<<63 - 1
+
+// bucketPlan is what a bucket hit asks of Redis.
+type bucketPlan struct {
+	// cond adds the hit's cost in intervals if it fits (its third reply is
+	// 0 when it does not); nil for a hit that can never fit, a peek and a
+	// refund.
+	cond []any
+	// sat moves the state whatever it holds: a refund's, or a count_refused
+	// hit's charge, which a lone hit sends instead of cond (the service
+	// decides on the state it answers) and the joint script runs only when
+	// cond refuses.
+	sat []any
+	// ttl is the PEXPIRE, in milliseconds, that follows: the longest the
+	// state can matter after the hit (it may outlive it, never the other
+	// way round); nx for a refund, which never makes it matter longer.
+	ttl int64
+	nx  bool
+}
+
+// planBucket is the plan of a hit of cost on a bucket of l at now (µs),
+// with the caller's deadline maxDelay (µs, 0: none). A plan with neither
+// cond nor sat only reads the state: a peek, or a hit that can never fit.
+// The bounds mirror tokenBucket and leakyBucket in package limits, which
+// decide the hit; bucketHit.decide checks that they agree.
+func planBucket(l limits.Limit, cost, now, maxDelay int64) bucketPlan {
+	n, b, i := l.Requests, l.Capacity(), limits.Interval(l)
+	leaky := l.Algorithm == limits.LeakyBucket
+	t := now * 1000
+	clamp := []any{"overflow", "sat", "incrby", "u63", 0, -t, "incrby", "u63", 0, t}
+	debt := b + n // the most a token bucket's state may run ahead, in intervals
+	if leaky {
+		debt = b + n + 1
+	}
+	longest := t + (b+n)*i // the latest TAT: a count_refused debt
+	var p bucketPlan
+	fits := cost > 0 && (!leaky && cost <= b || leaky && cost-1 <= b)
+	if fits {
+		// The latest max(tat, now) at which the hit fits.
+		bound := t + (b-cost)*i
+		if leaky {
+			bound = t + (b-cost+1)*i
+			if maxDelay > 0 {
+				bound = min(bound, t+maxDelay*1000)
+			}
+		}
+		p.cond = append(clamp[:len(clamp):len(clamp)], "overflow", "fail", "incrby", "u63", 0, maxU63-bound, "incrby", "u63", 0, bound-maxU63+cost*i)
+	}
+	switch {
+	case cost < 0:
+		p.sat = append(clamp, "incrby", "u63", 0, -min(-cost, debt)*i, "incrby", "u63", 0, -t, "incrby", "u63", 0, t)
+		p.nx = true
+	case cost > 0 && l.CountRefused:
+		d := min(cost, debt) * i
+		p.sat = append(clamp, "incrby", "u63", 0, d+maxU63-longest, "incrby", "u63", 0, longest-maxU63)
+	case !fits:
+		return p // a peek, or a hit that can never fit
+	}
+	if !l.CountRefused {
+		longest = t + b*i
+		if leaky {
+			longest += i
+		}
+	}
+	p.ttl = ttlMillis(ceilDiv(longest-t, 1000))
+	return p
+}
+
+// ceilDiv is ceil(a/b) for a ≥ 0, b > 0.
+func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// bucketHit is one bucket hit on its own.
+type bucketHit struct {
+	i     int // its index in the call's hits and results
+	limit limits.Limit
+	cost  int64
+	now   int64 // µs
+	delay int64 // the caller's deadline, µs (0: none)
+	key   string
+	op    *redis.IntSliceCmd // BITFIELD: a hit that moves the state
+	cond  bool               // op is the plan's cond
+	get   *redis.StringCmd   // GET: a peek, or a hit that can never fit
+}
+
+// newBucketHit queues in wk the commands of hit h at now.
+func newBucketHit(ctx context.Context, i int, h *limits.Hit, now int64, wk *work) *bucketHit {
+	bh := &bucketHit{i: i, limit: h.Limit, cost: h.Cost, now: now, delay: h.MaxDelayMicros(), key: h.Key}
+	p := planBucket(h.Limit, h.Cost, now, bh.delay)
+	args := p.sat
+	if args == nil && p.cond != nil {
+		args, bh.cond = p.cond, true
+	}
+	if args == nil {
+		bh.get = redis.NewStringCmd(ctx, "get", h.Key)
+		wk.cmds = append(wk.cmds, bh.get)
+		return bh
+	}
+	bh.op = redis.NewIntSliceCmd(ctx, append([]any{"bitfield", h.Key}, args...)...)
+	expire := []any{"pexpire", h.Key, p.ttl}
+	if p.nx {
+		expire = append(expire, "nx")
+	}
+	wk.cmds = append(wk.cmds, bh.op, redis.NewIntCmd(ctx, expire...))
+	return bh
+}
+
+// errDisagree marks a state that Redis moved elsewhere than the Go
+// algorithm: a bug, or a key written by another build.
+var errDisagree = errors.New("Redis and the algorithm disagree")
+
+// decide decides the hit from its command's reply.
+func (bh *bucketHit) decide() (limits.Result, error) {
+	var state limits.State
+	var final int64
+	switch {
+	case bh.get != nil:
+		tat, ok, err := tatOf(bh.get)
+		if err != nil {
+			return limits.Result{}, err
+		}
+		state = limits.State{Live: ok, TAT: tat}
+	default:
+		// A reply that arrived wins over the error go-redis sets on every
+		// command of a pipeline that failed part way (see run.results).
+		v := bh.op.Val()
+		if len(v) < 4 {
+			if err := bh.op.Err(); err != nil {
+				return limits.Result{}, err
+			}
+			return limits.Result{}, fmt.Errorf("%w: BITFIELD %v", errReply, v)
+		}
+		if v[1] > bh.now*1000+implausible(bh.limit) {
+			// Not a TAT: BITFIELD reads any string as bits.
+			return limits.Result{}, fmt.Errorf("%w under key %s", errMalformed, bh.key)
+		}
+		state = limits.State{Live: v[1] > bh.now*1000, TAT: v[1]}
+		final = v[len(v)-1]
+	}
+	d := limits.DecideWithin(bh.limit, state, bh.cost, bh.now, bh.delay)
+	switch {
+	case bh.op == nil:
+	case bh.cond && d.Result.Allowed != (bh.op.Val()[2] != 0):
+		return limits.Result{}, fmt.Errorf("%w: %s, cost %d: Redis allowed %v", errDisagree, bh.limit, bh.cost, !d.Result.Allowed)
+	case d.Changed && d.State.TAT != final:
+		return limits.Result{}, fmt.Errorf("%w: %s, cost %d: TAT %d in Redis, %d in Go", errDisagree, bh.limit, bh.cost, final, d.State.TAT)
+	}
+	return d.Result, nil
+}
+
+// implausible is how far ahead of now, in nanoseconds, a bucket's TAT
+// cannot be: twice its longest debt, and a minute for the clocks of
+// instances that disagree.
+func implausible(l limits.Limit) int64 {
+	return 2*(l.Capacity()+l.Requests+1)*limits.Interval(l) + int64(time.Minute)
+}
+
+// tatOf reads a bucket's state from a GET: the u63 field of an 8-byte
+// string, and whether the key exists.
+func tatOf(cmd *redis.StringCmd) (int64, bool, error) {
+	v, err := cmd.Bytes()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return 0, false, nil
+	case err != nil:
+		return 0, false, err
+	}
+	tat, ok := decodeTAT(v)
+	if !ok {
+		return 0, false, fmt.Errorf("%w under key %s", errMalformed, cmd.Args()[1])
+	}
+	return tat, true, nil
+}
+
+// decodeTAT reads the u63 field at offset 0 of a BITFIELD string: its top
+// 63 bits, big-endian.
+func decodeTAT(v []byte) (int64, bool) {
+	if len(v) != 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(v) >> 1), true
+}
+
+// luaOp renders a plan as lua/bucket.lua reads it: "cond|sat|ttl|flags",
+// each list of BITFIELD arguments space-separated, flags "nx", "peek" or
+// empty. A peek runs the plan of a hit of cost 1 and always undoes it, so
+// that the script learns whether one would fit.
+func luaOp(l limits.Limit, cost, now, maxDelay int64) string {
+	flags := ""
+	if cost == 0 {
+		cost, flags = 1, "peek"
+	}
+	p := planBucket(l, cost, now, maxDelay)
+	if p.nx {
+		flags = "nx"
+	}
+	var b strings.Builder
+	for k, args := range [][]any{p.cond, p.sat} {
+		if k > 0 {
+			b.WriteByte('|')
+		}
+		for j, a := range args {
+			if j > 0 {
+				b.WriteByte(' ')
+			}
+			fmt.Fprint(&b, a)
+		}
+	}
+	b.WriteByte('|')
+	b.WriteString(strconv.FormatInt(p.ttl, 10))
+	b.WriteByte('|')
+	b.WriteString(flags)
+	return b.String()
+}

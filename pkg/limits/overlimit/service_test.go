@@ -65,7 +65,9 @@ func TestServiceSameDecisions(t *testing.T) {
 	}
 	// compare sends the request to both services and checks that they
 	// agree; the cached reset may be shorter by the time between the calls
-	// and a store call's latency, never longer.
+	// and a store call's latency, and longer only by the Redis store's
+	// clock uncertainty (its estimate of Redis's TIME is good to half a
+	// round trip, and a later call may use a better sample).
 	compare := func(step string, wantCode rlsv3.RateLimitResponse_Code) {
 		t.Helper()
 		p := call(plain)
@@ -75,7 +77,7 @@ func TestServiceSameDecisions(t *testing.T) {
 				step, p.Code, p.LimitRemaining, c.Code, c.LimitRemaining, wantCode)
 		}
 		pr, cr := p.DurationUntilReset.AsDuration(), c.DurationUntilReset.AsDuration()
-		if cr > pr+time.Millisecond || cr < pr-100*time.Millisecond {
+		if cr > pr+5*time.Millisecond || cr < pr-100*time.Millisecond {
 			t.Fatalf("%s: reset plain %v, cached %v", step, pr, cr)
 		}
 	}

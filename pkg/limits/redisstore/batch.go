@@ -25,9 +25,13 @@ const (
 	BatchOff
 )
 
-// DefaultFlushes is the number of merged pipelines in flight at once when
+// DefaultFlushes is the most merged pipelines in flight at once when
 // Options.Flushes is zero.
 const DefaultFlushes = 4
+
+// minStall is the least time a flush is out before another may start
+// beside it (see batcher).
+const minStall = 500 // µs
 
 // maxBatchRuns bounds the decisions of one merged pipeline; what is left
 // goes with the next flush.
@@ -35,7 +39,13 @@ const maxBatchRuns = 512
 
 // A batcher merges the work of concurrent Decide calls: a call queues its
 // work, and a flusher sends everything queued at once (one write, one
-// read), up to max flushes in flight. The flush's pipeline carries every
+// read). One flush is in flight at a time, so that everything that queues
+// while it is out goes in the next: Redis then reads and answers many
+// decisions per round trip, where its cost is the syscalls of the round
+// trip. A second flush (up to max) starts beside it only once the newest in
+// flight has been out for longer than four round trips (at least minStall),
+// so that a connection that stalls (a lost packet, a slow reply) holds the
+// calls behind it up no longer than that. The flush's pipeline carries every
 // call's native commands and give-backs and, on a single Redis, one call of
 // the batch script for all their script runs, so that Redis also runs one
 // script, not one per run; on a cluster, where the keys of one script must
@@ -56,6 +66,13 @@ type batcher struct {
 	busy   int // flush slots taken, by a call sending its own or a flusher
 	closed bool
 	wg     sync.WaitGroup // one per slot taken
+	// started is when the newest flush in flight started, rtt the moving
+	// average of a flush's round trip, both in µs of the monotonic clock.
+	started, rtt int64
+	// watch fires once a flush has been out too long, so that calls queued
+	// behind a stalled one go out even if no other call arrives to start
+	// one.
+	watch *time.Timer
 
 	// wake hands a slot to one of the flusher goroutines, which live as
 	// long as the batcher: a goroutine started per flush would grow its
@@ -101,14 +118,16 @@ func (b *batcher) do(ctx context.Context, wk *work) bool {
 		b.mu.Unlock()
 		return false
 	}
-	if len(b.queue) == 0 && b.busy < b.max {
+	if len(b.queue) == 0 && b.canStart() {
 		// Nothing to merge with: send at once from this goroutine, in the
 		// slot of a flusher, which starts if calls queue meanwhile.
 		b.busy++
 		b.wg.Add(1)
+		start := b.start()
 		b.mu.Unlock()
 		b.store.exec(ctx, wk)
 		b.mu.Lock()
+		b.done(start)
 		if len(b.queue) > 0 {
 			b.wake <- struct{}{} // never blocks: one token per slot at most
 		} else {
@@ -120,7 +139,7 @@ func (b *batcher) do(ctx context.Context, wk *work) bool {
 	}
 	c := &batchCall{ctx: ctx, work: wk, done: make(chan struct{})}
 	b.queue = append(b.queue, c)
-	if b.busy < b.max {
+	if b.canStart() {
 		b.busy++
 		b.wg.Add(1)
 		b.wake <- struct{}{}
@@ -197,10 +216,8 @@ func (s *Store) exec(ctx context.Context, groups ...*work) {
 	if decisions > 0 {
 		s.onPipeline(decisions)
 	}
-	if probe == nil && s.clock == nil && (!s.cluster || s.redisClock.due()) {
-		// Every pipeline on a single Redis reads TIME: it costs Redis
-		// less than a GET, and its round trip is a sample of the clock.
-		// On a cluster, a probe of a fixed node now and then.
+	if probe == nil && s.clock == nil && s.redisClock.due(s.cluster) {
+		// The pipeline's round trip is a sample of Redis's clock.
 		probe = s.newClockProbe()
 	}
 	pipe := s.client.Pipeline()
@@ -363,6 +380,48 @@ func batchArgs(groups []*work) ([]string, []any) {
 	return keys, append(args, runArgs...)
 }
 
+// canStart reports whether a flush may start now: none is in flight, or
+// the newest has been out too long and a slot is to spare; b.mu is held.
+func (b *batcher) canStart() bool {
+	switch {
+	case b.busy == 0:
+		return true
+	case b.busy >= b.max:
+		return false
+	}
+	return localMicros()-b.started > max(minStall, 4*b.rtt)
+}
+
+// start records that a flush starts, and returns when; b.mu is held.
+func (b *batcher) start() int64 {
+	b.started = localMicros()
+	d := time.Duration(max(minStall, 4*b.rtt)+1) * time.Microsecond
+	if b.watch == nil {
+		b.watch = time.AfterFunc(d, b.unstall)
+	} else {
+		b.watch.Reset(d)
+	}
+	return b.started
+}
+
+// unstall starts a flush beside those in flight if calls are queued and
+// canStart allows it.
+func (b *batcher) unstall() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.closed && b.busy > 0 && len(b.queue) > 0 && b.canStart() {
+		b.busy++
+		b.wg.Add(1)
+		b.wake <- struct{}{}
+	}
+}
+
+// done records the round trip of a flush that started at start; b.mu is
+// held.
+func (b *batcher) done(start int64) {
+	b.rtt += (localMicros() - start - b.rtt) / 8
+}
+
 // flusher sends what is queued until the queue is empty.
 func (b *batcher) flusher() {
 	defer b.wg.Done()
@@ -374,8 +433,12 @@ func (b *batcher) flusher() {
 			b.mu.Unlock()
 			return
 		}
+		start := b.start()
 		b.mu.Unlock()
 		b.flush(batch)
+		b.mu.Lock()
+		b.done(start)
+		b.mu.Unlock()
 	}
 }
 
@@ -448,6 +511,9 @@ func (b *batcher) close() {
 		return
 	}
 	b.closed = true
+	if b.watch != nil {
+		b.watch.Stop()
+	}
 	b.mu.Unlock()
 	b.wg.Wait()
 	close(b.wake)

@@ -309,3 +309,47 @@ func TestBatchScriptFormat(t *testing.T) {
 		t.Errorf("a refused batch wrote %d keys", n)
 	}
 }
+
+// holdFirst holds the first pipeline until release is closed.
+type holdFirst struct {
+	n       atomic.Int64
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (*holdFirst) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*holdFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *holdFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.n.Add(1) == 1 {
+			close(h.held)
+			<-h.release
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestBatchStall: one flush is in flight at a time, but a call queued
+// behind one that stalls goes out in a second flush once the first has been
+// out too long, without another call arriving to start it.
+func TestBatchStall(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout})
+	h := &holdFirst{held: make(chan struct{}), release: make(chan struct{})}
+	c.AddHook(h)
+	s := New(c, Options{Clock: fixedClock(1_767_225_600_000_000).Clock, Flushes: 2})
+	defer s.Close()
+	l := hourly(limits.FixedWindow, 5)
+	var wg sync.WaitGroup
+	wg.Go(func() { decideOne(t, s, limits.Hit{Key: "stalled", Limit: l, Cost: 1}) })
+	<-h.held
+	start := time.Now()
+	if r := decideOne(t, s, limits.Hit{Key: "behind", Limit: l, Cost: 1}); r.Err != nil || !r.Allowed {
+		t.Errorf("the call behind the stalled flush: got %+v, want allowed", r)
+	}
+	if d := time.Since(start); d > 200*time.Millisecond {
+		t.Errorf("the call behind the stalled flush took %s", d)
+	}
+	close(h.release)
+	wg.Wait()
+}

@@ -85,16 +85,28 @@ func (c *redisClock) now() (now, uncertainty int64, ok bool) {
 	return local + c.best.off, c.bound(c.best, local), true
 }
 
-// probeEvery is how often a cluster's pipelines carry a clock probe: the
-// probe is a script call, on one node, where a single Redis's TIME is a
-// command of every pipeline.
-const probeEvery = int64(100 * time.Millisecond / time.Microsecond)
+// probeEvery and clusterProbeEvery are how often pipelines carry a clock
+// probe, in microseconds:
+// on a single Redis TIME, at most every other millisecond (a sample is a
+// command and a reply: under load, many pipelines share each); on a
+// cluster a script call on one node, ten times a second. Either keeps the
+// estimate's bound near the fastest recent round trip (maxDrift adds a
+// microsecond per 10 ms of a sample's age).
+const (
+	probeEvery        = int64(2 * time.Millisecond / time.Microsecond)
+	clusterProbeEvery = int64(100 * time.Millisecond / time.Microsecond)
+)
 
-// due reports whether the last sample is older than probeEvery.
-func (c *redisClock) due() bool {
+// due reports whether the last sample is older than probeEvery (or, for a
+// cluster, clusterProbeEvery).
+func (c *redisClock) due(cluster bool) bool {
+	every := probeEvery
+	if cluster {
+		every = clusterProbeEvery
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return !c.ok || localMicros()-c.last >= probeEvery
+	return !c.ok || localMicros()-c.last >= every
 }
 
 // clockProbe asks Redis's TIME within a pipeline: TIME itself on a single

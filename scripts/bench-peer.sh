@@ -1,0 +1,198 @@
+#!/usr/bin/env bash
+# Side by side: envoy-rls and envoyproxy/ratelimit (the binary PEER_RLS_BIN)
+# on one redis-server, loaded by the same generator (bin/rls-bench) with the
+# same limits (10^9 per second, so that nothing is refused), on loopback:
+#   - the floor: a no-op RateLimitService in a process of its own;
+#   - envoyproxy/ratelimit: its fixed window (INCRBY + EXPIRE per
+#     descriptor; refused hits count), with its defaults;
+#   - envoy-rls: fixed_window with count_refused (the same semantics, the
+#     row to compare), then token_bucket and sliding_window (its own
+#     semantics: refused hits do not count);
+# for each number of callers, the services one after the other, each point
+# BENCH_ROUNDS times in turn. It prints a Markdown table: throughput and p99
+# (and their ratios to the floor), Redis's CPU per decision and the
+# service's, from /proc/PID/stat, and then envoy-rls's ratios to
+# envoyproxy/ratelimit, point by point.
+#
+#   PEER_RLS_BIN=/path/to/ratelimit scripts/bench-peer.sh
+#   PEER_RLS_BIN=… BENCH_DURATION=2s BENCH_ALGORITHMS=fixed_window scripts/bench-peer.sh   # a quick check
+#
+# BENCH_DURATION (5s), BENCH_CONCURRENCY ("16 64"), BENCH_KEYS (10000),
+# BENCH_ROUNDS (1) and BENCH_ALGORITHMS (envoy-rls's rows: "fixed_window
+# token_bucket sliding_window"; fixed_window is count_refused) narrow it
+# down or repeat it. Needs Go, jq and redis-server; everything it starts is
+# stopped on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PEER="${PEER_RLS_BIN:-}"
+[[ -n "$PEER" && -x "$PEER" ]] || { echo "bench-peer.sh: PEER_RLS_BIN must name the envoyproxy/ratelimit binary" >&2; exit 1; }
+DURATION="${BENCH_DURATION:-5s}"
+CONCURRENCY="${BENCH_CONCURRENCY:-16 64}"
+KEYS="${BENCH_KEYS:-10000}"
+ROUNDS="${BENCH_ROUNDS:-1}"
+ALGORITHMS="${BENCH_ALGORITHMS:-fixed_window token_bucket sliding_window}"
+for tool in go jq redis-server; do
+	command -v "$tool" >/dev/null || { echo "bench-peer.sh: $tool is required" >&2; exit 1; }
+done
+
+tmp="$(mktemp -d)"
+pids=()
+cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# stop PID: ends one process this script started.
+stop() {
+	kill "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+	local p keep=()
+	for p in "${pids[@]}"; do [[ "$p" == "$1" ]] || keep+=("$p"); done
+	pids=("${keep[@]}")
+}
+
+# free_port: a loopback TCP port nothing listens on.
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 40000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+}
+
+# wait_port PORT PID: until something listens on PORT (10 s), or PID died.
+wait_port() {
+	local i
+	for i in $(seq 100); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+		kill -0 "$2" 2>/dev/null || { echo "bench-peer.sh: process $2 exited before listening on $1" >&2; return 1; }
+		sleep 0.1
+	done
+	echo "bench-peer.sh: nothing listens on $1 after 10 s" >&2
+	return 1
+}
+
+echo "building bin/envoy-rls and bin/rls-bench…" >&2
+mkdir -p bin
+go build -o bin/envoy-rls ./cmd/envoy-rls
+go build -o bin/rls-bench ./cmd/rls-bench
+
+cat >"$tmp/envoy-rls.yaml" <<'YAML'
+domain: bench
+descriptors:
+  - key: fixed_window
+    rate_limit: {name: fw, algorithm: fixed_window, count_refused: true, unit: second, requests_per_unit: 1000000000}
+  - key: token_bucket
+    rate_limit: {name: tb, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000, burst: 1000000000}
+  - key: sliding_window
+    rate_limit: {name: sw, algorithm: sliding_window, unit: second, requests_per_unit: 1000000000}
+YAML
+mkdir -p "$tmp/runtime/ratelimit/config"
+cat >"$tmp/runtime/ratelimit/config/bench.yaml" <<'YAML'
+domain: bench
+descriptors:
+  - key: fixed_window
+    rate_limit:
+      unit: second
+      requests_per_unit: 1000000000
+YAML
+
+redis_port="$(free_port)"
+redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --logfile "$tmp/redis.log" &
+redis_pid=$!
+pids+=("$redis_pid")
+wait_port "$redis_port" "$redis_pid"
+
+noop_port="$(free_port)"
+bin/rls-bench -serve-noop "127.0.0.1:$noop_port" 2>/dev/null &
+noop_pid=$!
+pids+=("$noop_pid")
+wait_port "$noop_port" "$noop_pid"
+
+# start_envoy_rls / start_peer: the service on a free port; sets svc_pid,
+# svc_port.
+start_envoy_rls() {
+	svc_port="$(free_port)"
+	bin/envoy-rls -config "$tmp/envoy-rls.yaml" -grpc-addr "127.0.0.1:$svc_port" -http-addr "127.0.0.1:$(free_port)" \
+		-debug-addr "" -log-level error -redis-url "redis://127.0.0.1:$redis_port" 2>"$tmp/envoy-rls.log" &
+	svc_pid=$!
+	pids+=("$svc_pid")
+	wait_port "$svc_port" "$svc_pid" || { cat "$tmp/envoy-rls.log" >&2; exit 1; }
+}
+start_peer() {
+	svc_port="$(free_port)"
+	env USE_STATSD=false LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$redis_port" \
+		RUNTIME_ROOT="$tmp/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
+		PORT="$(free_port)" GRPC_PORT="$svc_port" DEBUG_PORT="$(free_port)" "$PEER" >"$tmp/peer.log" 2>&1 &
+	svc_pid=$!
+	pids+=("$svc_pid")
+	wait_port "$svc_port" "$svc_pid" || { cat "$tmp/peer.log" >&2; exit 1; }
+}
+
+# point C K ALGO PID…: one rls-bench run against svc_port (the no-op's port
+# for the floor); its JSON goes to stdout.
+point() {
+	local c="$1" k="$2" algo="$3" port="$4"
+	shift 4
+	bin/rls-bench -json -duration "$DURATION" -addr "127.0.0.1:$port" -concurrency "$c" -keys "$k" -domain bench \
+		-descriptor "$algo=k{n}" -pids "$(IFS=,; echo "$*")"
+}
+
+rows=()
+ratios=()
+# row SERVICE ALGO C K JSON FLOORJSON: a line of the table.
+row() {
+	jq -r --arg svc "$1" --arg algo "$2" --arg c "$3" --arg k "$4" --argjson f "$6" '
+		def r2: (. * 100 | round) / 100;
+		"| \($svc) | \($algo) | \($k) | \($c) | \(.throughput|floor) | \(.throughput / $f.throughput | r2) | \(.latency.p99_us|round) | \(.latency.p99_us / $f.latency.p99_us | r2) | \(.errors)\(if .over_limit > 0 then " (\(.over_limit) over limit)" else "" end) | \(if (.cpu|length) > 1 then (.cpu[1].cpu_us_per_decision | r2) else "–" end) | \(.cpu[0].cpu_us_per_decision | r2) |"' <<<"$5"
+}
+
+for round in $(seq "$ROUNDS"); do
+	for c in $CONCURRENCY; do
+		for k in $KEYS; do
+			echo "round $round, $c callers, $k keys…" >&2
+			floor="$(point "$c" "$k" fixed_window "$noop_port" "$noop_pid")"
+			rows+=("$(jq -r --arg c "$c" --arg k "$k" '"| no-op floor | – | \($k) | \($c) | \(.throughput|floor) | 1.00 | \(.latency.p99_us|round) | 1.00 | \(.errors) | – | \(.cpu[0].cpu_us_per_decision*100|round/100) |"' <<<"$floor")")
+
+			start_peer
+			peer="$(point "$c" "$k" fixed_window "$svc_port" "$svc_pid" "$redis_pid")"
+			stop "$svc_pid"
+			rows+=("$(row "envoyproxy/ratelimit" "fixed_window (refused count)" "$c" "$k" "$peer" "$floor")")
+			echo "  envoyproxy/ratelimit: $(jq -r '"\(.throughput|floor)/s p99 \(.latency.p99_us)µs Redis \(.cpu[1].cpu_us_per_decision)µs"' <<<"$peer")" >&2
+
+			start_envoy_rls
+			for algo in $ALGORITHMS; do
+				out="$(point "$c" "$k" "$algo" "$svc_port" "$svc_pid" "$redis_pid")"
+				label="$algo"
+				[[ "$algo" == fixed_window ]] && label="fixed_window count_refused"
+				rows+=("$(row envoy-rls "$label" "$c" "$k" "$out" "$floor")")
+				ratios+=("$(jq -r --arg algo "$label" --arg c "$c" --arg k "$k" --argjson p "$peer" '
+					def r2: (. * 100 | round) / 100;
+					"| \($algo) | \($k) | \($c) | \(.cpu[1].cpu_us_per_decision / $p.cpu[1].cpu_us_per_decision | r2) | \(.throughput / $p.throughput | r2) | \(.latency.p99_us / $p.latency.p99_us | r2) |"' <<<"$out")")
+				echo "  envoy-rls $algo: $(jq -r '"\(.throughput|floor)/s p99 \(.latency.p99_us)µs Redis \(.cpu[1].cpu_us_per_decision)µs"' <<<"$out")" >&2
+			done
+			stop "$svc_pid"
+		done
+	done
+done
+
+echo
+echo "$(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(go version | cut -d' ' -f3), $(redis-server --version | cut -d' ' -f3), $DURATION per point, $ROUNDS round(s)"
+echo
+echo "| service | algorithm | keys | callers | calls/s | × floor | p99 µs | × floor | errors | Redis CPU µs/decision | service CPU µs/decision |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"
+printf '%s\n' "${rows[@]}"
+echo
+echo "envoy-rls against envoyproxy/ratelimit in the same round:"
+echo
+echo "| envoy-rls algorithm | keys | callers | Redis CPU per decision | throughput | p99 |"
+echo "|---|---:|---:|---:|---:|---:|"
+printf '%s\n' "${ratios[@]}"

@@ -39,18 +39,16 @@ const maxBatchRuns = 512
 
 // A batcher merges the work of concurrent Decide calls: a call queues its
 // work, and a flusher sends everything queued at once (one write, one
-// read). One flush is in flight at a time, so that everything that queues
+// read): the native commands of every call, and the script of each joint
+// run. One flush is in flight at a time, so that everything that queues
 // while it is out goes in the next: Redis then reads and answers many
 // decisions per round trip, where its cost is the syscalls of the round
 // trip. A second flush (up to max) starts beside it only once the newest in
 // flight has been out for longer than four round trips (at least minStall),
 // so that a connection that stalls (a lost packet, a slow reply) holds the
 // calls behind it up no longer than that. The flush's pipeline carries every
-// call's native commands and give-backs and, on a single Redis, one call of
-// the batch script for all their script runs, so that Redis also runs one
-// script, not one per run; on a cluster, where the keys of one script must
-// share a slot, each run goes with its own script, and the client splits
-// the pipeline by node. A flusher wakes when a call queues and a slot is to
+// call's native commands, give-backs and joint runs' scripts; on a cluster
+// the client splits it by node. A flusher wakes when a call queues and a slot is to
 // spare, and goes on with whatever queued while its previous pipeline was
 // out, until the queue is empty: no timer, so a call on an idle store goes
 // out at once, and under load the batches grow with the time a round trip
@@ -198,11 +196,10 @@ func (c *scriptCall) count() (int64, error) {
 }
 
 // exec sends the work of every group as one pipeline, fills it, and feeds
-// the TIME it carries to the clock. On a single Redis, it carries TIME, the
-// groups' commands and script calls, and a lone run with its own script or
-// more runs with the batch script; on a cluster, each run with its own
-// script. Script calls answered NOSCRIPT go again with EVAL, in a second
-// pipeline.
+// the TIME it carries, if it is time for one, to the clock: the groups'
+// native commands, their script calls (give-backs) and each joint run with
+// the joint script. Script calls answered NOSCRIPT go again with EVAL, in a
+// second pipeline.
 func (s *Store) exec(ctx context.Context, groups ...*work) {
 	nruns, decisions := 0, 0
 	var probe *clockProbe
@@ -236,36 +233,15 @@ func (s *Store) exec(ctx context.Context, groups ...*work) {
 		}
 		calls = append(calls, g.scripts...)
 	}
-	// The runs go as script calls too: a joint run with its own script,
-	// and the sliding log hits each with theirs, or all of them with the
-	// batch script on a single Redis, whose reply is then split.
-	singles := 0
-	for _, g := range groups {
-		for k := range g.runs {
-			if g.runs[k].first == g.runs[k].last {
-				singles++
-			}
-		}
-	}
-	merge := singles > 1 && !s.cluster
-	var batch *scriptCall
+	// Each joint run goes with its own script (its keys share one slot).
 	runCalls := make([]*scriptCall, 0, nruns)
 	for _, g := range groups {
 		for k := range g.runs {
 			r := &g.runs[k]
-			if merge && r.first == r.last {
-				runCalls = append(runCalls, nil)
-				continue
-			}
 			runCalls = append(runCalls, &scriptCall{sc: r.script, keys: r.keys, args: r.args()})
-			calls = append(calls, runCalls[len(runCalls)-1])
 		}
 	}
-	if merge {
-		keys, args := batchArgs(groups)
-		batch = &scriptCall{sc: &batchScript, keys: keys, args: args}
-		calls = append(calls, batch)
-	}
+	calls = append(calls, runCalls...)
 	for _, c := range calls {
 		c.cmd = pipe.EvalSha(ctx, c.sc.sha, c.keys, c.args...)
 	}
@@ -291,93 +267,10 @@ func (s *Store) exec(ctx context.Context, groups ...*work) {
 	i := 0
 	for _, g := range groups {
 		for k := range g.runs {
-			if c := runCalls[i]; c != nil {
-				g.runs[k].reply = replyOf(c.cmd)
-			}
+			g.runs[k].reply = replyOf(runCalls[i].cmd)
 			i++
 		}
 	}
-	if batch != nil {
-		splitBatch(groups, singles, replyOf(batch.cmd))
-	}
-}
-
-// splitBatch hands each single-hit run of groups its part of the batch
-// script's reply.
-func splitBatch(groups []*work, nruns int, rep reply) {
-	vals, ok := rep.val.([]any)
-	if rep.err == nil && (!ok || len(vals) != nruns) {
-		rep.err = fmt.Errorf("%w: %d runs, %v", errReply, nruns, rep.val)
-	}
-	i := 0
-	for _, g := range groups {
-		for k := range g.runs {
-			r := &g.runs[k]
-			if r.first != r.last {
-				continue
-			}
-			switch {
-			case rep.err != nil:
-				r.reply = reply{err: rep.err}
-			default:
-				if err, ok := vals[i].(error); ok {
-					r.reply = reply{err: err}
-				} else {
-					r.reply = reply{val: vals[i]}
-				}
-			}
-			i++
-		}
-	}
-}
-
-// batchArgs lays out the runs of groups as lua/batch.lua reads them: KEYS,
-// the keys of every run in order; ARGV, the number of distinct limits, five
-// fields per limit (algorithm, N, T in microseconds, B, count_refused), then
-// for each run its now ("": Redis's TIME), its number of hits and three
-// fields per hit (its limit's index from 1, cost, the longest delay in
-// microseconds). A limit's fields go once per flush rather than once per
-// hit: in a flush of many hits on few limits, Redis parses five arguments
-// fewer per decision, and the client boxes none of them.
-func batchArgs(groups []*work) ([]string, []any) {
-	nkeys, nruns := 0, 0
-	for _, g := range groups {
-		for k := range g.runs {
-			if g.runs[k].first == g.runs[k].last {
-				nruns++
-				nkeys++
-			}
-		}
-	}
-	keys := make([]string, 0, nkeys)
-	index := make(map[scriptLimit]int, 4)
-	var distinct []scriptLimit
-	runArgs := make([]any, 0, 2*nruns+3*nkeys)
-	for _, g := range groups {
-		for k := range g.runs {
-			r := &g.runs[k]
-			if r.first != r.last {
-				continue // a joint run goes with its own script
-			}
-			keys = append(keys, r.keys...)
-			runArgs = append(runArgs, r.now, len(r.hits))
-			for _, h := range r.hits {
-				i, ok := index[h.limit]
-				if !ok {
-					distinct = append(distinct, h.limit)
-					i = len(distinct)
-					index[h.limit] = i
-				}
-				runArgs = append(runArgs, i, h.cost, h.maxDelay)
-			}
-		}
-	}
-	args := make([]any, 0, 1+5*len(distinct)+len(runArgs))
-	args = append(args, len(distinct))
-	for _, l := range distinct {
-		args = append(args, l.algorithm.ShortName(), l.n, l.t, l.b, l.countRefusedArg())
-	}
-	return keys, append(args, runArgs...)
 }
 
 // canStart reports whether a flush may start now: none is in flight, or

@@ -151,8 +151,8 @@ func newSingleClient(o ClientOptions, timeout time.Duration) (*redis.Client, err
 }
 
 // newFailoverClient is a client of the master that the Sentinels name,
-// tuned as a single Redis is. The master is one Redis, so a merged flush
-// still runs as one batch script.
+// tuned as a single Redis is. The master is one Redis, so concurrent calls
+// still share one pipeline.
 func newFailoverClient(o ClientOptions, timeout time.Duration) (*redis.Client, error) {
 	u, err := universalOptions(o, timeout)
 	if err != nil {

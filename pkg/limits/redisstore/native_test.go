@@ -21,7 +21,8 @@ import (
 // is exactly what the allowed hits and the refunds made it (every refusal's
 // cost given back), and with count_refused every cost is counted, refused
 // or not; a bucket's TAT has moved by one interval per allowed unit (its
-// refill over the test is a few thousandths of a token).
+// refill over the test is a few thousandths of a token), and a sliding
+// log holds a member per allowed unit.
 func TestNativeExactUnderConcurrency(t *testing.T) {
 	const (
 		instances  = 3
@@ -38,7 +39,7 @@ func TestNativeExactUnderConcurrency(t *testing.T) {
 	}
 	ctx := context.Background()
 	waitPastBoundary(t, c, time.Hour)
-	for _, alg := range []limits.Algorithm{limits.FixedWindow, limits.SlidingWindow, limits.TokenBucket, limits.LeakyBucket} {
+	for _, alg := range implemented {
 		for _, countRefused := range []bool{false, true} {
 			for _, refunds := range []bool{false, true} {
 				l := limits.Limit{Algorithm: alg, Requests: n, Period: time.Hour, CountRefused: countRefused}
@@ -80,6 +81,17 @@ func TestNativeExactUnderConcurrency(t *testing.T) {
 					wg.Wait()
 					if a, r := allowed.Load(), refunded.Load(); a > n+r {
 						t.Errorf("allowed %d units, want at most N + refunded = %d", a, n+r)
+					}
+					if alg == limits.SlidingLog {
+						got := c.ZCard(ctx, key).Val()
+						t.Logf("allowed %d, refunded %d, charged %d, %d members", allowed.Load(), refunded.Load(), charged.Load(), got)
+						switch {
+						case !refunds && !countRefused && got != allowed.Load():
+							t.Errorf("%d members, want the allowed costs, %d (every refusal taken out)", got, allowed.Load())
+						case got > 2*n:
+							t.Errorf("%d members, above 2N", got)
+						}
+						return
 					}
 					if isBucket(alg) {
 						raw, err := c.Get(ctx, key).Bytes()

@@ -1,30 +1,30 @@
 // Package redisstore is the Redis implementation of limits.Store, shared by
 // every instance of the service.
 //
-// A hit on its own is decided with native commands wherever its algorithm
-// allows: a window (fixed_window, sliding_window) is a counter per window
-// that INCRBY charges (window.go), a bucket (token_bucket, leaky_bucket)
-// one integer that a BITFIELD moves in one atomic step (bucket.go), and
-// the decision itself is made here, with the Go algorithm of package
-// limits, on the state Redis answered: the embedded store decides with the
-// same function, so both make identical decisions. A sliding log hit runs
-// a Lua function that mirrors its Go function operation for operation, and
-// so does a joint run (the limits of one descriptor, whose keys share a
-// hash tag): its windows in Lua, its buckets with their native operations
-// inside the script, which undoes them if the run is refused. A function
-// decides without writing and hands back the write that would store its
-// new state; the tail of the script (lua/run.lua) applies the writes once
-// every hit of the run is decided. So a decision is atomic on a single
-// Redis and on a Redis Cluster alike. On a single Redis, where keys need
-// not share a slot, the commands of concurrent calls share one pipeline,
-// and their sliding log hits one batch script (lua/batch.lua), so that
-// Redis pays for one round trip and one script call per merged pipeline.
+// A hit on its own is decided with Redis's native commands, no script: a
+// window (fixed_window, sliding_window) is a counter per window that INCRBY
+// charges (window.go), a bucket (token_bucket, leaky_bucket) one integer
+// that a BITFIELD moves in one atomic step (bucket.go), a sliding log a
+// sorted set of one member per unit it counts, which ZADD charges and ZCARD
+// counts (log.go). The decision itself is made here, with the Go algorithm
+// of package limits, on the state Redis answered: the embedded store
+// decides with the same functions, so both make identical decisions. A
+// refused window or log hit is undone in a second round trip before Decide
+// returns. A run of joint hits (the limits of one descriptor, whose keys
+// share a hash tag) is one Lua script (lua/run.lua), so that it is charged
+// all or nothing: its windows and log are Lua functions that mirror their
+// Go functions operation for operation, its buckets the same BITFIELD
+// operations as a lone hit's, undone if the run is refused. So a decision
+// is atomic on a single Redis and on a Redis Cluster alike. On a single
+// Redis, where keys need not share a slot, the commands of concurrent calls
+// share one pipeline, so that Redis pays for one round trip for all of
+// them.
 //
 // Native commands cannot read TIME: they take the instant from the store's
-// estimate of the Redis server's clock (clock.go), which the TIME that
-// every pipeline on a single Redis carries keeps within half a round trip;
-// joint runs take the same instant. A lone sliding log hit reads TIME in
-// its script. Instances with skewed clocks still agree.
+// estimate of the Redis server's clock (clock.go), which the TIME that a
+// pipeline on a single Redis carries every 2 ms keeps within half a round
+// trip; joint runs take the same instant. Instances with skewed clocks
+// still agree.
 //
 // State is kept compactly, with a TTL no shorter than the time after which
 // the state is equivalent to an absent key (rounded up to the millisecond):
@@ -36,26 +36,20 @@
 //	token_bucket    an unsigned 63-bit BITFIELD: the instant in ns at which
 //	leaky_bucket    the bucket is full again (the queue empty), expiring
 //	                at the latest instant that can be
-//	sliding_log     sorted set, one entry per allowed hit: score = its instant
-//	                in µs, member = L start ":" cost, where start is the sum
-//	                of the costs before it and L a letter for the length of
-//	                start ('a' = 1 digit)
+//	sliding_log     a sorted set, one member per unit of cost counted,
+//	                scored by its hit's instant in µs, named uniquely by the
+//	                instance that added it; expiring T after the newest
+//	                (a second at least)
 //
-// A sliding log's entries are contiguous ranges [start, start+cost), so the
-// total inside the window is the end of the newest entry minus the start of
-// the oldest one after now−T: two lookups whatever the size of the set, and
-// no second key to keep in step with it (nor to keep in its slot). start also
-// makes every member unique, and its length letter keeps the entries of one
-// instant in the order of the Go log. Entries that have left the window are
-// removed when the key is next written; a refusal's wait and a refund walk
-// the set from the oldest or the newest entry, a page at a time.
+// Members that have left a sliding log's window are removed when the key is
+// next charged; a refund pops the newest members.
 //
 // A peek (cost 0) or a refused hit writes nothing (unless its limit counts
-// refused hits; a window's refused hit is counted, then given back); a
+// refused hits; a refused window or log hit is counted, then undone); a
 // state equivalent to an absent key is deleted, or left to expire.
 //
-// The store is tested on Redis 7.0 and later; PEXPIRE … NX needs 7.0, the
-// sliding log's ZRANGE BYSCORE … LIMIT 6.2.
+// The store is tested on Redis 7.0 and later; PEXPIRE … NX needs 7.0,
+// ZRANGE … BYSCORE REV LIMIT 6.2.
 package redisstore
 
 import (
@@ -93,8 +87,6 @@ var (
 	runLua string
 	//go:embed lua/single.lua
 	singleLua string
-	//go:embed lua/batch.lua
-	batchLua string
 	//go:embed lua/fixed_window.lua
 	fixedWindowLua string
 	//go:embed lua/sliding_window.lua
@@ -122,15 +114,10 @@ func newScript(tail string, algorithms ...string) script {
 }
 
 var (
-	// slidingLogScript decides a sliding log hit on its own.
-	slidingLogScript = newScript(singleLua, slidingLogLua)
 	// jointScript decides a run of joint hits, whatever their algorithms:
 	// the windows and the sliding log in Lua, the buckets with their
 	// native operations (bucket.lua).
 	jointScript = newScript(singleLua, fixedWindowLua, slidingWindowLua, slidingLogLua, bucketLua)
-	// batchScript decides many sliding log hits, each on its own, on a
-	// single Redis.
-	batchScript = newScript(batchLua, slidingLogLua)
 	// giveBackScript takes units back from a window's counter.
 	giveBackScript = script{src: giveBackLua, sha: redis.NewScript(giveBackLua).Hash()}
 )
@@ -158,6 +145,7 @@ type Options struct {
 // Store decides hits in Redis. It is safe for concurrent use by many
 // goroutines, as is the client it wraps.
 type Store struct {
+	members    *logMembers // names of the sliding log members this store adds
 	client     redisClient
 	cluster    bool
 	clock      func() int64 // Options.Clock
@@ -175,7 +163,7 @@ func New(client redisClient, opts Options) *Store {
 		onPipeline = func(int) {}
 	}
 	_, cluster := client.(*redis.ClusterClient)
-	s := &Store{client: client, cluster: cluster, clock: opts.Clock, onPipeline: onPipeline}
+	s := &Store{members: newLogMembers(), client: client, cluster: cluster, clock: opts.Clock, onPipeline: onPipeline}
 	if opts.Batching == BatchOn || opts.Batching == BatchAuto && !cluster {
 		s.batch = newBatcher(s, opts.Flushes)
 	}
@@ -241,22 +229,19 @@ func (s *Store) Decide(ctx context.Context, hits []limits.Hit, results []limits.
 		}
 		return
 	}
-	luaNow := ""
-	if s.clock != nil {
-		luaNow = strconv.FormatInt(now, 10)
-	}
 	for first := 0; first < len(hits); {
-		first = s.decideRound(ctx, hits, results, first, now, luaNow)
+		first = s.decideRound(ctx, hits, results, first, now)
 	}
 }
 
 // decideRound decides the runs of hits from first on, up to the first run
 // that names a key an earlier one of the round names, and returns where it
 // stopped.
-func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []limits.Result, first int, now int64, luaNow string) int {
+func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []limits.Result, first int, now int64) int {
 	wk := &work{}
 	var windows []*windowHit
 	var buckets []*bucketHit
+	var logs []*logHit
 	end := first
 	for end < len(hits) {
 		last := end
@@ -275,25 +260,23 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 			continue
 		}
 		if r.first == r.last {
-			switch hits[r.first].Limit.Algorithm {
+			h := &hits[r.first]
+			switch h.Limit.Algorithm {
 			case limits.FixedWindow, limits.SlidingWindow:
-				windows = append(windows, newWindowHit(ctx, r.first, &hits[r.first], now, wk))
-				continue
+				windows = append(windows, newWindowHit(ctx, r.first, h, now, wk))
 			case limits.TokenBucket, limits.LeakyBucket:
-				buckets = append(buckets, newBucketHit(ctx, r.first, &hits[r.first], now, wk))
-				continue
+				buckets = append(buckets, newBucketHit(ctx, r.first, h, now, wk))
+			default:
+				logs = append(logs, newLogHit(ctx, r.first, h, now, s.members, wk))
 			}
+			continue
 		}
-		runNow := luaNow
-		if r.last > r.first {
-			// A joint run decides its windows at the instant their keys
-			// were chosen for.
-			runNow = strconv.FormatInt(now, 10)
-		}
-		r.prepare(hits, runNow)
+		// A joint run decides at the instant its windows' keys were
+		// chosen for.
+		r.prepare(hits, strconv.FormatInt(now, 10), s.members)
 		wk.runs = append(wk.runs, r)
 	}
-	wk.decisions = len(windows) + len(buckets) + len(wk.runs)
+	wk.decisions = len(windows) + len(buckets) + len(logs) + len(wk.runs)
 	if wk.decisions == 0 {
 		return end
 	}
@@ -304,11 +287,15 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 		for k := range wk.runs {
 			wk.runs[k].fail(hits, results, wk.err)
 		}
-		for _, wh := range windows {
-			results[wh.i] = limits.Result{Err: storeError(wh.limit.Algorithm.String(), wk.err)}
+		fail := func(i int, l limits.Limit) { results[i] = limits.Result{Err: storeError(l.Algorithm.String(), wk.err)} }
+		for _, h := range windows {
+			fail(h.i, h.limit)
 		}
-		for _, bh := range buckets {
-			results[bh.i] = limits.Result{Err: storeError(bh.limit.Algorithm.String(), wk.err)}
+		for _, h := range buckets {
+			fail(h.i, h.limit)
+		}
+		for _, h := range logs {
+			fail(h.i, h.limit)
 		}
 		return end
 	}
@@ -322,6 +309,8 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 		}
 		results[bh.i] = res
 	}
+	// back gives refused window hits their cost back and takes refused log
+	// hits' members out, then reads what their answers need.
 	back := &work{}
 	for _, wh := range windows {
 		res, giveBack, err := wh.decide()
@@ -334,24 +323,64 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 			back.script(&giveBackScript, []string{wh.cur}, wh.cost, noCap)
 		}
 	}
-	if len(back.scripts) > 0 && ctx.Err() == nil {
-		// A give-back that fails leaves the cost counted until the window
-		// ends: stricter, never looser. Nothing to report.
-		s.send(ctx, back)
+	var later []func()
+	for _, lh := range logs {
+		res, after, err := lh.decide(ctx, back)
+		switch {
+		case err != nil:
+			results[lh.i] = limits.Result{Err: storeError(lh.limit.Algorithm.String(), err)}
+		case after == nil:
+			results[lh.i] = res
+		default:
+			later = append(later, func() {
+				res, err := after()
+				if err != nil {
+					res = limits.Result{Err: storeError(lh.limit.Algorithm.String(), err)}
+				}
+				results[lh.i] = res
+			})
+		}
+	}
+	if len(back.scripts) == 0 && len(back.cmds) == 0 {
+		return end
+	}
+	if ctx.Err() != nil {
+		// The caller is gone: undo all the same, without waiting for it. A
+		// give-back that fails (Redis gone) leaves the cost counted until
+		// the window ends: stricter, never looser.
+		go s.send(context.WithoutCancel(ctx), back)
+		for _, lh := range logs {
+			if lh.newest != nil && lh.own != nil {
+				results[lh.i] = limits.Result{Err: storeError(lh.limit.Algorithm.String(), ctx.Err())}
+			}
+		}
+		return end
+	}
+	s.send(ctx, back)
+	if back.err != nil {
+		for _, lh := range logs {
+			if lh.newest != nil && lh.own != nil {
+				results[lh.i] = limits.Result{Err: storeError(lh.limit.Algorithm.String(), back.err)}
+			}
+		}
+		return end
+	}
+	for _, f := range later {
+		f()
 	}
 	return end
 }
 
 // repeats reports whether a hit of run names a key that a hit of before
-// names, where either of the two is a hit on its own decided with native
-// commands (a window or a bucket): those run before the scripts of the
-// pipeline, and a refused window hit gives its cost back only after it, so
-// that a later hit on its key would see the cost. Script runs are decided in order, one after the other, so two
+// names, where either of the two is a hit on its own, decided with native
+// commands: those run before the scripts of the pipeline, and a refused
+// one is undone only after it, so that a later hit on its key would see
+// it. Joint runs are decided in order, one script after the other, so two
 // of them on one key need no second round. Calls are a few hits long:
 // comparing each pair costs less than a map.
 func repeats(before, run []limits.Hit) bool {
 	native := func(hits []limits.Hit, i int) bool {
-		return hits[i].Limit.Algorithm != limits.SlidingLog && !hits[i].Joint && (i == 0 || !hits[i-1].Joint)
+		return !hits[i].Joint && (i == 0 || !hits[i-1].Joint)
 	}
 	for i := range run {
 		for j := range before {
@@ -449,8 +478,7 @@ type runHit struct {
 	op       string // a bucket's native operation (luaOp), "" for the others
 }
 
-// scriptLimit is what a script needs of a limit. The batch script takes it
-// once per flush for all the hits of that limit.
+// scriptLimit is what the joint script needs of a limit.
 type scriptLimit struct {
 	algorithm    limits.Algorithm
 	n, t, b      int64 // N, T in microseconds, limits.Limit.Capacity
@@ -479,15 +507,10 @@ func (r *run) validate(hits []limits.Hit) error {
 	return nil
 }
 
-// prepare chooses the run's script and copies what the script needs of its
-// hits, decided at now ("" for Redis's TIME).
-func (r *run) prepare(hits []limits.Hit, now string) {
-	joint := r.last > r.first
-	if joint {
-		r.script = &jointScript
-	} else {
-		r.script = &slidingLogScript
-	}
+// prepare copies what the joint script needs of the run's hits, decided at
+// now, sliding log members named after members.
+func (r *run) prepare(hits []limits.Hit, now string, members *logMembers) {
+	r.script = &jointScript
 	n := r.last - r.first + 1
 	r.now = now
 	r.keys = make([]string, n)
@@ -502,8 +525,11 @@ func (r *run) prepare(hits []limits.Hit, now string) {
 			cost:     h.Cost,
 			maxDelay: h.MaxDelayMicros(),
 		}
-		if isBucket(l.Algorithm) {
+		switch {
+		case isBucket(l.Algorithm):
 			r.hits[i].op = luaOp(l, h.Cost, us, r.hits[i].maxDelay)
+		case l.Algorithm == limits.SlidingLog:
+			r.hits[i].op = members.prefix + strconv.FormatUint(members.next.Add(1), 36) + "."
 		}
 	}
 }
@@ -513,10 +539,8 @@ func isBucket(a limits.Algorithm) bool {
 	return a == limits.TokenBucket || a == limits.LeakyBucket
 }
 
-// args returns the ARGV of the run's own script: now, then argsPerHit
-// fields per hit. Built only for a run that goes with its own script (a
-// lone call, a cluster, a NOSCRIPT retry); a merged flush sends its runs in
-// the batch script's format instead (batch.go).
+// args returns the ARGV of the joint script: now, then argsPerHit fields
+// per hit (lua/run.lua's argv_hit).
 func (r *run) args() []any {
 	args := make([]any, 0, 1+argsPerHit*len(r.hits))
 	args = append(args, r.now)

@@ -1,15 +1,13 @@
--- decide_run decides a run of hits at one instant, then charges it; every
--- script ends by calling it (single.lua for one run, batch.lua for many). A
--- single hit is a run of one.
+-- decide_run decides a run of joint hits at one instant, then charges it;
+-- the joint script (single.lua) ends by calling it.
 --
 -- The run's hits are KEYS[k0+1..k0+count], one key per hit; read(a0, i)
 -- returns the fields of its i-th hit: the algorithm's function, N, T in
 -- microseconds, B (limits.Limit.Capacity), cost, the longest delay in
 -- microseconds (0: no bound), whether the limit counts refused hits, and a
--- bucket's native operation (bucket.lua). argv_hit reads them as a run's own
--- script receives them (eight ARGV fields per hit from ARGV[a0+1]); the
--- batch script sends a limit's fields once per call instead. now is in
--- microseconds.
+-- bucket's native operation (bucket.lua) or a sliding log's member prefix.
+-- argv_hit reads them as the script receives them (eight ARGV fields per hit
+-- from ARGV[a0+1]). now is in microseconds.
 --
 -- Every hit is decided first. If all of them are allowed, every write is
 -- applied; if any is refused, only the writes of the count_refused limits are

@@ -1,112 +1,30 @@
--- sliding_log mirrors slidingLog in pkg/limits/algorithm.go.
--- State: a sorted set with one entry per allowed hit (Go's State.Log): the
--- score is the hit's instant in microseconds, the member is
--- sl_member(start, cost), where start is the sum of the costs of the entries
--- before it since the key was created. Entries are contiguous (each starts
--- where the previous one ends; refunds shrink the newest, trimming removes the
--- oldest), so the total inside the window is end(newest) - start(oldest in
--- the window), read from two entries whatever the size of the set, and start
--- makes every member unique. The key expires with its newest entry.
+-- sliding_log mirrors slidingLog in pkg/limits/algorithm.go, for the joint
+-- script (a hit on its own is decided with native commands: log.go). State:
+-- a sorted set with one member per unit of cost the log counts, scored by
+-- its hit's instant in microseconds; op is the hit's own prefix for the
+-- members it adds (op .. j, unique per hit). The total inside the window is
+-- a count; members that have left it are removed when the key is next
+-- charged. A refund pops the newest members.
 
--- sl_member encodes an entry: start in decimal behind a letter that gives its
--- length ('a' for one digit), so that entries of the same instant sort by
--- start, as they do in Go's log, then ':' and the cost.
-local function sl_member(start, cost)
-  local s = int(start)
-  return string.char(96 + #s) .. s .. ':' .. int(cost)
-end
-
--- sl_entry decodes a member into start and cost.
-local function sl_entry(key, m)
-  local s, c = match(m, '^%l(%d+):(%d+)$')
-  if not s then
-    malformed(key)
-  end
-  return tonumber(s), tonumber(c)
-end
-
--- sl_walk iterates over the entries inside the window (after cutoff), oldest
--- first, or newest first when rev is set, as member, instant, start, cost.
--- It reads pages with ZRANGE ... LIMIT, the first of at most hint entries
--- (what the walk can need), then doubling, so that a walk reads about the
--- entries it visits, never the whole set.
-local function sl_walk(key, cutoff, rev, hint)
-  local page, i, off, size, last = {}, 1, 0, max(1, min(hint, 64)), false
-  return function()
-    if i > #page then
-      if last then
-        return nil
-      end
-      if rev then
-        page = call('ZRANGE', key, '+inf', '(' .. int(cutoff), 'BYSCORE', 'REV',
-          'LIMIT', off, size, 'WITHSCORES')
-      else
-        page = call('ZRANGE', key, '(' .. int(cutoff), '+inf', 'BYSCORE',
-          'LIMIT', off, size, 'WITHSCORES')
-      end
-      last = #page < 2 * size
-      off = off + size
-      size = 2 * size
-      i = 1
-      if #page == 0 then
-        return nil
-      end
-    end
-    local m, at = page[i], tonumber(page[i + 1])
-    i = i + 2
-    local start, c = sl_entry(key, m)
-    return m, at, start, c
-  end
-end
-
-local function sliding_log(key, n, t, b, cost, now, maxdelay, countrefused)
+local function sliding_log(key, n, t, b, cost, now, maxdelay, countrefused, op)
   local cutoff = now - t
-  -- Entries at or before now - T have left the window: they are left out
-  -- here, and removed by the write, if any.
-  local total, top_end, top_at, newest_at = 0, 0, nil, nil
-  local top = call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if #top > 0 then
-    local start, c = sl_entry(key, top[1])
-    top_end, top_at = start + c, tonumber(top[2])
-    if top_at > cutoff then
-      local first = call('ZRANGE', key, '(' .. int(cutoff), '+inf', 'BYSCORE', 'LIMIT', 0, 1)
-      total = top_end - sl_entry(key, first[1])
-      newest_at = top_at
-    end
+  local after = '(' .. int(cutoff)
+  local total = call('ZCOUNT', key, after, '+inf')
+  -- nth_newest is the instant of the k-th newest member inside the window
+  -- (from 0), or nil.
+  local function nth_newest(k)
+    local z = call('ZRANGE', key, '+inf', after, 'BYSCORE', 'REV', 'LIMIT', k, 1, 'WITHSCORES')
+    return z[2] and tonumber(z[2])
   end
   local need = max(cost, 1)
   local allowed, changed = false, false
-  local add, at = 0, now
-  -- A refund's plan: how many of the newest entries go, and the entry it
-  -- shrinks {member, instant, start, new cost}.
-  local removed, shrunk = 0, nil
+  local add, popped = 0, 0
   if cost < 0 then
-    -- refundLog: newest entries first.
-    local r = -cost
-    local walk = sl_walk(key, cutoff, true, r + 1)
-    newest_at = nil
-    while true do
-      local m, eat, start, c = walk()
-      if not m then
-        break
-      end
-      if r == 0 then
-        newest_at = eat -- the newest entry that stays
-        break
-      end
-      local take = min(c, r)
-      r = r - take
-      total = total - take
-      if take == c then
-        removed = removed + 1
-      else
-        shrunk = {m, eat, start, c - take}
-        newest_at = eat
-        break
-      end
-    end
+    -- refundLog: the newest first, never more than there are.
+    popped = min(-cost, total)
+    total = total - popped
     allowed = true
-    changed = true
+    changed = popped > 0
   elseif cost > n then
     -- Can never fit.
   elseif total + need <= n then
@@ -118,56 +36,50 @@ local function sliding_log(key, n, t, b, cost, now, maxdelay, countrefused)
     add = min(cost, 2 * n - total)
   end
   if add > 0 then
-    -- A clock may step back: never append before the newest entry, so
-    -- that the log stays in order (as the Go code does).
-    if top_at and top_at > now then
-      at = top_at
-    end
     total = total + add
-    newest_at = at
     changed = true
   end
   local remaining = max(0, n - total)
   local retry, reset = 0, 0
-  if newest_at then
-    reset = newest_at + t - now
+  local newest = nil
+  if add > 0 then
+    newest = now
+  else
+    newest = nth_newest(popped)
+  end
+  if newest then
+    reset = newest + t - now
   end
   if not allowed and cost <= n then
-    -- The oldest entries leave first: wait until enough of them have. The
-    -- charge just decided, not stored yet, is the newest entry.
-    local target = total + need - n
-    local freed = 0
-    local walk = sl_walk(key, cutoff, false, target)
-    while freed < target do
-      local m, eat, start, c = walk()
-      if not m then
-        break
-      end
-      freed = freed + c
-      retry = eat + t - now
+    -- The oldest leave first: wait for the (n - need)-th newest of the log
+    -- that stays, the charge just decided (the newest) included.
+    local k = n - need
+    local at = now
+    if k >= add then
+      at = nth_newest(k - add)
     end
-    if freed < target and add > 0 then
+    if at then
       retry = at + t - now
     end
   end
   local write
   if changed then
     write = function()
-      call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
-      if removed > 0 then
-        call('ZREMRANGEBYRANK', key, -removed, -1)
-      end
-      if shrunk then
-        call('ZREM', key, shrunk[1])
-        call('ZADD', key, shrunk[2], sl_member(shrunk[3], shrunk[4]))
+      if popped > 0 then
+        call('ZPOPMAX', key, popped)
       end
       if add > 0 then
-        call('ZADD', key, at, sl_member(top_end, add))
-      end
-      if newest_at then
-        call('PEXPIRE', key, ttl_ms(newest_at + t - now))
-      else
-        call('DEL', key)
+        call('ZREMRANGEBYSCORE', key, '-inf', cutoff)
+        -- A thousand members per ZADD: unpack has a bound.
+        for j0 = 0, add - 1, 1000 do
+          local args = {}
+          for j = j0 + 1, min(add, j0 + 1000) do
+            args[#args + 1] = now
+            args[#args + 1] = op .. j
+          end
+          call('ZADD', key, unpack(args))
+        end
+        call('PEXPIRE', key, max(1000, ttl_ms(t))) -- logTTL in log.go
       end
     end
   end

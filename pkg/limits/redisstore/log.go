@@ -1,0 +1,254 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+)
+
+// A sliding log hit on its own is decided with native commands on a sorted
+// set that holds one member per unit of cost the log counts, scored by the
+// instant of its hit in microseconds: a hit of cost c that consumes is c
+// members, each named uniquely by the instance that adds it (logMembers).
+// So the total inside the window is a count, and a hit is
+//
+//   - ZREMRANGEBYSCORE of what has left the window (at or before now − T),
+//     ZADD of its members, ZCARD and PEXPIRE (to now + T) in the call's
+//     pipeline; it fits if the count, its own members included, is at most
+//     N; a refused one removes its members again (ZREM, exact whatever
+//     happened meanwhile) and reads, in that second round trip, the newest
+//     member that stays and the one whose leaving would let it in;
+//   - a peek reads the count and those two members (ZCOUNT, ZRANGE … REV
+//     LIMIT);
+//   - a refund pops the newest members (ZPOPMAX), never more than there
+//     are.
+//
+// Between a refused hit's ZADD and its ZREM, its members are counted: a
+// concurrent hit may be refused where it would have fitted, never allowed
+// where it would not, as for a window (window.go). With count_refused a
+// refused hit keeps as many of its members as one period's worth of debt
+// (2N) leaves room for. The results are those of limits.Decide on the
+// log the set holds (decideLog checks them against it in the tests).
+
+// logMembers names the members a store adds: a prefix random per store (48
+// bits, so that no two instances share one), and a counter.
+type logMembers struct {
+	prefix string
+	next   atomic.Uint64
+}
+
+func newLogMembers() *logMembers {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return &logMembers{prefix: base64.RawURLEncoding.EncodeToString(b[:]) + ":"}
+}
+
+// take returns c new member names.
+func (m *logMembers) take(c int64) []string {
+	last := m.next.Add(uint64(c))
+	out := make([]string, c)
+	for j := range out {
+		out[j] = m.prefix + strconv.FormatUint(last-uint64(c)+uint64(j)+1, 36)
+	}
+	return out
+}
+
+// logHit is one sliding log hit on its own.
+type logHit struct {
+	i     int // its index in the call's hits and results
+	limit limits.Limit
+	cost  int64
+	now   int64 // µs
+	key   string
+	// own are the members the hit added (a charge).
+	own []string
+	// count is ZCARD after the charge (own members included), or ZCOUNT of
+	// the window (a peek, a refund, a hit that can never fit).
+	count *redis.IntCmd
+	// newest is the newest member that stays, and rank the one whose
+	// leaving lets the hit in (a peek's: read at once; a charge's: after a
+	// refusal, in the second round trip).
+	newest, rank *redis.ZSliceCmd
+}
+
+// newLogHit queues in wk the commands of hit h at now.
+func newLogHit(ctx context.Context, i int, h *limits.Hit, now int64, members *logMembers, wk *work) *logHit {
+	l := h.Limit
+	lh := &logHit{i: i, limit: l, cost: h.Cost, now: now, key: h.Key}
+	n, t := l.Requests, l.PeriodMicros()
+	cutoff := now - t
+	switch {
+	case h.Cost < 0:
+		wk.cmds = append(wk.cmds, redis.NewZSliceCmd(ctx, "zpopmax", h.Key, min(-h.Cost, 2*n)))
+		lh.read(ctx, wk, cutoff, 0)
+	case h.Cost == 0:
+		lh.read(ctx, wk, cutoff, n-1)
+	case h.Cost > n && !l.CountRefused:
+		lh.read(ctx, wk, cutoff, -1)
+	default:
+		lh.own = members.take(min(h.Cost, 2*n))
+		zadd := make([]any, 0, 2+2*len(lh.own))
+		zadd = append(zadd, "zadd", h.Key)
+		for _, m := range lh.own {
+			zadd = append(zadd, now, m)
+		}
+		lh.count = redis.NewIntCmd(ctx, "zcard", h.Key)
+		wk.cmds = append(wk.cmds,
+			redis.NewIntCmd(ctx, "zremrangebyscore", h.Key, "-inf", cutoff),
+			redis.NewIntCmd(ctx, zadd...),
+			lh.count,
+			redis.NewIntCmd(ctx, "pexpire", h.Key, logTTL(t)))
+		if l.CountRefused && h.Cost <= n {
+			// A refusal keeps its members, mostly: the set it leaves is
+			// this one, whose member that lets the hit in is read at once.
+			lh.rank = newestCmd(ctx, h.Key, "("+strconv.FormatInt(cutoff, 10), n-h.Cost)
+			wk.cmds = append(wk.cmds, lh.rank)
+		}
+	}
+	return lh
+}
+
+// logTTL is a sliding log key's TTL in milliseconds for a period of t µs:
+// the period, and a second at least, so that the key of a short period
+// does not expire in real time between a refused hit's two round trips;
+// members that have left the window count for nothing.
+func logTTL(t int64) int64 { return max(1000, ttlMillis(t)) }
+
+// read queues the count inside the window after cutoff, the newest member
+// and, for rank ≥ 0, the rank-th newest.
+func (lh *logHit) read(ctx context.Context, wk *work, cutoff, rank int64) {
+	after := "(" + strconv.FormatInt(cutoff, 10)
+	lh.count = redis.NewIntCmd(ctx, "zcount", lh.key, after, "+inf")
+	lh.newest = newestCmd(ctx, lh.key, after, 0)
+	wk.cmds = append(wk.cmds, lh.count, lh.newest)
+	if rank >= 0 {
+		lh.rank = newestCmd(ctx, lh.key, after, rank)
+		wk.cmds = append(wk.cmds, lh.rank)
+	}
+}
+
+// newestCmd reads the rank-th newest member of key scored after after.
+func newestCmd(ctx context.Context, key, after string, rank int64) *redis.ZSliceCmd {
+	return redis.NewZSliceCmd(ctx, "zrange", key, "+inf", after, "byscore", "rev", "limit", rank, 1, "withscores")
+}
+
+// decide decides the hit from its commands' replies. A refused charge
+// queues in back the removal of the members it must not keep, and the
+// reads its answer needs, and returns a function that answers once back
+// has run; nil when the answer is final.
+func (lh *logHit) decide(ctx context.Context, back *work) (limits.Result, func() (limits.Result, error), error) {
+	count, err := lh.count.Result()
+	if err != nil && count == 0 {
+		return limits.Result{}, nil, err
+	}
+	n, t := lh.limit.Requests, lh.limit.PeriodMicros()
+	if lh.own == nil {
+		newest, rank, err := scores(lh.newest, lh.rank)
+		if err != nil {
+			return limits.Result{}, nil, err
+		}
+		return logResult(lh.limit, lh.cost, lh.now, count, newest, rank), nil, nil
+	}
+	c := int64(len(lh.own))
+	before := count - c
+	if lh.cost <= n && before+lh.cost <= n {
+		// Allowed: the hit's members are the newest.
+		return limits.Result{Allowed: true, Remaining: max(0, n-count), ResetAfter: micros(t)}, nil, nil
+	}
+	keep := int64(0) // members a refusal keeps: count_refused's, up to 2N
+	if lh.limit.CountRefused {
+		keep = min(c, max(0, 2*n-before))
+	}
+	if keep == c {
+		// Nothing to take out: the hit's members are the newest, and the
+		// first round trip read the member that lets it in.
+		_, rank, err := scores(nil, lh.rank)
+		if err != nil {
+			return limits.Result{}, nil, err
+		}
+		r := logResult(lh.limit, lh.cost, lh.now, before+keep, lh.now, rank)
+		r.Allowed = false
+		return r, nil, nil
+	}
+	if drop := lh.own[keep:]; len(drop) > 0 {
+		zrem := make([]any, 0, 2+len(drop))
+		zrem = append(zrem, "zrem", lh.key)
+		for _, m := range drop {
+			zrem = append(zrem, m)
+		}
+		back.cmds = append(back.cmds, redis.NewIntCmd(ctx, zrem...))
+	}
+	after := "(" + strconv.FormatInt(lh.now-t, 10)
+	lh.newest = newestCmd(ctx, lh.key, after, 0)
+	back.cmds = append(back.cmds, lh.newest)
+	need := max(lh.cost, 1)
+	if lh.cost <= n {
+		lh.rank = newestCmd(ctx, lh.key, after, n-need)
+		back.cmds = append(back.cmds, lh.rank)
+	}
+	kept := before + keep
+	return limits.Result{}, func() (limits.Result, error) {
+		newest, rank, err := scores(lh.newest, lh.rank)
+		if err != nil {
+			return limits.Result{}, err
+		}
+		r := logResult(lh.limit, lh.cost, lh.now, kept, newest, rank)
+		r.Allowed = false
+		return r, nil
+	}, nil
+}
+
+// scores reads the instants of the newest member and of the ranked one
+// (-1 where there is none, or none was asked).
+func scores(newest, rank *redis.ZSliceCmd) (int64, int64, error) {
+	at := func(cmd *redis.ZSliceCmd) (int64, error) {
+		if cmd == nil {
+			return -1, nil
+		}
+		z, err := cmd.Result()
+		switch {
+		case len(z) > 0:
+			return int64(z[0].Score), nil
+		case err != nil:
+			return 0, err
+		}
+		return -1, nil
+	}
+	a, err := at(newest)
+	if err != nil {
+		return 0, 0, err
+	}
+	b, err := at(rank)
+	return a, b, err
+}
+
+// logResult is limits.Decide's answer for a sliding log whose window holds
+// total units after the hit, the newest at instant newest and the one whose
+// leaving would let the hit in at rank (-1: none): the answer of the log
+// the set holds, whose unit members stand for its entries.
+func logResult(l limits.Limit, cost, now, total, newest, rank int64) limits.Result {
+	n, t := l.Requests, l.PeriodMicros()
+	need := max(cost, 1)
+	var r limits.Result
+	r.Allowed = cost < 0 || cost <= n && total+need <= n
+	if cost > 0 && r.Allowed {
+		total += cost
+	}
+	r.Remaining = max(0, n-total)
+	if newest >= 0 {
+		r.ResetAfter = micros(newest + t - now)
+	}
+	if !r.Allowed && cost <= n && rank >= 0 {
+		r.RetryAfter = micros(rank + t - now)
+	}
+	return r
+}
+
+func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }

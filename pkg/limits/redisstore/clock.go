@@ -86,12 +86,11 @@ func (c *redisClock) now() (now, uncertainty int64, ok bool) {
 }
 
 // probeEvery and clusterProbeEvery are how often pipelines carry a clock
-// probe, in microseconds:
-// on a single Redis TIME, at most every other millisecond (a sample is a
-// command and a reply: under load, many pipelines share each); on a
-// cluster a script call on one node, ten times a second. Either keeps the
-// estimate's bound near the fastest recent round trip (maxDrift adds a
-// microsecond per 10 ms of a sample's age).
+// probe, in microseconds: on a single Redis TIME, at most every other
+// millisecond (a sample is a command and a reply: under load, many
+// pipelines share each); on a cluster a script call on one node, ten times
+// a second. Either keeps the estimate's bound near the fastest recent round
+// trip (maxDrift adds a microsecond per 10 ms of a sample's age).
 const (
 	probeEvery        = int64(2 * time.Millisecond / time.Microsecond)
 	clusterProbeEvery = int64(100 * time.Millisecond / time.Microsecond)

@@ -47,15 +47,16 @@ import (
 // with it by accident; lua/prelude.lua's window_key appends the same.
 const windowSep = '@'
 
-// windowKey is the key of window w of a hit key.
+// windowKey is the key of window w of a hit key. It allocates the key
+// alone: it is built on the stack first.
 func windowKey(key string, w int64) string {
-	b := make([]byte, 0, len(key)+21)
-	b = append(b, key...)
+	var buf [128]byte
+	b := append(buf[:0], key...)
 	b = append(b, windowSep)
 	return string(strconv.AppendInt(b, w, 10))
 }
 
-// isWindow reports whether hits of a are decided with native commands.
+// isWindow reports whether a counts in windows.
 func isWindow(a limits.Algorithm) bool {
 	return a == limits.FixedWindow || a == limits.SlidingWindow
 }
@@ -82,7 +83,7 @@ type windowHit struct {
 	prev *redis.StringCmd
 }
 
-// newWindowHit queues in w the commands of hit h, decided at now.
+// newWindowHit queues in wk the commands of hit h, decided at now.
 func newWindowHit(ctx context.Context, i int, h *limits.Hit, now int64, wk *work) *windowHit {
 	l := h.Limit
 	t := l.PeriodMicros()

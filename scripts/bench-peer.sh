@@ -6,8 +6,9 @@
 #   - envoyproxy/ratelimit: its fixed window (INCRBY + EXPIRE per
 #     descriptor; refused hits count), with its defaults;
 #   - envoy-rls: fixed_window with count_refused (the same semantics, the
-#     row to compare), then token_bucket and sliding_window (its own
-#     semantics: refused hits do not count);
+#     row to compare), then token_bucket, sliding_window, sliding_log and
+#     leaky_bucket (its own semantics: refused hits do not count; the last
+#     two at 10,000 per second, their bound, which 10,000 keys never reach);
 # for each number of callers, the services one after the other, each point
 # BENCH_ROUNDS times in turn. It prints a Markdown table: throughput and p99
 # (and their ratios to the floor), Redis's CPU per decision and the
@@ -19,8 +20,8 @@
 #
 # BENCH_DURATION (5s), BENCH_CONCURRENCY ("16 64"), BENCH_KEYS (10000),
 # BENCH_ROUNDS (1) and BENCH_ALGORITHMS (envoy-rls's rows: "fixed_window
-# token_bucket sliding_window"; fixed_window is count_refused) narrow it
-# down or repeat it. Needs Go, jq and redis-server; everything it starts is
+# token_bucket sliding_window sliding_log leaky_bucket"; fixed_window is
+# count_refused) narrow it down or repeat it. Needs Go, jq and redis-server; everything it starts is
 # stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +32,7 @@ DURATION="${BENCH_DURATION:-5s}"
 CONCURRENCY="${BENCH_CONCURRENCY:-16 64}"
 KEYS="${BENCH_KEYS:-10000}"
 ROUNDS="${BENCH_ROUNDS:-1}"
-ALGORITHMS="${BENCH_ALGORITHMS:-fixed_window token_bucket sliding_window}"
+ALGORITHMS="${BENCH_ALGORITHMS:-fixed_window token_bucket sliding_window sliding_log leaky_bucket}"
 for tool in go jq redis-server; do
 	command -v "$tool" >/dev/null || { echo "bench-peer.sh: $tool is required" >&2; exit 1; }
 done
@@ -94,6 +95,10 @@ descriptors:
     rate_limit: {name: tb, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000, burst: 1000000000}
   - key: sliding_window
     rate_limit: {name: sw, algorithm: sliding_window, unit: second, requests_per_unit: 1000000000}
+  - key: sliding_log
+    rate_limit: {name: sl, algorithm: sliding_log, unit: second, requests_per_unit: 10000}
+  - key: leaky_bucket
+    rate_limit: {name: lb, algorithm: leaky_bucket, unit: second, requests_per_unit: 10000, burst: 100}
 YAML
 mkdir -p "$tmp/runtime/ratelimit/config"
 cat >"$tmp/runtime/ratelimit/config/bench.yaml" <<'YAML'

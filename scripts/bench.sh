@@ -16,6 +16,10 @@
 #   BENCH_STORES=memory BENCH_ALGORITHMS="token_bucket" scripts/bench.sh
 #   BENCH_FLOOR=each scripts/bench.sh      # the floor again before every point
 #   BENCH_GOGC=400 scripts/bench.sh        # envoy-rls (only) with GOGC=400
+#   PEER_RLS_BIN=/path/to/ratelimit scripts/bench.sh   # then beside envoyproxy/ratelimit
+#
+# With PEER_RLS_BIN (the envoyproxy/ratelimit binary), it then runs
+# scripts/bench-peer.sh, which puts the two side by side on one Redis.
 #
 # With BENCH_FLOOR=each (twice as long) every point's ratios are to a floor
 # measured just before it, so that a machine whose speed drifts during the
@@ -194,3 +198,9 @@ echo
 echo "| store | algorithm | keys | callers | calls/s | × floor | p99 µs | × floor | errors | service CPU µs/decision | × floor | Redis CPU µs/decision |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"
+
+if [[ -n "${PEER_RLS_BIN:-}" ]]; then
+	echo
+	echo "beside envoyproxy/ratelimit ($PEER_RLS_BIN):"
+	scripts/bench-peer.sh
+fi

@@ -125,10 +125,11 @@ var (
 // Options tune a Store. The zero value is what production uses.
 type Options struct {
 	// Clock, when set, supplies the instant of every decision in
-	// microseconds since the epoch, passed to the scripts as an argument.
-	// It exists for tests, which need fixed instants to compare the store
-	// with the Go algorithms. Nil means the Redis server's TIME, as
-	// production must: instances with skewed clocks then still agree.
+	// microseconds since the epoch, in place of Redis's clock. It exists for
+	// tests, which need fixed instants to compare the store with the Go
+	// algorithms. Nil means the Redis server's clock (TIME, as the store
+	// measures it), as production must: instances with skewed clocks then
+	// still agree.
 	Clock func() int64
 	// Batching chooses whether concurrent calls share pipelines (see
 	// Batching); the zero value merges them on a single Redis only.

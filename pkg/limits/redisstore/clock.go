@@ -23,7 +23,8 @@ import (
 // sample whose bound is the smallest once each sample's bound has grown
 // by maxDrift per second of age (the two clocks may run at slightly
 // different rates, and Redis's may be stepped): a fast round trip wins, and
-// a newer sample replaces it once the older one has aged enough.
+// a newer sample replaces it once the older one has aged enough, or at
+// once if the two cannot both be right (a step of Redis's clock).
 //
 // It is safe for concurrent use. The zero value has no sample.
 type redisClock struct {
@@ -63,9 +64,20 @@ func (c *redisClock) observe(sent, received, redisMicros int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.last = max(c.last, received)
-	if !c.ok || s.err <= c.bound(c.best, s.at) {
+	bound := c.bound(c.best, s.at)
+	// A sample whose interval the estimate's does not meet means that
+	// Redis's clock stepped (or a failover reached another master): follow
+	// it at once (2 µs for the rounding of the two clocks).
+	if !c.ok || s.err <= bound || abs(s.off-c.best.off) > s.err+bound+2 {
 		c.best, c.ok = s, true
 	}
+}
+
+func abs(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // bound is the uncertainty of sample s at local instant now.

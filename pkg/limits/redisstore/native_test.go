@@ -165,6 +165,12 @@ func TestRedisClockSkew(t *testing.T) {
 			if _, u, _ := c.now(); u > 100 {
 				t.Errorf("bound %d after a 2 µs round trip", u)
 			}
+			// A step of Redis's clock is followed at once, slow sample or
+			// not.
+			c.observe(l, l+3000, l+skew+time.Second.Microseconds())
+			if now, _, _ := c.now(); now-(localMicros()+skew) < time.Second.Microseconds()-5000 {
+				t.Errorf("estimate %d µs ahead after a step of 1 s", now-(localMicros()+skew))
+			}
 		})
 	}
 }

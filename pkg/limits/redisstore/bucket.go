@@ -31,15 +31,22 @@ import (
 //     at cap: a count_refused charge, which consumes down to a period of
 //     debt.
 //
-// The service then decides with limits.DecideWithin on max(tat, now), the
-// second reply, as the embedded store does, and checks that Redis moved
-// the state where the Go algorithm does. A peek, or a hit that can never
-// fit, reads the state with GET. A joint run applies the same operations
-// inside its script (lua/bucket.lua), which undoes them when the run is
-// refused.
+// The service then decides with limits.DecideWithin on max(tat, now), as
+// the embedded store does, and checks that Redis moved the state where the
+// Go algorithm does. A peek, or a hit that can never fit, reads the state
+// with GET. A joint run applies the same operations inside its script
+// (lua/bucket.lua), which undoes them when the run is refused.
 //
 // The instant is the store's estimate of Redis's clock (redisClock),
-// passed as an argument: a native command cannot read TIME.
+// passed as an argument: a native command cannot read TIME. Since a bucket
+// keeps a time, an instance whose estimate trails the one that moved the
+// bucket last would see it a little less refilled than it is, and refuse
+// the last token of a burst that the other would allow: so the key keeps,
+// in a second u63 field, the latest instant any hit on it was decided at,
+// which every hit moves up to its own (SAT INCRBY −now +now again), and a
+// hit is decided at the later of the two. One that Redis refused at its
+// own, earlier instant, and that the later one lets in, goes again at the
+// later one (a second round trip, only then).
 
 // maxU63 is the largest value of a BITFIELD u63 field.
 const maxU63 = 1<<63 - 1
@@ -71,7 +78,7 @@ func planBucket(l limits.Limit, cost, now, maxDelay int64) bucketPlan {
 	n, b, i := l.Requests, l.Capacity(), limits.Interval(l)
 	leaky := l.Algorithm == limits.LeakyBucket
 	t := now * 1000
-	clamp := []any{"overflow", "sat", "incrby", "u63", 0, -t, "incrby", "u63", 0, t}
+	clamp := []any{"overflow", "sat", "incrby", "u63", "#1", -t, "incrby", "u63", "#1", t, "incrby", "u63", 0, -t, "incrby", "u63", 0, t}
 	debt := b + n // the most a token bucket's state may run ahead, in intervals
 	if leaky {
 		debt = b + n + 1
@@ -152,43 +159,67 @@ func newBucketHit(ctx context.Context, i int, h *limits.Hit, now int64, wk *work
 // algorithm: a bug, or a key written by another build.
 var errDisagree = errors.New("Redis and the algorithm disagree")
 
-// decide decides the hit from its command's reply.
-func (bh *bucketHit) decide() (limits.Result, error) {
+// bucketReplies is where the replies of a plan's operations are: the
+// latest instant seen (max(seen, now)), max(tat, now), the conditional
+// add's first increment (0 if refused), and the last one, the new TAT.
+const (
+	replySeen   = 1
+	replyTAT    = 3
+	replyCond   = 4
+	replyBefore = 4 // replies before the plan's own operations
+)
+
+// decide decides the hit from its command's reply, at the later of its own
+// instant and the latest one the key has seen. It reports, as again, that
+// instant when the hit must go again at it: Redis refused it at its own,
+// and the later one lets it in.
+func (bh *bucketHit) decide() (res limits.Result, again int64, err error) {
 	var state limits.State
 	var final int64
+	now := bh.now
 	switch {
 	case bh.get != nil:
-		tat, ok, err := tatOf(bh.get)
+		tat, seen, ok, err := tatOf(bh.get)
 		if err != nil {
-			return limits.Result{}, err
+			return limits.Result{}, 0, err
 		}
 		state = limits.State{Live: ok, TAT: tat}
+		now = max(now, ceilDiv(seen, 1000))
 	default:
 		// A reply that arrived wins over the error go-redis sets on every
 		// command of a pipeline that failed part way (see run.results).
 		v := bh.op.Val()
-		if len(v) < 4 {
+		if len(v) < replyBefore+2 {
 			if err := bh.op.Err(); err != nil {
-				return limits.Result{}, err
+				return limits.Result{}, 0, err
 			}
-			return limits.Result{}, fmt.Errorf("%w: BITFIELD %v", errReply, v)
+			return limits.Result{}, 0, fmt.Errorf("%w: BITFIELD %v", errReply, v)
 		}
-		if v[1] > bh.now*1000+implausible(bh.limit) {
-			// Not a TAT: BITFIELD reads any string as bits.
-			return limits.Result{}, fmt.Errorf("%w under key %s", errMalformed, bh.key)
+		if v[replyTAT] > bh.now*1000+implausible(bh.limit) || v[replySeen] > bh.now*1000+int64(time.Minute) {
+			// Not a bucket: BITFIELD reads any string as bits.
+			return limits.Result{}, 0, fmt.Errorf("%w under key %s", errMalformed, bh.key)
 		}
-		state = limits.State{Live: v[1] > bh.now*1000, TAT: v[1]}
+		now = max(now, ceilDiv(v[replySeen], 1000))
+		state = limits.State{Live: v[replyTAT] > now*1000, TAT: v[replyTAT]}
 		final = v[len(v)-1]
 	}
-	d := limits.DecideWithin(bh.limit, state, bh.cost, bh.now, bh.delay)
+	d := limits.DecideWithin(bh.limit, state, bh.cost, now, bh.delay)
 	switch {
 	case bh.op == nil:
-	case bh.cond && d.Result.Allowed != (bh.op.Val()[2] != 0):
-		return limits.Result{}, fmt.Errorf("%w: %s, cost %d: Redis allowed %v", errDisagree, bh.limit, bh.cost, !d.Result.Allowed)
-	case d.Changed && d.State.TAT != final:
-		return limits.Result{}, fmt.Errorf("%w: %s, cost %d: TAT %d in Redis, %d in Go", errDisagree, bh.limit, bh.cost, final, d.State.TAT)
+	case bh.cond && d.Result.Allowed && bh.op.Val()[replyCond] == 0 && now > bh.now:
+		return limits.Result{}, now, nil
+	case bh.cond && d.Result.Allowed != (bh.op.Val()[replyCond] != 0):
+		return limits.Result{}, 0, fmt.Errorf("%w: %s, cost %d: Redis allowed %v", errDisagree, bh.limit, bh.cost, !d.Result.Allowed)
+	case !d.Changed || max(d.State.TAT, now*1000) == max(final, now*1000):
+		// A refund at an earlier instant may leave the bucket full earlier
+		// than the later one says: full either way.
+	case !bh.cond && !d.Result.Allowed && now > bh.now:
+		// A count_refused debt stopped at the earlier instant's bound:
+		// short of the later one's by the difference of the two.
+	default:
+		return limits.Result{}, 0, fmt.Errorf("%w: %s, cost %d: TAT %d in Redis, %d in Go", errDisagree, bh.limit, bh.cost, final, d.State.TAT)
 	}
-	return d.Result, nil
+	return d.Result, 0, nil
 }
 
 // implausible is how far ahead of now, in nanoseconds, a bucket's TAT
@@ -198,30 +229,33 @@ func implausible(l limits.Limit) int64 {
 	return 2*(l.Capacity()+l.Requests+1)*limits.Interval(l) + int64(time.Minute)
 }
 
-// tatOf reads a bucket's state from a GET: the u63 field of an 8-byte
-// string, and whether the key exists.
-func tatOf(cmd *redis.StringCmd) (int64, bool, error) {
+// tatOf reads a bucket's state from a GET: the TAT, the latest instant
+// seen, and whether the key exists.
+func tatOf(cmd *redis.StringCmd) (tat, seen int64, ok bool, err error) {
 	v, err := cmd.Bytes()
 	switch {
 	case errors.Is(err, redis.Nil):
-		return 0, false, nil
+		return 0, 0, false, nil
 	case err != nil:
-		return 0, false, err
+		return 0, 0, false, err
 	}
-	tat, ok := decodeTAT(v)
+	tat, seen, ok = decodeBucket(v)
 	if !ok {
-		return 0, false, fmt.Errorf("%w under key %s", errMalformed, cmd.Args()[1])
+		return 0, 0, false, fmt.Errorf("%w under key %s", errMalformed, cmd.Args()[1])
 	}
-	return tat, true, nil
+	return tat, seen, true, nil
 }
 
-// decodeTAT reads the u63 field at offset 0 of a BITFIELD string: its top
-// 63 bits, big-endian.
-func decodeTAT(v []byte) (int64, bool) {
-	if len(v) != 8 {
-		return 0, false
+// decodeBucket reads a bucket's BITFIELD string: the u63 at offset 0 (the
+// TAT, bits 0–62, big-endian) and the u63 at #1 (the latest instant seen,
+// bits 63–125).
+func decodeBucket(v []byte) (tat, seen int64, ok bool) {
+	if len(v) != 16 {
+		return 0, 0, false
 	}
-	return int64(binary.BigEndian.Uint64(v) >> 1), true
+	tat = int64(binary.BigEndian.Uint64(v) >> 1)
+	seen = int64(uint64(v[7]&1)<<62 | binary.BigEndian.Uint64(v[8:])>>2)
+	return tat, seen, true
 }
 
 // luaOp renders a plan as lua/bucket.lua reads it: "cond|sat|ttl|flags",

@@ -507,10 +507,10 @@ func checkBucket(t *testing.T, where string, cmd *redis.Cmd, q *sequence, now, e
 		return true
 	}
 	raw, _ := vals[0].(string)
-	tat, ok := decodeTAT([]byte(raw))
+	tat, _, ok := decodeBucket([]byte(raw))
 	switch {
 	case !ok:
-		t.Fatalf("%s: key holds %q, want an 8-byte TAT", where, raw)
+		t.Fatalf("%s: key holds %q, want a 16-byte bucket", where, raw)
 	case live && tat != q.model.state.TAT:
 		t.Fatalf("%s: TAT %d, want %d (Go state %+v)", where, tat, q.model.state.TAT, q.model.state)
 	case !live && tat > now*1000:

@@ -95,7 +95,7 @@ func TestNativeExactUnderConcurrency(t *testing.T) {
 					}
 					if isBucket(alg) {
 						raw, err := c.Get(ctx, key).Bytes()
-						tat, ok := decodeTAT(raw)
+						tat, _, ok := decodeBucket(raw)
 						if err != nil || !ok {
 							t.Fatalf("GET %s: %q, %v", key, raw, err)
 						}
@@ -170,6 +170,38 @@ func TestRedisClockSkew(t *testing.T) {
 			c.observe(l, l+3000, l+skew+time.Second.Microseconds())
 			if now, _, _ := c.now(); now-(localMicros()+skew) < time.Second.Microseconds()-5000 {
 				t.Errorf("estimate %d µs ahead after a step of 1 s", now-(localMicros()+skew))
+			}
+		})
+	}
+}
+
+// TestBucketsAcrossSkew: two instances whose clocks differ by 5 ms share a
+// bucket of 30 a day, a burst: the one ahead takes the first token, the one
+// behind the others. It is decided at the later instant the bucket has
+// seen, so it finds all the burst the first one left, with every remaining
+// 28 … 0 once, and is refused the 31st, as one instance would be.
+func TestBucketsAcrossSkew(t *testing.T) {
+	const n = 30
+	base := int64(1_767_225_600_000_000)
+	_, c, srv := setup(t, Options{})
+	ahead := New(c, Options{Clock: func() int64 { return base + 5000 }})
+	behind := New(newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout}), Options{Clock: func() int64 { return base }})
+	for _, l := range []limits.Limit{
+		{Algorithm: limits.TokenBucket, Requests: n, Period: 24 * time.Hour},
+		{Algorithm: limits.LeakyBucket, Requests: n, Period: 24 * time.Hour, Burst: n - 1},
+	} {
+		t.Run(l.String(), func(t *testing.T) {
+			h := limits.Hit{Key: "skew:" + l.String(), Limit: l, Cost: 1, MaxDelay: 24 * time.Hour}
+			if r := decideOne(t, ahead, h); r.Err != nil || !r.Allowed || r.Remaining != n-1 {
+				t.Fatalf("first, on the instance ahead: got %+v, want allowed, remaining %d", r, n-1)
+			}
+			for i := 1; i < n; i++ {
+				if r := decideOne(t, behind, h); r.Err != nil || !r.Allowed || r.Remaining != int64(n-1-i) {
+					t.Fatalf("hit %d, on the instance behind: got %+v, want allowed, remaining %d", i+1, r, n-1-i)
+				}
+			}
+			if r := decideOne(t, behind, h); r.Err != nil || r.Allowed {
+				t.Fatalf("hit %d: got %+v, want refused", n+1, r)
 			}
 		})
 	}

@@ -303,13 +303,7 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 	for k := range wk.runs {
 		wk.runs[k].results(hits, results, now)
 	}
-	for _, bh := range buckets {
-		res, err := bh.decide()
-		if err != nil {
-			res = limits.Result{Err: storeError(bh.limit.Algorithm.String(), err)}
-		}
-		results[bh.i] = res
-	}
+	s.decideBuckets(ctx, hits, results, buckets)
 	// back gives refused window hits their cost back and takes refused log
 	// hits' members out, then reads what their answers need.
 	back := &work{}
@@ -370,6 +364,45 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 		f()
 	}
 	return end
+}
+
+// decideBuckets decides the bucket hits of a round from their replies, and
+// sends again those that must go again at the later instant their key has
+// seen (bucketHit.decide), at most twice, until Redis and the algorithm
+// agree.
+func (s *Store) decideBuckets(ctx context.Context, hits []limits.Hit, results []limits.Result, buckets []*bucketHit) {
+	for attempt := 0; len(buckets) > 0; attempt++ {
+		var again []*bucketHit
+		wk := &work{}
+		for _, bh := range buckets {
+			res, later, err := bh.decide()
+			switch {
+			case err != nil:
+				res = limits.Result{Err: storeError(bh.limit.Algorithm.String(), err)}
+			case later > 0 && attempt < 2:
+				again = append(again, newBucketHit(ctx, bh.i, &hits[bh.i], later, wk))
+				continue
+			case later > 0:
+				res = limits.Result{Err: storeError(bh.limit.Algorithm.String(), fmt.Errorf("%w: a hit at the key's latest instant, refused again", errDisagree))}
+			}
+			results[bh.i] = res
+		}
+		if len(again) == 0 || ctx.Err() != nil {
+			for _, bh := range again {
+				results[bh.i] = limits.Result{Err: storeError(bh.limit.Algorithm.String(), context.Cause(ctx))}
+			}
+			return
+		}
+		wk.decisions = len(again)
+		s.send(ctx, wk)
+		if wk.err != nil {
+			for _, bh := range again {
+				results[bh.i] = limits.Result{Err: storeError(bh.limit.Algorithm.String(), wk.err)}
+			}
+			return
+		}
+		buckets = again
+	}
 }
 
 // repeats reports whether a hit of run names a key that a hit of before
@@ -649,7 +682,8 @@ func (r *run) parseReply(v any, out []limits.Result, now int64) (bool, error) {
 			raw, _ := n[1].(string)
 			var state limits.State
 			if raw != "" {
-				tat, ok := decodeTAT([]byte(raw))
+				// Decided at the run's instant, as the script did.
+				tat, _, ok := decodeBucket([]byte(raw))
 				if !ok {
 					return false, fmt.Errorf("%w under key %s", errMalformed, r.keys[i])
 				}

@@ -183,7 +183,7 @@ func TestPerHitErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, k := range []string{"garbage", "garbage" + hour} {
+	for _, k := range []string{"garbage", "garbage" + hour, "garbage-lb"} {
 		if err := c.Set(ctx, k, "not a state", 0).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -206,7 +206,9 @@ func TestPerHitErrors(t *testing.T) {
 		{Key: "e", Limit: fw, Cost: 1},
 		{Key: "garbage", Limit: sl, Cost: 1},
 		{Key: "f", Limit: lb, Cost: 1},
-		{Key: "garbage", Limit: lb, Cost: 1},
+		// BITFIELD reads (and writes) any string: the value is checked
+		// after.
+		{Key: "garbage-lb", Limit: lb, Cost: 1},
 		// A sliding log counts any member as a unit.
 		{Key: "badlog", Limit: sl, Cost: 1},
 		// A joint run fails as a whole, and charges nothing, when one of

@@ -27,13 +27,14 @@ local function bucket(key, n, t, b, cost, now, maxdelay, countrefused, op)
     error({err = 'envoy-rls: malformed bucket operation ' .. tostring(op)})
   end
   local raw = call('GET', key)
-  if raw and #raw ~= 8 then
+  if raw and #raw ~= 16 then
     malformed(key)
   end
   local allowed, moved = false, false
   if cond ~= '' then
+    -- The fifth reply is the conditional add's (bucket.go, replyCond).
     local r = call('BITFIELD', key, unpack(bucket_args(cond)))
-    allowed = r[3] ~= false
+    allowed = r[5] ~= false
     moved = allowed
   end
   if sat ~= '' and not allowed then

@@ -33,9 +33,10 @@
 //	                expiring at the window's end
 //	sliding_window  the same, expiring at the end of the next window; a
 //	                decision reads key@w and key@(w-1)
-//	token_bucket    an unsigned 63-bit BITFIELD: the instant in ns at which
-//	leaky_bucket    the bucket is full again (the queue empty), expiring
-//	                at the latest instant that can be
+//	token_bucket    a BITFIELD of two u63: the instant in ns at which the
+//	leaky_bucket    bucket is full again (the queue empty), and the latest
+//	                instant a hit was decided at; expiring at the latest
+//	                the first can be
 //	sliding_log     a sorted set, one member per unit of cost counted,
 //	                scored by its hit's instant in µs, named uniquely by the
 //	                instance that added it; expiring T after the newest

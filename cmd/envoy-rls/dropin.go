@@ -77,13 +77,15 @@ const (
 // dropInDefaults are the flags the drop-in sets whatever the environment
 // says, so that decisions mean what they mean in envoyproxy/ratelimit: a
 // limit that names no algorithm is a fixed window, every hit counts,
-// refused or not, and answers take its form. Their RLS_ twins
-// (RLS_DEFAULT_ALGORITHM, RLS_COUNT_REFUSED, RLS_RATELIMIT_COMPAT) change
-// them.
+// refused or not, answers take its form, and a runtime directory without
+// files (a ConfigMap with no keys yet) is no limits rather than a failed
+// start. Their RLS_ twins (RLS_DEFAULT_ALGORITHM, RLS_COUNT_REFUSED,
+// RLS_RATELIMIT_COMPAT, RLS_ALLOW_EMPTY_CONFIG) change them.
 var dropInDefaults = map[string]string{
-	"default-algorithm": "fixed_window",
-	"count-refused":     "true",
-	"ratelimit-compat":  "true",
+	"default-algorithm":  "fixed_window",
+	"count-refused":      "true",
+	"ratelimit-compat":   "true",
+	"allow-empty-config": "true",
 }
 
 // dropInDirect are the variables that stand for one server flag each, with

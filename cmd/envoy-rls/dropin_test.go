@@ -564,3 +564,55 @@ func TestListenUnixSocket(t *testing.T) {
 	}
 	c.Close()
 }
+
+// An empty runtime directory (a ConfigMap with no keys yet) is no limits,
+// as envoyproxy/ratelimit loads it, not a failed start: the drop-in serves,
+// every request allowed, and takes the first file that appears, and the
+// directory's emptying again, as reloads.
+func TestDropInEmptyRuntimeDir(t *testing.T) {
+	if o := dropInOptions(t, envoyGatewayFileEnv(t.TempDir())); !o.allowEmpty {
+		t.Error("-allow-empty-config: got off in the drop-in, want on")
+	}
+	vars := envoyGatewayFileEnv(t.TempDir())
+	vars["RLS_ALLOW_EMPTY_CONFIG"] = "false"
+	if o := dropInOptions(t, vars); o.allowEmpty {
+		t.Error("RLS_ALLOW_EMPTY_CONFIG=false: got -allow-empty-config on, want the twin to win")
+	}
+
+	dir := t.TempDir()
+	s := startInProcess(t, "-config", dir, "-allow-empty-config", "-default-algorithm", "fixed_window")
+	if code, body := httpDo(t, "GET", "http://"+s.httpAddr+"/healthz", ""); code != 200 {
+		t.Fatalf("/healthz with no limits files: %d %s", code, body)
+	}
+	const req = `{"domain":"d","descriptors":[{"entries":[{"key":"k","value":"v"}]}]}`
+	for i := range 3 {
+		if code, body := s.postJSON(t, req); code != 200 || !strings.Contains(body, `"overallCode":"OK"`) {
+			t.Fatalf("request %d with no limits files: %d %s, want 200 OK", i, code, body)
+		}
+	}
+	file := filepath.Join(dir, "d.yaml")
+	mkfile(t, file, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1}\n")
+	awaitStatus(t, s, req, 200, 429, "after the first file appeared")
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	awaitStatus(t, s, req, 429, 200, "after the last file went")
+}
+
+// awaitStatus posts req to /json until it is answered want, for as long as
+// it is answered was, and fails the test on another answer or after
+// reloadBound.
+func awaitStatus(t *testing.T, s *inProcess, req string, was, want int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(reloadBound)
+	for {
+		code, body := s.postJSON(t, req)
+		if code == want {
+			return
+		}
+		if code != was || time.Now().After(deadline) {
+			t.Fatalf("%s: %d %s, want %d within %v", what, code, body, want, reloadBound)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -41,6 +41,7 @@ type options struct {
 	defaultAlgorithm limits.Algorithm
 	countRefused     bool
 	mergeDomains     bool
+	allowEmpty       bool
 	maxDelay         time.Duration
 	logLevel         string
 	logFormat        string
@@ -294,11 +295,12 @@ func limitDefaultFlags(fs *flag.FlagSet, o *options) {
 	fs.Var(algorithmFlag{&o.defaultAlgorithm}, "default-algorithm", "algorithm of a limit that names none (every limit from xDS); fixed_window is envoyproxy/ratelimit's")
 	fs.BoolVar(&o.countRefused, "count-refused", false, "count refused hits too for every limit that does not set count_refused, as envoyproxy/ratelimit counts (off: only allowed hits consume)")
 	fs.BoolVar(&o.mergeDomains, "merge-domains", false, "load a domain that several files define as one, their top-level descriptors joined (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); off, it is an error")
+	fs.BoolVar(&o.allowEmpty, "allow-empty-config", false, "load a -config directory without limits files as no limits (every request allowed), as envoyproxy/ratelimit loads an empty runtime directory; off, it is an error")
 }
 
 // loadOptions are what loading the limits file depends on.
 func (o *options) loadOptions() config.Options {
-	return config.Options{MaxDelay: o.maxDelay, DefaultAlgorithm: o.defaultAlgorithm, CountRefused: o.countRefused, MergeDomains: o.mergeDomains}
+	return config.Options{MaxDelay: o.maxDelay, DefaultAlgorithm: o.defaultAlgorithm, CountRefused: o.countRefused, MergeDomains: o.mergeDomains, EmptyDir: o.allowEmpty}
 }
 
 // redisFlags defines the flags that say which Redis to use and how to reach

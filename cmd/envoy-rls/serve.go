@@ -260,6 +260,11 @@ func loadConfig(o *options, log *zap.Logger, loaded func()) (*startConfig, error
 		log.Warn("config reload is off", zap.Error(werr))
 		w = nil
 	}
+	if len(cfg.Domains) == 0 {
+		// Only -allow-empty-config lets a directory load empty: say so, as
+		// every request is allowed until a file appears.
+		log.Warn("no limits files in the config directory: every request is allowed until one appears", zap.String("config", o.configPath))
+	}
 	return &startConfig{cfg: cfg, watch: w}, nil
 }
 

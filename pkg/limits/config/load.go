@@ -38,6 +38,13 @@ type Options struct {
 	// as envoyproxy/ratelimit refuses it; descriptors below the top level
 	// are never merged. The Domain's File is then its first file.
 	MergeDomains bool
+	// EmptyDir lets Load read a directory without limits files as a
+	// config with no domains, where every request is allowed, instead of
+	// refusing it: envoyproxy/ratelimit's runtime directory (a ConfigMap
+	// with no keys yet) means that, and a drop-in must not stop its start
+	// on it. Off, an empty directory is an error, since a -config that
+	// names the wrong directory would otherwise lift every limit silently.
+	EmptyDir bool
 }
 
 // DefaultOptions are the options of Load and Parse, the flags' defaults.
@@ -63,7 +70,7 @@ func (o Options) maxDelay() time.Duration {
 //
 // Each file holds one domain; a domain defined in two files is an error
 // naming both (unless Options.MergeDomains), and so is a directory without
-// limits files. Every error is an *Error. Load checks the files against
+// limits files (unless Options.EmptyDir). Every error is an *Error. Load checks the files against
 // DefaultOptions.
 func Load(path string) (*Config, error) {
 	return DefaultOptions().Load(path)
@@ -71,7 +78,7 @@ func Load(path string) (*Config, error) {
 
 // Load is the package's Load, checking the files against o.
 func (o Options) Load(path string) (*Config, error) {
-	files, err := limitsFiles(path)
+	files, err := limitsFiles(path, o.EmptyDir)
 	if err != nil {
 		return nil, err
 	}
@@ -130,8 +137,9 @@ func (t topLevel) add(d *Domain) error {
 }
 
 // limitsFiles lists the files Load reads for path: path itself, or the
-// directory's DirFiles, of which there must be at least one.
-func limitsFiles(path string) ([]string, error) {
+// directory's DirFiles, of which there must be at least one unless
+// emptyDir.
+func limitsFiles(path string, emptyDir bool) ([]string, error) {
 	info, err := os.Stat(path)
 	if err != nil {
 		return nil, fileError(path, err)
@@ -143,7 +151,7 @@ func limitsFiles(path string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(files) == 0 {
+	if len(files) == 0 && !emptyDir {
 		return nil, &Error{File: path, Msg: "no limits files (*.yaml or *.yml) in the directory"}
 	}
 	return files, nil

@@ -312,6 +312,23 @@ func TestLoadDirectory(t *testing.T) {
 	checkModel(t, "Domains", c.Domains, want)
 }
 
+// With EmptyDir a directory without limits files is a config with no
+// domains; a file is still read as before, and a missing path still fails.
+func TestLoadEmptyDir(t *testing.T) {
+	o := DefaultOptions()
+	o.EmptyDir = true
+	c, err := o.Load("testdata/bad/empty_dir")
+	if err != nil || len(c.Domains) != 0 {
+		t.Fatalf("empty directory: got %v, %v; want no domains, no error", c, err)
+	}
+	if c, err := o.Load("testdata/good/dir"); err != nil || len(c.Domains) != 2 {
+		t.Errorf("directory with files: got %v, %v", c, err)
+	}
+	if _, err := o.Load("testdata/bad/no_such_dir"); err == nil {
+		t.Error("missing directory: got no error")
+	}
+}
+
 func TestLoadFileErrors(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.Symlink("missing.yaml", filepath.Join(dir, "broken.yaml")); err != nil {

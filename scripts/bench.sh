@@ -47,54 +47,10 @@ if [[ " $STORES " == *" redis "* ]] && ! command -v redis-server >/dev/null; the
 	STORES="${STORES//redis/}"
 fi
 
-tmp="$(mktemp -d)"
-pids=()
-cleanup() {
-	local p
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# stop PID: ends one process this script started.
-stop() {
-	kill "$1" 2>/dev/null || true
-	wait "$1" 2>/dev/null || true
-	local p keep=()
-	for p in "${pids[@]}"; do [[ "$p" == "$1" ]] || keep+=("$p"); done
-	pids=("${keep[@]}")
-}
-
-# free_port: a loopback TCP port nothing listens on.
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 40000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return
-		fi
-	done
-}
-
-# wait_port PORT PID: until something listens on PORT (10 s), or PID died.
-wait_port() {
-	local i
-	for i in $(seq 100); do
-		if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
-		kill -0 "$2" 2>/dev/null || { echo "bench.sh: process $2 exited before listening on $1" >&2; return 1; }
-		sleep 0.1
-	done
-	echo "bench.sh: nothing listens on $1 after 10 s" >&2
-	return 1
-}
-
-echo "building bin/envoy-rls and bin/rls-bench…" >&2
-mkdir -p bin
-go build -o bin/envoy-rls ./cmd/envoy-rls
-go build -o bin/rls-bench ./cmd/rls-bench
+NAME=bench.sh
+# shellcheck source=scripts/procs.sh
+source scripts/procs.sh
+build
 
 # Limits high enough not to refuse at the rates one machine reaches, except
 # where the algorithm bounds them: sliding_log keeps one entry per hit and

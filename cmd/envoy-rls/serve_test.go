@@ -76,6 +76,14 @@ func startInProcess(t *testing.T, args ...string) *inProcess {
 		s.statsAddr = ls.stats.Addr().String()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	serveUntilCleanup(t, ctx, cancel, o, start, ls)
+	return s
+}
+
+// serveUntilCleanup runs serveOn until the test ends, then cancels ctx and
+// fails the test unless the server stops cleanly and in time.
+func serveUntilCleanup(t *testing.T, ctx context.Context, cancel context.CancelFunc, o *options, start *startConfig, ls *listeners) {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- serveOn(ctx, o, start, zap.NewNop(), ls) }()
 	t.Cleanup(func() {
@@ -89,7 +97,6 @@ func startInProcess(t *testing.T, args ...string) *inProcess {
 			t.Error("server did not stop within 15s")
 		}
 	})
-	return s
 }
 
 var httpClient = &http.Client{Timeout: callBound}

@@ -100,19 +100,7 @@ func startXDSServer(t *testing.T, args ...string) *xdsProcess {
 	}
 	s := &xdsProcess{inProcess: &inProcess{grpcAddr: ls.grpc.Addr().String(), httpAddr: ls.http.Addr().String()}}
 	s.conn = grpcDial(t, s.grpcAddr, insecure.NewCredentials())
-	done := make(chan error, 1)
-	go func() { done <- serveOn(ctx, o, start, zap.NewNop(), ls) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("server stopped with %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Error("server did not stop within 15s")
-		}
-	})
+	serveUntilCleanup(t, ctx, cancel, o, start, ls)
 	return s
 }
 

@@ -110,9 +110,9 @@ func freePorts(t *testing.T) (ports [3]int) {
 	return ports
 }
 
-// start runs bin with env and returns a client of its gRPC port once it
-// answers.
-func start(t *testing.T, name, bin string, environ []string, grpcPort int) rlsv3.RateLimitServiceClient {
+// run starts bin with environ, its output in a log file that the test
+// shows if it fails, and kills it when the test ends.
+func run(t *testing.T, name, bin string, environ []string) {
 	t.Helper()
 	cmd := exec.Command(bin)
 	cmd.Env = environ
@@ -132,6 +132,13 @@ func start(t *testing.T, name, bin string, environ []string, grpcPort int) rlsv3
 			t.Logf("%s log:\n%s", name, b)
 		}
 	})
+}
+
+// start runs bin with env and returns a client of its gRPC port once it
+// answers.
+func start(t *testing.T, name, bin string, environ []string, grpcPort int) rlsv3.RateLimitServiceClient {
+	t.Helper()
+	run(t, name, bin, environ)
 	conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", grpcPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -256,6 +263,19 @@ func normalizeJSON(s string) string {
 }
 
 func TestDropInAnswersAsEnvoyproxyRatelimit(t *testing.T) {
+	compare(t, limits)
+}
+
+// An empty runtime directory (a ConfigMap with no keys yet) is no limits
+// in both: every request allowed.
+func TestDropInEmptyRuntimeDirAsEnvoyproxyRatelimit(t *testing.T) {
+	compare(t, "")
+}
+
+// compare starts both services on a runtime directory holding limitsFile
+// (none if it is empty), each on a Redis of its own, sends both every step
+// and reports each answer that differs.
+func compare(t *testing.T, limitsFile string) {
 	peer := os.Getenv("PEER_RLS_BIN")
 	if peer == "" {
 		t.Fatal("PEER_RLS_BIN must name envoyproxy/ratelimit's binary (go build ./src/service_cmd in its repository)")
@@ -270,8 +290,10 @@ func TestDropInAnswersAsEnvoyproxyRatelimit(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(root, "ratelimit", "config"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(root, "ratelimit", "config", "config.yaml"), []byte(limits), 0o644); err != nil {
-		t.Fatal(err)
+	if limitsFile != "" {
+		if err := os.WriteFile(filepath.Join(root, "ratelimit", "config", "config.yaml"), []byte(limitsFile), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	peerPorts, ourPorts := freePorts(t), freePorts(t)
 	peerRedis, ourRedis := redistest.Start(t), redistest.Start(t)

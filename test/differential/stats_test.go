@@ -124,24 +124,7 @@ func envoyGatewayMapper(t *testing.T) string {
 // /healthcheck answers, and returns a connection to its gRPC port.
 func startStats(t *testing.T, name, bin string, environ []string, ports [3]int) *grpc.ClientConn {
 	t.Helper()
-	cmd := exec.Command(bin)
-	cmd.Env = environ
-	logs, err := os.Create(filepath.Join(t.TempDir(), strings.ReplaceAll(name, "/", "_")+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(logs.Name())
-			t.Logf("%s log:\n%s", name, b)
-		}
-	})
+	run(t, name, bin, environ)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthcheck", ports[0]))

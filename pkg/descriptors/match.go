@@ -4,7 +4,10 @@
 // Matching follows envoyproxy/ratelimit: walk the request's entries level by
 // level; at each level try the exact key and value, then the `*` wildcard
 // values in config order, then the bare key (one counter per distinct value).
-// A limit applies only where the walk ends on the last entry.
+// The first wildcard in config order that matches wins; an index built at
+// load, by each pattern's literal prefix or suffix, finds it without trying
+// those that cannot match for want of that prefix or suffix, however many a
+// config holds. A limit applies only where the walk ends on the last entry.
 package descriptors
 
 import (
@@ -42,7 +45,7 @@ type Node struct {
 	Wildcard bool
 
 	exact     map[pair]*Node
-	wildcards []*Node
+	wildcards wildcards
 	bare      map[string]*Node
 }
 
@@ -86,6 +89,7 @@ func ChildPath(parent string, d *config.Descriptor) string {
 }
 
 func (n *Node) add(children []*config.Descriptor, parent string) {
+	var wildcards []*Node
 	for _, d := range children {
 		path := ChildPath(parent, d)
 		c := &Node{Descriptor: d, Path: path, Wildcard: strings.Contains(d.Value, "*")}
@@ -96,7 +100,7 @@ func (n *Node) add(children []*config.Descriptor, parent string) {
 			}
 			n.bare[d.Key] = c
 		case c.Wildcard:
-			n.wildcards = append(n.wildcards, c)
+			wildcards = append(wildcards, c)
 		default:
 			if n.exact == nil {
 				n.exact = make(map[pair]*Node)
@@ -105,6 +109,7 @@ func (n *Node) add(children []*config.Descriptor, parent string) {
 		}
 		c.add(d.Descriptors, path)
 	}
+	n.wildcards = newWildcards(wildcards)
 }
 
 // Match walks domain's tree with entries. It returns the node where the walk
@@ -136,10 +141,8 @@ func (n *Node) child(e Entry) *Node {
 	if c, ok := n.exact[pair{e.Key, e.Value}]; ok {
 		return c
 	}
-	for _, c := range n.wildcards {
-		if c.Descriptor.Key == e.Key && WildcardMatch(c.Descriptor.Value, e.Value) {
-			return c
-		}
+	if c := n.wildcards.find(e); c != nil {
+		return c
 	}
 	return n.bare[e.Key]
 }

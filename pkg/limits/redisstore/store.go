@@ -154,6 +154,7 @@ type Store struct {
 	redisClock redisClock   // Redis's clock, estimated, when clock is nil
 	batch      *batcher     // nil: one pipeline per call
 	onPipeline func(runs int)
+	expiries   *expirySeen // the window counters seen with their TTL set
 }
 
 // New returns a Store on client: a *redis.Client, a *redis.ClusterClient or
@@ -165,7 +166,8 @@ func New(client redisClient, opts Options) *Store {
 		onPipeline = func(int) {}
 	}
 	_, cluster := client.(*redis.ClusterClient)
-	s := &Store{members: newLogMembers(), client: client, cluster: cluster, clock: opts.Clock, onPipeline: onPipeline}
+	s := &Store{members: newLogMembers(), client: client, cluster: cluster, clock: opts.Clock, onPipeline: onPipeline,
+		expiries: newExpirySeen()}
 	if opts.Batching == BatchOn || opts.Batching == BatchAuto && !cluster {
 		s.batch = newBatcher(s, opts.Flushes)
 	}
@@ -265,7 +267,7 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 			h := &hits[r.first]
 			switch h.Limit.Algorithm {
 			case limits.FixedWindow, limits.SlidingWindow:
-				windows = append(windows, newWindowHit(ctx, r.first, h, now, wk))
+				windows = append(windows, newWindowHit(ctx, r.first, h, now, s.expiries, wk))
 			case limits.TokenBucket, limits.LeakyBucket:
 				buckets = append(buckets, newBucketHit(ctx, r.first, h, now, wk))
 			default:
@@ -284,6 +286,7 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 	}
 	s.send(ctx, wk)
 	if wk.err != nil {
+		s.expiries.forget()
 		// The call stopped waiting: its commands may still be running, and
 		// their replies are not for it to read.
 		for k := range wk.runs {
@@ -311,9 +314,11 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 	for _, wh := range windows {
 		res, giveBack, err := wh.decide()
 		if err != nil {
+			s.expiries.forget()
 			results[wh.i] = limits.Result{Err: storeError(wh.limit.Algorithm.String(), err)}
 			continue
 		}
+		wh.checkExpiry(ctx, s.expiries, back)
 		results[wh.i] = res
 		if giveBack {
 			back.script(&giveBackScript, []string{wh.cur}, wh.cost, noCap)

@@ -18,7 +18,8 @@ import (
 //
 //   - a hit that consumes is INCRBY of its cost on the current window,
 //     PEXPIRE … NX to the instant the window stops mattering (its end for a
-//     fixed window, the end of the next one for a sliding window) and, for
+//     fixed window, the end of the next one for a sliding window: sent
+//     until this instance has seen it set, see expirySeen) and, for
 //     a sliding window, GET of the previous window's counter, all in the
 //     pipeline of the call;
 //   - the service then decides with limits.DecideWithin on the counts as
@@ -81,10 +82,17 @@ type windowHit struct {
 	refund *scriptCall      // give_back.lua: a refund
 	// prev reads the previous window's count (sliding window).
 	prev *redis.StringCmd
+	// expire is the PEXPIRE … NX sent with incr, nil where the store had
+	// seen the counter's expiry set (expirySeen); seen is the counter's
+	// entry there, ttl the PEXPIRE's milliseconds.
+	expire *redis.IntCmd
+	seen   uint64
+	ttl    int64
 }
 
-// newWindowHit queues in wk the commands of hit h, decided at now.
-func newWindowHit(ctx context.Context, i int, h *limits.Hit, now int64, wk *work) *windowHit {
+// newWindowHit queues in wk the commands of hit h, decided at now; seen
+// tells which counters need no PEXPIRE.
+func newWindowHit(ctx context.Context, i int, h *limits.Hit, now int64, seen *expirySeen, wk *work) *windowHit {
 	l := h.Limit
 	t := l.PeriodMicros()
 	wh := &windowHit{i: i, limit: l, cost: h.Cost, now: now, w: floorDiv(now, t)}
@@ -101,13 +109,39 @@ func newWindowHit(ctx context.Context, i int, h *limits.Hit, now int64, wk *work
 		wk.cmds = append(wk.cmds, wh.get)
 	default:
 		wh.incr = redis.NewIntCmd(ctx, "incrby", wh.cur, h.Cost)
-		wk.cmds = append(wk.cmds, wh.incr, redis.NewIntCmd(ctx, "pexpire", wh.cur, ttlMillis(end-now), "nx"))
+		wk.cmds = append(wk.cmds, wh.incr)
+		wh.seen, wh.ttl = seen.hash(wh.cur), ttlMillis(end-now)
+		if !seen.has(wh.seen) {
+			wh.expire = wh.expireCmd(ctx)
+			wk.cmds = append(wk.cmds, wh.expire)
+		}
 	}
 	if l.Algorithm == limits.SlidingWindow {
 		wh.prev = redis.NewStringCmd(ctx, "get", windowKey(h.Key, wh.w-1))
 		wk.cmds = append(wk.cmds, wh.prev)
 	}
 	return wh
+}
+
+// expireCmd is the hit's PEXPIRE … NX.
+func (wh *windowHit) expireCmd(ctx context.Context) *redis.IntCmd {
+	return redis.NewIntCmd(ctx, "pexpire", wh.cur, wh.ttl, "nx")
+}
+
+// checkExpiry records in seen a counter whose PEXPIRE ran, and queues in
+// back the PEXPIRE of one that this hit created (INCRBY's reply is its own
+// cost) without sending one: the counter is new to Redis although seen had
+// its expiry (see expirySeen).
+func (wh *windowHit) checkExpiry(ctx context.Context, seen *expirySeen, back *work) {
+	switch {
+	case wh.incr == nil:
+	case wh.expire != nil:
+		if wh.expire.Err() == nil {
+			seen.add(wh.seen)
+		}
+	case wh.incr.Val() == wh.cost:
+		back.cmds = append(back.cmds, wh.expireCmd(ctx))
+	}
 }
 
 // countCap is what a count of l is read as at most: 2N where refused hits

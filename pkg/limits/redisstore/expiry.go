@@ -1,0 +1,72 @@
+package redisstore
+
+import (
+	"hash/maphash"
+	"sync/atomic"
+)
+
+// expirySlots is the number of window counters an expirySeen remembers:
+// 512 KiB of hashes. A counter it has forgotten only costs its next hit a
+// PEXPIRE again.
+const expirySlots = 1 << 16
+
+// expirySeen remembers the window counters whose expiry this instance has
+// seen set, so that further hits on one send INCRBY alone: a window's
+// PEXPIRE … NX changes nothing once the counter has a TTL, and it is half
+// of what a hit costs Redis (issue #13). The first hit of each instance on a
+// counter still sends it, in the same pipeline as its INCRBY, so a counter
+// never waits on another instance for its TTL.
+//
+// What could leave a counter without a TTL is its being created again after
+// this instance saw its expiry: Redis restarted with no data, or a replica
+// without the tail of its master's stream took over. The first is caught at
+// once: an INCRBY whose reply is its own cost found no count, and the store
+// then sends the PEXPIRE in a second round trip (as it gives back a refused
+// cost). Both come with errors on the connections that were open, and every
+// error forgets everything seen (forget), so the next hits set the TTL
+// again.
+//
+// It is a table of hashes indexed by their low bits, each slot holding the
+// last counter stored there; a slot that another counter took only costs a
+// PEXPIRE again, and the 64-bit hash makes a false match (which the reply
+// check above still covers) negligible.
+type expirySeen struct {
+	seed maphash.Seed
+	// dirty is set once a slot may be filled, so that a run of errors
+	// clears the table once.
+	dirty atomic.Bool
+	slots [expirySlots]atomic.Uint64
+}
+
+func newExpirySeen() *expirySeen {
+	return &expirySeen{seed: maphash.MakeSeed()}
+}
+
+// hash is key's entry in the table; never 0, which marks an empty slot.
+func (e *expirySeen) hash(key string) uint64 {
+	return maphash.String(e.seed, key) | 1
+}
+
+// has reports whether the counter of hash h was seen with its expiry set.
+func (e *expirySeen) has(h uint64) bool {
+	return e.slots[h%expirySlots].Load() == h
+}
+
+// add records that the counter of hash h has its expiry set.
+func (e *expirySeen) add(h uint64) {
+	if !e.dirty.Load() {
+		e.dirty.Store(true)
+	}
+	e.slots[h%expirySlots].Store(h)
+}
+
+// forget drops everything seen: after an error, Redis may have lost keys or
+// handed over to a replica that lacks some TTLs.
+func (e *expirySeen) forget() {
+	if !e.dirty.Swap(false) {
+		return
+	}
+	for i := range e.slots {
+		e.slots[i].Store(0)
+	}
+}

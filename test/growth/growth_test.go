@@ -263,8 +263,8 @@ func BenchmarkCluster(b *testing.B) {
 				b.ReportMetric(float64((redisCPU(b, node)-cpu0[i]).Nanoseconds())/(float64(n)/3), fmt.Sprintf("node%d-redis-cpu-ns/decision", i))
 			}
 		})
-		b.Run(fmt.Sprintf("masters=3/batching=on/descriptors=%d", d), func(b *testing.B) {
-			s := redisstore.New(c, redisstore.Options{Batching: redisstore.BatchOn})
+		b.Run(fmt.Sprintf("masters=3/batching=off/descriptors=%d", d), func(b *testing.B) {
+			s := redisstore.New(c, redisstore.Options{Batching: redisstore.BatchOff})
 			defer s.Close()
 			cpu0 := make([]time.Duration, len(cl.Nodes))
 			for i, n := range cl.Nodes {

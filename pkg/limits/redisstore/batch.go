@@ -13,13 +13,12 @@ import (
 type Batching int
 
 const (
-	// BatchAuto, the zero value, merges the calls on a single Redis and not
-	// on a cluster: there one flush waits on its slowest node, so with a
-	// master down the calls for the live masters would wait behind those for
-	// the dead one, where each now fails on its own.
+	// BatchAuto, the zero value, merges the calls: on a single Redis all of
+	// them, on a cluster those whose keys live on one master, with that
+	// master's (nodeBatchers), so that a master down holds up only the
+	// calls for its keys.
 	BatchAuto Batching = iota
-	// BatchOn merges the calls, on a cluster too (a cluster client splits a
-	// merged pipeline by node, as it splits the pipeline of one call).
+	// BatchOn is BatchAuto.
 	BatchOn
 	// BatchOff sends one pipeline per call.
 	BatchOff
@@ -214,8 +213,12 @@ func (s *Store) exec(ctx context.Context, groups ...*work) {
 		s.onPipeline(decisions)
 	}
 	if probe == nil && s.clock == nil && s.redisClock.due(s.cluster) {
-		// The pipeline's round trip is a sample of Redis's clock.
-		probe = s.newClockProbe()
+		if s.cluster {
+			s.probeAside()
+		} else {
+			// The pipeline's round trip is a sample of Redis's clock.
+			probe = s.newClockProbe()
+		}
 	}
 	pipe := s.client.Pipeline()
 	if probe != nil {

@@ -190,3 +190,20 @@ func (p *clockProbe) err() error {
 	_, err := p.micros()
 	return err
 }
+
+// probeAside samples a cluster's clock in a pipeline of its own, unless one
+// is out already. On a cluster the clock is one node's (clockProbe), most
+// likely not the node of the pipeline that found the sample due: carried
+// there, it would make that pipeline, and every call merged into it, wait
+// on a second node, and on a stalled clock node.
+func (s *Store) probeAside() {
+	if !s.probing.CompareAndSwap(false, true) {
+		return
+	}
+	s.probes.Add(1)
+	go func() {
+		defer s.probes.Done()
+		defer s.probing.Store(false)
+		s.exec(context.Background(), &work{clock: s.newClockProbe()})
+	}()
+}

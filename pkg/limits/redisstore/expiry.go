@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"hash/maphash"
+	"math/rand/v2"
 	"sync/atomic"
 )
 
@@ -29,44 +30,38 @@ const expirySlots = 1 << 16
 // It is a table of hashes indexed by their low bits, each slot holding the
 // last counter stored there; a slot that another counter took only costs a
 // PEXPIRE again, and the 64-bit hash makes a false match (which the reply
-// check above still covers) negligible.
+// check above still covers) negligible. Each entry is mixed with an epoch,
+// and forget draws a new one: everything stored before no longer matches,
+// at the cost of one store, however often calls fail.
 type expirySeen struct {
-	seed maphash.Seed
-	// dirty is set once a slot may be filled, so that a run of errors
-	// clears the table once.
-	dirty atomic.Bool
+	seed  maphash.Seed
+	epoch atomic.Uint64
 	slots [expirySlots]atomic.Uint64
 }
 
 func newExpirySeen() *expirySeen {
-	return &expirySeen{seed: maphash.MakeSeed()}
+	e := &expirySeen{seed: maphash.MakeSeed()}
+	e.forget()
+	return e
 }
 
-// hash is key's entry in the table; never 0, which marks an empty slot.
+// hash is key's entry in the table.
 func (e *expirySeen) hash(key string) uint64 {
-	return maphash.String(e.seed, key) | 1
+	return maphash.String(e.seed, key)
 }
 
 // has reports whether the counter of hash h was seen with its expiry set.
 func (e *expirySeen) has(h uint64) bool {
-	return e.slots[h%expirySlots].Load() == h
+	return e.slots[h%expirySlots].Load() == h^e.epoch.Load()
 }
 
 // add records that the counter of hash h has its expiry set.
 func (e *expirySeen) add(h uint64) {
-	if !e.dirty.Load() {
-		e.dirty.Store(true)
-	}
-	e.slots[h%expirySlots].Store(h)
+	e.slots[h%expirySlots].Store(h ^ e.epoch.Load())
 }
 
 // forget drops everything seen: after an error, Redis may have lost keys or
 // handed over to a replica that lacks some TTLs.
 func (e *expirySeen) forget() {
-	if !e.dirty.Swap(false) {
-		return
-	}
-	for i := range e.slots {
-		e.slots[i].Store(0)
-	}
+	e.epoch.Store(rand.Uint64())
 }

@@ -60,6 +60,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -133,7 +135,7 @@ type Options struct {
 	// still agree.
 	Clock func() int64
 	// Batching chooses whether concurrent calls share pipelines (see
-	// Batching); the zero value merges them on a single Redis only.
+	// Batching); the zero value merges them, per master on a cluster.
 	Batching Batching
 	// Flushes bounds the merged pipelines in flight at once; zero means
 	// DefaultFlushes.
@@ -150,11 +152,16 @@ type Store struct {
 	members    *logMembers // names of the sliding log members this store adds
 	client     redisClient
 	cluster    bool
-	clock      func() int64 // Options.Clock
-	redisClock redisClock   // Redis's clock, estimated, when clock is nil
-	batch      *batcher     // nil: one pipeline per call
+	clock      func() int64  // Options.Clock
+	redisClock redisClock    // Redis's clock, estimated, when clock is nil
+	batch      *batcher      // nil: one pipeline per call, or per master (nodes)
+	nodes      *nodeBatchers // a cluster's batchers, one per master; nil on one Redis or without batching
 	onPipeline func(runs int)
 	expiries   *expirySeen // the window counters seen with their TTL set
+	// probing is set while a cluster's clock sample is out (probeAside),
+	// probes counts those goroutines for Close.
+	probing atomic.Bool
+	probes  sync.WaitGroup
 }
 
 // New returns a Store on client: a *redis.Client, a *redis.ClusterClient or
@@ -168,7 +175,11 @@ func New(client redisClient, opts Options) *Store {
 	_, cluster := client.(*redis.ClusterClient)
 	s := &Store{members: newLogMembers(), client: client, cluster: cluster, clock: opts.Clock, onPipeline: onPipeline,
 		expiries: newExpirySeen()}
-	if opts.Batching == BatchOn || opts.Batching == BatchAuto && !cluster {
+	switch {
+	case opts.Batching == BatchOff:
+	case cluster:
+		s.nodes = newNodeBatchers(s, client.(*redis.ClusterClient), opts.Flushes)
+	default:
 		s.batch = newBatcher(s, opts.Flushes)
 	}
 	return s
@@ -180,6 +191,10 @@ func (s *Store) Close() {
 	if s.batch != nil {
 		s.batch.close()
 	}
+	if s.nodes != nil {
+		s.nodes.close()
+	}
+	s.probes.Wait()
 }
 
 // Ping reports whether Redis answers, for health checks. On a cluster it asks
@@ -479,7 +494,11 @@ func storeError(what string, err error) error {
 // send runs wk, merged with the work of concurrent calls if batching is
 // on.
 func (s *Store) send(ctx context.Context, wk *work) {
-	if s.batch != nil && ctx.Err() == nil && s.batch.do(ctx, wk) {
+	switch {
+	case ctx.Err() != nil:
+	case s.batch != nil && s.batch.do(ctx, wk):
+		return
+	case s.nodes != nil && s.nodes.do(ctx, wk):
 		return
 	}
 	s.exec(ctx, wk)

@@ -1,0 +1,160 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/envoy-rls/envoy-rls/internal/redistest"
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+)
+
+// slowNode holds every pipeline whose first key lives on the master at
+// addr for delay, and counts the pipelines of each master.
+type slowNode struct {
+	cluster *redis.ClusterClient
+	addr    string
+	delay   atomic.Int64 // ns
+	mu      sync.Mutex
+	count   map[string]int
+}
+
+func (*slowNode) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*slowNode) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *slowNode) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if k, ok := cmdKey(cmds[len(cmds)-1]); ok {
+			if m, err := h.cluster.MasterForKey(ctx, k); err == nil {
+				addr := m.Options().Addr
+				h.mu.Lock()
+				h.count[addr]++
+				h.mu.Unlock()
+				if addr == h.addr {
+					time.Sleep(time.Duration(h.delay.Load()))
+				}
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// keysOn returns n keys, each its own hash tag, that live on the master at
+// addr.
+func keysOn(t *testing.T, c *redis.ClusterClient, addr string, n int) []string {
+	t.Helper()
+	var keys []string
+	for i := 0; len(keys) < n; i++ {
+		k := fmt.Sprintf("{n%d}", i)
+		m, err := c.MasterForKey(context.Background(), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Options().Addr == addr {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// On a cluster, by default, the calls whose keys live on one master share
+// that master's pipelines, and a master whose round trips stall holds up
+// only the calls for its own keys: the others' answers do not wait for it.
+// A call whose keys span masters goes on its own and is decided in full.
+func TestClusterMergesPerMaster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	uc := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: testTimeout})
+	c := uc.(*redis.ClusterClient)
+	// The slow master is not the one whose clock the store reads
+	// (clockProbe's key): that one holds up the calls that need a first
+	// sample, which is not this test's matter.
+	clockNode, err := c.MasterForKey(context.Background(), clockKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var others []string
+	for _, a := range cl.Addrs() {
+		if a != clockNode.Options().Addr {
+			others = append(others, a)
+		}
+	}
+	slowAddr, fastAddr := others[0], others[1]
+	hook := &slowNode{cluster: c, addr: slowAddr, count: map[string]int{}}
+	c.AddHook(hook)
+	s := New(c, Options{})
+	defer s.Close()
+	l := allowing(limits.FixedWindow, 1000)
+	decide := func(keys ...string) ([]limits.Result, time.Duration) {
+		hits := make([]limits.Hit, len(keys))
+		for i, k := range keys {
+			hits[i] = limits.Hit{Key: k, Limit: l, Cost: 1}
+		}
+		res := make([]limits.Result, len(hits))
+		start := time.Now()
+		s.Decide(context.Background(), hits, res)
+		return res, time.Since(start)
+	}
+
+	const goroutines, calls = 16, 5
+	slowKeys, fastKeys := keysOn(t, c, slowAddr, goroutines), keysOn(t, c, fastAddr, goroutines)
+	if res, _ := decide("{warm}"); res[0].Err != nil { // a first clock sample
+		t.Fatal(res[0].Err)
+	}
+	hook.delay.Store(int64(300 * time.Millisecond))
+	var wg sync.WaitGroup
+	var fastWorst atomic.Int64
+	for g := range goroutines {
+		wg.Go(func() { // the slow master's calls, held 300 ms a round trip
+			for range 2 {
+				if res, _ := decide(slowKeys[g]); res[0].Err != nil || !res[0].Allowed {
+					t.Errorf("slow master, key %s: %+v", slowKeys[g], res[0])
+				}
+			}
+		})
+	}
+	time.Sleep(50 * time.Millisecond) // the slow master's first flush is out
+	for g := range goroutines {
+		wg.Go(func() {
+			for range calls {
+				res, took := decide(fastKeys[g])
+				if res[0].Err != nil || !res[0].Allowed {
+					t.Errorf("fast master, key %s: %+v", fastKeys[g], res[0])
+				}
+				for {
+					worst := fastWorst.Load()
+					if int64(took) <= worst || fastWorst.CompareAndSwap(worst, int64(took)) {
+						break
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// A wide margin: the fast master's calls take a millisecond or so; one
+	// that waited behind the slow master would take 300 ms at least.
+	if worst := time.Duration(fastWorst.Load()); worst >= 200*time.Millisecond {
+		t.Errorf("a call for the fast master took %v: it waited for the slow one", worst)
+	}
+	hook.delay.Store(0)
+	hook.mu.Lock()
+	slowPipes, fastPipes := hook.count[slowAddr], hook.count[fastAddr]
+	hook.mu.Unlock()
+	// 32 calls for the slow master in two waves of about 300 ms: merged,
+	// they take a handful of pipelines.
+	if slowPipes >= goroutines {
+		t.Errorf("%d pipelines for the slow master's %d calls: want them merged", slowPipes, goroutines*2)
+	}
+	t.Logf("pipelines: slow master %d for %d calls, fast master %d for %d calls", slowPipes, goroutines*2, fastPipes, goroutines*calls)
+
+	// One call over both masters: decided in full, and not merged.
+	res, _ := decide(fastKeys[0], slowKeys[0])
+	for i, want := range []int64{1000 - calls - 1, 1000 - 2 - 1} {
+		if r := res[i]; r.Err != nil || !r.Allowed || r.Remaining != want {
+			t.Errorf("spanning call, hit %d: got %+v, want allowed with %d remaining", i, r, want)
+		}
+	}
+}

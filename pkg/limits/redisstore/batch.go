@@ -14,9 +14,9 @@ type Batching int
 
 const (
 	// BatchAuto, the zero value, merges the calls: on a single Redis all of
-	// them, on a cluster those whose keys live on one master, with that
-	// master's (nodeBatchers), so that a master down holds up only the
-	// calls for its keys.
+	// them; on a cluster one master at a time, each call's share of a
+	// master with that master's flushes (nodeBatchers), so that a master
+	// down holds up only the calls for its keys.
 	BatchAuto Batching = iota
 	// BatchOn is BatchAuto.
 	BatchOn

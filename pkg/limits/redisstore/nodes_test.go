@@ -64,7 +64,7 @@ func keysOn(t *testing.T, c *redis.ClusterClient, addr string, n int) []string {
 // On a cluster, by default, the calls whose keys live on one master share
 // that master's pipelines, and a master whose round trips stall holds up
 // only the calls for its own keys: the others' answers do not wait for it.
-// A call whose keys span masters goes on its own and is decided in full.
+// A call whose keys span masters is split between them and decided in full.
 func TestClusterMergesPerMaster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	uc := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: testTimeout})
@@ -150,7 +150,8 @@ func TestClusterMergesPerMaster(t *testing.T) {
 	}
 	t.Logf("pipelines: slow master %d for %d calls, fast master %d for %d calls", slowPipes, goroutines*2, fastPipes, goroutines*calls)
 
-	// One call over both masters: decided in full, and not merged.
+	// One call over both masters: split between their flushes, decided in
+	// full.
 	res, _ := decide(fastKeys[0], slowKeys[0])
 	for i, want := range []int64{1000 - calls - 1, 1000 - 2 - 1} {
 		if r := res[i]; r.Err != nil || !r.Allowed || r.Remaining != want {

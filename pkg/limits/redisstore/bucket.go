@@ -157,7 +157,7 @@ func newBucketHit(ctx context.Context, i int, h *limits.Hit, now int64, wk *work
 
 // errDisagree marks a state that Redis moved elsewhere than the Go
 // algorithm: a bug, or a key written by another build.
-var errDisagree = errors.New("Redis and the algorithm disagree")
+var errDisagree = errors.New("the state Redis moved and the algorithm disagree")
 
 // bucketReplies is where the replies of a plan's operations are: the
 // latest instant seen (max(seen, now)), max(tat, now), the conditional

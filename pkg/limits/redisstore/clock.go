@@ -191,6 +191,14 @@ func (p *clockProbe) err() error {
 	return err
 }
 
+// sampledSince reports whether a sample arrived at or after the local
+// instant since: one as good as a TIME sent then.
+func (c *redisClock) sampledSince(since int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ok && c.last >= since
+}
+
 // probeAside samples a cluster's clock in a pipeline of its own, unless one
 // is out already. On a cluster the clock is one node's (clockProbe), most
 // likely not the node of the pipeline that found the sample due: carried

@@ -28,7 +28,7 @@ func (*slowNode) DialHook(next redis.DialHook) redis.DialHook          { return 
 func (*slowNode) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (h *slowNode) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if k, ok := cmdKey(cmds[len(cmds)-1]); ok {
+		if k, ok := testCmdKey(cmds[len(cmds)-1]); ok {
 			if m, err := h.cluster.MasterForKey(ctx, k); err == nil {
 				addr := m.Options().Addr
 				h.mu.Lock()
@@ -41,6 +41,15 @@ func (h *slowNode) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 		}
 		return next(ctx, cmds)
 	}
+}
+
+// testCmdKey is the first key of a native command or a script call.
+func testCmdKey(c redis.Cmder) (string, bool) {
+	if args := c.Args(); len(args) >= 4 && (c.Name() == "eval" || c.Name() == "evalsha") {
+		k, ok := args[3].(string)
+		return k, ok
+	}
+	return cmdKey(c)
 }
 
 // keysOn returns n keys, each its own hash tag, that live on the master at
@@ -157,5 +166,47 @@ func TestClusterMergesPerMaster(t *testing.T) {
 		if r := res[i]; r.Err != nil || !r.Allowed || r.Remaining != want {
 			t.Errorf("spanning call, hit %d: got %+v, want allowed with %d remaining", i, r, want)
 		}
+	}
+}
+
+// Calls that find no estimate of Redis's clock share one TIME: on a
+// cluster whose clock node answers slowly, 16 first calls send one probe
+// there between them, not 16.
+func TestFirstClockSampleShared(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	uc := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: testTimeout})
+	c := uc.(*redis.ClusterClient)
+	clockNode, err := c.MasterForKey(context.Background(), clockKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clockAddr := clockNode.Options().Addr
+	other := cl.Addrs()[0]
+	if other == clockAddr {
+		other = cl.Addrs()[1]
+	}
+	hook := &slowNode{cluster: c, addr: clockAddr, count: map[string]int{}}
+	hook.delay.Store(int64(100 * time.Millisecond))
+	c.AddHook(hook)
+	s := New(c, Options{})
+	defer s.Close()
+	keys := keysOn(t, c, other, 16)
+	l := allowing(limits.FixedWindow, 10)
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		wg.Go(func() {
+			res := make([]limits.Result, 1)
+			s.Decide(context.Background(), []limits.Hit{{Key: k, Limit: l, Cost: 1}}, res)
+			if res[0].Err != nil || !res[0].Allowed {
+				t.Errorf("%s: %+v", k, res[0])
+			}
+		})
+	}
+	wg.Wait()
+	hook.mu.Lock()
+	probes := hook.count[clockAddr]
+	hook.mu.Unlock()
+	if probes > 2 { // the first, and at most one sample aside since
+		t.Errorf("%d clock probes for 16 first calls, want one", probes)
 	}
 }

@@ -162,6 +162,9 @@ type Store struct {
 	// probes counts those goroutines for Close.
 	probing atomic.Bool
 	probes  sync.WaitGroup
+	// asking holds a token while a call asks Redis's TIME for want of an
+	// estimate (now).
+	asking chan struct{}
 }
 
 // New returns a Store on client: a *redis.Client, a *redis.ClusterClient or
@@ -174,7 +177,7 @@ func New(client redisClient, opts Options) *Store {
 	}
 	_, cluster := client.(*redis.ClusterClient)
 	s := &Store{members: newLogMembers(), client: client, cluster: cluster, clock: opts.Clock, onPipeline: onPipeline,
-		expiries: newExpirySeen()}
+		expiries: newExpirySeen(), asking: make(chan struct{}, 1)}
 	switch {
 	case opts.Batching == BatchOff:
 	case cluster:
@@ -455,6 +458,20 @@ func (s *Store) now(ctx context.Context) (int64, error) {
 		return s.clock(), nil
 	}
 	if now, u, ok := s.redisClock.now(); ok && u <= maxClockUncertainty {
+		return now, nil
+	}
+	// One call at a time asks: those that arrive meanwhile take its sample,
+	// which is as good as one of their own, rather than each sending a TIME
+	// (on a cluster, each in a pipeline to the clock's node, however slow).
+	asked := localMicros()
+	select {
+	case s.asking <- struct{}{}:
+	case <-ctx.Done():
+		return 0, storeError("clock", ctx.Err())
+	}
+	defer func() { <-s.asking }()
+	if s.redisClock.sampledSince(asked) {
+		now, _, _ := s.redisClock.now()
 		return now, nil
 	}
 	probe := s.newClockProbe()

@@ -52,6 +52,27 @@ func testCmdKey(c redis.Cmder) (string, bool) {
 	return cmdKey(c)
 }
 
+// clockCluster starts a cluster of three masters and returns a client of
+// it, the address of the master whose clock the store reads (the node of clockKey) and the
+// other two.
+func clockCluster(t *testing.T) (*redis.ClusterClient, string, []string) {
+	t.Helper()
+	cl := redistest.StartCluster(t, 3)
+	c := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: testTimeout}).(*redis.ClusterClient)
+	clockNode, err := c.MasterForKey(context.Background(), clockKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clockAddr := clockNode.Options().Addr
+	var others []string
+	for _, a := range cl.Addrs() {
+		if a != clockAddr {
+			others = append(others, a)
+		}
+	}
+	return c, clockAddr, others
+}
+
 // keysOn returns n keys, each its own hash tag, that live on the master at
 // addr.
 func keysOn(t *testing.T, c *redis.ClusterClient, addr string, n int) []string {
@@ -75,22 +96,10 @@ func keysOn(t *testing.T, c *redis.ClusterClient, addr string, n int) []string {
 // only the calls for its own keys: the others' answers do not wait for it.
 // A call whose keys span masters is split between them and decided in full.
 func TestClusterMergesPerMaster(t *testing.T) {
-	cl := redistest.StartCluster(t, 3)
-	uc := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: testTimeout})
-	c := uc.(*redis.ClusterClient)
-	// The slow master is not the one whose clock the store reads
-	// (clockProbe's key): that one holds up the calls that need a first
-	// sample, which is not this test's matter.
-	clockNode, err := c.MasterForKey(context.Background(), clockKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var others []string
-	for _, a := range cl.Addrs() {
-		if a != clockNode.Options().Addr {
-			others = append(others, a)
-		}
-	}
+	// The slow master is not the one whose clock the store reads: that
+	// one holds up the calls that need a first sample, which
+	// TestFirstClockSampleShared is about.
+	c, _, others := clockCluster(t)
 	slowAddr, fastAddr := others[0], others[1]
 	hook := &slowNode{cluster: c, addr: slowAddr, count: map[string]int{}}
 	c.AddHook(hook)
@@ -173,18 +182,8 @@ func TestClusterMergesPerMaster(t *testing.T) {
 // cluster whose clock node answers slowly, 16 first calls send one probe
 // there between them, not 16.
 func TestFirstClockSampleShared(t *testing.T) {
-	cl := redistest.StartCluster(t, 3)
-	uc := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: testTimeout})
-	c := uc.(*redis.ClusterClient)
-	clockNode, err := c.MasterForKey(context.Background(), clockKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clockAddr := clockNode.Options().Addr
-	other := cl.Addrs()[0]
-	if other == clockAddr {
-		other = cl.Addrs()[1]
-	}
+	c, clockAddr, others := clockCluster(t)
+	other := others[0]
 	hook := &slowNode{cluster: c, addr: clockAddr, count: map[string]int{}}
 	hook.delay.Store(int64(100 * time.Millisecond))
 	c.AddHook(hook)

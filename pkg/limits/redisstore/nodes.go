@@ -25,13 +25,15 @@ type nodeBatchers struct {
 	cluster *redis.ClusterClient
 	flushes int
 
+	// byAddr holds each master's *batcher by address; mu guards adding
+	// one, and closed.
+	byAddr sync.Map
 	mu     sync.Mutex
-	byAddr map[string]*batcher
 	closed bool
 }
 
 func newNodeBatchers(s *Store, c *redis.ClusterClient, flushes int) *nodeBatchers {
-	return &nodeBatchers{store: s, cluster: c, flushes: flushes, byAddr: map[string]*batcher{}}
+	return &nodeBatchers{store: s, cluster: c, flushes: flushes}
 }
 
 // do sends wk with the flushes of the masters that hold its keys, and
@@ -40,13 +42,35 @@ func newNodeBatchers(s *Store, c *redis.ClusterClient, flushes int) *nodeBatcher
 // keys span masters is split by master, each part sent with its master's
 // flushes at once, and done when all are.
 func (n *nodeBatchers) do(ctx context.Context, wk *work) bool {
-	parts, ok := n.split(ctx, wk)
+	if wk.clock != nil {
+		return false // a clock sample of its own: not a call's
+	}
+	addr, spans := "", false
+	m := n.masters(ctx)
+	for key := range wk.keys {
+		a := m(key)
+		switch {
+		case a == "":
+			return false
+		case addr == "":
+			addr = a
+		case a != addr:
+			spans = true
+		}
+		if spans {
+			break
+		}
+	}
+	switch {
+	case addr == "":
+		return false
+	case !spans:
+		b := n.batcher(addr)
+		return b != nil && b.do(ctx, wk)
+	}
+	parts, ok := n.split(wk, m)
 	if !ok {
 		return false
-	}
-	if len(parts) == 1 {
-		b := n.batcher(parts[0].addr)
-		return b != nil && b.do(ctx, wk)
 	}
 	var wg sync.WaitGroup
 	for i := range parts {
@@ -79,6 +103,24 @@ func (n *nodeBatchers) do(ctx context.Context, wk *work) bool {
 	return true
 }
 
+// masters returns the function that names the master of a key: its
+// address, "" when the cluster's state does not know it. It remembers the
+// last key it was asked, since a window's INCRBY and PEXPIRE name one.
+func (n *nodeBatchers) masters(ctx context.Context) func(key string) string {
+	lastKey, lastAddr := "", ""
+	return func(key string) string {
+		if key == lastKey && lastAddr != "" {
+			return lastAddr
+		}
+		m, err := n.cluster.MasterForKey(ctx, key)
+		if err != nil {
+			return ""
+		}
+		lastKey, lastAddr = key, m.Options().Addr
+		return lastAddr
+	}
+}
+
 // part is the share of a work that one master holds.
 type part struct {
 	addr string
@@ -87,98 +129,105 @@ type part struct {
 	runs []int
 }
 
-// split shares wk out by the master of each of its keys, in the order they
-// first appear; false when a master is unknown or wk names no key. A
-// script call's and a run's keys share a hash tag, so the first names
-// their master. The work's decisions are shared out by the parts' share of
-// its commands, for OnPipeline.
-func (n *nodeBatchers) split(ctx context.Context, wk *work) ([]part, bool) {
-	if wk.clock != nil {
-		return nil, false // a clock sample of its own: not a call's
-	}
+// split shares wk out by the master (master names it) of each of its keys,
+// in the order they first appear; false when a master is unknown. A script
+// call's and a run's keys share a hash tag, so the first names their
+// master. The work's decisions are shared out by the parts' share of its
+// commands, for OnPipeline.
+func (n *nodeBatchers) split(wk *work, master func(key string) string) ([]part, bool) {
 	var parts []part
-	lastKey, lastPart := "", -1
-	partOf := func(key string) int {
-		if key == lastKey && lastPart >= 0 {
-			return lastPart // a window's INCRBY and PEXPIRE name one key
+	partOf := func(key string) *part {
+		addr := master(key)
+		if addr == "" {
+			return nil
 		}
-		m, err := n.cluster.MasterForKey(ctx, key)
-		if err != nil {
-			return -1
-		}
-		addr := m.Options().Addr
 		i := slices.IndexFunc(parts, func(p part) bool { return p.addr == addr })
 		if i < 0 {
 			i = len(parts)
 			parts = append(parts, part{addr: addr, work: &work{}})
 		}
-		lastKey, lastPart = key, i
-		return i
+		return &parts[i]
 	}
-	items := 0
 	for _, c := range wk.cmds {
-		k, ok := cmdKey(c)
-		if !ok {
+		k, _ := cmdKey(c)
+		p := partOf(k)
+		if p == nil {
 			return nil, false
 		}
-		i := partOf(k)
-		if i < 0 {
-			return nil, false
-		}
-		parts[i].work.cmds = append(parts[i].work.cmds, c)
-		items++
+		p.work.cmds = append(p.work.cmds, c)
 	}
 	for _, c := range wk.scripts {
-		if len(c.keys) == 0 {
+		p := partOf(firstKey(c.keys))
+		if p == nil {
 			return nil, false
 		}
-		i := partOf(c.keys[0])
-		if i < 0 {
-			return nil, false
-		}
-		parts[i].work.scripts = append(parts[i].work.scripts, c)
-		items++
+		p.work.scripts = append(p.work.scripts, c)
 	}
 	for k := range wk.runs {
-		if len(wk.runs[k].keys) == 0 {
+		p := partOf(firstKey(wk.runs[k].keys))
+		if p == nil {
 			return nil, false
 		}
-		i := partOf(wk.runs[k].keys[0])
-		if i < 0 {
-			return nil, false
-		}
-		parts[i].work.runs = append(parts[i].work.runs, wk.runs[k])
-		parts[i].runs = append(parts[i].runs, k)
-		items++
+		p.work.runs = append(p.work.runs, wk.runs[k])
+		p.runs = append(p.runs, k)
 	}
-	if len(parts) == 0 {
-		return nil, false
+	items := len(wk.cmds) + len(wk.scripts) + len(wk.runs)
+	left := wk.decisions
+	for i := range parts[1:] {
+		p := parts[i+1].work
+		p.decisions = wk.decisions * (len(p.cmds) + len(p.scripts) + len(p.runs)) / items
+		left -= p.decisions
 	}
-	if len(parts) > 1 {
-		left := wk.decisions
-		for i := range parts[1:] {
-			p := parts[i+1].work
-			p.decisions = wk.decisions * (len(p.cmds) + len(p.scripts) + len(p.runs)) / items
-			left -= p.decisions
-		}
-		parts[0].work.decisions = left
-	}
+	parts[0].work.decisions = left
 	return parts, true
 }
 
+// keys yields the first key of each command, script call and run of wk
+// ("" for a command without one): every native command the store sends has
+// its key first, and a script call's or a run's keys share a hash tag.
+func (wk *work) keys(yield func(key string) bool) {
+	for _, c := range wk.cmds {
+		k, _ := cmdKey(c)
+		if !yield(k) {
+			return
+		}
+	}
+	for _, c := range wk.scripts {
+		if !yield(firstKey(c.keys)) {
+			return
+		}
+	}
+	for i := range wk.runs {
+		if !yield(firstKey(wk.runs[i].keys)) {
+			return
+		}
+	}
+}
+
+func firstKey(keys []string) string {
+	if len(keys) == 0 {
+		return ""
+	}
+	return keys[0]
+}
+
 // batcher returns the batcher of the master at addr, started at first use;
-// nil once closed.
+// nil once closed. A master's batcher is found without a lock: new masters
+// are rare, calls are not.
 func (n *nodeBatchers) batcher(addr string) *batcher {
+	if b, ok := n.byAddr.Load(addr); ok {
+		return b.(*batcher)
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
 		return nil
 	}
-	b := n.byAddr[addr]
-	if b == nil {
-		b = newBatcher(n.store, n.flushes)
-		n.byAddr[addr] = b
+	if b, ok := n.byAddr.Load(addr); ok {
+		return b.(*batcher) // another call started it meanwhile
 	}
+	b := newBatcher(n.store, n.flushes)
+	n.byAddr.Store(addr, b)
 	return b
 }
 
@@ -186,14 +235,11 @@ func (n *nodeBatchers) batcher(addr string) *batcher {
 func (n *nodeBatchers) close() {
 	n.mu.Lock()
 	n.closed = true
-	all := make([]*batcher, 0, len(n.byAddr))
-	for _, b := range n.byAddr {
-		all = append(all, b)
-	}
 	n.mu.Unlock()
-	for _, b := range all {
-		b.close()
-	}
+	n.byAddr.Range(func(_, b any) bool {
+		b.(*batcher).close()
+		return true
+	})
 }
 
 // cmdKey is the key of one of the store's native commands: its first

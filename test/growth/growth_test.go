@@ -248,35 +248,26 @@ func BenchmarkCluster(b *testing.B) {
 	}
 	defer sc.Close()
 	for _, d := range []int{1, 4} {
-		b.Run(fmt.Sprintf("masters=3/descriptors=%d", d), func(b *testing.B) {
-			s := redisstore.New(c, redisstore.Options{})
-			defer s.Close()
-			cpu0 := make([]time.Duration, len(cl.Nodes))
-			for i, n := range cl.Nodes {
-				cpu0[i] = redisCPU(b, n)
-			}
-			b.ResetTimer()
-			n := decideLoad(b, s, 16, d, 10_000)
-			b.StopTimer()
-			for i, node := range cl.Nodes {
-				// Each node serves about a third of the decisions.
-				b.ReportMetric(float64((redisCPU(b, node)-cpu0[i]).Nanoseconds())/(float64(n)/3), fmt.Sprintf("node%d-redis-cpu-ns/decision", i))
-			}
-		})
-		b.Run(fmt.Sprintf("masters=3/batching=off/descriptors=%d", d), func(b *testing.B) {
-			s := redisstore.New(c, redisstore.Options{Batching: redisstore.BatchOff})
-			defer s.Close()
-			cpu0 := make([]time.Duration, len(cl.Nodes))
-			for i, n := range cl.Nodes {
-				cpu0[i] = redisCPU(b, n)
-			}
-			b.ResetTimer()
-			n := decideLoad(b, s, 16, d, 10_000)
-			b.StopTimer()
-			for i, node := range cl.Nodes {
-				b.ReportMetric(float64((redisCPU(b, node)-cpu0[i]).Nanoseconds())/(float64(n)/3), fmt.Sprintf("node%d-redis-cpu-ns/decision", i))
-			}
-		})
+		for _, m := range []struct {
+			name     string
+			batching redisstore.Batching
+		}{{"", redisstore.BatchAuto}, {"batching=off/", redisstore.BatchOff}} {
+			b.Run(fmt.Sprintf("masters=3/%sdescriptors=%d", m.name, d), func(b *testing.B) {
+				s := redisstore.New(c, redisstore.Options{Batching: m.batching})
+				defer s.Close()
+				cpu0 := make([]time.Duration, len(cl.Nodes))
+				for i, n := range cl.Nodes {
+					cpu0[i] = redisCPU(b, n)
+				}
+				b.ResetTimer()
+				n := decideLoad(b, s, 16, d, 10_000)
+				b.StopTimer()
+				for i, node := range cl.Nodes {
+					// Each node serves about a third of the decisions.
+					b.ReportMetric(float64((redisCPU(b, node)-cpu0[i]).Nanoseconds())/(float64(n)/3), fmt.Sprintf("node%d-redis-cpu-ns/decision", i))
+				}
+			})
+		}
 		b.Run(fmt.Sprintf("single/batching=off/descriptors=%d", d), func(b *testing.B) {
 			s := redisstore.New(sc, redisstore.Options{Batching: redisstore.BatchOff})
 			defer s.Close()

@@ -272,21 +272,22 @@ func TestDropInEmptyRuntimeDirAsEnvoyproxyRatelimit(t *testing.T) {
 	compare(t, "")
 }
 
-// compare starts both services on a runtime directory holding limitsFile
-// (none if it is empty), each on a Redis of its own, sends both every step
-// and reports each answer that differs.
-func compare(t *testing.T, limitsFile string) {
-	peer := os.Getenv("PEER_RLS_BIN")
+// setup returns the peer's binary (PEER_RLS_BIN), envoy-rls built as
+// bin/ratelimit, and a runtime root whose ratelimit/config holds limitsFile
+// as config.yaml (nothing if it is empty).
+func setup(t *testing.T, limitsFile string) (peer, ours, root string) {
+	t.Helper()
+	peer = os.Getenv("PEER_RLS_BIN")
 	if peer == "" {
 		t.Fatal("PEER_RLS_BIN must name envoyproxy/ratelimit's binary (go build ./src/service_cmd in its repository)")
 	}
 	dir := t.TempDir()
-	ours := filepath.Join(dir, "bin", "ratelimit")
+	ours = filepath.Join(dir, "bin", "ratelimit")
 	build := exec.Command("go", "build", "-o", ours, "github.com/envoy-rls/envoy-rls/cmd/envoy-rls")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	root := filepath.Join(dir, "runtime")
+	root = filepath.Join(dir, "runtime")
 	if err := os.MkdirAll(filepath.Join(root, "ratelimit", "config"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -295,6 +296,14 @@ func compare(t *testing.T, limitsFile string) {
 			t.Fatal(err)
 		}
 	}
+	return peer, ours, root
+}
+
+// compare starts both services on a runtime directory holding limitsFile
+// (none if it is empty), each on a Redis of its own, sends both every step
+// and reports each answer that differs.
+func compare(t *testing.T, limitsFile string) {
+	peer, ours, root := setup(t, limitsFile)
 	peerPorts, ourPorts := freePorts(t), freePorts(t)
 	peerRedis, ourRedis := redistest.Start(t), redistest.Start(t)
 	theirs := start(t, "envoyproxy/ratelimit", peer, env(root, peerRedis.Addr(), peerPorts), peerPorts[1])

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -199,23 +198,7 @@ func settled(t *testing.T, url string, want int) []string {
 // Gateway's environment and statsd mapper, get the same requests; their
 // ratelimit_service_ families are compared series by series.
 func TestDropInStatsAsEnvoyproxyRatelimit(t *testing.T) {
-	peer := os.Getenv("PEER_RLS_BIN")
-	if peer == "" {
-		t.Fatal("PEER_RLS_BIN must name envoyproxy/ratelimit's binary (go build ./src/service_cmd in its repository)")
-	}
-	dir := t.TempDir()
-	ours := filepath.Join(dir, "bin", "ratelimit")
-	build := exec.Command("go", "build", "-o", ours, "github.com/envoy-rls/envoy-rls/cmd/envoy-rls")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	root := filepath.Join(dir, "runtime")
-	if err := os.MkdirAll(filepath.Join(root, "ratelimit", "config"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "ratelimit", "config", "config.yaml"), []byte(statsLimits), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	peer, ours, root := setup(t, statsLimits)
 	mapper := envoyGatewayMapper(t)
 	statsEnv := func(redisAddr string, ports [3]int, promPort int) []string {
 		return append(env(root, redisAddr, ports),

@@ -21,7 +21,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/envoy-rls/envoy-rls/internal/redistest"
 	"github.com/envoy-rls/envoy-rls/pkg/xds/xdstest"
 )
 
@@ -32,32 +31,16 @@ import (
 const xdsNode = "envoy-ratelimit"
 
 // xdsMTLS is the CA, the server's TLS and the client's flags of one test.
-type xdsMTLS struct {
-	ca                    *redistest.CA
-	serverCert, serverKey string
-	clientCert, clientKey string
-}
+type xdsMTLS struct{ *xdstest.MTLS }
 
-func newXDSMTLS(t *testing.T) *xdsMTLS {
-	m := &xdsMTLS{ca: redistest.NewCA(t)}
-	m.serverCert, m.serverKey = m.ca.Issue(t, "xds-server")
-	m.clientCert, m.clientKey = m.ca.Issue(t, "envoy-ratelimit")
-	return m
-}
+func newXDSMTLS(t *testing.T) *xdsMTLS { return &xdsMTLS{xdstest.NewMTLS(t, "envoy-ratelimit")} }
 
-func (m *xdsMTLS) serverTLS(t *testing.T) *tls.Config {
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{redistest.KeyPair(t, m.serverCert, m.serverKey)},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    m.ca.Pool(),
-	}
-}
+func (m *xdsMTLS) serverTLS(t *testing.T) *tls.Config { return m.ServerTLS(t, m.CA) }
 
 // flags are the server's flags to reach srv with the client certificate.
 func (m *xdsMTLS) flags(srv *xdstest.Server) []string {
 	return []string{"-xds-server", srv.Addr, "-xds-node-id", xdsNode, "-xds-tls",
-		"-xds-tls-cert", m.clientCert, "-xds-tls-key", m.clientKey, "-xds-tls-ca", m.ca.File,
+		"-xds-tls-cert", m.ClientCert, "-xds-tls-key", m.ClientKey, "-xds-tls-ca", m.CA.File,
 		"-xds-retry-initial", "10ms", "-xds-retry-max", "50ms"}
 }
 

@@ -29,33 +29,9 @@ const node = "envoy-ratelimit"
 // milliseconds.
 const bound = 10 * time.Second
 
-// mtls is a CA with a server and a client certificate.
-type mtls struct {
-	ca                    *redistest.CA
-	serverCert, serverKey string
-	clientCert, clientKey string
-}
-
-func newMTLS(t *testing.T) *mtls {
-	m := &mtls{ca: redistest.NewCA(t)}
-	m.serverCert, m.serverKey = m.ca.Issue(t, "xds-server")
-	m.clientCert, m.clientKey = m.ca.Issue(t, "ratelimit")
-	return m
-}
-
-// server is the server's side: TLS 1.3 only, a client certificate signed
-// by clientCAs required.
-func (m *mtls) server(t *testing.T, clientCAs *redistest.CA) *tls.Config {
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{redistest.KeyPair(t, m.serverCert, m.serverKey)},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    clientCAs.Pool(),
-	}
-}
-
-func (m *mtls) client() *xds.TLS {
-	return &xds.TLS{CertFile: m.clientCert, KeyFile: m.clientKey, CAFile: m.ca.File}
+// clientTLS is the client's side of m.
+func clientTLS(m *xdstest.MTLS) *xds.TLS {
+	return &xds.TLS{CertFile: m.ClientCert, KeyFile: m.ClientKey, CAFile: m.CA.File}
 }
 
 // applied records what the client applied.
@@ -134,14 +110,14 @@ func ackOf(version string) func(*discoveryv3.DiscoveryRequest) bool {
 }
 
 func TestSnapshotsOverMutualTLS(t *testing.T) {
-	m := newMTLS(t)
-	srv := xdstest.Start(t, xdstest.Options{TLS: m.server(t, m.ca)})
+	m := xdstest.NewMTLS(t, "ratelimit")
+	srv := xdstest.Start(t, xdstest.Options{TLS: m.ServerTLS(t, m.CA)})
 	srv.Set(t, node, "1", limit("api", "api", "path", 5))
 	var a applied
 	c := run(t, xds.Options{
 		Server: srv.Addr, NodeID: node, NodeMetadata: map[string]string{"zone": "a"},
 		Headers: map[string]string{"x-token": "secret"},
-		TLS:     m.client(), Apply: a.apply, Backoff: xds.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond, Factor: 2},
+		TLS:     clientTLS(m), Apply: a.apply, Backoff: xds.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond, Factor: 2},
 	})
 
 	// (1) The first snapshot is applied, then ACKed.
@@ -226,11 +202,11 @@ func TestSnapshotsOverMutualTLS(t *testing.T) {
 // TestServerDownAtStart: the client keeps trying while the server refuses
 // connections, and applies the first snapshot once it serves.
 func TestServerDownAtStart(t *testing.T) {
-	m := newMTLS(t)
-	srv := xdstest.Start(t, xdstest.Options{TLS: m.server(t, m.ca), Down: true})
+	m := xdstest.NewMTLS(t, "ratelimit")
+	srv := xdstest.Start(t, xdstest.Options{TLS: m.ServerTLS(t, m.CA), Down: true})
 	srv.Set(t, node, "v1", limit("api", "api", "path", 5))
 	var a applied
-	c := run(t, xds.Options{Server: srv.Addr, NodeID: node, TLS: m.client(), Apply: a.apply,
+	c := run(t, xds.Options{Server: srv.Addr, NodeID: node, TLS: clientTLS(m), Apply: a.apply,
 		Backoff: xds.Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond, Factor: 2}})
 	eventually(t, "three refused attempts", func() bool { return srv.Refused() >= 3 && c.Stats().Failures >= 3 })
 	if v, _ := a.get(); len(v) != 0 {
@@ -244,11 +220,11 @@ func TestServerDownAtStart(t *testing.T) {
 // certificate is retried with backoff, and the failures are logged at
 // most once every LogEvery, however many there are.
 func TestClientCertificateRefused(t *testing.T) {
-	m := newMTLS(t)
+	m := xdstest.NewMTLS(t, "ratelimit")
 	other := redistest.NewCA(t) // the server trusts only client certificates of another CA
 	var mu sync.Mutex
 	count := 0
-	stc := m.server(t, other)
+	stc := m.ServerTLS(t, other)
 	stc.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
 		mu.Lock()
 		count++
@@ -260,7 +236,7 @@ func TestClientCertificateRefused(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	var a applied
 	start := time.Now()
-	c := run(t, xds.Options{Server: srv.Addr, NodeID: node, TLS: m.client(), Apply: a.apply, Logger: zap.New(core),
+	c := run(t, xds.Options{Server: srv.Addr, NodeID: node, TLS: clientTLS(m), Apply: a.apply, Logger: zap.New(core),
 		Backoff: xds.Backoff{Initial: 10 * time.Millisecond, Max: 40 * time.Millisecond, Factor: 2, Jitter: true}})
 	eventually(t, "ten refused handshakes", func() bool {
 		mu.Lock()

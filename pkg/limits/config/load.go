@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"time"
 
@@ -82,9 +81,7 @@ func (o Options) Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Config{Domains: make(map[string]*Domain, len(files))}
-	lines := make(map[string]int, len(files))
-	tops := topLevel{}
+	j := o.joiner(len(files))
 	for _, file := range files {
 		data, err := os.ReadFile(file)
 		if err != nil {
@@ -94,23 +91,11 @@ func (o Options) Load(path string) (*Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		if o.MergeDomains {
-			if err := tops.add(d); err != nil {
-				return nil, err
-			}
-		}
-		switch first, dup := c.Domains[d.Name]; {
-		case dup && o.MergeDomains:
-			first.Descriptors = append(first.Descriptors, d.Descriptors...)
-		case dup:
-			return nil, &Error{File: file, Line: line, Word: d.Name,
-				Msg: fmt.Sprintf("duplicate domain, first in %s:%d", first.File, lines[d.Name])}
-		default:
-			c.Domains[d.Name] = d
-			lines[d.Name] = line
+		if err := j.add(d, line); err != nil {
+			return nil, err
 		}
 	}
-	return c, nil
+	return j.c, nil
 }
 
 // topLevel records where each top-level descriptor of each domain was

@@ -42,20 +42,7 @@ NAME=bench-peer.sh
 source scripts/procs.sh
 build
 
-cat >"$tmp/envoy-rls.yaml" <<'YAML'
-domain: bench
-descriptors:
-  - key: fixed_window
-    rate_limit: {name: fw, algorithm: fixed_window, count_refused: true, unit: second, requests_per_unit: 1000000000}
-  - key: token_bucket
-    rate_limit: {name: tb, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000, burst: 1000000000}
-  - key: sliding_window
-    rate_limit: {name: sw, algorithm: sliding_window, unit: second, requests_per_unit: 1000000000}
-  - key: sliding_log
-    rate_limit: {name: sl, algorithm: sliding_log, unit: second, requests_per_unit: 10000}
-  - key: leaky_bucket
-    rate_limit: {name: lb, algorithm: leaky_bucket, unit: second, requests_per_unit: 10000, burst: 100}
-YAML
+peer_limits "$tmp/envoy-rls.yaml"
 mkdir -p "$tmp/runtime/ratelimit/config"
 cat >"$tmp/runtime/ratelimit/config/bench.yaml" <<'YAML'
 domain: bench

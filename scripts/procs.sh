@@ -54,3 +54,25 @@ build() {
 	go build -o bin/envoy-rls ./cmd/envoy-rls
 	go build -o bin/rls-bench ./cmd/rls-bench
 }
+
+# peer_limits FILE: envoy-rls's limits of the side-by-side runs: one
+# descriptor per algorithm, 10^9 a second so that nothing is refused
+# (fixed_window counts refused hits, as envoyproxy/ratelimit's); the
+# sliding log and the leaky bucket at 10,000 a second, their bound, which
+# 10,000 keys never reach.
+peer_limits() {
+	cat >"$1" <<'YAML'
+domain: bench
+descriptors:
+  - key: fixed_window
+    rate_limit: {name: fw, algorithm: fixed_window, count_refused: true, unit: second, requests_per_unit: 1000000000}
+  - key: token_bucket
+    rate_limit: {name: tb, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000, burst: 1000000000}
+  - key: sliding_window
+    rate_limit: {name: sw, algorithm: sliding_window, unit: second, requests_per_unit: 1000000000}
+  - key: sliding_log
+    rate_limit: {name: sl, algorithm: sliding_log, unit: second, requests_per_unit: 10000}
+  - key: leaky_bucket
+    rate_limit: {name: lb, algorithm: leaky_bucket, unit: second, requests_per_unit: 10000, burst: 100}
+YAML
+}

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -52,8 +53,9 @@ const maxBatchRuns = 512
 // out, until the queue is empty: no timer, so a call on an idle store goes
 // out at once, and under load the batches grow with the time a round trip
 // takes. A call that finds the queue empty and a flush to spare sends its
-// own pipeline from its goroutine, as without batching, and hands its slot
-// to a flusher if calls queued behind it.
+// own pipeline from its goroutine, with the calls that queued while it
+// yielded once (sendFirst), and hands its slot to a flusher if calls queued
+// behind it.
 type batcher struct {
 	store *Store
 	max   int
@@ -122,7 +124,7 @@ func (b *batcher) do(ctx context.Context, wk *work) bool {
 		b.wg.Add(1)
 		start := b.start()
 		b.mu.Unlock()
-		b.store.exec(ctx, wk)
+		b.sendFirst(ctx, wk)
 		b.mu.Lock()
 		b.done(start)
 		if len(b.queue) > 0 {
@@ -149,6 +151,33 @@ func (b *batcher) do(ctx context.Context, wk *work) bool {
 		wk.err = ctx.Err()
 	}
 	return true
+}
+
+// sendFirst sends wk, the work of a call that found no flush in flight,
+// from its own goroutine, together with whatever queued behind it while it
+// yielded the processor once. Under load, callers arrive in bursts (the
+// replies of one pipeline go out together, and their callers come back
+// together), and the first of a burst would otherwise go alone, followed
+// by a pipeline of the rest: a round trip for one decision. The yield costs
+// nothing on an idle service (no other goroutine is waiting to run), and
+// under load it lasts as long as the goroutines ready before this one take
+// to reach their next wait, which is how those of a burst get here.
+func (b *batcher) sendFirst(ctx context.Context, wk *work) {
+	runtime.Gosched()
+	b.mu.Lock()
+	behind := b.take()
+	b.mu.Unlock()
+	if behind == nil {
+		b.store.exec(ctx, wk)
+		return
+	}
+	own := &batchCall{ctx: ctx, work: wk, done: make(chan struct{})}
+	b.flush(append([]*batchCall{own}, behind...))
+	select {
+	case <-own.done:
+	default: // flush left it out: its context had ended
+		wk.err = ctx.Err()
+	}
 }
 
 // work is what one call sends in one round trip: native commands, its own

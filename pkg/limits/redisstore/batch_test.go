@@ -221,6 +221,49 @@ func TestOnPipeline(t *testing.T) {
 	}
 }
 
+// TestBatchBurst starts a burst of calls on an idle store with one
+// processor, the way the replies of one pipeline bring their callers back
+// together: the first call yields once before it sends, and takes the
+// calls that queued meanwhile with it, so the burst goes in one pipeline
+// (without the yield, the first goes alone and the rest follow in a
+// second). The scheduler may run the first call again early, so the test
+// wants one attempt of five in a single pipeline.
+func TestBatchBurst(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout})
+	var pc pipelineCounter
+	c.AddHook(&pc)
+	s := New(c, fixedClock(1_767_225_600_000_000))
+	defer s.Close()
+	decideOne(t, s, limits.Hit{Key: "burst:warm", Limit: hourly(limits.FixedWindow, 10), Cost: 1}) // dial the connection
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+
+	const calls = 8
+	best := int64(calls)
+	for attempt := range 5 {
+		pc.n.Store(0)
+		var wg sync.WaitGroup
+		res := make([]limits.Result, calls)
+		for i := range calls {
+			wg.Go(func() {
+				hit := limits.Hit{Key: fmt.Sprintf("burst:%d:%d", attempt, i), Limit: hourly(limits.FixedWindow, 10), Cost: 1}
+				s.Decide(context.Background(), []limits.Hit{hit}, res[i:i+1])
+			})
+		}
+		wg.Wait()
+		for i, r := range res {
+			if r.Err != nil || !r.Allowed {
+				t.Fatalf("attempt %d, call %d: got %+v, want allowed", attempt, i, r)
+			}
+		}
+		best = min(best, pc.n.Load())
+		if best == 1 {
+			return
+		}
+	}
+	t.Errorf("a burst of %d calls on an idle store went in %d pipelines at best, want 1", calls, best)
+}
+
 // holdFirst holds the first pipeline until release is closed.
 type holdFirst struct {
 	n       atomic.Int64

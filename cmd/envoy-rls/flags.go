@@ -222,7 +222,7 @@ func serverFlags(o *options) *commandLine {
 	fs.BoolVar(&o.json429Body, "json-429-body", false, "give OVER_LIMIT answers a JSON raw_body and a content-type: application/json header")
 	fs.BoolVar(&o.explainEndpoint, "explain-endpoint", true, "serve GET /explain on -http-addr (false: 404)")
 	fs.BoolVar(&o.grpcReflection, "grpc-reflection", true, "serve gRPC server reflection on -grpc-addr (the services' schemas, for grpcurl); false leaves it out")
-	fs.BoolVar(&o.overLimitCache, "over-limit-cache", true, "with Redis, refuse a key Redis refused locally until the reset Redis gave (cost-1 hits of limits that are not count_refused, not leaky_bucket, not one of several on a descriptor); peeks and refunds always ask Redis")
+	fs.BoolVar(&o.overLimitCache, "over-limit-cache", true, "with Redis, refuse a key Redis refused locally until the reset Redis gave (cost-1 hits of limits that are not count_refused, or are fixed windows, not leaky_bucket, not one of several on a descriptor); peeks and refunds always ask Redis")
 	fs.BoolVar(&o.version, "version", false, "print the version, and the Go and go-control-plane versions, and exit (no environment twin)")
 	return cl
 }

@@ -16,6 +16,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/envoy-rls/envoy-rls/internal/redistest"
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
 )
 
@@ -171,6 +172,46 @@ func TestStatsServed(t *testing.T) {
 	}
 	if _, own := httpDo(t, "GET", "http://"+s.httpAddr+"/metrics", ""); strings.Contains(own, "ratelimit_service_") {
 		t.Error("-http-addr's /metrics serves envoyproxy/ratelimit's families")
+	}
+}
+
+// TestStatsLocalCacheAndGlobalShadow: on Redis with the over-limit cache, a
+// count_refused fixed window's refusals after the first come from the cache
+// (over_limit_with_local_cache); under -shadow-mode in envoyproxy/ratelimit's
+// form, each request its limits refuse is answered OK and counted in
+// global_shadow_mode.
+func TestStatsLocalCacheAndGlobalShadow(t *testing.T) {
+	r := redistest.Start(t)
+	s := startInProcess(t, "-config", writeFile(t, "limits.yaml", statsLimits), "-redis-url", r.URL(),
+		"-default-algorithm", "fixed_window", "-count-refused", "-ratelimit-compat", "-shadow-mode",
+		"-over-limit-cache", "-prometheus-addr", "127.0.0.1:0")
+	c := rlsv3.NewRateLimitServiceClient(grpcDial(t, s.grpcAddr, insecure.NewCredentials()))
+	gold := &rlsv3.RateLimitRequest{Domain: "rl", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+		{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "api_key", Value: "gold"}}}}}
+	for i := range 6 { // a limit of 3: three allowed, one refused by Redis, two by the cache
+		ctx, cancel := context.WithTimeout(context.Background(), callBound)
+		resp, err := c.ShouldRateLimit(ctx, gold)
+		cancel()
+		if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+			t.Fatalf("request %d: %v %v, want OK (shadow mode)", i, resp, err)
+		}
+		if want := rlsv3.RateLimitResponse_OK; i >= 3 {
+			want = rlsv3.RateLimitResponse_OVER_LIMIT
+			if got := resp.Statuses[0].Code; got != want {
+				t.Fatalf("request %d: status %v, want %v", i, got, want)
+			}
+		}
+	}
+	_, body := httpDo(t, "GET", "http://"+s.statsAddr+"/metrics", "")
+	for _, want := range []string{
+		`ratelimit_service_global_shadow_mode 3`,
+		`ratelimit_service_rate_limit_rl_api_key_gold_over_limit_with_local_cache 2`,
+		`ratelimit_service_rate_limit_over_limit{domain="rl",key1="api_key_gold"} 3`,
+		`ratelimit_service_rate_limit_within_limit{domain="rl",key1="api_key_gold"} 3`,
+	} {
+		if !strings.Contains(body, "\n"+want+"\n") {
+			t.Errorf("no %q in the stats:\n%s", want, strings.Join(seriesOf(body, "ratelimit_service_"), "\n"))
+		}
 	}
 }
 

@@ -92,6 +92,10 @@ type Result struct {
 	// Delay is how long a leaky bucket makes an allowed hit wait for its
 	// turn before the answer goes out.
 	Delay time.Duration
+	// Local reports a refusal answered in front of the store, without
+	// asking it (package overlimit's cache of refused keys), which
+	// envoyproxy/ratelimit's stats count apart.
+	Local bool
 	// Err is set when the store could not decide this hit; the other fields
 	// are then meaningless.
 	Err error

@@ -27,7 +27,7 @@ import (
 // mapper config with the same library: the built-in one, or the user's.
 //
 // Mapping happens once per stat name, not per decision: each stat key gets
-// its five counters the first time it is counted, and a decision on a
+// its six counters the first time it is counted, and a decision on a
 // config node whose stat key does not depend on the request finds them by
 // the node, without building the key.
 
@@ -85,6 +85,10 @@ type RatelimitHit struct {
 	// Over reports that the limit refused the hits, whatever the answer
 	// was (shadow and quota modes answer OK).
 	Over bool
+	// Local reports a refusal the local over-limit cache answered
+	// (LOCAL_CACHE_SIZE_IN_BYTES there): all its hits are over_limit, and
+	// over_limit_with_local_cache as well.
+	Local bool
 	// Shadow is the node's own shadow_mode; -shadow-mode does not count
 	// under shadow_mode, as SHADOW_MODE does not.
 	Shadow bool
@@ -97,12 +101,13 @@ const (
 	statNearLimit
 	statWithinLimit
 	statShadowMode
+	statOverLocal
 	statCount
 )
 
-var statSuffixes = [statCount]string{".total_hits", ".over_limit", ".near_limit", ".within_limit", ".shadow_mode"}
+var statSuffixes = [statCount]string{".total_hits", ".over_limit", ".near_limit", ".within_limit", ".shadow_mode", ".over_limit_with_local_cache"}
 
-// statSet is the five counters of one stat key.
+// statSet is the counters of one stat key.
 type statSet [statCount]counterRef
 
 // counterRef is where a stat's counts go: a series, with the mapping's
@@ -181,7 +186,7 @@ type ratelimitStats struct {
 	series   map[string]*series  // by family and labels
 	families map[string]familyInfo
 
-	redisErrors, serviceErrors, loadSuccess, loadError counterRef
+	redisErrors, serviceErrors, loadSuccess, loadError, globalShadow counterRef
 	// methods holds the call stats of each gRPC method, by its full name.
 	methods map[string]*methodStats
 
@@ -234,6 +239,7 @@ func newRatelimitStats(o RatelimitOptions) (*ratelimitStats, error) {
 	r.serviceErrors = r.counter("ratelimit.service.call.should_rate_limit.service_error")
 	r.loadSuccess = r.counter("ratelimit.service.config_load_success")
 	r.loadError = r.counter("ratelimit.service.config_load_error")
+	r.globalShadow = r.counter("ratelimit.service.global_shadow_mode")
 	if err := r.registry.Register(seriesCollector{r}); err != nil {
 		return nil, err
 	}
@@ -299,6 +305,15 @@ const (
 	ErrService = "service_error"
 )
 
+// RatelimitGlobalShadow counts a request that the service-wide shadow mode
+// (SHADOW_MODE there) answered OK where its limits said OVER_LIMIT, as
+// envoyproxy/ratelimit's global_shadow_mode counts them.
+func (m *Metrics) RatelimitGlobalShadow() {
+	if m.RatelimitOn() {
+		m.ratelimit.globalShadow.add(1)
+	}
+}
+
 // ratelimitReload counts a config load, as Reload records one.
 func (m *Metrics) ratelimitReload(ok bool) {
 	if !m.RatelimitOn() {
@@ -335,10 +350,11 @@ func (m *Metrics) RatelimitHit(h *RatelimitHit) {
 	set[statNearLimit].add(c.near)
 	set[statWithinLimit].add(c.within)
 	set[statShadowMode].add(c.shadow)
+	set[statOverLocal].add(c.local)
 }
 
 // hitCounts is how a decided hit's cost splits between the stats.
-type hitCounts struct{ over, near, within, shadow uint64 }
+type hitCounts struct{ over, near, within, shadow, local uint64 }
 
 // split divides h's hits as envoyproxy/ratelimit's base limiter does. An
 // allowed hit is within_limit, and near_limit for the part of it above the
@@ -352,6 +368,15 @@ func (r *ratelimitStats) split(h *RatelimitHit) hitCounts {
 	// float32, as envoyproxy/ratelimit multiplies: 0.8 of 10 is 8.
 	near := uint64(math.Floor(float64(float32(limit) * r.nearRatio)))
 	var c hitCounts
+	if h.Local {
+		// The cache holds keys found over their limit: every hit is over,
+		// none near, as envoyproxy/ratelimit counts its local cache's.
+		c.over, c.local = hits, hits
+		if h.Shadow {
+			c.shadow = hits
+		}
+		return c
+	}
 	if !h.Over {
 		c.within = hits
 		if after > near {
@@ -400,7 +425,7 @@ func (r *ratelimitStats) statSet(h *RatelimitHit) *statSet {
 	return s
 }
 
-// newStatSet maps the five stat names of key and keeps their counters.
+// newStatSet maps the six stat names of key and keeps their counters.
 func (r *ratelimitStats) newStatSet(key string) *statSet {
 	r.mu.Lock()
 	defer r.mu.Unlock()

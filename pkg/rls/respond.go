@@ -25,6 +25,9 @@ func (s *Service) respond(p *plan, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimi
 	if refused {
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
+	if over && !refused {
+		s.metrics.RatelimitGlobalShadow()
+	}
 	domainLabel := metrics.UnknownDomain
 	if p.known {
 		domainLabel = p.domain

@@ -24,7 +24,7 @@ func (s *Service) countStats(p *plan, d *planned) {
 	v := &d.verdict
 	h := metrics.RatelimitHit{Domain: p.domain, Entries: d.entries, Path: d.path, Node: d.node, Hits: uint64(d.cost)}
 	if v.known && v.rule != nil {
-		h.Decided, h.Over = true, !v.allowed
+		h.Decided, h.Over, h.Local = true, !v.allowed, v.local
 		h.Shadow = d.node != nil && d.node.Descriptor.ShadowMode
 		h.Limit, h.Before, h.After = levels(v, d.cost)
 	}

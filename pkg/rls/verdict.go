@@ -35,6 +35,9 @@ type verdict struct {
 	wait time.Duration
 	// delay is how long a leaky bucket asks an allowed hit to wait.
 	delay time.Duration
+	// local reports a refusal the over-limit cache answered, without the
+	// store (limits.Result.Local).
+	local bool
 }
 
 // settle works out every descriptor's verdict. It reads the plan and the
@@ -74,6 +77,7 @@ func (d *planned) settle(s *Service) verdict {
 	rep := d.reported(v.allowed)
 	v.rule = d.rules[rep]
 	v.remaining = d.results[rep].Remaining
+	v.local = !v.allowed && d.results[rep].Local
 	v.wait = d.wait(rep)
 	if s.compat {
 		v.wait = compatWait(v.rule, v.wait)

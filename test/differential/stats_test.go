@@ -198,21 +198,65 @@ func settled(t *testing.T, url string, want int) []string {
 // Gateway's environment and statsd mapper, get the same requests; their
 // ratelimit_service_ families are compared series by series.
 func TestDropInStatsAsEnvoyproxyRatelimit(t *testing.T) {
-	peer, ours, root := setup(t, statsLimits)
+	compareStats(t, statsLimits, statsSteps())
+}
+
+// localCacheLimits are keys of one and two levels, and one in shadow mode,
+// each refused after one or two hits.
+const localCacheLimits = `domain: stats
+descriptors:
+  - key: api_key
+    rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: plan
+    descriptors:
+      - key: user
+        rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: shadow
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+`
+
+// TestDropInLocalCacheStatsAsEnvoyproxyRatelimit: with
+// LOCAL_CACHE_SIZE_IN_BYTES, the refusals after the first of a key come from
+// the local cache (over_limit_with_local_cache); with SHADOW_MODE, every
+// request its limits refuse is answered OK and counted in
+// global_shadow_mode.
+func TestDropInLocalCacheStatsAsEnvoyproxyRatelimit(t *testing.T) {
+	var steps []*rlsv3.RateLimitRequest
+	for _, s := range []struct {
+		n int
+		r *rlsv3.RateLimitRequest
+	}{
+		{5, statsReq(d("api_key", "a"))},
+		{4, statsReq(d("plan", "free", "user", "u"))},
+		{3, statsReq(d("shadow", "x"))},
+		{2, statsReq(d("api_key", "b"), d("shadow", "y"))},
+	} {
+		for range s.n {
+			steps = append(steps, s.r)
+		}
+	}
+	compareStats(t, localCacheLimits, steps, "LOCAL_CACHE_SIZE_IN_BYTES=1048576", "SHADOW_MODE=true")
+}
+
+// compareStats runs both services on limitsFile with Envoy Gateway's
+// environment and statsd mapper and the extra environment, sends both the
+// steps, and compares their ratelimit_service_ families series by series.
+func compareStats(t *testing.T, limitsFile string, steps []*rlsv3.RateLimitRequest, extra ...string) {
+	peer, ours, root := setup(t, limitsFile)
 	mapper := envoyGatewayMapper(t)
 	statsEnv := func(redisAddr string, ports [3]int, promPort int) []string {
-		return append(env(root, redisAddr, ports),
+		return append(append(env(root, redisAddr, ports),
 			"USE_PROMETHEUS=true",
 			"PROMETHEUS_ADDR=127.0.0.1:"+strconv.Itoa(promPort),
 			"PROMETHEUS_MAPPER_YAML="+mapper,
-			"STATS_FLUSH_INTERVAL=300ms")
+			"STATS_FLUSH_INTERVAL=300ms"), extra...)
 	}
 	peerPorts, ourPorts, prom := freePorts(t), freePorts(t), freePorts(t)
 	peerRedis, ourRedis := redistest.Start(t), redistest.Start(t)
 	theirs := startStats(t, "envoyproxy/ratelimit", peer, statsEnv(peerRedis.Addr(), peerPorts, prom[0]), peerPorts)
 	mine := startStats(t, "envoy-rls", ours, statsEnv(ourRedis.Addr(), ourPorts, prom[1]), ourPorts)
 
-	steps := statsSteps()
 	for _, conn := range []*grpc.ClientConn{theirs, mine} {
 		c := rlsv3.NewRateLimitServiceClient(conn)
 		for _, r := range steps {

@@ -4,11 +4,17 @@
 //
 // # What is cached
 //
-// Only a refusal of a hit of cost 1 with Remaining 0, of a limit that is not
-// count_refused (a refused hit changes nothing, so the refusal lasts until
-// RetryAfter if nothing else arrives), not part of a joint run (a run is decided
-// in one atomic step by the store), and not a leaky_bucket (its answer
-// depends on the caller's deadline). The entry remembers the key, the limit
+// Only a refusal of a hit of cost 1 with Remaining 0, not part of a joint
+// run (a run is decided in one atomic step by the store), of a limit whose
+// refusal lasts until RetryAfter if nothing else arrives: one that is not
+// count_refused (a refused hit changes nothing), but for a leaky_bucket (its
+// answer depends on the caller's deadline); and a count_refused
+// fixed_window, whose count only grows until its window ends, so that a
+// refused hit answered here rather than added to the count changes no
+// answer, only the count: as envoyproxy/ratelimit's local cache
+// (LOCAL_CACHE_SIZE_IN_BYTES), which skips the increment of a key it holds.
+// A count_refused sliding window or bucket carries a refused hit into later
+// answers, so it is never cached. The entry remembers the key, the limit
 // value, and T = (local time the store call was sent) + RetryAfter (and
 // likewise the instant the key is back at its maximum, from ResetAfter).
 // Redis decided
@@ -163,10 +169,12 @@ func inRun(hits []limits.Hit, i int) bool {
 }
 
 // cacheable reports whether a hit's refusal may be cached, and a cached
-// refusal may answer it.
+// refusal may answer it (see What is cached).
 func cacheable(hits []limits.Hit, i int) bool {
 	h := &hits[i]
-	return h.Cost == 1 && !h.Limit.CountRefused && h.Limit.Algorithm != limits.LeakyBucket && !inRun(hits, i)
+	lasts := !h.Limit.CountRefused && h.Limit.Algorithm != limits.LeakyBucket ||
+		h.Limit.CountRefused && h.Limit.Algorithm == limits.FixedWindow
+	return h.Cost == 1 && lasts && !inRun(hits, i)
 }
 
 // Decide answers the hits it can from the cache and sends the others to the
@@ -189,7 +197,7 @@ func (c *Cache) Decide(ctx context.Context, hits []limits.Hit, results []limits.
 		sc := c.pool.Get().(*scratch)
 		sc.hits, sc.index = sc.hits[:0], sc.index[:0]
 		for i := range hits {
-			if results[i].Delay != localMark {
+			if !results[i].Local {
 				sc.hits = append(sc.hits, hits[i])
 				sc.index = append(sc.index, i)
 			}
@@ -206,11 +214,6 @@ func (c *Cache) Decide(ctx context.Context, hits []limits.Hit, results []limits.
 		}
 		clear(sc.hits) // drop the key strings
 		c.pool.Put(sc)
-	}
-	for i := range hits {
-		if results[i].Delay == localMark {
-			results[i].Delay = 0
-		}
 	}
 }
 
@@ -281,11 +284,6 @@ func (c *Cache) lookup(hits []limits.Hit, i int, now time.Time, r *limits.Result
 	if !ok {
 		return false
 	}
-	*r = limits.Result{Allowed: false, Remaining: 0, RetryAfter: e.until.Sub(now), ResetAfter: e.full.Sub(now), Delay: localMark}
+	*r = limits.Result{Allowed: false, Remaining: 0, RetryAfter: e.until.Sub(now), ResetAfter: e.full.Sub(now), Local: true}
 	return true
 }
-
-// localMark marks, in Delay, a result answered from the cache while Decide
-// sorts the hits; no refusal carries a delay, and Decide clears the mark
-// before returning.
-const localMark = -1

@@ -66,8 +66,8 @@ func decide1(c *Cache, h limits.Hit) limits.Result {
 func TestExactness(t *testing.T) {
 	c, fs, clk := newCache(t, func(limits.Hit) limits.Result { return refuse(300 * time.Millisecond) }, Options{})
 	h := limits.Hit{Key: "k", Limit: lim, Cost: 1}
-	if r := decide1(c, h); r.Allowed || r.RetryAfter != 300*time.Millisecond || r.ResetAfter != 600*time.Millisecond {
-		t.Fatalf("first answer %+v", r)
+	if r := decide1(c, h); r.Allowed || r.RetryAfter != 300*time.Millisecond || r.ResetAfter != 600*time.Millisecond || r.Local {
+		t.Fatalf("first answer %+v, want the store's", r)
 	}
 	// Before T: answered locally with the time left.
 	for _, step := range []time.Duration{0, 100 * time.Millisecond, 199 * time.Millisecond} {
@@ -75,7 +75,7 @@ func TestExactness(t *testing.T) {
 		r := decide1(c, h)
 		want := time.Unix(1_000_000, 0).Add(300 * time.Millisecond).Sub(clk.t)
 		full := time.Unix(1_000_000, 0).Add(600 * time.Millisecond).Sub(clk.t)
-		if r.Allowed || r.Remaining != 0 || r.RetryAfter != want || r.ResetAfter != full || r.Delay != 0 || r.Err != nil {
+		if r.Allowed || r.Remaining != 0 || r.RetryAfter != want || r.ResetAfter != full || r.Delay != 0 || r.Err != nil || !r.Local {
 			t.Fatalf("local answer %+v, want refused with retry %v, reset %v", r, want, full)
 		}
 	}
@@ -129,13 +129,16 @@ func TestBypass(t *testing.T) {
 	leaky.Algorithm = limits.LeakyBucket
 	counted := lim
 	counted.CountRefused = true
+	countedBucket := counted
+	countedBucket.Algorithm = limits.TokenBucket
 	for _, tc := range []struct {
 		name string
 		hits []limits.Hit
 		// probe is the index in hits of the hit asked again.
 		probe int
 	}{
-		{"count_refused", []limits.Hit{{Key: "k", Limit: counted, Cost: 1}}, 0},
+		{"count_refused sliding_window", []limits.Hit{{Key: "k", Limit: counted, Cost: 1}}, 0},
+		{"count_refused token_bucket", []limits.Hit{{Key: "k", Limit: countedBucket, Cost: 1}}, 0},
 		{"leaky_bucket", []limits.Hit{{Key: "k", Limit: leaky, Cost: 1}}, 0},
 		{"joint first", []limits.Hit{{Key: "k", Limit: lim, Cost: 1, Joint: true}, {Key: "k2", Limit: lim, Cost: 1}}, 0},
 		{"joint last", []limits.Hit{{Key: "k", Limit: lim, Cost: 1, Joint: true}, {Key: "k2", Limit: lim, Cost: 1}}, 1},
@@ -150,6 +153,38 @@ func TestBypass(t *testing.T) {
 				t.Fatalf("store asked %d times, cache holds %d: want every hit sent, none cached", fs.asked(), c.Len())
 			}
 		})
+	}
+}
+
+// TestCountedFixedWindow: a fixed window that counts refused hits is
+// refused until its window ends whatever else arrives, so its refusal is
+// cached as envoyproxy/ratelimit's local cache holds an over-limit key: the
+// hits answered locally are not sent, and are marked Local.
+func TestCountedFixedWindow(t *testing.T) {
+	fw := limits.Limit{Algorithm: limits.FixedWindow, Requests: 10, Period: time.Minute, CountRefused: true}
+	c, fs, clk := newCache(t, func(limits.Hit) limits.Result { return refuse(20 * time.Second) }, Options{})
+	h := limits.Hit{Key: "k", Limit: fw, Cost: 1}
+	if r := decide1(c, h); r.Local {
+		t.Fatalf("the store's answer %+v is marked Local", r)
+	}
+	clk.add(19 * time.Second)
+	for range 3 {
+		if r := decide1(c, h); r.Allowed || !r.Local || r.RetryAfter != time.Second {
+			t.Fatalf("before the window's end: %+v, want a Local refusal with a second to wait", r)
+		}
+	}
+	if fs.asked() != 1 {
+		t.Fatalf("store asked %d times before the window's end, want 1", fs.asked())
+	}
+	clk.add(time.Second)
+	if decide1(c, h); fs.asked() != 2 {
+		t.Fatalf("at the window's end the store was not asked")
+	}
+	// A cost above 1 still goes to the store, so that its charge counts.
+	c2, fs2, _ := newCache(t, func(limits.Hit) limits.Result { return refuse(20 * time.Second) }, Options{})
+	decide1(c2, h)
+	if r := decide1(c2, limits.Hit{Key: "k", Limit: fw, Cost: 3}); r.Local || fs2.asked() != 2 {
+		t.Fatalf("a cost of 3 on a cached key: %+v, store asked %d times, want the store's answer", r, fs2.asked())
 	}
 }
 

@@ -33,13 +33,11 @@ CONCURRENCY="${BENCH_CONCURRENCY:-16 64}"
 KEYS="${BENCH_KEYS:-10000}"
 ROUNDS="${BENCH_ROUNDS:-1}"
 ALGORITHMS="${BENCH_ALGORITHMS:-fixed_window token_bucket sliding_window sliding_log leaky_bucket}"
-for tool in go jq redis-server; do
-	command -v "$tool" >/dev/null || { echo "bench-peer.sh: $tool is required" >&2; exit 1; }
-done
 
 NAME=bench-peer.sh
 # shellcheck source=scripts/procs.sh
 source scripts/procs.sh
+need go jq redis-server
 build
 
 peer_limits "$tmp/envoy-rls.yaml"

@@ -39,9 +39,6 @@ ALGORITHMS="${BENCH_ALGORITHMS:-token_bucket sliding_window fixed_window sliding
 FLOOR="${BENCH_FLOOR:-once}"
 [[ "$FLOOR" == once || "$FLOOR" == each ]] || { echo "bench.sh: BENCH_FLOOR is once or each, not $FLOOR" >&2; exit 1; }
 
-for tool in go jq; do
-	command -v "$tool" >/dev/null || { echo "bench.sh: $tool is required" >&2; exit 1; }
-done
 if [[ " $STORES " == *" redis "* ]] && ! command -v redis-server >/dev/null; then
 	echo "bench.sh: redis-server not found: Redis cases skipped (make test installs it)" >&2
 	STORES="${STORES//redis/}"
@@ -50,6 +47,7 @@ fi
 NAME=bench.sh
 # shellcheck source=scripts/procs.sh
 source scripts/procs.sh
+need go jq
 build
 
 # Limits high enough not to refuse at the rates one machine reaches, except

@@ -22,12 +22,10 @@ cd "$(dirname "$0")/.."
 ALGO="${1:-fixed_window}"
 CALLERS="${2:-16}"
 DURATION="${3:-4s}"
-for tool in go jq curl redis-server redis-cli; do
-	command -v "$tool" >/dev/null || { echo "point.sh: $tool is required" >&2; exit 1; }
-done
 NAME=point.sh
 # shellcheck source=scripts/procs.sh
 source scripts/procs.sh
+need go jq curl redis-server redis-cli
 build >/dev/null 2>&1
 BIN="${RLS_BIN:-bin/envoy-rls}"
 

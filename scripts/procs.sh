@@ -14,6 +14,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# need TOOL…: exits unless every TOOL is on PATH.
+need() {
+	local tool
+	for tool in "$@"; do
+		command -v "$tool" >/dev/null || { echo "$NAME: $tool is required" >&2; exit 1; }
+	done
+}
+
 # stop PID: ends one process this script started.
 stop() {
 	kill "$1" 2>/dev/null || true

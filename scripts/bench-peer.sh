@@ -51,11 +51,7 @@ descriptors:
       requests_per_unit: 1000000000
 YAML
 
-redis_port="$(free_port)"
-redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --logfile "$tmp/redis.log" &
-redis_pid=$!
-pids+=("$redis_pid")
-wait_port "$redis_port" "$redis_pid"
+start_redis
 
 noop_port="$(free_port)"
 bin/rls-bench -serve-noop "127.0.0.1:$noop_port" 2>/dev/null &

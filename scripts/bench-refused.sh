@@ -48,12 +48,7 @@ YAML
 # start SERVICE CACHE: a redis-server and the service on free ports, with
 # its cache on or off; sets svc_pid, svc_port, redis_pid.
 start() {
-	local redis_port
-	redis_port="$(free_port)"
-	redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --logfile "$tmp/redis.log" &
-	redis_pid=$!
-	pids+=("$redis_pid")
-	wait_port "$redis_port" "$redis_pid"
+	start_redis
 	svc_port="$(free_port)"
 	if [[ "$1" == envoy-rls ]]; then
 		"${RLS_BIN:-bin/envoy-rls}" -config "$tmp/envoy-rls.yaml" -grpc-addr "127.0.0.1:$svc_port" -http-addr "127.0.0.1:$(free_port)" \

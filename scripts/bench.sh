@@ -109,11 +109,7 @@ for store in $STORES; do
 	args=()
 	redis_pid=""
 	if [[ "$store" == redis ]]; then
-		redis_port="$(free_port)"
-		redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --logfile "$tmp/redis.log" &
-		redis_pid=$!
-		pids+=("$redis_pid")
-		wait_port "$redis_port" "$redis_pid"
+		start_redis
 		args=(-redis-url "redis://127.0.0.1:$redis_port")
 	fi
 	grpc_port="$(free_port)"

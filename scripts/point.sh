@@ -31,11 +31,7 @@ BIN="${RLS_BIN:-bin/envoy-rls}"
 
 peer_limits "$tmp/limits.yaml"
 
-redis_port="$(free_port)"
-redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --logfile "$tmp/redis.log" &
-redis_pid=$!
-pids+=("$redis_pid")
-wait_port "$redis_port" "$redis_pid"
+start_redis
 
 grpc_port="$(free_port)" http_port="$(free_port)" debug_port="$(free_port)"
 # shellcheck disable=SC2086 # SVC_ENV is a list of NAME=VALUE words

@@ -55,6 +55,16 @@ wait_port() {
 	return 1
 }
 
+# start_redis: a redis-server without persistence on a free loopback port;
+# sets redis_port and redis_pid.
+start_redis() {
+	redis_port="$(free_port)"
+	redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --logfile "$tmp/redis.log" &
+	redis_pid=$!
+	pids+=("$redis_pid")
+	wait_port "$redis_port" "$redis_pid"
+}
+
 # build: bin/envoy-rls and bin/rls-bench from this tree.
 build() {
 	echo "building bin/envoy-rls and bin/rls-bench…" >&2

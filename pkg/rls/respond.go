@@ -26,6 +26,7 @@ func (s *Service) respond(p *plan, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimi
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	if over && !refused {
+		// -shadow-mode in envoyproxy/ratelimit's form let it through.
 		s.metrics.RatelimitGlobalShadow()
 	}
 	domainLabel := metrics.UnknownDomain

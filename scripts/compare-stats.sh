@@ -3,7 +3,9 @@
 # own: both run as Envoy Gateway runs ratelimit (file mode, USE_PROMETHEUS=true,
 # Envoy Gateway's statsd mapper as PROMETHEUS_MAPPER_YAML), each on a
 # redis-server of its own, get the same gRPC requests, and their
-# ratelimit_service_* series are compared one by one. A difference fails,
+# ratelimit_service_* series are compared one by one, once as Envoy Gateway
+# deploys it and once with LOCAL_CACHE_SIZE_IN_BYTES and SHADOW_MODE (the
+# local cache's and the global shadow mode's stats). A difference fails,
 # unless it is one of the known ones the test lists with its reason.
 #
 #   PEER_RLS_BIN=/path/to/ratelimit scripts/compare-stats.sh
@@ -19,4 +21,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${PEER_RLS_BIN:?must name the envoyproxy/ratelimit binary}"
 export PEER_RLS_BIN
-exec go test -tags differential -count=1 -v -run '^TestDropInStatsAsEnvoyproxyRatelimit$' ./test/differential/
+exec go test -tags differential -count=1 -v -run '^TestDropIn(LocalCache)?StatsAsEnvoyproxyRatelimit$' ./test/differential/

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
@@ -157,17 +158,54 @@ func TestMaxInFlight(t *testing.T) {
 		t.Fatalf("a third call: %v, want RESOURCE_EXHAUSTED", err)
 	}
 	cancels[0]()
+	answeredWithin(t, conn, "after a stream ended")
+}
+
+// answeredWithin fails t unless a call on conn is answered within
+// callBound, retrying while the bound refuses it.
+func answeredWithin(t *testing.T, conn *grpc.ClientConn, what string) {
+	t.Helper()
 	deadline := time.Now().Add(callBound)
 	for {
 		_, err := grpcCall(conn, "after")
 		if err == nil {
-			break
+			return
 		}
 		if status.Code(err) != codes.ResourceExhausted || time.Now().After(deadline) {
-			t.Fatalf("after a stream ended: %v", err)
+			t.Fatalf("%s: %v", what, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// rawCodec sends a call's message as the bytes given, so that a test can
+// send one that does not decode.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error)      { return v.([]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error { return nil }
+func (rawCodec) Name() string                       { return "proto" }
+
+// Calls that end before any handler runs (a method that does not exist, a
+// message that does not decode) give their place in -max-in-flight back
+// too: far more of them than the bound, and a call after them is answered.
+func TestMaxInFlightFailedCalls(t *testing.T) {
+	t.Parallel()
+	s := startInProcess(t, "-max-in-flight", "2")
+	conn := grpcDial(t, s.grpcAddr, insecure.NewCredentials())
+	for i := range 6 {
+		ctx, cancel := context.WithTimeout(context.Background(), callBound)
+		err := conn.Invoke(ctx, "/envoy.service.ratelimit.v3.RateLimitService/NoSuchMethod", []byte{}, new([]byte), grpc.ForceCodec(rawCodec{}))
+		if c := status.Code(err); c != codes.Unimplemented && c != codes.ResourceExhausted {
+			t.Fatalf("call %d to a method that does not exist: %v", i, err)
+		}
+		err = conn.Invoke(ctx, "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", []byte{0xff, 0xff, 0xff}, new([]byte), grpc.ForceCodec(rawCodec{}))
+		cancel()
+		if c := status.Code(err); c != codes.Internal && c != codes.ResourceExhausted {
+			t.Fatalf("call %d with a message that does not decode: %v", i, err)
+		}
+	}
+	answeredWithin(t, conn, "after 12 failed calls")
 }
 
 // Past a listener's bound a new connection is closed at once, and a closed

@@ -362,19 +362,19 @@ func serveOn(ctx context.Context, o *options, start *startConfig, log *zap.Logge
 
 	var inflight inflightCounter
 	var watches watchDrain
+	calls := newInflightLimit(int64(o.maxInFlight), func() { m.Refused(metrics.RefusedGRPCCall) })
 	gopts := []grpc.ServerOption{
 		// Envoy keeps a few long-lived HTTP/2 connections and may ping them;
 		// do not punish that.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(callStats(m), inflight.interceptor), // callStats: stats.go
-		grpc.ChainStreamInterceptor(watches.interceptor),
+		grpc.ChainUnaryInterceptor(calls.unary, callStats(m), inflight.interceptor), // callStats: stats.go
+		grpc.ChainStreamInterceptor(calls.stream, watches.interceptor),
 		// Every call on a goroutine of its own grows a fresh stack, which
 		// shows as runtime.newstack in a profile under load (BENCHMARKS.md
 		// has the share). Workers keep their grown stacks; past this many
 		// calls at once, grpc-go falls back to a goroutine per call.
 		grpc.NumStreamWorkers(streamWorkers),
 	}
-	calls := &inflightLimit{max: int64(o.maxInFlight), onRefuse: func() { m.Refused(metrics.RefusedGRPCCall) }}
 	gopts = append(gopts, grpcBounds(o, calls)...)
 	if gtls != nil {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(gtls.config)))

@@ -84,8 +84,9 @@ func grpcBounds(o *options, inflight *inflightLimit) []grpc.ServerOption {
 // is read, until its handler returns, so the bound covers the memory of the
 // messages being read as well as of the calls being decided. A stream that
 // never reaches a handler (a message that does not decode, a method that
-// does not exist) is given back by a later call once the stream has ended,
-// within reapEvery, or at once when that call would be refused. A call over
+// does not exist) is given back by a later call once the stream has ended:
+// within reapEvery, or within refuseReapEvery when the bound would refuse
+// that call. A call over
 // the bound is refused at once with RESOURCE_EXHAUSTED; Envoy then applies
 // its own failure_mode_deny, as for any error of the service.
 //

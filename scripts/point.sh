@@ -13,6 +13,7 @@
 #   PROFILE=out/ scripts/point.sh token_bucket 64         # and a CPU and an allocation profile
 #   RLS_BIN=/tmp/envoy-rls-old scripts/point.sh           # another build, for an A/B
 #   SVC_ENV="GOGC=400" scripts/point.sh                    # envoy-rls's environment
+#   POINT_UNIT=minute scripts/point.sh sliding_window 64   # minute windows (second by default)
 #
 # Alternate builds point by point and compare medians: on a shared VM a
 # point moves by ±15% from one run to the next. Needs Go, jq, curl and
@@ -30,6 +31,10 @@ build >/dev/null 2>&1
 BIN="${RLS_BIN:-bin/envoy-rls}"
 
 peer_limits "$tmp/limits.yaml"
+if [[ -n "${POINT_UNIT:-}" ]]; then
+	# The 10^9 limits per POINT_UNIT (minute, hour) instead of per second.
+	sed -i "s/unit: second, requests_per_unit: 1000000000/unit: $POINT_UNIT, requests_per_unit: 1000000000/" "$tmp/limits.yaml"
+fi
 
 start_redis
 

@@ -14,12 +14,18 @@ import (
 // pexpireCalls is how many PEXPIREs Redis has run (INFO commandstats).
 func pexpireCalls(t *testing.T, c redis.UniversalClient) int {
 	t.Helper()
+	return cmdCalls(t, c, "pexpire")
+}
+
+// cmdCalls is how many times Redis has run the command name.
+func cmdCalls(t *testing.T, c redis.UniversalClient, name string) int {
+	t.Helper()
 	info, err := c.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for line := range strings.SplitSeq(info, "\r\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_pexpire:calls="); ok {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_"+name+":calls="); ok {
 			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
 			if err != nil {
 				t.Fatal(err)

@@ -158,6 +158,7 @@ type Store struct {
 	nodes      *nodeBatchers // a cluster's batchers, one per master; nil on one Redis or without batching
 	onPipeline func(runs int)
 	expiries   *expirySeen // the window counters seen with their TTL set
+	prevs      *prevCounts // the final counts of sliding windows' previous windows
 	// probing is set while a cluster's clock sample is out (probeAside),
 	// probes counts those goroutines for Close.
 	probing atomic.Bool
@@ -177,7 +178,7 @@ func New(client redisClient, opts Options) *Store {
 	}
 	_, cluster := client.(*redis.ClusterClient)
 	s := &Store{members: newLogMembers(), client: client, cluster: cluster, clock: opts.Clock, onPipeline: onPipeline,
-		expiries: newExpirySeen(), asking: make(chan struct{}, 1)}
+		expiries: newExpirySeen(), prevs: newPrevCounts(), asking: make(chan struct{}, 1)}
 	switch {
 	case opts.Batching == BatchOff:
 	case cluster:
@@ -251,6 +252,8 @@ func (s *Store) Decide(ctx context.Context, hits []limits.Hit, results []limits.
 		}
 		return
 	}
+	dl, ok := ctx.Deadline()
+	s.prevs.observe(dl, ok, time.Now())
 	for first := 0; first < len(hits); {
 		first = s.decideRound(ctx, hits, results, first, now)
 	}
@@ -285,7 +288,7 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 			h := &hits[r.first]
 			switch h.Limit.Algorithm {
 			case limits.FixedWindow, limits.SlidingWindow:
-				windows = append(windows, newWindowHit(ctx, r.first, h, now, s.expiries, wk))
+				windows = append(windows, newWindowHit(ctx, r.first, h, now, s.expiries, s.prevs, wk))
 			case limits.TokenBucket, limits.LeakyBucket:
 				buckets = append(buckets, newBucketHit(ctx, r.first, h, now, wk))
 			default:

@@ -20,8 +20,8 @@ import (
 //     PEXPIRE … NX to the instant the window stops mattering (its end for a
 //     fixed window, the end of the next one for a sliding window: sent
 //     until this instance has seen it set, see expirySeen) and, for
-//     a sliding window, GET of the previous window's counter, all in the
-//     pipeline of the call;
+//     a sliding window, GET of the previous window's counter (until its
+//     count is final, see prevCounts), all in the pipeline of the call;
 //   - the service then decides with limits.DecideWithin on the counts as
 //     they were before the hit (INCRBY's reply less the cost), which is what
 //     the embedded store decides with too;
@@ -80,8 +80,13 @@ type windowHit struct {
 	incr   *redis.IntCmd    // INCRBY cur cost: a hit that consumes
 	get    *redis.StringCmd // GET cur: a peek, or a hit that can never fit
 	refund *scriptCall      // give_back.lua: a refund
-	// prev reads the previous window's count (sliding window).
-	prev *redis.StringCmd
+	// prev reads the previous window's count (sliding window), unless
+	// prevs had it final: then prevN holds it. keep is where the count
+	// read goes once it is final (prevCounts), nil while it may change.
+	prev  *redis.StringCmd
+	prevN int64
+	keep  *prevCounts
+	prevK string
 	// expire is the PEXPIRE … NX sent with incr, nil where the store had
 	// seen the counter's expiry set (expirySeen); seen is the counter's
 	// entry there, ttl the PEXPIRE's milliseconds.
@@ -91,8 +96,9 @@ type windowHit struct {
 }
 
 // newWindowHit queues in wk the commands of hit h, decided at now; seen
-// tells which counters need no PEXPIRE.
-func newWindowHit(ctx context.Context, i int, h *limits.Hit, now int64, seen *expirySeen, wk *work) *windowHit {
+// tells which counters need no PEXPIRE, and prevs which previous windows'
+// counts are final.
+func newWindowHit(ctx context.Context, i int, h *limits.Hit, now int64, seen *expirySeen, prevs *prevCounts, wk *work) *windowHit {
 	l := h.Limit
 	t := l.PeriodMicros()
 	wh := &windowHit{i: i, limit: l, cost: h.Cost, now: now, w: floorDiv(now, t)}
@@ -117,8 +123,17 @@ func newWindowHit(ctx context.Context, i int, h *limits.Hit, now int64, seen *ex
 		}
 	}
 	if l.Algorithm == limits.SlidingWindow {
-		wh.prev = redis.NewStringCmd(ctx, "get", windowKey(h.Key, wh.w-1))
+		pk := windowKey(h.Key, wh.w-1)
+		final := prevs.final(wh.w*t, now)
+		if n, ok := prevs.get(pk); ok && final {
+			wh.prevN = n
+			return wh
+		}
+		wh.prev = redis.NewStringCmd(ctx, "get", pk)
 		wk.cmds = append(wk.cmds, wh.prev)
+		if final {
+			wh.keep, wh.prevK = prevs, pk
+		}
 	}
 	return wh
 }
@@ -174,8 +189,15 @@ func (wh *windowHit) decide() (res limits.Result, giveBack bool, err error) {
 	default:
 		cur, err = wh.refund.count()
 	}
-	if err == nil && wh.prev != nil {
+	switch {
+	case err != nil:
+	case wh.prev != nil:
 		prev, err = countOf(wh.prev)
+		if err == nil && wh.keep != nil {
+			wh.keep.put(wh.prevK, prev)
+		}
+	default:
+		prev = wh.prevN
 	}
 	if err != nil {
 		return limits.Result{}, false, err

@@ -44,9 +44,9 @@ type prevCounts struct {
 // (50 ms by default).
 const prevFinalAfter = 2_000_000 // µs
 
-// prevShards × prevPerShard bound the counts kept: about 65,000, a few MiB
-// with their keys. A full shard is emptied: a count it held is only read
-// from Redis again.
+// prevShards × prevPerShard bound the counts kept: 65,536, about 8 MiB at
+// the most with their keys. A full shard is emptied: a count it held is
+// only read from Redis again.
 const (
 	prevShards   = 64
 	prevPerShard = 1024

@@ -125,15 +125,15 @@ func newWindowHit(ctx context.Context, i int, h *limits.Hit, now int64, seen *ex
 	if l.Algorithm == limits.SlidingWindow {
 		pk := windowKey(h.Key, wh.w-1)
 		final := prevs.final(wh.w*t, now)
-		if n, ok := prevs.get(pk); ok && final {
-			wh.prevN = n
-			return wh
+		if final {
+			if n, ok := prevs.get(pk); ok {
+				wh.prevN = n
+				return wh
+			}
+			wh.keep, wh.prevK = prevs, pk
 		}
 		wh.prev = redis.NewStringCmd(ctx, "get", pk)
 		wk.cmds = append(wk.cmds, wh.prev)
-		if final {
-			wh.keep, wh.prevK = prevs, pk
-		}
 	}
 	return wh
 }

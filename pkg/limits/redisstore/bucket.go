@@ -213,6 +213,13 @@ func (bh *bucketHit) decide() (res limits.Result, again int64, err error) {
 	case !d.Changed || max(d.State.TAT, now*1000) == max(final, now*1000):
 		// A refund at an earlier instant may leave the bucket full earlier
 		// than the later one says: full either way.
+	case now > bh.now && final <= d.State.TAT && d.State.TAT-final <= (now-bh.now)*1000:
+		// Decided at the later instant the key has seen, the hit moved the
+		// bucket from its own: where the state was below that instant (a
+		// refund from an instance whose clock trails clamps at its own),
+		// Redis's clamp and bound stop short of the later instant's by at
+		// most the difference of the two, as if the hit had come at its
+		// own instant.
 	case !bh.cond && !d.Result.Allowed && now > bh.now:
 		// A count_refused debt stopped at the earlier instant's bound:
 		// short of the later one's by the difference of the two.

@@ -206,3 +206,43 @@ func TestBucketsAcrossSkew(t *testing.T) {
 		})
 	}
 }
+
+// A refund from an instance whose clock trails can leave a bucket's state
+// below the latest instant the key has seen: it clamps at its own. A hit
+// from an instance between the two is then decided at the later instant,
+// while Redis moves the bucket from its own: the two states differ by the
+// difference of the instants, and the hit is answered, not failed as a
+// disagreement (TestNativeExactUnderConcurrency met it now and then).
+func TestBucketsAfterTrailingRefund(t *testing.T) {
+	base := int64(1_767_225_600_000_000)
+	_, c, _ := setup(t, Options{})
+	at := func(off int64) *Store {
+		s := New(c, Options{Clock: func() int64 { return base + off }})
+		t.Cleanup(s.Close)
+		return s
+	}
+	ahead, trailing, between := at(20), at(0), at(10)
+	for _, l := range []limits.Limit{
+		{Algorithm: limits.TokenBucket, Requests: 100, Period: time.Hour},
+		{Algorithm: limits.TokenBucket, Requests: 100, Period: time.Hour, CountRefused: true},
+		{Algorithm: limits.LeakyBucket, Requests: 100, Period: time.Hour, Burst: 99},
+		{Algorithm: limits.LeakyBucket, Requests: 100, Period: time.Hour, Burst: 99, CountRefused: true},
+	} {
+		t.Run(l.String(), func(t *testing.T) {
+			h := limits.Hit{Key: "refund:" + l.String(), Limit: l, Cost: 1, MaxDelay: time.Hour}
+			if r := decideOne(t, ahead, h); r.Err != nil || !r.Allowed {
+				t.Fatalf("ahead: %+v", r)
+			}
+			refund := h
+			refund.Cost = -3
+			if r := decideOne(t, trailing, refund); r.Err != nil {
+				t.Fatalf("refund from the trailing instance: %+v", r)
+			}
+			for i := range 3 {
+				if r := decideOne(t, between, h); r.Err != nil || !r.Allowed {
+					t.Fatalf("hit %d from the instance between: %+v, want allowed", i+1, r)
+				}
+			}
+		})
+	}
+}

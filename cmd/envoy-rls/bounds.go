@@ -101,7 +101,8 @@ type inflightLimit struct {
 	onRefuse func()
 
 	mu sync.Mutex
-	// open holds the slots not given back yet, for reap.
+	// open holds the slots not given back yet: give takes one out once,
+	// reap looks for those whose stream has ended.
 	open map[*inflightSlot]struct{}
 	// reaped is when reap last looked, in nanoseconds of the wall clock.
 	reaped atomic.Int64
@@ -116,8 +117,7 @@ const (
 
 // inflightSlot is one counted call.
 type inflightSlot struct {
-	ctx  context.Context // the stream's
-	done atomic.Bool
+	ctx context.Context // the stream's
 }
 
 type inflightSlotKey struct{}
@@ -163,13 +163,13 @@ func (l *inflightLimit) release(ctx context.Context) {
 }
 
 func (l *inflightLimit) give(s *inflightSlot) {
-	if !s.done.CompareAndSwap(false, true) {
-		return
-	}
-	l.current.Add(-1)
 	l.mu.Lock()
+	_, open := l.open[s]
 	delete(l.open, s)
 	l.mu.Unlock()
+	if open {
+		l.current.Add(-1)
+	}
 }
 
 // reap gives back the slots whose stream has ended, if it has not looked
@@ -180,18 +180,17 @@ func (l *inflightLimit) reap(now int64, every time.Duration) bool {
 	if now-last < int64(every) || !l.reaped.CompareAndSwap(last, now) {
 		return false
 	}
-	var ended []*inflightSlot
+	ended := 0
 	l.mu.Lock()
 	for s := range l.open {
 		if s.ctx.Err() != nil {
-			ended = append(ended, s)
+			delete(l.open, s)
+			ended++
 		}
 	}
 	l.mu.Unlock()
-	for _, s := range ended {
-		l.give(s)
-	}
-	return len(ended) > 0
+	l.current.Add(-int64(ended))
+	return ended > 0
 }
 
 // unary and stream give a call's slot back when its handler returns.

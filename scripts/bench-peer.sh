@@ -40,7 +40,7 @@ source scripts/procs.sh
 need go jq redis-server
 build
 
-peer_limits "$tmp/envoy-rls.yaml"
+bench_limits "$tmp/envoy-rls.yaml"
 mkdir -p "$tmp/runtime/ratelimit/config"
 cat >"$tmp/runtime/ratelimit/config/bench.yaml" <<'YAML'
 domain: bench
@@ -58,26 +58,6 @@ bin/rls-bench -serve-noop "127.0.0.1:$noop_port" 2>/dev/null &
 noop_pid=$!
 pids+=("$noop_pid")
 wait_port "$noop_port" "$noop_pid"
-
-# start_envoy_rls / start_peer: the service on a free port; sets svc_pid,
-# svc_port.
-start_envoy_rls() {
-	svc_port="$(free_port)"
-	bin/envoy-rls -config "$tmp/envoy-rls.yaml" -grpc-addr "127.0.0.1:$svc_port" -http-addr "127.0.0.1:$(free_port)" \
-		-debug-addr "" -log-level error -redis-url "redis://127.0.0.1:$redis_port" 2>"$tmp/envoy-rls.log" &
-	svc_pid=$!
-	pids+=("$svc_pid")
-	wait_port "$svc_port" "$svc_pid" || { cat "$tmp/envoy-rls.log" >&2; exit 1; }
-}
-start_peer() {
-	svc_port="$(free_port)"
-	env USE_STATSD=false LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$redis_port" \
-		RUNTIME_ROOT="$tmp/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
-		PORT="$(free_port)" GRPC_PORT="$svc_port" DEBUG_PORT="$(free_port)" "$PEER" >"$tmp/peer.log" 2>&1 &
-	svc_pid=$!
-	pids+=("$svc_pid")
-	wait_port "$svc_port" "$svc_pid" || { cat "$tmp/peer.log" >&2; exit 1; }
-}
 
 # point C K ALGO PID…: one rls-bench run against svc_port (the no-op's port
 # for the floor); its JSON goes to stdout.
@@ -104,13 +84,13 @@ for round in $(seq "$ROUNDS"); do
 			floor="$(point "$c" "$k" fixed_window "$noop_port" "$noop_pid")"
 			rows+=("$(jq -r --arg c "$c" --arg k "$k" '"| no-op floor | – | \($k) | \($c) | \(.throughput|floor) | 1.00 | \(.latency.p99_us|round) | 1.00 | \(.errors) | – | \(.cpu[0].cpu_us_per_decision*100|round/100) |"' <<<"$floor")")
 
-			start_peer
+			start_peer "$PEER"
 			peer="$(point "$c" "$k" fixed_window "$svc_port" "$svc_pid" "$redis_pid")"
 			stop "$svc_pid"
 			rows+=("$(row "envoyproxy/ratelimit" "fixed_window (refused count)" "$c" "$k" "$peer" "$floor")")
 			echo "  envoyproxy/ratelimit: $(jq -r '"\(.throughput|floor)/s p99 \(.latency.p99_us)µs Redis \(.cpu[1].cpu_us_per_decision)µs"' <<<"$peer")" >&2
 
-			start_envoy_rls
+			start_envoy_rls bin/envoy-rls "$tmp/envoy-rls.yaml"
 			for algo in $ALGORITHMS; do
 				out="$(point "$c" "$k" "$algo" "$svc_port" "$svc_pid" "$redis_pid")"
 				label="$algo"

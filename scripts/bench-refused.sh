@@ -49,21 +49,13 @@ YAML
 # its cache on or off; sets svc_pid, svc_port, redis_pid.
 start() {
 	start_redis
-	svc_port="$(free_port)"
 	if [[ "$1" == envoy-rls ]]; then
-		"${RLS_BIN:-bin/envoy-rls}" -config "$tmp/envoy-rls.yaml" -grpc-addr "127.0.0.1:$svc_port" -http-addr "127.0.0.1:$(free_port)" \
-			-debug-addr "" -log-level error -redis-url "redis://127.0.0.1:$redis_port" -over-limit-cache="$2" 2>"$tmp/svc.log" &
+		start_envoy_rls "${RLS_BIN:-bin/envoy-rls}" "$tmp/envoy-rls.yaml" -over-limit-cache="$2"
 	else
 		local size=0
 		[[ "$2" == true ]] && size=1048576
-		env USE_STATSD=false LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$redis_port" \
-			RUNTIME_ROOT="$tmp/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
-			LOCAL_CACHE_SIZE_IN_BYTES="$size" PORT="$(free_port)" GRPC_PORT="$svc_port" DEBUG_PORT="$(free_port)" \
-			"$PEER" >"$tmp/svc.log" 2>&1 &
+		start_peer "$PEER" LOCAL_CACHE_SIZE_IN_BYTES="$size"
 	fi
-	svc_pid=$!
-	pids+=("$svc_pid")
-	wait_port "$svc_port" "$svc_pid" || { cat "$tmp/svc.log" >&2; exit 1; }
 }
 
 services=(envoy-rls)

@@ -30,7 +30,7 @@ need go jq curl redis-server redis-cli
 build >/dev/null 2>&1
 BIN="${RLS_BIN:-bin/envoy-rls}"
 
-peer_limits "$tmp/limits.yaml"
+bench_limits "$tmp/limits.yaml"
 if [[ -n "${POINT_UNIT:-}" ]]; then
 	# The 10^9 limits per POINT_UNIT (minute, hour) instead of per second.
 	sed -i "s/unit: second, requests_per_unit: 1000000000/unit: $POINT_UNIT, requests_per_unit: 1000000000/" "$tmp/limits.yaml"

@@ -73,17 +73,18 @@ build() {
 	go build -o bin/rls-bench ./cmd/rls-bench
 }
 
-# peer_limits FILE: envoy-rls's limits of the side-by-side runs: one
-# descriptor per algorithm, 10^9 a second so that nothing is refused
-# (fixed_window counts refused hits, as envoyproxy/ratelimit's); the
-# sliding log and the leaky bucket at 10,000 a second, their bound, which
-# 10,000 keys never reach.
-peer_limits() {
-	cat >"$1" <<'YAML'
+# bench_limits FILE [COUNT_REFUSED]: envoy-rls's limits of the benchmarks:
+# one descriptor per algorithm, 10^9 a second so that nothing is refused;
+# the sliding log and the leaky bucket at 10,000 a second, their bound,
+# which 10,000 keys never reach (a hot key goes past it). fixed_window
+# counts refused hits (envoyproxy/ratelimit's semantics, the side-by-side
+# row) unless COUNT_REFUSED is false.
+bench_limits() {
+	cat >"$1" <<YAML
 domain: bench
 descriptors:
   - key: fixed_window
-    rate_limit: {name: fw, algorithm: fixed_window, count_refused: true, unit: second, requests_per_unit: 1000000000}
+    rate_limit: {name: fw, algorithm: fixed_window, count_refused: ${2:-true}, unit: second, requests_per_unit: 1000000000}
   - key: token_bucket
     rate_limit: {name: tb, algorithm: token_bucket, unit: second, requests_per_unit: 1000000000, burst: 1000000000}
   - key: sliding_window
@@ -93,4 +94,34 @@ descriptors:
   - key: leaky_bucket
     rate_limit: {name: lb, algorithm: leaky_bucket, unit: second, requests_per_unit: 10000, burst: 100}
 YAML
+}
+
+# start_envoy_rls BIN LIMITS [FLAG…]: envoy-rls (the binary BIN) on the
+# Redis at redis_port with the limits file LIMITS and the flags, on a free
+# gRPC port; sets svc_pid and svc_port.
+start_envoy_rls() {
+	local bin="$1" limits="$2"
+	shift 2
+	svc_port="$(free_port)"
+	"$bin" -config "$limits" -grpc-addr "127.0.0.1:$svc_port" -http-addr "127.0.0.1:$(free_port)" \
+		-debug-addr "" -log-level error -redis-url "redis://127.0.0.1:$redis_port" "$@" 2>"$tmp/svc.log" &
+	svc_pid=$!
+	pids+=("$svc_pid")
+	wait_port "$svc_port" "$svc_pid" || { cat "$tmp/svc.log" >&2; exit 1; }
+}
+
+# start_peer BIN [NAME=VALUE…]: envoyproxy/ratelimit (the binary BIN) with
+# its defaults over TCP, on the Redis at redis_port, its limits under
+# $tmp/runtime/ratelimit/config, with the environment given, on a free gRPC
+# port; sets svc_pid and svc_port.
+start_peer() {
+	local bin="$1"
+	shift
+	svc_port="$(free_port)"
+	env USE_STATSD=false LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$redis_port" \
+		RUNTIME_ROOT="$tmp/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
+		PORT="$(free_port)" GRPC_PORT="$svc_port" DEBUG_PORT="$(free_port)" "$@" "$bin" >"$tmp/svc.log" 2>&1 &
+	svc_pid=$!
+	pids+=("$svc_pid")
+	wait_port "$svc_port" "$svc_pid" || { cat "$tmp/svc.log" >&2; exit 1; }
 }

@@ -172,8 +172,7 @@ func inRun(hits []limits.Hit, i int) bool {
 // refusal may answer it (see What is cached).
 func cacheable(hits []limits.Hit, i int) bool {
 	h := &hits[i]
-	lasts := !h.Limit.CountRefused && h.Limit.Algorithm != limits.LeakyBucket ||
-		h.Limit.CountRefused && h.Limit.Algorithm == limits.FixedWindow
+	lasts := h.Limit.Algorithm == limits.FixedWindow || !h.Limit.CountRefused && h.Limit.Algorithm != limits.LeakyBucket
 	return h.Cost == 1 && lasts && !inRun(hits, i)
 }
 

@@ -152,7 +152,7 @@ func BenchmarkRedisFloor(b *testing.B) {
 			k := "floor:b:" + strconv.Itoa(i)
 			l := limits.Limit{Algorithm: limits.TokenBucket, Requests: limits.MaxRequests, Period: time.Hour}
 			plan := planBucket(l, 1, time.Now().UnixMicro(), 0)
-			p.Do(ctx, append([]any{"bitfield", k}, plan.cond...)...)
+			p.Do(ctx, plan.appendCond([]any{"bitfield", k})...)
 			p.Do(ctx, "pexpire", k, plan.ttl)
 		}},
 	} {

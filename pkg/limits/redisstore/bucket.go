@@ -51,17 +51,26 @@ import (
 // maxU63 is the largest value of a BITFIELD u63 field.
 const maxU63 = 1<<63 - 1
 
-// bucketPlan is what a bucket hit asks of Redis.
+// bucketPlan is what a bucket hit asks of Redis: the operands of its
+// BITFIELD operations, which appendCond and appendSat render. It holds
+// numbers, not the argument lists, so that a hit builds the one list it
+// sends in one allocation (issue #13: the lists were half of what a bucket
+// hit allocated).
 type bucketPlan struct {
-	// cond adds the hit's cost in intervals if it fits (its third reply is
-	// 0 when it does not); nil for a hit that can never fit, a peek and a
+	// t is the hit's instant in nanoseconds: both clamps' operand.
+	t int64
+	// cond, when set, adds add if max(tat, t) ≤ bound (its third reply is
+	// 0 when it does not); unset for a hit that can never fit, a peek and a
 	// refund.
-	cond []any
-	// sat moves the state whatever it holds: a refund's, or a count_refused
+	cond       bool
+	bound, add int64
+	// sat, the first nsat of them, are SAT increments that move the state
+	// whatever it holds, after the clamps: a refund's, or a count_refused
 	// hit's charge, which a lone hit sends instead of cond (the service
 	// decides on the state it answers) and the joint script runs only when
 	// cond refuses.
-	sat []any
+	sat  [3]int64
+	nsat int
 	// ttl is the PEXPIRE, in milliseconds, that follows: the longest the
 	// state can matter after the hit (it may outlive it, never the other
 	// way round); nx for a refund, which never makes it matter longer.
@@ -77,33 +86,32 @@ type bucketPlan struct {
 func planBucket(l limits.Limit, cost, now, maxDelay int64) bucketPlan {
 	n, b, i := l.Requests, l.Capacity(), limits.Interval(l)
 	leaky := l.Algorithm == limits.LeakyBucket
-	t := now * 1000
-	clamp := []any{"overflow", "sat", "incrby", "u63", "#1", -t, "incrby", "u63", "#1", t, "incrby", "u63", 0, -t, "incrby", "u63", 0, t}
+	p := bucketPlan{t: now * 1000}
+	t := p.t
 	debt := b + n // the most a token bucket's state may run ahead, in intervals
 	if leaky {
 		debt = b + n + 1
 	}
 	longest := t + (b+n)*i // the latest TAT: a count_refused debt
-	var p bucketPlan
 	fits := cost > 0 && (!leaky && cost <= b || leaky && cost-1 <= b)
 	if fits {
 		// The latest max(tat, now) at which the hit fits.
-		bound := t + (b-cost)*i
+		p.bound = t + (b-cost)*i
 		if leaky {
-			bound = t + (b-cost+1)*i
+			p.bound = t + (b-cost+1)*i
 			if maxDelay > 0 {
-				bound = min(bound, t+maxDelay*1000)
+				p.bound = min(p.bound, t+maxDelay*1000)
 			}
 		}
-		p.cond = append(clamp[:len(clamp):len(clamp)], "overflow", "fail", "incrby", "u63", 0, maxU63-bound, "incrby", "u63", 0, bound-maxU63+cost*i)
+		p.cond, p.add = true, cost*i
 	}
 	switch {
 	case cost < 0:
-		p.sat = append(clamp, "incrby", "u63", 0, -min(-cost, debt)*i, "incrby", "u63", 0, -t, "incrby", "u63", 0, t)
+		p.sat, p.nsat = [3]int64{-min(-cost, debt) * i, -t, t}, 3
 		p.nx = true
 	case cost > 0 && l.CountRefused:
 		d := min(cost, debt) * i
-		p.sat = append(clamp, "incrby", "u63", 0, d+maxU63-longest, "incrby", "u63", 0, longest-maxU63)
+		p.sat, p.nsat = [3]int64{d + maxU63 - longest, longest - maxU63}, 2
 	case !fits:
 		return p // a peek, or a hit that can never fit
 	}
@@ -115,6 +123,37 @@ func planBucket(l limits.Limit, cost, now, maxDelay int64) bucketPlan {
 	}
 	p.ttl = ttlMillis(ceilDiv(longest-t, 1000))
 	return p
+}
+
+// Lengths of the BITFIELD argument lists of a plan.
+const (
+	clampArgs = 18             // OVERFLOW SAT and four INCRBY
+	condArgs  = clampArgs + 10 // and OVERFLOW FAIL, two INCRBY
+	satArgs   = clampArgs + 12 // and up to three INCRBY
+)
+
+// appendClamp appends the clamps of both fields to their max with t, under
+// OVERFLOW SAT.
+func (p *bucketPlan) appendClamp(dst []any) []any {
+	neg, pos := any(-p.t), any(p.t) // boxed once, used twice
+	return append(dst, "overflow", "sat", "incrby", "u63", "#1", neg, "incrby", "u63", "#1", pos,
+		"incrby", "u63", 0, neg, "incrby", "u63", 0, pos)
+}
+
+// appendCond appends the clamps and the conditional add (the plan has
+// cond).
+func (p *bucketPlan) appendCond(dst []any) []any {
+	return append(p.appendClamp(dst), "overflow", "fail", "incrby", "u63", 0, maxU63-p.bound,
+		"incrby", "u63", 0, p.bound-maxU63+p.add)
+}
+
+// appendSat appends the clamps and the plan's SAT increments (it has some).
+func (p *bucketPlan) appendSat(dst []any) []any {
+	dst = p.appendClamp(dst)
+	for _, d := range p.sat[:p.nsat] {
+		dst = append(dst, "incrby", "u63", 0, d)
+	}
+	return dst
 }
 
 // ceilDiv is ceil(a/b) for a ≥ 0, b > 0.
@@ -137,17 +176,20 @@ type bucketHit struct {
 func newBucketHit(ctx context.Context, i int, h *limits.Hit, now int64, wk *work) *bucketHit {
 	bh := &bucketHit{i: i, limit: h.Limit, cost: h.Cost, now: now, delay: h.MaxDelayMicros(), key: h.Key}
 	p := planBucket(h.Limit, h.Cost, now, bh.delay)
-	args := p.sat
-	if args == nil && p.cond != nil {
-		args, bh.cond = p.cond, true
-	}
-	if args == nil {
+	if !p.cond && p.nsat == 0 {
 		bh.get = redis.NewStringCmd(ctx, "get", h.Key)
 		wk.cmds = append(wk.cmds, bh.get)
 		return bh
 	}
-	bh.op = redis.NewIntSliceCmd(ctx, append([]any{"bitfield", h.Key}, args...)...)
-	expire := []any{"pexpire", h.Key, p.ttl}
+	key := any(h.Key)
+	args := append(make([]any, 0, 2+satArgs), "bitfield", key)
+	if p.nsat > 0 {
+		args = p.appendSat(args)
+	} else {
+		args, bh.cond = p.appendCond(args), true
+	}
+	bh.op = redis.NewIntSliceCmd(ctx, args...)
+	expire := append(make([]any, 0, 4), "pexpire", key, p.ttl)
 	if p.nx {
 		expire = append(expire, "nx")
 	}
@@ -278,8 +320,15 @@ func luaOp(l limits.Limit, cost, now, maxDelay int64) string {
 	if p.nx {
 		flags = "nx"
 	}
+	var cond, sat []any
+	if p.cond {
+		cond = p.appendCond(make([]any, 0, condArgs))
+	}
+	if p.nsat > 0 {
+		sat = p.appendSat(make([]any, 0, satArgs))
+	}
 	var b strings.Builder
-	for k, args := range [][]any{p.cond, p.sat} {
+	for k, args := range [][]any{cond, sat} {
 		if k > 0 {
 			b.WriteByte('|')
 		}

@@ -17,9 +17,12 @@
 #
 #   PEER_RLS_BIN=/path/to/ratelimit scripts/bench-peer.sh
 #   PEER_RLS_BIN=… BENCH_DURATION=2s BENCH_ALGORITHMS=fixed_window scripts/bench-peer.sh   # a quick check
+#   PEER_RLS_BIN=… BENCH_PIN=1 scripts/bench-peer.sh   # the generator on a core of its own
 #
 # BENCH_DURATION (5s), BENCH_CONCURRENCY ("16 64"), BENCH_KEYS (10000),
-# BENCH_ROUNDS (1) and BENCH_ALGORITHMS (envoy-rls's rows: "fixed_window
+# BENCH_ROUNDS (1), BENCH_PIN (unset: everything shares both cores; set:
+# the generator on CPU 0, as Envoy on hosts of its own, and Redis, the
+# services and the no-op on CPU 1) and BENCH_ALGORITHMS (envoy-rls's rows: "fixed_window
 # token_bucket sliding_window sliding_log leaky_bucket"; fixed_window is
 # count_refused) narrow it down or repeat it. Needs Go, jq and redis-server; everything it starts is
 # stopped on exit.
@@ -54,7 +57,7 @@ YAML
 start_redis
 
 noop_port="$(free_port)"
-bin/rls-bench -serve-noop "127.0.0.1:$noop_port" 2>/dev/null &
+"${on_svc[@]}" bin/rls-bench -serve-noop "127.0.0.1:$noop_port" 2>/dev/null &
 noop_pid=$!
 pids+=("$noop_pid")
 wait_port "$noop_port" "$noop_pid"
@@ -64,7 +67,7 @@ wait_port "$noop_port" "$noop_pid"
 point() {
 	local c="$1" k="$2" algo="$3" port="$4"
 	shift 4
-	bin/rls-bench -json -duration "$DURATION" -addr "127.0.0.1:$port" -concurrency "$c" -keys "$k" -domain bench \
+	"${on_gen[@]}" bin/rls-bench -json -duration "$DURATION" -addr "127.0.0.1:$port" -concurrency "$c" -keys "$k" -domain bench \
 		-descriptor "$algo=k{n}" -pids "$(IFS=,; echo "$*")"
 }
 
@@ -107,7 +110,7 @@ for round in $(seq "$ROUNDS"); do
 done
 
 echo
-echo "$(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(go version | cut -d' ' -f3), $(redis-server --version | cut -d' ' -f3), $DURATION per point, $ROUNDS round(s)"
+echo "$(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(go version | cut -d' ' -f3), $(redis-server --version | cut -d' ' -f3), $DURATION per point, $ROUNDS round(s)${BENCH_PIN:+, the generator on CPU 0 and the rest on CPU 1 (BENCH_PIN)}"
 echo
 echo "| service | algorithm | keys | callers | calls/s | × floor | p99 µs | × floor | errors | Redis CPU µs/decision | service CPU µs/decision |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"

@@ -14,7 +14,8 @@
 #   PEER_RLS_BIN=/path/to/ratelimit BENCH_ROUNDS=3 scripts/bench-refused.sh
 #   RLS_BIN=/tmp/envoy-rls-old scripts/bench-refused.sh                # another build of envoy-rls
 #
-# BENCH_DURATION (4s), BENCH_CONCURRENCY ("16 64") and BENCH_ROUNDS (1). Needs
+# BENCH_DURATION (4s), BENCH_CONCURRENCY ("16 64"), BENCH_ROUNDS (1) and
+# BENCH_PIN (set: the generator on CPU 0, the rest on CPU 1). Needs
 # Go, jq and redis-server; everything it starts is stopped on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -67,7 +68,7 @@ for round in $(seq "$ROUNDS"); do
 		for svc in "${services[@]}"; do
 			for cache in true false; do
 				start "$svc" "$cache"
-				out="$(bin/rls-bench -json -duration "$DURATION" -addr "127.0.0.1:$svc_port" -concurrency "$CALLERS" -keys 1 \
+				out="$("${on_gen[@]}" bin/rls-bench -json -duration "$DURATION" -addr "127.0.0.1:$svc_port" -concurrency "$CALLERS" -keys 1 \
 					-domain bench -descriptor "hot=k{n}" -pids "$svc_pid,$redis_pid")"
 				stop "$svc_pid"
 				stop "$redis_pid"

@@ -17,6 +17,7 @@
 #   BENCH_FLOOR=each scripts/bench.sh      # the floor again before every point
 #   BENCH_GOGC=400 scripts/bench.sh        # envoy-rls (only) with GOGC=400
 #   PEER_RLS_BIN=/path/to/ratelimit scripts/bench.sh   # then beside envoyproxy/ratelimit
+#   BENCH_PIN=1 scripts/bench.sh           # the generator on CPU 0, the rest on CPU 1
 #
 # With PEER_RLS_BIN (the envoyproxy/ratelimit binary), it then runs
 # scripts/bench-peer.sh, which puts the two side by side on one Redis.
@@ -62,14 +63,14 @@ bench_limits "$tmp/limits.yaml" false
 rows=()
 # point LABEL... -- ARGS: one rls-bench run; prints its JSON to stdout.
 point() {
-	bin/rls-bench -json -duration "$DURATION" "$@"
+	"${on_gen[@]}" bin/rls-bench -json -duration "$DURATION" "$@"
 }
 
 declare -A floor_tput floor_p99 floor_cpu
 
 echo "floor: no-op RateLimitService…" >&2
 noop_port="$(free_port)"
-bin/rls-bench -serve-noop "127.0.0.1:$noop_port" 2>/dev/null &
+"${on_svc[@]}" bin/rls-bench -serve-noop "127.0.0.1:$noop_port" 2>/dev/null &
 noop_pid=$!
 pids+=("$noop_pid")
 wait_port "$noop_port" "$noop_pid"
@@ -102,7 +103,7 @@ for store in $STORES; do
 	fi
 	grpc_port="$(free_port)"
 	http_port="$(free_port)"
-	env ${BENCH_GOGC:+GOGC="$BENCH_GOGC"} bin/envoy-rls -config "$tmp/limits.yaml" -grpc-addr "127.0.0.1:$grpc_port" -http-addr "127.0.0.1:$http_port" \
+	env ${BENCH_GOGC:+GOGC="$BENCH_GOGC"} "${on_svc[@]}" bin/envoy-rls -config "$tmp/limits.yaml" -grpc-addr "127.0.0.1:$grpc_port" -http-addr "127.0.0.1:$http_port" \
 		-debug-addr "" -log-level error "${args[@]}" 2>"$tmp/envoy-rls-$store.log" &
 	rls_pid=$!
 	pids+=("$rls_pid")

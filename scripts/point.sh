@@ -14,6 +14,7 @@
 #   RLS_BIN=/tmp/envoy-rls-old scripts/point.sh           # another build, for an A/B
 #   SVC_ENV="GOGC=400" scripts/point.sh                    # envoy-rls's environment
 #   POINT_UNIT=minute scripts/point.sh sliding_window 64   # minute windows (second by default)
+#   BENCH_PIN=1 scripts/point.sh                           # rls-bench on CPU 0, the rest on CPU 1
 #
 # Alternate builds point by point and compare medians: on a shared VM a
 # point moves by ±15% from one run to the next. Needs Go, jq, curl and
@@ -40,7 +41,7 @@ start_redis
 
 grpc_port="$(free_port)" http_port="$(free_port)" debug_port="$(free_port)"
 # shellcheck disable=SC2086 # SVC_ENV is a list of NAME=VALUE words
-env ${SVC_ENV:-} "$BIN" -config "$tmp/limits.yaml" -grpc-addr "127.0.0.1:$grpc_port" -http-addr "127.0.0.1:$http_port" \
+env ${SVC_ENV:-} "${on_svc[@]}" "$BIN" -config "$tmp/limits.yaml" -grpc-addr "127.0.0.1:$grpc_port" -http-addr "127.0.0.1:$http_port" \
 	-debug-addr "127.0.0.1:$debug_port" -log-level error -redis-url "redis://127.0.0.1:$redis_port" 2>"$tmp/envoy-rls.log" &
 svc_pid=$!
 pids+=("$svc_pid")
@@ -52,7 +53,7 @@ if [[ -n "${PROFILE:-}" ]]; then
 		curl -s -o "$PROFILE/allocs.pprof" "http://127.0.0.1:$debug_port/debug/pprof/allocs") &
 	profiler=$!
 fi
-bin/rls-bench -json -duration "$DURATION" -addr "127.0.0.1:$grpc_port" -concurrency "$CALLERS" -keys 10000 -domain bench \
+"${on_gen[@]}" bin/rls-bench -json -duration "$DURATION" -addr "127.0.0.1:$grpc_port" -concurrency "$CALLERS" -keys 10000 -domain bench \
 	-descriptor "$ALGO=k{n}" -pids "$svc_pid,$redis_pid" |
 	jq -c '{algorithm: .descriptor, callers: .concurrency, calls_per_s: (.throughput|floor), p99_us: (.latency.p99_us|floor),
 		service_cpu_us: .cpu[0].cpu_us_per_decision, redis_cpu_us: .cpu[1].cpu_us_per_decision}'

@@ -55,11 +55,21 @@ wait_port() {
 	return 1
 }
 
+# BENCH_PIN=1 gives the load generator a core of its own, as Envoy has in
+# production: on_gen (taskset -c 0) prefixes the generator, on_svc (taskset
+# -c 1) what it loads: Redis, the services and the no-op. Unset, everything
+# shares every core.
+on_gen=() on_svc=()
+if [[ -n "${BENCH_PIN:-}" ]]; then
+	need taskset
+	on_gen=(taskset -c 0) on_svc=(taskset -c 1)
+fi
+
 # start_redis: a redis-server without persistence on a free loopback port;
 # sets redis_port and redis_pid.
 start_redis() {
 	redis_port="$(free_port)"
-	redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --logfile "$tmp/redis.log" &
+	"${on_svc[@]}" redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --logfile "$tmp/redis.log" &
 	redis_pid=$!
 	pids+=("$redis_pid")
 	wait_port "$redis_port" "$redis_pid"
@@ -103,7 +113,7 @@ start_envoy_rls() {
 	local bin="$1" limits="$2"
 	shift 2
 	svc_port="$(free_port)"
-	"$bin" -config "$limits" -grpc-addr "127.0.0.1:$svc_port" -http-addr "127.0.0.1:$(free_port)" \
+	"${on_svc[@]}" "$bin" -config "$limits" -grpc-addr "127.0.0.1:$svc_port" -http-addr "127.0.0.1:$(free_port)" \
 		-debug-addr "" -log-level error -redis-url "redis://127.0.0.1:$redis_port" "$@" 2>"$tmp/svc.log" &
 	svc_pid=$!
 	pids+=("$svc_pid")
@@ -120,7 +130,7 @@ start_peer() {
 	svc_port="$(free_port)"
 	env USE_STATSD=false LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$redis_port" \
 		RUNTIME_ROOT="$tmp/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROOT=false \
-		PORT="$(free_port)" GRPC_PORT="$svc_port" DEBUG_PORT="$(free_port)" "$@" "$bin" >"$tmp/svc.log" 2>&1 &
+		PORT="$(free_port)" GRPC_PORT="$svc_port" DEBUG_PORT="$(free_port)" "$@" "${on_svc[@]}" "$bin" >"$tmp/svc.log" 2>&1 &
 	svc_pid=$!
 	pids+=("$svc_pid")
 	wait_port "$svc_port" "$svc_pid" || { cat "$tmp/svc.log" >&2; exit 1; }

@@ -40,9 +40,12 @@ type prevCounts struct {
 }
 
 // prevFinalAfter is how far into a window, at the least, its previous
-// window's count is taken as final: 2 s, far above a store call's bound
-// (50 ms by default).
-const prevFinalAfter = 2_000_000 // µs
+// window's count is taken as final: 250 ms, five times a store call's
+// bound (50 ms by default) and far above what the instances' estimates of
+// Redis's clock differ by (half a round trip), so that a per-second window,
+// the commonest, keeps its previous count for three quarters of each
+// second. It was 2 s, which no per-second window ever reached.
+const prevFinalAfter = 250_000 // µs
 
 // prevShards × prevPerShard bound the counts kept: 65,536, about 8 MiB at
 // the most with their keys. A full shard is emptied: a count it held is

@@ -77,6 +77,15 @@ func TestPrevCountKept(t *testing.T) {
 	if k, read := decide(s, 0, time.Second), decide(other, 0, time.Second); k.Remaining >= read.Remaining {
 		t.Errorf("after a give-back: %d remaining with the count kept, %d read; want fewer kept", k.Remaining, read.Remaining)
 	}
+	// Calls of 20 ms (Envoy's default timeout) keep it from prevFinalAfter
+	// on: a per-second window's count from 250 ms into the next second.
+	short := New(c, Options{Clock: now.Load})
+	defer short.Close()
+	now.Store(start + prevFinalAfter - 1000)
+	gets("20 ms calls, just before prevFinalAfter", 4, func() { decide(short, 0, 20*time.Millisecond); decide(short, 0, 20*time.Millisecond) })
+	now.Store(start + prevFinalAfter)
+	gets("20 ms calls, at prevFinalAfter", 3, func() { decide(short, 0, 20*time.Millisecond); decide(short, 0, 20*time.Millisecond) })
+	now.Store(start + 3_000_000)
 	// A longer wait moves the margin: 10 s calls make it 20 s.
 	longer := New(c, Options{Clock: now.Load})
 	defer longer.Close()

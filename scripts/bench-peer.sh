@@ -12,7 +12,8 @@
 # for each number of callers, the services one after the other, each point
 # BENCH_ROUNDS times in turn. It prints a Markdown table: throughput and p99
 # (and their ratios to the floor), Redis's CPU per decision and the
-# service's, from /proc/PID/stat, and then envoy-rls's ratios to
+# service's, from /proc/PID/stat, the share of the CPU time the hypervisor
+# stole during the point (a shared host's noise), and then envoy-rls's ratios to
 # envoyproxy/ratelimit, point by point.
 #
 #   PEER_RLS_BIN=/path/to/ratelimit scripts/bench-peer.sh
@@ -77,7 +78,7 @@ ratios=()
 row() {
 	jq -r --arg svc "$1" --arg algo "$2" --arg c "$3" --arg k "$4" --argjson f "$6" '
 		def r2: (. * 100 | round) / 100;
-		"| \($svc) | \($algo) | \($k) | \($c) | \(.throughput|floor) | \(.throughput / $f.throughput | r2) | \(.latency.p99_us|round) | \(.latency.p99_us / $f.latency.p99_us | r2) | \(.errors)\(if .over_limit > 0 then " (\(.over_limit) over limit)" else "" end) | \(if (.cpu|length) > 1 then (.cpu[1].cpu_us_per_decision | r2) else "–" end) | \(.cpu[0].cpu_us_per_decision | r2) |"' <<<"$5"
+		"| \($svc) | \($algo) | \($k) | \($c) | \(.throughput|floor) | \(.throughput / $f.throughput | r2) | \(.latency.p99_us|round) | \(.latency.p99_us / $f.latency.p99_us | r2) | \(.errors)\(if .over_limit > 0 then " (\(.over_limit) over limit)" else "" end) | \(if (.cpu|length) > 1 then (.cpu[1].cpu_us_per_decision | r2) else "–" end) | \(.cpu[0].cpu_us_per_decision | r2) | \(.steal * 100 | round) |"' <<<"$5"
 }
 
 for round in $(seq "$ROUNDS"); do
@@ -85,7 +86,7 @@ for round in $(seq "$ROUNDS"); do
 		for k in $KEYS; do
 			echo "round $round, $c callers, $k keys…" >&2
 			floor="$(point "$c" "$k" fixed_window "$noop_port" "$noop_pid")"
-			rows+=("$(jq -r --arg c "$c" --arg k "$k" '"| no-op floor | – | \($k) | \($c) | \(.throughput|floor) | 1.00 | \(.latency.p99_us|round) | 1.00 | \(.errors) | – | \(.cpu[0].cpu_us_per_decision*100|round/100) |"' <<<"$floor")")
+			rows+=("$(jq -r --arg c "$c" --arg k "$k" '"| no-op floor | – | \($k) | \($c) | \(.throughput|floor) | 1.00 | \(.latency.p99_us|round) | 1.00 | \(.errors) | – | \(.cpu[0].cpu_us_per_decision*100|round/100) | \(.steal * 100 | round) |"' <<<"$floor")")
 
 			start_peer "$PEER"
 			peer="$(point "$c" "$k" fixed_window "$svc_port" "$svc_pid" "$redis_pid")"
@@ -112,8 +113,8 @@ done
 echo
 echo "$(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(go version | cut -d' ' -f3), $(redis-server --version | cut -d' ' -f3), $DURATION per point, $ROUNDS round(s)${BENCH_PIN:+, the generator on CPU 0 and the rest on CPU 1 (BENCH_PIN)}"
 echo
-echo "| service | algorithm | keys | callers | calls/s | × floor | p99 µs | × floor | errors | Redis CPU µs/decision | service CPU µs/decision |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"
+echo "| service | algorithm | keys | callers | calls/s | × floor | p99 µs | × floor | errors | Redis CPU µs/decision | service CPU µs/decision | steal % |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"
 echo
 echo "envoy-rls against envoyproxy/ratelimit in the same round:"

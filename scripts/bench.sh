@@ -9,7 +9,8 @@
 #     sliding_window, fixed_window, sliding_log, leaky_bucket.
 # It prints a Markdown table: throughput and p99 as ratios to the floor of
 # the same callers and keys measured in this run, and the CPU time per
-# decision of envoy-rls and of redis-server (from /proc/PID/stat).
+# decision of envoy-rls and of redis-server (from /proc/PID/stat), and the
+# share of the CPU time the hypervisor stole during the point.
 #
 #   scripts/bench.sh                       # 5 s per point, about 4 minutes
 #   BENCH_DURATION=2s scripts/bench.sh     # quicker, noisier
@@ -88,7 +89,7 @@ for c in $CONCURRENCY; do
 		measure_floor "$c" "$k"
 		out="$(cat "$tmp/floor.json")"
 		rows+=("$(jq -r --arg c "$c" --arg k "$k" \
-			'"| no-op floor | – | \($k) | \($c) | \(.throughput|floor) | 1.00 | \(.latency.p99_us*10|round/10) | 1.00 | \(.errors) | \(.cpu[0].cpu_us_per_decision*100|round/100) | 1.00 | – |"' <<<"$out")")
+			'"| no-op floor | – | \($k) | \($c) | \(.throughput|floor) | 1.00 | \(.latency.p99_us*10|round/10) | 1.00 | \(.errors) | \(.cpu[0].cpu_us_per_decision*100|round/100) | 1.00 | – | \(.steal * 100 | round) |"' <<<"$out")")
 		echo "  c=$c keys=$k: $(jq -r '"\(.throughput|floor)/s p99 \(.latency.p99_us)µs"' <<<"$out")" >&2
 	done
 done
@@ -122,7 +123,7 @@ for store in $STORES; do
 				rows+=("$(jq -r --arg store "$store" --arg algo "$algo" --arg c "$c" --arg k "$k" \
 					--argjson ft "${floor_tput[$c/$k]}" --argjson fp "${floor_p99[$c/$k]}" --argjson fc "${floor_cpu[$c/$k]}" '
 					def r2: (. * 100 | round) / 100;
-					"| \($store) | \($algo) | \($k) | \($c) | \(.throughput|floor) | \(.throughput / $ft | r2) | \(.latency.p99_us*10|round/10) | \(.latency.p99_us / $fp | r2) | \(.errors)\(if .over_limit > 0 then " (\(.over_limit) over limit)" else "" end) | \(.cpu[0].cpu_us_per_decision | r2) | \(if $fc > 0 then (.cpu[0].cpu_us_per_decision / $fc | r2) else "–" end) | \(if (.cpu|length) > 1 then (.cpu[1].cpu_us_per_decision | r2) else "–" end) |"' <<<"$out")")
+					"| \($store) | \($algo) | \($k) | \($c) | \(.throughput|floor) | \(.throughput / $ft | r2) | \(.latency.p99_us*10|round/10) | \(.latency.p99_us / $fp | r2) | \(.errors)\(if .over_limit > 0 then " (\(.over_limit) over limit)" else "" end) | \(.cpu[0].cpu_us_per_decision | r2) | \(if $fc > 0 then (.cpu[0].cpu_us_per_decision / $fc | r2) else "–" end) | \(if (.cpu|length) > 1 then (.cpu[1].cpu_us_per_decision | r2) else "–" end) | \(.steal * 100 | round) |"' <<<"$out")")
 				echo "  $algo c=$c keys=$k: $(jq -r '"\(.throughput|floor)/s p99 \(.latency.p99_us)µs errors \(.errors) over \(.over_limit)"' <<<"$out")" >&2
 			done
 		done
@@ -134,8 +135,8 @@ done
 echo
 echo "$(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(go version | cut -d' ' -f3), $DURATION per point"
 echo
-echo "| store | algorithm | keys | callers | calls/s | × floor | p99 µs | × floor | errors | service CPU µs/decision | × floor | Redis CPU µs/decision |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
+echo "| store | algorithm | keys | callers | calls/s | × floor | p99 µs | × floor | errors | service CPU µs/decision | × floor | Redis CPU µs/decision | steal % |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"
 
 if [[ -n "${PEER_RLS_BIN:-}" ]]; then

@@ -56,7 +56,7 @@ fi
 "${on_gen[@]}" bin/rls-bench -json -duration "$DURATION" -addr "127.0.0.1:$grpc_port" -concurrency "$CALLERS" -keys 10000 -domain bench \
 	-descriptor "$ALGO=k{n}" -pids "$svc_pid,$redis_pid" |
 	jq -c '{algorithm: .descriptor, callers: .concurrency, calls_per_s: (.throughput|floor), p99_us: (.latency.p99_us|floor),
-		service_cpu_us: .cpu[0].cpu_us_per_decision, redis_cpu_us: .cpu[1].cpu_us_per_decision}'
+		service_cpu_us: .cpu[0].cpu_us_per_decision, redis_cpu_us: .cpu[1].cpu_us_per_decision, steal_pct: (.steal * 100 | round)}'
 redis-cli -p "$redis_port" info commandstats | grep '^cmdstat_' | sed 's/,rejected_calls.*//'
 redis-cli -p "$redis_port" info stats | grep -E '^total_(commands_processed|net_input_bytes|net_output_bytes|reads_processed|writes_processed):'
 curl -s "http://127.0.0.1:$http_port/metrics" | awk '

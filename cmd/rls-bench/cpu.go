@@ -68,3 +68,37 @@ func sampleCPU(pids []int) ([]time.Duration, error) {
 	}
 	return out, nil
 }
+
+// hostTicks reads the machine's CPU time so far from /proc/stat's "cpu"
+// line: the ticks the hypervisor took from this VM for other guests
+// (steal) and all ticks. A run's steal share says how far its numbers are
+// this machine's: on a shared host it moves them by tens of percent.
+func hostTicks() (steal, total int64, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	return parseProcStat(b)
+}
+
+// parseProcStat reads the first line of /proc/stat, "cpu user nice system
+// idle iowait irq softirq steal …": steal is the eighth number, total the
+// sum of the first eight (guest time is already within user).
+func parseProcStat(b []byte) (steal, total int64, err error) {
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: no cpu line")
+	}
+	for i, s := range f[1:9] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		total += n
+		if i == 7 {
+			steal = n
+		}
+	}
+	return steal, total, nil
+}

@@ -2,8 +2,9 @@
 // calls ShouldRateLimit on -addr over gRPC, from -concurrency callers on
 // -conns connections, for -duration, and reports throughput, latency
 // percentiles (from a log-linear histogram, within 0.8%), OK/OVER_LIMIT/error
-// counts and, with -pids, the CPU time the named processes spent per
-// decision.
+// counts, the share of the machine's CPU time its hypervisor stole (a shared
+// host's noise, from /proc/stat) and, with -pids, the CPU time the named
+// processes spent per decision.
 //
 //	rls-bench -noop                                   # the gRPC floor of this machine
 //	rls-bench -addr 127.0.0.1:8081 -keys 10000 -concurrency 64 -pids $(pgrep -x envoy-rls)

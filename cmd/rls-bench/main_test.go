@@ -206,6 +206,16 @@ func TestParseStat(t *testing.T) {
 	}
 }
 
+func TestParseProcStat(t *testing.T) {
+	steal, total, err := parseProcStat([]byte("cpu  100 5 50 800 10 1 2 32 0 0\ncpu0 50 2 25 400 5 0 1 16 0 0\n"))
+	if err != nil || steal != 32 || total != 1000 {
+		t.Errorf("got steal %d, total %d, %v; want 32, 1000", steal, total, err)
+	}
+	if _, _, err := parseProcStat([]byte("intr 1 2 3")); err == nil {
+		t.Error("a file without a cpu line: no error")
+	}
+}
+
 func TestRealMainText(t *testing.T) {
 	var out bytes.Buffer
 	err := realMain(context.Background(), []string{"-noop", "-duration", "200ms", "-concurrency", "2", "-pids", strconv.Itoa(os.Getpid())}, &out, io.Discard)

@@ -78,7 +78,8 @@ func TestPrevCountKept(t *testing.T) {
 		t.Errorf("after a give-back: %d remaining with the count kept, %d read; want fewer kept", k.Remaining, read.Remaining)
 	}
 	// Calls of 20 ms (Envoy's default timeout) keep it from prevFinalAfter
-	// on: a per-second window's count from 250 ms into the next second.
+	// into the window on, whatever the window's length: a per-second
+	// window's from 250 ms into each second.
 	short := New(c, Options{Clock: now.Load})
 	defer short.Close()
 	now.Store(start + prevFinalAfter - 1000)

@@ -73,25 +73,40 @@ point() {
 		-descriptor "$algo=k{n}" -pids "$(IFS=,; echo "$*")"
 }
 
-rows=()
-ratios=()
-# row SERVICE ALGO C K JSON FLOORJSON: a line of the table.
-row() {
-	jq -r --arg svc "$1" --arg algo "$2" --arg c "$3" --arg k "$4" --argjson f "$6" '
-		def r2: (. * 100 | round) / 100;
-		"| \($svc) | \($algo) | \($k) | \($c) | \(.throughput|floor) | \(.throughput / $f.throughput | r2) | \(.latency.p99_us|round) | \(.latency.p99_us / $f.latency.p99_us | r2) | \(.errors)\(if .over_limit > 0 then " (\(.over_limit) over limit)" else "" end) | \(if (.cpu|length) > 1 then (.cpu[1].cpu_us_per_decision | r2) else "–" end) | \(.cpu[0].cpu_us_per_decision | r2) | \(.steal * 100 | round) |"' <<<"$5"
-}
-
 # record SEQ SERVICE ALGO C K JSON FLOORJSON [PEERJSON]: one point, for the
-# ranges over the rounds (SEQ orders the services within a round).
+# tables (SEQ orders the services within a round).
 record() {
 	jq -c --argjson seq "$1" --arg svc "$2" --arg algo "$3" --argjson c "$4" --argjson k "$5" --argjson f "$7" --argjson p "${8:-null}" '
 		{seq: $seq, svc: $svc, algo: $algo, c: $c, k: $k, tput: .throughput, tputx: (.throughput / $f.throughput),
-		 p99: .latency.p99_us, p99x: (.latency.p99_us / $f.latency.p99_us),
+		 p99: .latency.p99_us, p99x: (.latency.p99_us / $f.latency.p99_us), errors: .errors, over: .over_limit,
 		 redis: (if (.cpu|length) > 1 then .cpu[1].cpu_us_per_decision else null end),
 		 cpu: .cpu[0].cpu_us_per_decision, steal: (.steal * 100),
 		 vs: (if $p == null then null else {redis: (.cpu[1].cpu_us_per_decision / $p.cpu[1].cpu_us_per_decision),
 		      tput: (.throughput / $p.throughput), p99: (.latency.p99_us / $p.latency.p99_us)} end)}' <<<"$6" >>"$tmp/points.jsonl"
+}
+
+# tables [ranges]: the points recorded, as the two tables, a row per point;
+# with ranges, a row per point of a round, each cell the range of its values
+# over the rounds (low–high).
+tables() {
+	local group='map([.])'
+	[[ "${1:-}" == ranges ]] && group='group_by([.c, .k, .seq])'
+	local defs='
+		def span(f; fmt): [.[] | f | select(. != null)] as $v
+			| if ($v | length) == 0 then "–" else ($v | min | fmt) as $a | ($v | max | fmt) as $b
+			| if $a == $b then "\($a)" else "\($a)–\($b)" end end;
+		def i: round; def r1: . * 10 | round / 10; def r2: . * 100 | round / 100;'
+	echo "| service | algorithm | keys | callers | calls/s | × floor | p99 µs | × floor | errors | Redis CPU µs/decision | service CPU µs/decision | steal % |"
+	echo "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
+	jq -s -r "$defs"' '"$group"'[] | . as $g | $g[0] |
+		"| \(.svc) | \(.algo) | \(.k) | \(.c) | \($g | span(.tput; i)) | \($g | span(.tputx; r2)) | \($g | span(.p99; i)) | \($g | span(.p99x; r2)) | \($g | span(.errors; i))\(if ($g | map(.over) | max) > 0 then " (\($g | span(.over; i)) over limit)" else "" end) | \($g | span(.redis; r1)) | \($g | span(.cpu; i)) | \($g | span(.steal; i)) |"' "$tmp/points.jsonl"
+	echo
+	echo "envoy-rls against envoyproxy/ratelimit in the same round:"
+	echo
+	echo "| envoy-rls algorithm | keys | callers | Redis CPU per decision | throughput | p99 |"
+	echo "|---|---:|---:|---:|---:|---:|"
+	jq -s -r "$defs"' map(select(.vs != null)) | '"$group"'[] | . as $g | $g[0] |
+		"| \(.algo) | \(.k) | \(.c) | \($g | span(.vs.redis; r2)) | \($g | span(.vs.tput; r2)) | \($g | span(.vs.p99; r2)) |"' "$tmp/points.jsonl"
 }
 
 for round in $(seq "$ROUNDS"); do
@@ -100,12 +115,10 @@ for round in $(seq "$ROUNDS"); do
 			echo "round $round, $c callers, $k keys…" >&2
 			floor="$(point "$c" "$k" fixed_window "$noop_port" "$noop_pid")"
 			record 0 "no-op floor" – "$c" "$k" "$floor" "$floor"
-			rows+=("$(jq -r --arg c "$c" --arg k "$k" '"| no-op floor | – | \($k) | \($c) | \(.throughput|floor) | 1.00 | \(.latency.p99_us|round) | 1.00 | \(.errors) | – | \(.cpu[0].cpu_us_per_decision*100|round/100) | \(.steal * 100 | round) |"' <<<"$floor")")
 
 			start_peer "$PEER"
 			peer="$(point "$c" "$k" fixed_window "$svc_port" "$svc_pid" "$redis_pid")"
 			stop "$svc_pid"
-			rows+=("$(row "envoyproxy/ratelimit" "fixed_window (refused count)" "$c" "$k" "$peer" "$floor")")
 			record 1 "envoyproxy/ratelimit" "fixed_window (refused count)" "$c" "$k" "$peer" "$floor"
 			echo "  envoyproxy/ratelimit: $(jq -r '"\(.throughput|floor)/s p99 \(.latency.p99_us)µs Redis \(.cpu[1].cpu_us_per_decision)µs"' <<<"$peer")" >&2
 
@@ -115,12 +128,8 @@ for round in $(seq "$ROUNDS"); do
 				out="$(point "$c" "$k" "$algo" "$svc_port" "$svc_pid" "$redis_pid")"
 				label="$algo"
 				[[ "$algo" == fixed_window ]] && label="fixed_window count_refused"
-				rows+=("$(row envoy-rls "$label" "$c" "$k" "$out" "$floor")")
 				record "$seq" envoy-rls "$label" "$c" "$k" "$out" "$floor" "$peer"
 				seq=$((seq + 1))
-				ratios+=("$(jq -r --arg algo "$label" --arg c "$c" --arg k "$k" --argjson p "$peer" '
-					def r2: (. * 100 | round) / 100;
-					"| \($algo) | \($k) | \($c) | \(.cpu[1].cpu_us_per_decision / $p.cpu[1].cpu_us_per_decision | r2) | \(.throughput / $p.throughput | r2) | \(.latency.p99_us / $p.latency.p99_us | r2) |"' <<<"$out")")
 				echo "  envoy-rls $algo: $(jq -r '"\(.throughput|floor)/s p99 \(.latency.p99_us)µs Redis \(.cpu[1].cpu_us_per_decision)µs"' <<<"$out")" >&2
 			done
 			stop "$svc_pid"
@@ -131,37 +140,11 @@ done
 echo
 echo "$(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(go version | cut -d' ' -f3), $(redis-server --version | cut -d' ' -f3), $DURATION per point, $ROUNDS round(s)${BENCH_PIN:+, the generator on CPU 0 and the rest on CPU 1 (BENCH_PIN)}"
 echo
-echo "| service | algorithm | keys | callers | calls/s | × floor | p99 µs | × floor | errors | Redis CPU µs/decision | service CPU µs/decision | steal % |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
-printf '%s\n' "${rows[@]}"
-echo
-echo "envoy-rls against envoyproxy/ratelimit in the same round:"
-echo
-echo "| envoy-rls algorithm | keys | callers | Redis CPU per decision | throughput | p99 |"
-echo "|---|---:|---:|---:|---:|---:|"
-printf '%s\n' "${ratios[@]}"
-
+tables
 if ((ROUNDS > 1)); then
 	# The ranges over the rounds, point by point: what BENCHMARKS.md cites.
 	echo
 	echo "Ranges over the $ROUNDS rounds (low–high):"
 	echo
-	echo "| service | algorithm | keys | callers | calls/s | × floor | p99 µs | × floor | Redis CPU µs/decision | service CPU µs/decision | steal % |"
-	echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-	jq -s -r '
-		def span(f; fmt): [.[] | f | select(. != null)] as $v
-			| if ($v | length) == 0 then "–" else ($v | min | fmt) as $a | ($v | max | fmt) as $b
-			| if $a == $b then "\($a)" else "\($a)–\($b)" end end;
-		def i: round; def r1: . * 10 | round / 10; def r2: . * 100 | round / 100;
-		group_by([.c, .k, .seq])[] | . as $g | $g[0] |
-		"| \(.svc) | \(.algo) | \(.k) | \(.c) | \($g | span(.tput; i)) | \($g | span(.tputx; r2)) | \($g | span(.p99; i)) | \($g | span(.p99x; r2)) | \($g | span(.redis; r1)) | \($g | span(.cpu; i)) | \($g | span(.steal; i)) |"' "$tmp/points.jsonl"
-	echo
-	echo "| envoy-rls algorithm | keys | callers | Redis CPU per decision | throughput | p99 |"
-	echo "|---|---:|---:|---:|---:|---:|"
-	jq -s -r '
-		def span(f): [.[] | f | select(. != null) | . * 100 | round / 100] as $v
-			| if ($v | length) == 0 then "–" else ($v | min) as $a | ($v | max) as $b
-			| if $a == $b then "\($a)" else "\($a)–\($b)" end end;
-		map(select(.vs != null)) | group_by([.c, .k, .seq])[] | . as $g | $g[0] |
-		"| \(.algo) | \(.k) | \(.c) | \($g | span(.vs.redis)) | \($g | span(.vs.tput)) | \($g | span(.vs.p99)) |"' "$tmp/points.jsonl"
+	tables ranges
 fi

@@ -101,9 +101,9 @@ type inflightLimit struct {
 	onRefuse func()
 
 	mu sync.Mutex
-	// open holds the slots not given back yet: give takes one out once,
-	// reap looks for those whose stream has ended.
-	open map[*inflightSlot]struct{}
+	// open holds the stream contexts of the calls not given back yet: give
+	// takes one out once, reap looks for those that have ended.
+	open map[context.Context]struct{}
 	// reaped is when reap last looked, in nanoseconds of the wall clock.
 	reaped atomic.Int64
 }
@@ -115,15 +115,12 @@ const (
 	refuseReapEvery = 10 * time.Millisecond
 )
 
-// inflightSlot is one counted call.
-type inflightSlot struct {
-	ctx context.Context // the stream's
-}
-
-type inflightSlotKey struct{}
+// inflightKey carries, in a call's context, the stream context its count
+// is kept under.
+type inflightKey struct{}
 
 func newInflightLimit(max int64, onRefuse func()) *inflightLimit {
-	return &inflightLimit{max: max, onRefuse: onRefuse, open: make(map[*inflightSlot]struct{})}
+	return &inflightLimit{max: max, onRefuse: onRefuse, open: make(map[context.Context]struct{})}
 }
 
 var errTooManyCalls = status.Error(codes.ResourceExhausted, "too many calls in flight")
@@ -138,12 +135,11 @@ func (l *inflightLimit) admit(ctx context.Context, _ *tap.Info) (context.Context
 		}
 		return ctx, errTooManyCalls
 	}
-	s := &inflightSlot{ctx: ctx}
 	l.mu.Lock()
-	l.open[s] = struct{}{}
+	l.open[ctx] = struct{}{}
 	l.mu.Unlock()
 	l.reap(now, reapEvery)
-	return context.WithValue(ctx, inflightSlotKey{}, s), nil
+	return context.WithValue(ctx, inflightKey{}, ctx), nil
 }
 
 // take counts a call if the bound has room for it.
@@ -155,17 +151,17 @@ func (l *inflightLimit) take() bool {
 	return true
 }
 
-// release gives back the slot of the call whose context is ctx, once.
+// release gives back the count of the call whose context is ctx, once.
 func (l *inflightLimit) release(ctx context.Context) {
-	if s, ok := ctx.Value(inflightSlotKey{}).(*inflightSlot); ok {
-		l.give(s)
+	if stream, ok := ctx.Value(inflightKey{}).(context.Context); ok {
+		l.give(stream)
 	}
 }
 
-func (l *inflightLimit) give(s *inflightSlot) {
+func (l *inflightLimit) give(stream context.Context) {
 	l.mu.Lock()
-	_, open := l.open[s]
-	delete(l.open, s)
+	_, open := l.open[stream]
+	delete(l.open, stream)
 	l.mu.Unlock()
 	if open {
 		l.current.Add(-1)
@@ -182,9 +178,9 @@ func (l *inflightLimit) reap(now int64, every time.Duration) bool {
 	}
 	ended := 0
 	l.mu.Lock()
-	for s := range l.open {
-		if s.ctx.Err() != nil {
-			delete(l.open, s)
+	for stream := range l.open {
+		if stream.Err() != nil {
+			delete(l.open, stream)
 			ended++
 		}
 	}

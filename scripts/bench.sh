@@ -49,6 +49,7 @@ fi
 NAME=bench.sh
 # shellcheck source=scripts/procs.sh
 source scripts/procs.sh
+svc_env=(${BENCH_GOGC:+GOGC="$BENCH_GOGC"})
 need go jq
 build
 
@@ -96,19 +97,9 @@ done
 [[ "$FLOOR" == each ]] || stop "$noop_pid"
 
 for store in $STORES; do
-	args=()
-	redis_pid=""
-	if [[ "$store" == redis ]]; then
-		start_redis
-		args=(-redis-url "redis://127.0.0.1:$redis_port")
-	fi
-	grpc_port="$(free_port)"
-	http_port="$(free_port)"
-	env ${BENCH_GOGC:+GOGC="$BENCH_GOGC"} "${on_svc[@]}" bin/envoy-rls -config "$tmp/limits.yaml" -grpc-addr "127.0.0.1:$grpc_port" -http-addr "127.0.0.1:$http_port" \
-		-debug-addr "" -log-level error "${args[@]}" 2>"$tmp/envoy-rls-$store.log" &
-	rls_pid=$!
-	pids+=("$rls_pid")
-	wait_port "$grpc_port" "$rls_pid" || { cat "$tmp/envoy-rls-$store.log" >&2; exit 1; }
+	redis_pid="" redis_port=""
+	[[ "$store" == redis ]] && start_redis
+	start_envoy_rls bin/envoy-rls "$tmp/limits.yaml"
 	echo "envoy-rls on the $store store…" >&2
 	for algo in $ALGORITHMS; do
 		for c in $CONCURRENCY; do
@@ -116,9 +107,9 @@ for store in $STORES; do
 				if [[ "$FLOOR" == each ]]; then
 					measure_floor "$c" "$k"
 				fi
-				watch=("$rls_pid")
+				watch=("$svc_pid")
 				[[ -n "$redis_pid" ]] && watch+=("$redis_pid")
-				out="$(point -addr "127.0.0.1:$grpc_port" -concurrency "$c" -keys "$k" -domain bench \
+				out="$(point -addr "127.0.0.1:$svc_port" -concurrency "$c" -keys "$k" -domain bench \
 					-descriptor "$algo=k{n}" -pids "$(IFS=,; echo "${watch[*]}")")"
 				rows+=("$(jq -r --arg store "$store" --arg algo "$algo" --arg c "$c" --arg k "$k" \
 					--argjson ft "${floor_tput[$c/$k]}" --argjson fp "${floor_p99[$c/$k]}" --argjson fc "${floor_cpu[$c/$k]}" '
@@ -128,7 +119,7 @@ for store in $STORES; do
 			done
 		done
 	done
-	stop "$rls_pid"
+	stop "$svc_pid"
 	[[ -n "$redis_pid" ]] && stop "$redis_pid"
 done
 

@@ -39,13 +39,10 @@ fi
 
 start_redis
 
-grpc_port="$(free_port)" http_port="$(free_port)" debug_port="$(free_port)"
-# shellcheck disable=SC2086 # SVC_ENV is a list of NAME=VALUE words
-env ${SVC_ENV:-} "${on_svc[@]}" "$BIN" -config "$tmp/limits.yaml" -grpc-addr "127.0.0.1:$grpc_port" -http-addr "127.0.0.1:$http_port" \
-	-debug-addr "127.0.0.1:$debug_port" -log-level error -redis-url "redis://127.0.0.1:$redis_port" 2>"$tmp/envoy-rls.log" &
-svc_pid=$!
-pids+=("$svc_pid")
-wait_port "$grpc_port" "$svc_pid" || { cat "$tmp/envoy-rls.log" >&2; exit 1; }
+debug_port="$(free_port)"
+# shellcheck disable=SC2206 # SVC_ENV is a list of NAME=VALUE words
+svc_env=(${SVC_ENV:-}) svc_debug_addr="127.0.0.1:$debug_port"
+start_envoy_rls "$BIN" "$tmp/limits.yaml"
 
 if [[ -n "${PROFILE:-}" ]]; then
 	mkdir -p "$PROFILE"
@@ -53,13 +50,13 @@ if [[ -n "${PROFILE:-}" ]]; then
 		curl -s -o "$PROFILE/allocs.pprof" "http://127.0.0.1:$debug_port/debug/pprof/allocs") &
 	profiler=$!
 fi
-"${on_gen[@]}" bin/rls-bench -json -duration "$DURATION" -addr "127.0.0.1:$grpc_port" -concurrency "$CALLERS" -keys 10000 -domain bench \
+"${on_gen[@]}" bin/rls-bench -json -duration "$DURATION" -addr "127.0.0.1:$svc_port" -concurrency "$CALLERS" -keys 10000 -domain bench \
 	-descriptor "$ALGO=k{n}" -pids "$svc_pid,$redis_pid" |
 	jq -c '{algorithm: .descriptor, callers: .concurrency, calls_per_s: (.throughput|floor), p99_us: (.latency.p99_us|floor),
 		service_cpu_us: .cpu[0].cpu_us_per_decision, redis_cpu_us: .cpu[1].cpu_us_per_decision, steal_pct: (.steal * 100 | round)}'
 redis-cli -p "$redis_port" info commandstats | grep '^cmdstat_' | sed 's/,rejected_calls.*//'
 redis-cli -p "$redis_port" info stats | grep -E '^total_(commands_processed|net_input_bytes|net_output_bytes|reads_processed|writes_processed):'
-curl -s "http://127.0.0.1:$http_port/metrics" | awk '
+curl -s "http://127.0.0.1:$svc_http_port/metrics" | awk '
 	/^rls_redis_pipeline_runs_bucket\{le="1"\}/ { one = $2 }
 	/^rls_redis_pipeline_runs_sum/ { sum = $2 }
 	/^rls_redis_pipeline_runs_count/ { n = $2 }

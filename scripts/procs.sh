@@ -106,15 +106,19 @@ descriptors:
 YAML
 }
 
-# start_envoy_rls BIN LIMITS [FLAG…]: envoy-rls (the binary BIN) on the
-# Redis at redis_port with the limits file LIMITS and the flags, on a free
-# gRPC port; sets svc_pid and svc_port.
+# start_envoy_rls BIN LIMITS [FLAG…]: envoy-rls (the binary BIN) with the
+# limits file LIMITS and the flags, on the Redis at redis_port (the
+# embedded store where that is empty), on free gRPC and HTTP ports, its
+# debug server on svc_debug_addr (none if empty), with the NAME=VALUE words
+# of svc_env in its environment; sets svc_pid, svc_port and svc_http_port.
+svc_env=() svc_debug_addr=""
 start_envoy_rls() {
-	local bin="$1" limits="$2"
+	local bin="$1" limits="$2" store=()
 	shift 2
-	svc_port="$(free_port)"
-	"${on_svc[@]}" "$bin" -config "$limits" -grpc-addr "127.0.0.1:$svc_port" -http-addr "127.0.0.1:$(free_port)" \
-		-debug-addr "" -log-level error -redis-url "redis://127.0.0.1:$redis_port" "$@" 2>"$tmp/svc.log" &
+	[[ -n "${redis_port:-}" ]] && store=(-redis-url "redis://127.0.0.1:$redis_port")
+	svc_port="$(free_port)" svc_http_port="$(free_port)"
+	env "${svc_env[@]}" "${on_svc[@]}" "$bin" -config "$limits" -grpc-addr "127.0.0.1:$svc_port" -http-addr "127.0.0.1:$svc_http_port" \
+		-debug-addr "$svc_debug_addr" -log-level error "${store[@]}" "$@" 2>"$tmp/svc.log" &
 	svc_pid=$!
 	pids+=("$svc_pid")
 	wait_port "$svc_port" "$svc_pid" || { cat "$tmp/svc.log" >&2; exit 1; }

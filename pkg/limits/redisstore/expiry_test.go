@@ -11,12 +11,6 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
-// pexpireCalls is how many PEXPIREs Redis has run (INFO commandstats).
-func pexpireCalls(t *testing.T, c redis.UniversalClient) int {
-	t.Helper()
-	return cmdCalls(t, c, "pexpire")
-}
-
 // cmdCalls is how many times Redis has run the command name.
 func cmdCalls(t *testing.T, c redis.UniversalClient, name string) int {
 	t.Helper()
@@ -71,9 +65,9 @@ func TestWindowExpirySentOnce(t *testing.T) {
 			}
 			sent := func(what string, want int, f func()) {
 				t.Helper()
-				before := pexpireCalls(t, c)
+				before := cmdCalls(t, c, "pexpire")
 				f()
-				if got := pexpireCalls(t, c) - before; got != want {
+				if got := cmdCalls(t, c, "pexpire") - before; got != want {
 					t.Errorf("%s: %d PEXPIREs, want %d", what, got, want)
 				}
 				ttlSet(what)

@@ -69,36 +69,77 @@ func sampleCPU(pids []int) ([]time.Duration, error) {
 	return out, nil
 }
 
-// hostTicks reads the machine's CPU time so far from /proc/stat's "cpu"
-// line: the ticks the hypervisor took from this VM for other guests
-// (steal) and all ticks. A run's steal share says how far its numbers are
-// this machine's: on a shared host it moves them by tens of percent.
-func hostTicks() (steal, total int64, err error) {
+// cpuTicks is one CPU line of /proc/stat, in ticks: the time spent busy
+// (user, nice, system, irq, softirq), the time the hypervisor took from
+// this VM for other guests (steal), and all of it.
+type cpuTicks struct{ busy, steal, total int64 }
+
+// hostTicks reads the machine's CPU time so far from /proc/stat: the "cpu"
+// line first, then each CPU's. A run's steal share says how far its numbers
+// are this machine's (on a shared host it moves them by tens of percent),
+// and each CPU's busy share whether the run was bound by a CPU at all: a
+// closed loop whose every CPU has time to spare is bound by the time its
+// calls wait, not by what they cost.
+func hostTicks() ([]cpuTicks, error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	return parseProcStat(b)
 }
 
-// parseProcStat reads the first line of /proc/stat, "cpu user nice system
-// idle iowait irq softirq steal …": steal is the eighth number, total the
-// sum of the first eight (guest time is already within user).
-func parseProcStat(b []byte) (steal, total int64, err error) {
-	line, _, _ := bytes.Cut(b, []byte("\n"))
-	f := strings.Fields(string(line))
-	if len(f) < 9 || f[0] != "cpu" {
-		return 0, 0, fmt.Errorf("/proc/stat: no cpu line")
-	}
-	for i, s := range f[1:9] {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("/proc/stat: %w", err)
+// parseProcStat reads the lines of /proc/stat that start with "cpu", "cpu
+// user nice system idle iowait irq softirq steal …": steal is the eighth
+// number, total the sum of the first eight (guest time is already within
+// user).
+func parseProcStat(b []byte) ([]cpuTicks, error) {
+	var out []cpuTicks
+	for line := range bytes.Lines(b) {
+		f := strings.Fields(string(line))
+		if len(f) == 0 || !strings.HasPrefix(f[0], "cpu") {
+			continue
 		}
-		total += n
-		if i == 7 {
-			steal = n
+		if len(f) < 9 {
+			return nil, fmt.Errorf("/proc/stat: short %s line", f[0])
 		}
+		var t cpuTicks
+		for i, s := range f[1:9] {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("/proc/stat: %w", err)
+			}
+			t.total += n
+			switch i {
+			case 0, 1, 2, 5, 6:
+				t.busy += n
+			case 7:
+				t.steal = n
+			}
+		}
+		out = append(out, t)
 	}
-	return steal, total, nil
+	if len(out) == 0 || !bytes.HasPrefix(b, []byte("cpu ")) {
+		return nil, fmt.Errorf("/proc/stat: no cpu line")
+	}
+	return out, nil
+}
+
+// hostShares is what the machine did between two hostTicks readings: the
+// steal share of all its CPU time, and each CPU's busy share (nil when
+// the readings do not match).
+func hostShares(t0, t1 []cpuTicks) (steal float64, busy []float64) {
+	if len(t0) == 0 || len(t0) != len(t1) {
+		return 0, nil
+	}
+	if d := t1[0].total - t0[0].total; d > 0 {
+		steal = float64(t1[0].steal-t0[0].steal) / float64(d)
+	}
+	for i := 1; i < len(t1); i++ {
+		b := 0.0
+		if d := t1[i].total - t0[i].total; d > 0 {
+			b = float64(t1[i].busy-t0[i].busy) / float64(d)
+		}
+		busy = append(busy, b)
+	}
+	return steal, busy
 }

@@ -28,6 +28,7 @@ type settings struct {
 	serveNoop   string
 	pids        []int
 	json        bool
+	cpuProfile  string
 	allowRemote bool
 }
 
@@ -50,6 +51,7 @@ func parseFlags(args []string, stderr io.Writer) (*settings, error) {
 	fs.StringVar(&c.serveNoop, "serve-noop", "", "only serve the no-op RLS on this address until interrupted (a floor in a process of its own)")
 	fs.StringVar(&pids, "pids", "", "comma-separated process ids whose CPU time (utime+stime, /proc/PID/stat) to report, total and per decision")
 	fs.BoolVar(&c.json, "json", false, "print the result as JSON")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write rls-bench's own CPU profile of the run to this file (what the generator costs a call)")
 	fs.BoolVar(&c.allowRemote, "allow-remote", false, "allow an -addr or -serve-noop that is not a loopback address")
 	if err := fs.Parse(args); err != nil {
 		return nil, errUsage

@@ -3,8 +3,10 @@
 // -conns connections, for -duration, and reports throughput, latency
 // percentiles (from a log-linear histogram, within 0.8%), OK/OVER_LIMIT/error
 // counts, the share of the machine's CPU time its hypervisor stole (a shared
-// host's noise, from /proc/stat) and, with -pids, the CPU time the named
-// processes spent per decision.
+// host's noise, from /proc/stat), each CPU's busy share (whether the run was
+// bound by a CPU at all) and, with -pids, the CPU time the named processes
+// spent per decision. -cpuprofile writes its own CPU profile: what the
+// generator costs a call.
 //
 //	rls-bench -noop                                   # the gRPC floor of this machine
 //	rls-bench -addr 127.0.0.1:8081 -keys 10000 -concurrency 64 -pids $(pgrep -x envoy-rls)
@@ -24,6 +26,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 )
 
@@ -47,6 +50,17 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if cfg.serveNoop != "" {
 		return serveNoop(ctx, cfg.serveNoop, stderr)
+	}
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	res, err := run(ctx, cfg)
 	if err != nil {

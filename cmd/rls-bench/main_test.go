@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -207,12 +208,28 @@ func TestParseStat(t *testing.T) {
 }
 
 func TestParseProcStat(t *testing.T) {
-	steal, total, err := parseProcStat([]byte("cpu  100 5 50 800 10 1 2 32 0 0\ncpu0 50 2 25 400 5 0 1 16 0 0\n"))
-	if err != nil || steal != 32 || total != 1000 {
-		t.Errorf("got steal %d, total %d, %v; want 32, 1000", steal, total, err)
+	stat := "cpu  100 5 50 800 10 1 2 32 0 0\ncpu0 50 2 25 400 5 0 1 16 0 0\ncpu1 50 3 25 400 5 1 1 16 0 0\nintr 1 2 3\n"
+	got, err := parseProcStat([]byte(stat))
+	want := []cpuTicks{{158, 32, 1000}, {78, 16, 499}, {80, 16, 501}}
+	if err != nil || !slices.Equal(got, want) {
+		t.Errorf("got %v, %v; want %v", got, err, want)
 	}
-	if _, _, err := parseProcStat([]byte("intr 1 2 3")); err == nil {
-		t.Error("a file without a cpu line: no error")
+	for _, bad := range []string{"intr 1 2 3", "cpu 1 2 3\n", "cpu  1 2 3 4 5 6 7 x\n"} {
+		if _, err := parseProcStat([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestHostShares(t *testing.T) {
+	t0 := []cpuTicks{{100, 10, 1000}, {50, 5, 500}, {50, 5, 500}}
+	t1 := []cpuTicks{{250, 30, 1200}, {140, 15, 600}, {110, 15, 600}}
+	steal, busy := hostShares(t0, t1)
+	if steal != 0.1 || !slices.Equal(busy, []float64{0.9, 0.6}) {
+		t.Errorf("got steal %v, busy %v; want 0.1, [0.9 0.6]", steal, busy)
+	}
+	if steal, busy := hostShares(nil, t1); steal != 0 || busy != nil {
+		t.Errorf("no first reading: got %v, %v", steal, busy)
 	}
 }
 

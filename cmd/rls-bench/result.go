@@ -52,6 +52,9 @@ type result struct {
 	// Steal is the share of the machine's CPU time that its hypervisor
 	// gave other guests during the run (/proc/stat), 0 where unknown.
 	Steal float64 `json:"steal"`
+	// CPUBusy is each CPU's busy share during the run (user, system and
+	// interrupts; not idle, not stolen), in /proc/stat's order.
+	CPUBusy []float64 `json:"cpu_busy,omitempty"`
 }
 
 func (r *result) writeJSON(w io.Writer) error {
@@ -83,7 +86,15 @@ func (r *result) writeText(w io.Writer) {
 	}
 	l := r.Latency
 	fmt.Fprintf(w, "latency µs  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f  (mean %.1f)\n", l.P50, l.P90, l.P99, l.P999, l.Max, l.Mean)
-	fmt.Fprintf(w, "host        %.1f%% of the CPU time stolen by the hypervisor\n", r.Steal*100)
+	fmt.Fprintf(w, "host        %.1f%% of the CPU time stolen by the hypervisor", r.Steal*100)
+	if len(r.CPUBusy) > 0 {
+		busy := make([]string, len(r.CPUBusy))
+		for i, b := range r.CPUBusy {
+			busy[i] = fmt.Sprintf("%.0f%%", b*100)
+		}
+		fmt.Fprintf(w, "; CPUs busy %s", strings.Join(busy, ", "))
+	}
+	fmt.Fprintln(w)
 	for _, p := range r.CPU {
 		fmt.Fprintf(w, "cpu pid %-6d %.2f s (%.2f cores), %.2f µs per decision\n", p.PID, p.CPUSeconds, p.Cores, p.MicrosPerDecision)
 	}

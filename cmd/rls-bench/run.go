@@ -92,7 +92,7 @@ func run(ctx context.Context, c *settings) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	steal0, total0, err0 := hostTicks() // not every system has /proc/stat
+	host0, _ := hostTicks() // not every system has /proc/stat
 	workers := make([]*worker, c.concurrency)
 	start := time.Now()
 	deadline := start.Add(c.duration)
@@ -158,7 +158,7 @@ func run(ctx context.Context, c *settings) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	steal1, total1, err1 := hostTicks()
+	host1, _ := hostTicks()
 
 	r := &result{
 		Addr: addr, Noop: c.noop, Concurrency: c.concurrency, Conns: c.conns,
@@ -180,9 +180,7 @@ func run(ctx context.Context, c *settings) (*result, error) {
 			r.FirstError = w.firstErr.Error()
 		}
 	}
-	if err0 == nil && err1 == nil && total1 > total0 {
-		r.Steal = float64(steal1-steal0) / float64(total1-total0)
-	}
+	r.Steal, r.CPUBusy = hostShares(host0, host1)
 	r.Calls = h.Count()
 	r.Decisions = r.OK + r.OverLimit + r.Unknown
 	r.Throughput = float64(r.Calls) / elapsed.Seconds()

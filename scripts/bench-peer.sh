@@ -13,7 +13,9 @@
 # BENCH_ROUNDS times in turn. It prints a Markdown table: throughput and p99
 # (and their ratios to the floor), Redis's CPU per decision and the
 # service's, from /proc/PID/stat, the share of the CPU time the hypervisor
-# stole during the point (a shared host's noise), and then envoy-rls's ratios to
+# stole during the point (a shared host's noise), each CPU's busy share (a
+# point whose CPUs all had time to spare was bound by how long its calls
+# waited, not by what they cost), and then envoy-rls's ratios to
 # envoyproxy/ratelimit, point by point; with BENCH_ROUNDS above 1, both
 # tables again as the range of each cell over the rounds.
 #
@@ -80,7 +82,7 @@ record() {
 		{seq: $seq, svc: $svc, algo: $algo, c: $c, k: $k, tput: .throughput, tputx: (.throughput / $f.throughput),
 		 p99: .latency.p99_us, p99x: (.latency.p99_us / $f.latency.p99_us), errors: .errors, over: .over_limit,
 		 redis: (if (.cpu|length) > 1 then .cpu[1].cpu_us_per_decision else null end),
-		 cpu: .cpu[0].cpu_us_per_decision, steal: (.steal * 100),
+		 cpu: .cpu[0].cpu_us_per_decision, steal: (.steal * 100), busy: [.cpu_busy[]? * 100],
 		 vs: (if $p == null then null else {redis: (.cpu[1].cpu_us_per_decision / $p.cpu[1].cpu_us_per_decision),
 		      tput: (.throughput / $p.throughput), p99: (.latency.p99_us / $p.latency.p99_us)} end)}' <<<"$6" >>"$tmp/points.jsonl"
 }
@@ -96,10 +98,10 @@ tables() {
 			| if ($v | length) == 0 then "–" else ($v | min | fmt) as $a | ($v | max | fmt) as $b
 			| if $a == $b then "\($a)" else "\($a)–\($b)" end end;
 		def i: round; def r1: . * 10 | round / 10; def r2: . * 100 | round / 100;'
-	echo "| service | algorithm | keys | callers | calls/s | × floor | p99 µs | × floor | errors | Redis CPU µs/decision | service CPU µs/decision | steal % |"
-	echo "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
+	echo "| service | algorithm | keys | callers | calls/s | × floor | p99 µs | × floor | errors | Redis CPU µs/decision | service CPU µs/decision | steal % | CPUs busy % |"
+	echo "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"
 	jq -s -r "$defs"' '"$group"'[] | . as $g | $g[0] |
-		"| \(.svc) | \(.algo) | \(.k) | \(.c) | \($g | span(.tput; i)) | \($g | span(.tputx; r2)) | \($g | span(.p99; i)) | \($g | span(.p99x; r2)) | \($g | span(.errors; i))\(if ($g | map(.over) | max) > 0 then " (\($g | span(.over; i)) over limit)" else "" end) | \($g | span(.redis; r1)) | \($g | span(.cpu; i)) | \($g | span(.steal; i)) |"' "$tmp/points.jsonl"
+		"| \(.svc) | \(.algo) | \(.k) | \(.c) | \($g | span(.tput; i)) | \($g | span(.tputx; r2)) | \($g | span(.p99; i)) | \($g | span(.p99x; r2)) | \($g | span(.errors; i))\(if ($g | map(.over) | max) > 0 then " (\($g | span(.over; i)) over limit)" else "" end) | \($g | span(.redis; r1)) | \($g | span(.cpu; i)) | \($g | span(.steal; i)) | \([range(0; $g[0].busy | length) as $j | $g | span(.busy[$j]; i)] | join(" / ")) |"' "$tmp/points.jsonl"
 	echo
 	echo "envoy-rls against envoyproxy/ratelimit in the same round:"
 	echo

@@ -15,6 +15,7 @@
 #   SVC_ENV="GOGC=400" scripts/point.sh                    # envoy-rls's environment
 #   POINT_UNIT=minute scripts/point.sh sliding_window 64   # minute windows (second by default)
 #   BENCH_PIN=1 scripts/point.sh                           # rls-bench on CPU 0, the rest on CPU 1
+#   POINT_KEYS=100 scripts/point.sh token_bucket 64        # 100 keys instead of 10,000
 #
 # Alternate builds point by point and compare medians: on a shared VM a
 # point moves by ±15% from one run to the next. Needs Go, jq, curl and
@@ -50,10 +51,10 @@ if [[ -n "${PROFILE:-}" ]]; then
 		curl -s -o "$PROFILE/allocs.pprof" "http://127.0.0.1:$debug_port/debug/pprof/allocs") &
 	profiler=$!
 fi
-"${on_gen[@]}" bin/rls-bench -json -duration "$DURATION" -addr "127.0.0.1:$svc_port" -concurrency "$CALLERS" -keys 10000 -domain bench \
+"${on_gen[@]}" bin/rls-bench -json -duration "$DURATION" -addr "127.0.0.1:$svc_port" -concurrency "$CALLERS" -keys "${POINT_KEYS:-10000}" -domain bench \
 	-descriptor "$ALGO=k{n}" -pids "$svc_pid,$redis_pid" |
 	jq -c '{algorithm: .descriptor, callers: .concurrency, calls_per_s: (.throughput|floor), p99_us: (.latency.p99_us|floor),
-		service_cpu_us: .cpu[0].cpu_us_per_decision, redis_cpu_us: .cpu[1].cpu_us_per_decision, steal_pct: (.steal * 100 | round)}'
+		service_cpu_us: .cpu[0].cpu_us_per_decision, redis_cpu_us: .cpu[1].cpu_us_per_decision, steal_pct: (.steal * 100 | round), cpus_busy_pct: [.cpu_busy[]? * 100 | round]}'
 redis-cli -p "$redis_port" info commandstats | grep '^cmdstat_' | sed 's/,rejected_calls.*//'
 redis-cli -p "$redis_port" info stats | grep -E '^total_(commands_processed|net_input_bytes|net_output_bytes|reads_processed|writes_processed):'
 curl -s "http://127.0.0.1:$svc_http_port/metrics" | awk '

@@ -11,6 +11,14 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
+// callsDuring is how many times Redis ran the command name while f ran.
+func callsDuring(t *testing.T, c redis.UniversalClient, name string, f func()) int {
+	t.Helper()
+	before := cmdCalls(t, c, name)
+	f()
+	return cmdCalls(t, c, name) - before
+}
+
 // cmdCalls is how many times Redis has run the command name.
 func cmdCalls(t *testing.T, c redis.UniversalClient, name string) int {
 	t.Helper()
@@ -65,9 +73,7 @@ func TestWindowExpirySentOnce(t *testing.T) {
 			}
 			sent := func(what string, want int, f func()) {
 				t.Helper()
-				before := cmdCalls(t, c, "pexpire")
-				f()
-				if got := cmdCalls(t, c, "pexpire") - before; got != want {
+				if got := callsDuring(t, c, "pexpire", f); got != want {
 					t.Errorf("%s: %d PEXPIREs, want %d", what, got, want)
 				}
 				ttlSet(what)

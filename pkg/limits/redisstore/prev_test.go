@@ -38,9 +38,7 @@ func TestPrevCountKept(t *testing.T) {
 	}
 	gets := func(what string, want int, f func()) {
 		t.Helper()
-		before := cmdCalls(t, c, "get")
-		f()
-		if got := cmdCalls(t, c, "get") - before; got != want {
+		if got := callsDuring(t, c, "get", f); got != want {
 			t.Errorf("%s: %d GETs, want %d", what, got, want)
 		}
 	}

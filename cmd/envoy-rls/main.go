@@ -23,11 +23,14 @@ import (
 	"os"
 	"strings"
 
-	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+	"github.com/envoy-rls/envoy-rls/pkg/dropin"
+	"github.com/envoy-rls/envoy-rls/pkg/explain"
+	"github.com/envoy-rls/envoy-rls/pkg/lint"
+	"github.com/envoy-rls/envoy-rls/pkg/server"
 )
 
 func main() {
-	if isDropIn(os.Args[0]) { // run as envoyproxy/ratelimit (dropin.go)
+	if dropin.Is(os.Args[0]) { // run as envoyproxy/ratelimit
 		os.Exit(dropIn(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
 	}
 	os.Exit(run(os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr))
@@ -47,8 +50,8 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"check-config", checkConfigArgs, "PATH", "load limits as the server would; exit 0 if they load", checkConfig},
-		{"lint", lintArgs, "", "check that Envoy's rate_limits actions reach the limits", lintCmd},
-		{"explain", explainArgs, "DOMAIN key=value...", "show which limit a descriptor matches, and its state", explainCommand},
+		{"lint", lint.CommandArgs, "", "check that Envoy's rate_limits actions reach the limits", lint.Command},
+		{"explain", explain.CommandArgs, "DOMAIN key=value...", "show which limit a descriptor matches, and its state", explain.Command},
 		{"version", "", "", "print the version, and the Go and go-control-plane versions", versionCommand},
 		{"help", "[COMMAND]", "[COMMAND]", "print this help, or a command's", helpCommand},
 	}
@@ -72,21 +75,56 @@ func run(args []string, lookupEnv func(string) (string, bool), stdout, stderr io
 			}
 		}
 	}
-	o, err := parseFlags(args, lookupEnv)
+	help := serverHelp()
+	o, err := server.ParseFlags(args, lookupEnv, help)
 	if err != nil {
-		return serverFlags(&options{}).failed(err, stdout, stderr)
+		return server.CommandLine(help).Failed(err, stdout, stderr)
 	}
-	if o.version {
+	if o.WantsVersion() {
 		return versionCommand(nil, lookupEnv, stdout, stderr)
 	}
-	return serve(o, stderr)
+	return server.Run(o, stderr)
+}
+
+// dropIn is run for the drop-in: the subcommands as envoy-rls runs them,
+// the server with its flags from envoyproxy/ratelimit's environment.
+// Flags on the command line (there are none in the deployments it stands
+// in for) still win over both.
+func dropIn(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		for _, c := range commands() {
+			if args[0] == c.name {
+				return c.run(args[1:], lookupEnv, stdout, stderr)
+			}
+		}
+	}
+	env, err := dropin.Environment(lookupEnv, server.CommandLine(serverHelp()))
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(stderr, "%s: %s\n", dropin.Name, line)
+		}
+		return 2
+	}
+	return run(args, env, stdout, stderr)
+}
+
+// about is the start of `envoy-rls -h`; the commands (serverHelp) and
+// the flags follow it.
+const about = `envoy-rls is a rate limit service for Envoy: it answers Envoy's
+RateLimitService v3 over gRPC, counting each descriptor in Redis (or in its
+embedded store) with the algorithm its limit names.
+`
+
+// serverHelp is what the server's help says beside its flags.
+func serverHelp() server.Help {
+	return server.Help{About: serverAbout(), Commands: commandNames()}
 }
 
 // serverAbout is the server help's text after its usage line: what
 // envoy-rls is, and its commands, one line each.
 func serverAbout() string {
 	var b strings.Builder
-	b.WriteString(serverHelp)
+	b.WriteString(about)
 	b.WriteString("\ncommands:\n")
 	lines := [][2]string{{"envoy-rls [flags]", "run the server"}}
 	for _, c := range commands() {
@@ -107,7 +145,7 @@ func serverAbout() string {
 func helpCommand(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	switch {
 	case len(args) == 0:
-		serverFlags(&options{}).writeHelp(stdout)
+		server.CommandLine(serverHelp()).WriteHelp(stdout)
 		return 0
 	case len(args) == 1 && args[0] != "help":
 		for _, c := range commands() {
@@ -120,32 +158,3 @@ func helpCommand(args []string, lookupEnv func(string) (string, bool), stdout, s
 	return 2
 }
 
-const checkConfigArgs = "[-max-delay DUR] [-xds] PATH"
-
-// checkConfig loads a limits file or directory the way the server does.
-func checkConfig(args []string, _ func(string) (string, bool), stdout, stderr io.Writer) int {
-	cl := newCommandLine("envoy-rls check-config", checkConfigArgs, `Loads PATH, a limits file or a directory of them, as the server would and
-prints what it holds; exit 0 when it loads, else the error and exit 1.
-A limit is a rate_limit body: each entry of a rate_limits list is one, and
-unlimited ones count (and are also counted apart).
-`+"\n"+checkXDSAbout)
-	maxDelay := cl.fs.Duration("max-delay", config.DefaultMaxDelay, "the server's -max-delay")
-	xdsDump := cl.fs.Bool("xds", false, "PATH is an xDS snapshot (RateLimitConfig resources in protobuf JSON or YAML) rather than limits files")
-	rest, err := cl.parseArgs(args)
-	if err == nil && len(rest) != 1 {
-		err = fmt.Errorf("want one PATH, got %d arguments", len(rest))
-	}
-	if err != nil {
-		return cl.failed(err, stdout, stderr)
-	}
-	if *xdsDump {
-		return checkXDSDump(rest[0], config.Options{MaxDelay: *maxDelay}, stdout, stderr)
-	}
-	c, err := config.Options{MaxDelay: *maxDelay}.Load(rest[0])
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "%s: OK, %s\n", rest[0], c.Count())
-	return 0
-}

@@ -10,7 +10,18 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/envoy-rls/envoy-rls/internal/cli"
+	"github.com/envoy-rls/envoy-rls/pkg/server"
 )
+
+// env is a lookup of the environment vars.
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	}
+}
 
 func runMain(t *testing.T, vars map[string]string, args ...string) (int, string, string) {
 	t.Helper()
@@ -40,13 +51,13 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	n := 0
-	serverFlags(&options{}).fs.VisitAll(func(f *flag.Flag) {
+	server.CommandLine(server.Help{}).FS.VisitAll(func(f *flag.Flag) {
 		n++
 		def := "default " + f.DefValue
 		if f.DefValue == "" {
 			def = "default empty"
 		}
-		notes := envName(f.Name) + ", " + def
+		notes := cli.EnvName(f.Name) + ", " + def
 		if f.Name == "version" {
 			notes = def
 		}
@@ -230,7 +241,7 @@ func TestCountsAgree(t *testing.T) {
 	if code != 0 || out != limits+": OK, "+want+"\n" {
 		t.Errorf("check-config: exit %d, stdout %q, stderr %q; want %q", code, out, errOut, want)
 	}
-	envoy := lintTestdata + "clean/envoy.yaml"
+	envoy := "../../pkg/lint/testdata/clean/envoy.yaml"
 	code, out, errOut = runMain(t, nil, "lint", "-envoy", envoy, "-limits", limits)
 	if code != 0 || out != envoy+", "+limits+": OK, "+want+"\n" {
 		t.Errorf("lint: exit %d, stdout %q, stderr %q; want %q", code, out, errOut, want)
@@ -250,5 +261,22 @@ func TestCountsAgree(t *testing.T) {
 		if code, _, errOut := runMain(t, nil, args...); code != 2 || !strings.Contains(errOut, "want one PATH") {
 			t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
 		}
+	}
+}
+
+// TestDropInDispatch: as ratelimit, a refused variable stops the start
+// with exit 2 and one line per refusal, each naming the drop-in; the
+// subcommands run as they do under envoy-rls.
+func TestDropInDispatch(t *testing.T) {
+	var stdout, stderr strings.Builder
+	code := dropIn(nil, env(map[string]string{"SHADOW_MODE": "yes", "PORT": "http"}), &stdout, &stderr)
+	want := "ratelimit: PORT=\"http\": want a port number, 0 to 65535\nratelimit: SHADOW_MODE=\"yes\": want true or false\n"
+	if code != 2 || stderr.String() != want {
+		t.Errorf("got exit %d, stderr:\n%s\nwant exit 2 and\n%s", code, stderr.String(), want)
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := dropIn([]string{"version"}, env(map[string]string{"PORT": "http"}), &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "envoy-rls ") {
+		t.Errorf("ratelimit version: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+
+	"github.com/envoy-rls/envoy-rls/internal/cli"
 )
 
 // version is envoy-rls's version when the build sets it
@@ -20,13 +22,13 @@ const gcpModules = "github.com/envoyproxy/go-control-plane"
 
 // versionCommand is `envoy-rls version` and `envoy-rls -version`.
 func versionCommand(args []string, _ func(string) (string, bool), stdout, stderr io.Writer) int {
-	cl := newCommandLine("envoy-rls version", "", "Prints the version of envoy-rls, the Go that built it and the\ngo-control-plane modules it speaks Envoy's API with.\n")
-	rest, err := cl.parseArgs(args)
+	cl := cli.New("envoy-rls version", "", "Prints the version of envoy-rls, the Go that built it and the\ngo-control-plane modules it speaks Envoy's API with.\n")
+	rest, err := cl.ParseArgs(args)
 	if err == nil && len(rest) > 0 {
 		err = fmt.Errorf("unexpected argument %q", rest[0])
 	}
 	if err != nil {
-		return cl.failed(err, stdout, stderr)
+		return cl.Failed(err, stdout, stderr)
 	}
 	info, _ := debug.ReadBuildInfo()
 	fmt.Fprint(stdout, versionText(version, info))

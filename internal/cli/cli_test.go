@@ -1,0 +1,52 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"slices"
+	"testing"
+)
+
+// TestParseArgs: flags may come before, between or after the positional
+// arguments; "--" makes the rest positional.
+func TestParseArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		rest []string
+		n    int
+		b    bool
+	}{
+		{[]string{"a", "b"}, []string{"a", "b"}, 0, false},
+		{[]string{"-n", "3", "a", "b"}, []string{"a", "b"}, 3, false},
+		{[]string{"a", "-n", "3", "b", "-b"}, []string{"a", "b"}, 3, true},
+		{[]string{"a", "b", "-b", "--n=4"}, []string{"a", "b"}, 4, true},
+		{[]string{"a", "--", "-b", "-n", "5"}, []string{"a", "-b", "-n", "5"}, 0, false},
+		{[]string{"-b", "--", "--"}, []string{"--"}, 0, true},
+		{[]string{"a", "-", "b"}, []string{"a", "-", "b"}, 0, false},
+		{nil, nil, 0, false},
+	} {
+		cl := New("test", "", "")
+		n := cl.FS.Int("n", 0, "")
+		b := cl.FS.Bool("b", false, "")
+		rest, err := cl.ParseArgs(tc.args)
+		if err != nil || !slices.Equal(rest, tc.rest) || *n != tc.n || *b != tc.b {
+			t.Errorf("parseArgs(%q) = %q, -n %d, -b %v, %v; want %q, %d, %v", tc.args, rest, *n, *b, err, tc.rest, tc.n, tc.b)
+		}
+	}
+	for _, h := range []string{"-h", "-help", "--help"} {
+		cl := New("test", "", "")
+		if _, err := cl.ParseArgs([]string{"a", h}); !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("%s after an argument: %v, want flag.ErrHelp", h, err)
+		}
+	}
+}
+
+func TestWrap(t *testing.T) {
+	got := Wrap("one two three four", 9)
+	if want := []string{"one two", "three", "four"}; !slices.Equal(got, want) {
+		t.Errorf("wrap = %q, want %q", got, want)
+	}
+	if got := Wrap("averyveryverylongword x", 5); !slices.Equal(got, []string{"averyveryverylongword", "x"}) {
+		t.Errorf("a long word: %q", got)
+	}
+}

@@ -1,0 +1,400 @@
+package server
+
+import (
+	"context"
+	"log"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zapgrpc"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/grpclog"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+)
+
+// This file holds the bounds around the decisions: how many connections
+// each listener keeps, how long an idle or slow one may stay, how large and
+// how many requests may be read at once, and how often the server
+// libraries may log their own errors. Without them a client that opens
+// connections and sends nothing, or many large requests at once, exhausts
+// the process's file descriptors or memory, and with them every healthy
+// client too.
+
+// A request to the HTTP API is small (MaxBodyBytes) and answered at once,
+// so a client that takes longer than -http-read-timeout to send it, or to
+// read the answer, is not one to wait for; a pprof profile streams for as
+// long as it was asked to (30 s by default), so the debug server may write
+// for longer.
+const (
+	httpReadHeaderTimeout = 10 * time.Second
+	debugWriteTimeout     = 5 * time.Minute
+	httpMaxHeaderBytes    = 64 << 10
+)
+
+// grpcHandshakeTimeout bounds how long a new gRPC connection may take to
+// finish its TLS and HTTP/2 handshakes (grpc-go's default is 2 minutes).
+const grpcHandshakeTimeout = 10 * time.Second
+
+// newHTTPServer returns a server of h with the HTTP bounds of o (writing
+// for up to writeTimeout), whose own error log (accept errors, TLS
+// handshake failures) goes to log.
+func newHTTPServer(h http.Handler, o *Options, writeTimeout time.Duration, log *zap.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: min(httpReadHeaderTimeout, o.httpReadTimeout),
+		ReadTimeout:       o.httpReadTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       o.httpIdleTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+		ErrorLog:          serverErrorLog(log, "http"),
+	}
+}
+
+// grpcBounds are the server options that bound what gRPC clients can make
+// the service hold: idle connections, slow handshakes, message sizes,
+// streams per connection and requests in flight.
+func grpcBounds(o *Options, inflight *inflightLimit) []grpc.ServerOption {
+	ka := keepalive.ServerParameters{MaxConnectionIdle: o.grpcMaxConnectionIdle}
+	if o.grpcMaxConnectionAge > 0 {
+		// A client told to go away reconnects, possibly to a replica that
+		// started since; its calls in flight get the drain bound to finish.
+		ka.MaxConnectionAge = o.grpcMaxConnectionAge
+		ka.MaxConnectionAgeGrace = o.shutdownTimeout
+	}
+	return []grpc.ServerOption{
+		grpc.KeepaliveParams(ka),
+		grpc.ConnectionTimeout(grpcHandshakeTimeout),
+		grpc.MaxRecvMsgSize(o.grpcMaxMessageBytes),
+		grpc.MaxConcurrentStreams(uint32(o.grpcMaxStreams)),
+		grpc.InTapHandle(inflight.admit),
+	}
+}
+
+// inflightLimit bounds the gRPC calls in flight across all connections.
+// A call is counted from the moment its headers arrive, before its message
+// is read, until its handler returns, so the bound covers the memory of the
+// messages being read as well as of the calls being decided. A stream that
+// never reaches a handler (a message that does not decode, a method that
+// does not exist) is given back by a later call once the stream has ended:
+// within reapEvery, or within refuseReapEvery when the bound would refuse
+// that call. A call over
+// the bound is refused at once with RESOURCE_EXHAUSTED; Envoy then applies
+// its own failure_mode_deny, as for any error of the service.
+//
+// The handler's return is seen by the interceptors, on the call's own
+// goroutine. A context.AfterFunc on every stream would see every end
+// itself, but costs a registration and a goroutine per call: 3–4.5% of
+// the service's CPU under load (BENCHMARKS.md).
+type inflightLimit struct {
+	max     int64
+	current atomic.Int64
+	// onRefuse, if set, counts a refused call.
+	onRefuse func()
+
+	mu sync.Mutex
+	// open holds the stream contexts of the calls not given back yet: give
+	// takes one out once, reap looks for those that have ended.
+	open map[context.Context]struct{}
+	// reaped is when reap last looked, in nanoseconds of the wall clock.
+	reaped atomic.Int64
+}
+
+// reapEvery is how often admit looks for slots whose stream ended without
+// a handler; a call that would be refused looks after refuseReapEvery.
+const (
+	reapEvery       = time.Second
+	refuseReapEvery = 10 * time.Millisecond
+)
+
+// inflightKey carries, in a call's context, the stream context its count
+// is kept under.
+type inflightKey struct{}
+
+func newInflightLimit(max int64, onRefuse func()) *inflightLimit {
+	return &inflightLimit{max: max, onRefuse: onRefuse, open: make(map[context.Context]struct{})}
+}
+
+var errTooManyCalls = status.Error(codes.ResourceExhausted, "too many calls in flight")
+
+// admit is the server's tap: it runs on the connection's reader before the
+// stream is created, and the context it returns is the stream's.
+func (l *inflightLimit) admit(ctx context.Context, _ *tap.Info) (context.Context, error) {
+	now := time.Now().UnixNano()
+	if !l.take() && (!l.reap(now, refuseReapEvery) || !l.take()) {
+		if l.onRefuse != nil {
+			l.onRefuse()
+		}
+		return ctx, errTooManyCalls
+	}
+	l.mu.Lock()
+	l.open[ctx] = struct{}{}
+	l.mu.Unlock()
+	l.reap(now, reapEvery)
+	return context.WithValue(ctx, inflightKey{}, ctx), nil
+}
+
+// take counts a call if the bound has room for it.
+func (l *inflightLimit) take() bool {
+	if l.current.Add(1) > l.max {
+		l.current.Add(-1)
+		return false
+	}
+	return true
+}
+
+// release gives back the count of the call whose context is ctx, once.
+func (l *inflightLimit) release(ctx context.Context) {
+	if stream, ok := ctx.Value(inflightKey{}).(context.Context); ok {
+		l.give(stream)
+	}
+}
+
+func (l *inflightLimit) give(stream context.Context) {
+	l.mu.Lock()
+	_, open := l.open[stream]
+	delete(l.open, stream)
+	l.mu.Unlock()
+	if open {
+		l.current.Add(-1)
+	}
+}
+
+// reap gives back the slots whose stream has ended, if it has not looked
+// within every; it reports whether it gave any back. It looks at every open
+// slot, so it runs at most once per every, however many calls arrive.
+func (l *inflightLimit) reap(now int64, every time.Duration) bool {
+	last := l.reaped.Load()
+	if now-last < int64(every) || !l.reaped.CompareAndSwap(last, now) {
+		return false
+	}
+	ended := 0
+	l.mu.Lock()
+	for stream := range l.open {
+		if stream.Err() != nil {
+			delete(l.open, stream)
+			ended++
+		}
+	}
+	l.mu.Unlock()
+	l.current.Add(-int64(ended))
+	return ended > 0
+}
+
+// unary and stream give a call's slot back when its handler returns.
+func (l *inflightLimit) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	defer l.release(ctx)
+	return handler(ctx, req)
+}
+
+func (l *inflightLimit) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	defer l.release(ss.Context())
+	return handler(srv, ss)
+}
+
+// limitListener accepts at most max connections open at once. Past that, a
+// new connection is accepted and closed at once: its client fails fast
+// instead of waiting in the kernel's backlog, and the process keeps its
+// descriptors for the connections it serves. Each listener has its own
+// bound, so a flood of gRPC connections leaves the health checks on the
+// HTTP listener answered.
+type limitListener struct {
+	net.Listener
+	max  int64
+	open atomic.Int64
+	// onRefuse, if set, counts a refused connection.
+	onRefuse func()
+}
+
+func newLimitListener(l net.Listener, max int, onRefuse func()) net.Listener {
+	if max <= 0 {
+		return l
+	}
+	return &limitListener{Listener: l, max: int64(max), onRefuse: onRefuse}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) <= l.max {
+			return &limitConn{Conn: c, release: func() { l.open.Add(-1) }}, nil
+		}
+		l.open.Add(-1)
+		c.Close()
+		if l.onRefuse != nil {
+			l.onRefuse()
+		}
+	}
+}
+
+// limitConn gives its place back to its listener once, on its first Close.
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// serverLogBudget is how many lines per second the server libraries may log
+// of their own; the rest of a second's lines are dropped. An error that
+// repeats for every connection (accept failing with too many open files, a
+// TLS handshake refused) says all it has to say in a few lines, and must
+// not drown the service's own log.
+const serverLogBudget = 5
+
+// serverErrorLog is a standard logger for a server library's own errors,
+// written through log as structured warnings (from names the library),
+// within serverLogBudget lines a second.
+func serverErrorLog(log *zap.Logger, from string) *log.Logger {
+	l := budgeted(log).With(zap.String("from", from))
+	std, err := zap.NewStdLogAt(l, zapcore.WarnLevel)
+	if err != nil {
+		// Only an invalid level fails, and WarnLevel is valid.
+		return zap.NewStdLog(l)
+	}
+	return std
+}
+
+// grpcLog is grpc-go's process-wide logger. grpclog's setter must not race
+// with gRPC's own use of it, so it is set once, before anything runs
+// (init), to this logger, which writes through whichever zap logger
+// routeGRPCLog gave it last: none (nothing logged) until a server starts.
+var grpcLog = func() *swappableGRPCLog {
+	g := &swappableGRPCLog{}
+	g.current.Store(zapgrpc.NewLogger(zap.NewNop()))
+	grpclog.SetLoggerV2(g)
+	return g
+}()
+
+// routeGRPCLog sends grpc-go's warnings and errors through log, within the
+// budget; its informational lines are dropped, as grpc-go's default does.
+func routeGRPCLog(log *zap.Logger) {
+	l := budgeted(log).With(zap.String("from", "grpc"))
+	if l.Core().Enabled(zapcore.InfoLevel) {
+		l = l.WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))
+	}
+	grpcLog.current.Store(zapgrpc.NewLogger(l))
+}
+
+// swappableGRPCLog is a grpclog.LoggerV2 whose zap logger can be replaced
+// while gRPC runs.
+type swappableGRPCLog struct {
+	current atomic.Pointer[zapgrpc.Logger]
+}
+
+var _ grpclog.LoggerV2 = (*swappableGRPCLog)(nil)
+
+func (g *swappableGRPCLog) l() *zapgrpc.Logger                  { return g.current.Load() }
+func (g *swappableGRPCLog) Info(args ...any)                    { g.l().Info(args...) }
+func (g *swappableGRPCLog) Infoln(args ...any)                  { g.l().Infoln(args...) }
+func (g *swappableGRPCLog) Infof(format string, args ...any)    { g.l().Infof(format, args...) }
+func (g *swappableGRPCLog) Warning(args ...any)                 { g.l().Warning(args...) }
+func (g *swappableGRPCLog) Warningln(args ...any)               { g.l().Warningln(args...) }
+func (g *swappableGRPCLog) Warningf(format string, args ...any) { g.l().Warningf(format, args...) }
+func (g *swappableGRPCLog) Error(args ...any)                   { g.l().Error(args...) }
+func (g *swappableGRPCLog) Errorln(args ...any)                 { g.l().Errorln(args...) }
+func (g *swappableGRPCLog) Errorf(format string, args ...any)   { g.l().Errorf(format, args...) }
+func (g *swappableGRPCLog) Fatal(args ...any)                   { g.l().Fatal(args...) }
+func (g *swappableGRPCLog) Fatalln(args ...any)                 { g.l().Fatalln(args...) }
+func (g *swappableGRPCLog) Fatalf(format string, args ...any)   { g.l().Fatalf(format, args...) }
+func (g *swappableGRPCLog) V(level int) bool                    { return g.l().V(level) }
+
+// budgeted returns log limited to serverLogBudget entries a second.
+func budgeted(log *zap.Logger) *zap.Logger {
+	b := &logBudget{}
+	return log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return &budgetCore{Core: c, budget: b} }))
+}
+
+// logBudget counts the entries of the current second.
+type logBudget struct {
+	second atomic.Int64
+	used   atomic.Int64
+}
+
+func (b *logBudget) take(now time.Time) bool {
+	s := now.Unix()
+	if old := b.second.Load(); old != s && b.second.CompareAndSwap(old, s) {
+		b.used.Store(0)
+	}
+	return b.used.Add(1) <= serverLogBudget
+}
+
+// budgetCore is a core that writes at most the budget's entries a second.
+type budgetCore struct {
+	zapcore.Core
+	budget *logBudget
+}
+
+func (c *budgetCore) With(fields []zapcore.Field) zapcore.Core {
+	return &budgetCore{Core: c.Core.With(fields), budget: c.budget}
+}
+
+func (c *budgetCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if !c.Enabled(e.Level) || !c.budget.take(e.Time) {
+		return ce
+	}
+	return ce.AddCore(e, c)
+}
+
+// defaultMaxMessageBytes is -grpc-max-message-bytes' default: what the
+// largest request the service accepts needs (MaxDescriptors descriptors of
+// MaxEntries entries, each key and value up to a few hundred bytes, a
+// header value's usual size), with room to spare. Envoy's requests are a
+// few hundred bytes.
+const defaultMaxMessageBytes = 256 << 10
+
+// minMessageBytes is the least -grpc-max-message-bytes may be: one
+// descriptor of a few long entries.
+const minMessageBytes = 4 << 10
+
+// connectionBounds returns the connection bounds in force: the flags', or
+// shares of the process's file descriptor limit, less a reserve for what
+// else the process opens (Redis connections, the limits files, the
+// listeners themselves).
+func connectionBounds(o *Options) (grpcConns, httpConns int) {
+	grpcConns, httpConns = o.grpcMaxConnections, o.httpMaxConnections
+	if grpcConns > 0 && httpConns > 0 {
+		return grpcConns, httpConns
+	}
+	usable := fdLimit() - fdReserve
+	if usable < 64 {
+		usable = 64
+	}
+	if grpcConns == 0 {
+		grpcConns = usable * 3 / 4
+	}
+	if httpConns == 0 {
+		httpConns = max(usable/8, 16)
+	}
+	return grpcConns, httpConns
+}
+
+// fdReserve is kept out of the connection bounds for the process's other
+// files: a Redis pool per node, the limits files and their watches.
+const fdReserve = 256
+
+// fdLimit is the number of file descriptors the process may open (Go raises
+// the soft limit to the hard one at start).
+func fdLimit() int {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil || l.Cur > 1<<30 {
+		return 1 << 16
+	}
+	return int(l.Cur)
+}

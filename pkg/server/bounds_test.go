@@ -1,0 +1,298 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/grpclog"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+// closedWithin reports whether the server closes c within bound, reading
+// (and discarding) whatever it sends first.
+func closedWithin(t *testing.T, c net.Conn, bound time.Duration) bool {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(bound)) //nolint:errcheck // a net.Conn from Dial
+	_, err := io.Copy(io.Discard, c)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return false
+	}
+	return true
+}
+
+// An idle keep-alive HTTP connection, and one whose body never comes, are
+// closed by the server.
+func TestHTTPConnectionTimeouts(t *testing.T) {
+	t.Parallel()
+	s := startInProcess(t, "-http-idle-timeout", "300ms", "-http-read-timeout", "300ms")
+	t.Run("idle keep-alive", func(t *testing.T) {
+		c, err := net.Dial("tcp", s.httpAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil || !strings.Contains(resp, "200") {
+			t.Fatalf("first answer %q, %v", resp, err)
+		}
+		if !closedWithin(t, c, callBound) {
+			t.Errorf("an idle keep-alive connection stayed open %s with -http-idle-timeout 300ms", callBound)
+		}
+	})
+	t.Run("slow body", func(t *testing.T) {
+		c, err := net.Dial("tcp", s.httpAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, "POST /json HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"); err != nil {
+			t.Fatal(err)
+		}
+		if !closedWithin(t, c, callBound) {
+			t.Errorf("a connection whose body never came stayed open %s with -http-read-timeout 300ms", callBound)
+		}
+	})
+}
+
+// A gRPC connection that only sent the HTTP/2 preface, and one whose calls
+// are over, are closed once idle.
+func TestGRPCIdleConnections(t *testing.T) {
+	t.Parallel()
+	s := startInProcess(t, "-grpc-max-connection-idle", "300ms")
+	t.Run("preface only", func(t *testing.T) {
+		c, err := net.Dial("tcp", s.grpcAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+			t.Fatal(err)
+		}
+		if err := http2.NewFramer(c, nil).WriteSettings(); err != nil {
+			t.Fatal(err)
+		}
+		// grpc-go drains an idle connection gracefully: GOAWAY and a ping,
+		// then up to 5 s for the ping's answer, which this client never
+		// sends, before it closes.
+		if bound := 3 * callBound; !closedWithin(t, c, bound) {
+			t.Errorf("a connection that sent only the preface stayed open %s with -grpc-max-connection-idle 300ms", bound)
+		}
+	})
+	t.Run("after a call", func(t *testing.T) {
+		conn := grpcDial(t, s.grpcAddr, insecure.NewCredentials())
+		if _, err := grpcCall(conn, "idle"); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), callBound)
+		defer cancel()
+		for conn.GetState() == connectivity.Ready {
+			if !conn.WaitForStateChange(ctx, connectivity.Ready) {
+				t.Fatalf("connection still READY %s after its last call", callBound)
+			}
+		}
+	})
+}
+
+// A request above -grpc-max-message-bytes is refused with
+// RESOURCE_EXHAUSTED, at the default bound; one under it is answered.
+func TestGRPCMessageBound(t *testing.T) {
+	t.Parallel()
+	s := startInProcess(t)
+	conn := grpcDial(t, s.grpcAddr, insecure.NewCredentials())
+	ctx, cancel := context.WithTimeout(context.Background(), callBound)
+	defer cancel()
+	big := &rlsv3.RateLimitRequest{Domain: "test", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+		Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: strings.Repeat("x", 2<<20)}},
+	}}}
+	_, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, big)
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a 2 MiB request: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if _, err := grpcCall(conn, strings.Repeat("y", 100<<10)); err != nil {
+		t.Errorf("a 100 kB request: %v", err)
+	}
+}
+
+// Calls past -max-in-flight are refused at once; the bound is given back
+// when a call's stream ends, however it ends.
+func TestMaxInFlight(t *testing.T) {
+	t.Parallel()
+	s := startInProcess(t, "-max-in-flight", "2")
+	conn := grpcDial(t, s.grpcAddr, insecure.NewCredentials())
+	health := healthpb.NewHealthClient(conn)
+	// Two Watch streams stay open, holding the two places.
+	var cancels []context.CancelFunc
+	for range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		cancels = append(cancels, cancel)
+		w, err := health.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := grpcCall(conn, "third"); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a third call: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	cancels[0]()
+	answeredWithin(t, conn, "after a stream ended")
+}
+
+// answeredWithin fails t unless a call on conn is answered within
+// callBound, retrying while the bound refuses it.
+func answeredWithin(t *testing.T, conn *grpc.ClientConn, what string) {
+	t.Helper()
+	deadline := time.Now().Add(callBound)
+	for {
+		_, err := grpcCall(conn, "after")
+		if err == nil {
+			return
+		}
+		if status.Code(err) != codes.ResourceExhausted || time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// rawCodec sends a call's message as the bytes given, so that a test can
+// send one that does not decode.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error)      { return v.([]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error { return nil }
+func (rawCodec) Name() string                       { return "proto" }
+
+// Calls that end before any handler runs (a method that does not exist, a
+// message that does not decode) give their place in -max-in-flight back
+// too: far more of them than the bound, and a call after them is answered.
+func TestMaxInFlightFailedCalls(t *testing.T) {
+	t.Parallel()
+	s := startInProcess(t, "-max-in-flight", "2")
+	conn := grpcDial(t, s.grpcAddr, insecure.NewCredentials())
+	for i := range 6 {
+		ctx, cancel := context.WithTimeout(context.Background(), callBound)
+		err := conn.Invoke(ctx, "/envoy.service.ratelimit.v3.RateLimitService/NoSuchMethod", []byte{}, new([]byte), grpc.ForceCodec(rawCodec{}))
+		if c := status.Code(err); c != codes.Unimplemented && c != codes.ResourceExhausted {
+			t.Fatalf("call %d to a method that does not exist: %v", i, err)
+		}
+		err = conn.Invoke(ctx, "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", []byte{0xff, 0xff, 0xff}, new([]byte), grpc.ForceCodec(rawCodec{}))
+		cancel()
+		if c := status.Code(err); c != codes.Internal && c != codes.ResourceExhausted {
+			t.Fatalf("call %d with a message that does not decode: %v", i, err)
+		}
+	}
+	answeredWithin(t, conn, "after 12 failed calls")
+}
+
+// Past a listener's bound a new connection is closed at once, and a closed
+// one gives its place back.
+func TestLimitListener(t *testing.T) {
+	t.Parallel()
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := make(chan struct{}, 10)
+	l := newLimitListener(inner, 2, func() { refused <- struct{}{} })
+	defer l.Close()
+	accepted := make(chan net.Conn, 10)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	dial := func() net.Conn {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	dial()
+	dial()
+	first := <-accepted
+	<-accepted
+	third := dial()
+	select {
+	case <-refused:
+	case <-time.After(callBound):
+		t.Fatal("the third connection was not refused")
+	}
+	if !closedWithin(t, third, callBound) {
+		t.Error("the refused connection was left open")
+	}
+	first.Close()
+	first.Close() // a second Close gives nothing back twice
+	dial()
+	select {
+	case <-accepted:
+	case <-time.After(callBound):
+		t.Fatal("a place given back was not taken")
+	}
+	dial()
+	select {
+	case <-refused:
+	case <-time.After(callBound):
+		t.Fatal("the bound did not hold after a connection closed twice")
+	}
+}
+
+// The server libraries' own errors reach the service's log as structured
+// entries, within the budget.
+func TestServerErrorLog(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	std := serverErrorLog(zap.New(core), "http")
+	for range 100 {
+		std.Print("http: Accept error: accept4: too many open files; retrying in 1s")
+	}
+	n := logs.Len()
+	if n == 0 || n > 2*serverLogBudget {
+		t.Fatalf("%d entries of 100 within a second or two, want 1 to %d", n, 2*serverLogBudget)
+	}
+	e := logs.All()[0]
+	if e.Level != zap.WarnLevel || e.ContextMap()["from"] != "http" || !strings.Contains(e.Message, "too many open files") {
+		t.Errorf("entry %+v", e)
+	}
+}
+
+// grpc-go's own warnings reach the service's log; its informational lines
+// do not.
+func TestGRPCLogRouted(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	routeGRPCLog(zap.New(core))
+	defer routeGRPCLog(zap.NewNop())
+	grpclog.Info("chatter")
+	grpclog.Warning("transport: something went wrong")
+	if logs.Len() != 1 || logs.All()[0].ContextMap()["from"] != "grpc" || !strings.Contains(logs.All()[0].Message, "something went wrong") {
+		t.Errorf("logged %v, want the warning alone", logs.All())
+	}
+}

@@ -1,0 +1,408 @@
+package server
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+
+	"github.com/envoy-rls/envoy-rls/internal/cli"
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+)
+
+// options are the server's settings, from flags and their RLS_ environment
+// twins (a flag given on the command line wins).
+type Options struct {
+	configPath            string
+	grpcAddr              string
+	httpAddr              string
+	debugAddr             string
+	redisURL              string
+	redisCluster          string
+	redisSentinel         string
+	redisSentinelMaster   string
+	redisSentinelPassword string
+	redisUsername         string
+	redisPassword         string
+	// Secrets by file (secrets.go).
+	redisPasswordFile         string
+	redisSentinelPasswordFile string
+	redisTLS                  bool
+	redisTLSCA                string
+	redisTLSCert              string
+	redisTLSKey               string
+	redisTLSSkipHostname      bool
+	redisSentinelUsername     string
+	storeTimeout              time.Duration
+	failureMode               config.FailureMode
+	// What a limit that does not say gets (config.Options).
+	defaultAlgorithm limits.Algorithm
+	countRefused     bool
+	mergeDomains     bool
+	allowEmpty       bool
+	maxDelay         time.Duration
+	logLevel         string
+	logFormat        string
+	shutdownTimeout  time.Duration
+	maxKeys          int
+
+	// gRPC TLS and connection lifetime.
+	grpcTLSCert          string
+	grpcTLSKey           string
+	grpcTLSClientCA      string
+	grpcTLSClientSAN     string
+	grpcMaxConnectionAge time.Duration
+	// Bounds on what clients can make the service hold (bounds.go).
+	grpcMaxConnectionIdle time.Duration
+	grpcMaxMessageBytes   int
+	grpcMaxStreams        int
+	maxInFlight           int
+	grpcMaxConnections    int
+	httpMaxConnections    int
+	httpIdleTimeout       time.Duration
+	httpReadTimeout       time.Duration
+	// Redis keys and connections.
+	redisKeyPrefix string
+	redisPoolSize  int
+	// What callers may do.
+	shadowMode   bool
+	jsonEndpoint bool
+	negativeHits bool
+	jsonRefunds  bool
+	hashValues   bool
+	// Headers of the service's own, and /explain.
+	responseHeaders bool
+	json429Body     bool
+	explainEndpoint bool
+	grpcReflection  bool
+	// overLimitCache answers hits on keys the store refused locally until
+	// the store's reset (pkg/limits/overlimit).
+	overLimitCache bool
+
+	// answers: what an answer carries, and in which form (answers.go).
+	answers answerOptions
+	// stats: envoyproxy/ratelimit's stats (stats.go).
+	stats statsOptions
+	// xds: the xDS client, the limits' other source (xds.go).
+	xds xdsOptions
+
+	// version asks for the version instead of the server.
+	version bool
+	// flags are the parsed flags, for Flag.
+	flags *flag.FlagSet
+}
+
+// WantsVersion reports whether -version asks for the version instead of
+// the server.
+func (o *Options) WantsVersion() bool { return o.version }
+
+// Flag is the value of the server flag name, as the help writes a
+// default ("50ms", "true"), or "" for a flag the server lacks: what the
+// drop-in's translation is checked by.
+func (o *Options) Flag(name string) string {
+	if o.flags == nil {
+		return ""
+	}
+	if f := o.flags.Lookup(name); f != nil {
+		return f.Value.String()
+	}
+	return ""
+}
+
+type failureModeFlag struct{ m *config.FailureMode }
+
+func (f failureModeFlag) String() string {
+	if f.m == nil {
+		return ""
+	}
+	return f.m.String()
+}
+
+func (f failureModeFlag) Set(s string) error {
+	m, err := config.ParseFailureMode(s)
+	if err != nil {
+		return err
+	}
+	*f.m = m
+	return nil
+}
+
+type algorithmFlag struct{ a *limits.Algorithm }
+
+func (f algorithmFlag) String() string {
+	if f.a == nil {
+		return ""
+	}
+	return f.a.String()
+}
+
+func (f algorithmFlag) Set(s string) error {
+	a, err := limits.ParseAlgorithm(s)
+	if err != nil {
+		return err
+	}
+	*f.a = a
+	return nil
+}
+
+// kind names the algorithms limits.ParseAlgorithm knows.
+func (f algorithmFlag) Kind() cli.ValueKind {
+	var names []string
+	for a := limits.Algorithm(0); a.Implemented(); a++ {
+		names = append(names, a.String())
+	}
+	return cli.ValueKind{Word: "algorithm", Want: cli.OneOf(names)}
+}
+
+// kind names the flag's values in its help line and what a refused value
+// should have been: the failure modes config.ParseFailureMode knows, in
+// their order, so that a new one needs no edit here.
+func (f failureModeFlag) Kind() cli.ValueKind {
+	var names []string
+	for m := config.FailAllow; ; m++ {
+		if _, err := config.ParseFailureMode(m.String()); err != nil {
+			break
+		}
+		names = append(names, m.String())
+	}
+	return cli.ValueKind{Word: "mode", Want: cli.OneOf(names)}
+}
+
+// emptyMeansSomething lists the flags whose empty value is a setting of its
+// own (RLS_DEBUG_ADDR="" turns pprof off); for the others an empty variable
+// is as good as unset, as container templates often export them.
+var emptyMeansSomething = map[string]bool{
+	"debug-addr": true, "redis-url": true, "redis-cluster": true,
+	"redis-sentinel": true, "redis-sentinel-password": true,
+	"redis-username": true, "redis-password": true, "redis-tls-ca": true,
+}
+
+// Help is what the server's help says beside its flags: main's part,
+// since the commands beside the server are main's to list.
+type Help struct {
+	// About is the help's text between its usage line and the flags.
+	About string
+	// Commands names the subcommands, for the error that refuses an
+	// argument ("check-config, lint, ...").
+	Commands string
+}
+
+// CommandLine is the server's command line, its flags unset: the help
+// (WriteHelp), the report of a parse error (Failed), and, for the
+// drop-in, the flags' defaults, twins and checks.
+func CommandLine(h Help) *cli.CommandLine { return serverFlags(&Options{}, h) }
+
+// serverChoices are the string flags that take only some strings.
+var serverChoices = map[string]cli.Choice{
+	"log-format": {Want: cli.OneOf([]string{"json", "console"}), OK: func(s string) bool { return s == "json" || s == "console" }},
+	"log-level": {Want: cli.OneOf([]string{"debug", "info", "warn", "error"}), OK: func(s string) bool {
+		_, err := zapcore.ParseLevel(s)
+		return err == nil
+	}},
+}
+
+// serverFlags defines the server's flags on a new command line that fills
+// o, each with its RLS_ twin but -version.
+func serverFlags(o *Options, h Help) *cli.CommandLine {
+	o.failureMode = config.FailAllow // -failure-mode's default: fs.Var takes it from the value
+	cl := cli.New("envoy-rls", "[flags]", h.About)
+	cl.Env = true
+	cl.NoEnv = map[string]bool{"version": true}
+	cl.EmptyMeansSomething = emptyMeansSomething
+	cl.Choices = serverChoices
+	fs := cl.FS
+	fs.StringVar(&o.configPath, "config", "config/limits.yaml", "limits file, or a directory of *.yaml/*.yml files (one domain per file)")
+	fs.StringVar(&o.grpcAddr, "grpc-addr", ":8081", "address of Envoy's RateLimitService v3, gRPC health and reflection (unix:PATH for a unix socket)")
+	fs.StringVar(&o.httpAddr, "http-addr", ":8080", "address of the HTTP endpoints (/healthz, /json, /metrics, /rlconfig)")
+	fs.StringVar(&o.debugAddr, "debug-addr", "127.0.0.1:6070", "address of pprof; empty turns it off")
+	fs.StringVar(&o.redisURL, "redis-url", "", "redis://[user:pass@]host:port[/db] or rediss:// (empty: the embedded in-process store)")
+	redisFlags(fs, o)
+	fs.DurationVar(&o.storeTimeout, "store-timeout", 50*time.Millisecond, "longest a store call may take")
+	fs.Var(failureModeFlag{&o.failureMode}, "failure-mode", "when the store fails: allow (fail open), deny (fail closed), local (this instance's embedded store) or error (gRPC UNAVAILABLE)")
+	limitDefaultFlags(fs, o)
+	answerFlags(fs, &o.answers)
+	statsFlags(fs, &o.stats)
+	xdsFlags(fs, &o.xds)
+	fs.DurationVar(&o.maxDelay, "max-delay", config.DefaultMaxDelay, "longest wait a leaky_bucket may impose; a file whose worst wait is longer is refused")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.logFormat, "log-format", "json", "json or console")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "longest the drain of requests in flight may take on SIGTERM")
+	fs.IntVar(&o.maxKeys, "max-keys", 1_000_000, "most keys the embedded store holds (expired, then least recently used, are evicted)")
+	fs.StringVar(&o.grpcTLSCert, "grpc-tls-cert", "", "PEM certificate (chain) of the gRPC server: serve TLS (with -grpc-tls-key; reread when the files change)")
+	fs.StringVar(&o.grpcTLSKey, "grpc-tls-key", "", "PEM private key of -grpc-tls-cert")
+	fs.StringVar(&o.grpcTLSClientCA, "grpc-tls-client-ca", "", "PEM CAs of gRPC clients: require a client certificate they signed (mutual TLS)")
+	fs.StringVar(&o.grpcTLSClientSAN, "grpc-tls-client-san", "", "with -grpc-tls-client-ca, accept only client certificates that name this DNS name or IP address")
+	fs.DurationVar(&o.grpcMaxConnectionAge, "grpc-max-connection-age", 0, "close a gRPC connection after this long (±10%), so that clients reconnect and spread over new replicas; calls in flight get -shutdown-timeout to finish; 0: never")
+	fs.DurationVar(&o.grpcMaxConnectionIdle, "grpc-max-connection-idle", 2*time.Minute, "close a gRPC connection that has had no call for this long (the client reconnects when it needs to); 0: never")
+	fs.IntVar(&o.grpcMaxMessageBytes, "grpc-max-message-bytes", defaultMaxMessageBytes, "largest gRPC request read; a larger one is refused with RESOURCE_EXHAUSTED before it is read")
+	fs.IntVar(&o.grpcMaxStreams, "grpc-max-streams", 1024, "most calls at once on one gRPC connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)")
+	fs.IntVar(&o.maxInFlight, "max-in-flight", 4096, "most gRPC calls in flight at once, over all connections, counted from their headers; past it a call is refused with RESOURCE_EXHAUSTED")
+	fs.IntVar(&o.grpcMaxConnections, "grpc-max-connections", 0, "most connections open at once on -grpc-addr; past it a new one is closed at once (0: three quarters of the file descriptors the process may open)")
+	fs.IntVar(&o.httpMaxConnections, "http-max-connections", 0, "most connections open at once on -http-addr, counted apart from gRPC's so that health checks are still answered (0: an eighth of the file descriptors the process may open)")
+	fs.DurationVar(&o.httpIdleTimeout, "http-idle-timeout", 60*time.Second, "close a keep-alive HTTP connection that has sent no request for this long")
+	fs.DurationVar(&o.httpReadTimeout, "http-read-timeout", 30*time.Second, "longest an HTTP client may take to send a whole request, and to read the answer")
+	fs.StringVar(&o.redisKeyPrefix, "redis-key-prefix", descriptors.KeyPrefix, "start of every store key (no { or }); instances that share counters must use the same one")
+	fs.IntVar(&o.redisPoolSize, "redis-pool-size", 0, "Redis connections per node (0: go-redis's default, 10 per CPU)")
+	fs.BoolVar(&o.shadowMode, "shadow-mode", false, "report every OVER_LIMIT as OK and count it as shadow_over_limit (a dry run of the limits)")
+	fs.BoolVar(&o.jsonEndpoint, "json-endpoint", true, "serve POST /json on -http-addr (false: 404)")
+	fs.BoolVar(&o.negativeHits, "negative-hits", true, "accept descriptors with is_negative_hits (refunds); false answers InvalidArgument")
+	fs.BoolVar(&o.jsonRefunds, "json-negative-hits", false, "accept refunds (is_negative_hits) on POST /json too; off, they get 400, since anything that reaches the HTTP port could refund another client's hits")
+	fs.BoolVar(&o.hashValues, "hash-values", false, "key counters by the SHA-256 of each descriptor value, so that Redis never holds the values")
+	fs.BoolVar(&o.responseHeaders, "response-headers", false, "add RateLimit-Policy and RateLimit (IETF draft) to every answer's response_headers_to_add, and Retry-After on OVER_LIMIT")
+	fs.BoolVar(&o.json429Body, "json-429-body", false, "give OVER_LIMIT answers a JSON raw_body and a content-type: application/json header")
+	fs.BoolVar(&o.explainEndpoint, "explain-endpoint", true, "serve GET /explain on -http-addr (false: 404)")
+	fs.BoolVar(&o.grpcReflection, "grpc-reflection", true, "serve gRPC server reflection on -grpc-addr (the services' schemas, for grpcurl); false leaves it out")
+	fs.BoolVar(&o.overLimitCache, "over-limit-cache", true, "with Redis, refuse a key Redis refused locally until the reset Redis gave (cost-1 hits of limits that are not count_refused, or are fixed windows, not leaky_bucket, not one of several on a descriptor); peeks and refunds always ask Redis")
+	fs.BoolVar(&o.version, "version", false, "print the version, and the Go and go-control-plane versions, and exit (no environment twin)")
+	return cl
+}
+
+// parseFlags is ParseFlags with no help to give.
+func parseFlags(args []string, lookupEnv func(string) (string, bool)) (*Options, error) {
+	return ParseFlags(args, lookupEnv, Help{})
+}
+
+// ParseFlags reads args, then fills every flag not given there from the
+// environment (lookupEnv is os.LookupEnv in production), and checks the
+// options. It returns flag.ErrHelp for -h, and the options unchecked and
+// without the environment for -version (WantsVersion), which must answer
+// whatever else is wrong.
+func ParseFlags(args []string, lookupEnv func(string) (string, bool), h Help) (*Options, error) {
+	o := &Options{}
+	cl := serverFlags(o, h)
+	o.flags = cl.FS
+	rest, err := cl.ParseArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	if o.version {
+		return o, nil
+	}
+	if len(rest) > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (commands: %s)", rest[0], h.Commands)
+	}
+	if err := cl.FillEnv(lookupEnv); err != nil {
+		return nil, err
+	}
+	if err := o.checkRedis(); err != nil {
+		return nil, err
+	}
+	switch {
+	case o.storeTimeout <= 0:
+		return nil, errors.New("-store-timeout must be positive")
+	case o.maxKeys <= 0:
+		return nil, errors.New("-max-keys must be positive")
+	case o.maxDelay <= 0:
+		return nil, errors.New("-max-delay must be positive")
+	case (o.grpcTLSCert == "") != (o.grpcTLSKey == ""):
+		return nil, errors.New("-grpc-tls-cert and -grpc-tls-key go together: set both or neither")
+	case o.grpcTLSClientSAN != "" && o.grpcTLSClientCA == "":
+		return nil, errors.New("-grpc-tls-client-san needs -grpc-tls-client-ca: only a verified client certificate's names can be checked")
+	case o.grpcTLSClientCA != "" && o.grpcTLSCert == "":
+		return nil, errors.New("-grpc-tls-client-ca needs -grpc-tls-cert and -grpc-tls-key: mutual TLS is TLS first")
+	case o.grpcMaxConnectionAge < 0:
+		return nil, errors.New("-grpc-max-connection-age must not be negative (0 turns it off)")
+	case o.redisPoolSize < 0:
+		return nil, errors.New("-redis-pool-size must not be negative (0 is go-redis's default)")
+	case o.grpcMaxConnectionIdle < 0:
+		return nil, errors.New("-grpc-max-connection-idle must not be negative (0 turns it off)")
+	case o.grpcMaxMessageBytes < minMessageBytes:
+		return nil, fmt.Errorf("-grpc-max-message-bytes must be at least %d", minMessageBytes)
+	case o.grpcMaxStreams <= 0 || o.grpcMaxStreams > 1<<31-1:
+		return nil, errors.New("-grpc-max-streams must be positive")
+	case o.maxInFlight <= 0:
+		return nil, errors.New("-max-in-flight must be positive")
+	case o.httpIdleTimeout <= 0 || o.httpReadTimeout <= 0:
+		return nil, errors.New("-http-idle-timeout and -http-read-timeout must be positive")
+	case o.grpcMaxConnections < 0 || o.httpMaxConnections < 0:
+		return nil, errors.New("-grpc-max-connections and -http-max-connections must not be negative (0 derives them from the file descriptor limit)")
+	}
+	if err := descriptors.CheckKeyPrefix(o.redisKeyPrefix); err != nil {
+		return nil, fmt.Errorf("-redis-key-prefix: %w", err)
+	}
+	if err := o.xds.check(cl.FS, o.configPath); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// limitDefaultFlags defines what a limit that does not say gets, for the
+// server and for explain alike.
+func limitDefaultFlags(fs *flag.FlagSet, o *Options) {
+	fs.Var(algorithmFlag{&o.defaultAlgorithm}, "default-algorithm", "algorithm of a limit that names none (every limit from xDS); fixed_window is envoyproxy/ratelimit's")
+	fs.BoolVar(&o.countRefused, "count-refused", false, "count refused hits too for every limit that does not set count_refused, as envoyproxy/ratelimit counts (off: only allowed hits consume)")
+	fs.BoolVar(&o.mergeDomains, "merge-domains", false, "load a domain that several files define as one, their top-level descriptors joined (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); off, it is an error")
+	fs.BoolVar(&o.allowEmpty, "allow-empty-config", false, "load a -config directory without limits files as no limits (every request allowed), as envoyproxy/ratelimit loads an empty runtime directory; off, it is an error")
+}
+
+// loadOptions are what loading the limits file depends on.
+func (o *Options) loadOptions() config.Options {
+	return config.Options{MaxDelay: o.maxDelay, DefaultAlgorithm: o.defaultAlgorithm, CountRefused: o.countRefused, MergeDomains: o.mergeDomains, EmptyDir: o.allowEmpty}
+}
+
+// redisFlags defines the flags that say which Redis to use and how to reach
+// it, besides -redis-url, for the server and for explain alike.
+func redisFlags(fs *flag.FlagSet, o *Options) {
+	fs.StringVar(&o.redisCluster, "redis-cluster", "", "comma-separated host:port seeds of a Redis Cluster")
+	fs.StringVar(&o.redisSentinel, "redis-sentinel", "", "comma-separated host:port of the Redis Sentinels that watch -redis-sentinel-master; follows the master through failovers")
+	fs.StringVar(&o.redisSentinelMaster, "redis-sentinel-master", "", "the name the Sentinels know the master by")
+	fs.StringVar(&o.redisSentinelPassword, "redis-sentinel-password", "", "password of the Sentinels themselves, when they require AUTH")
+	fs.StringVar(&o.redisUsername, "redis-username", "", "Redis username where the URL has none")
+	fs.StringVar(&o.redisPassword, "redis-password", "", "Redis password where the URL has none")
+	fs.BoolVar(&o.redisTLS, "redis-tls", false, "TLS to a Redis Cluster or to Sentinel and its master")
+	fs.StringVar(&o.redisTLSCA, "redis-tls-ca", "", "CA file for Redis TLS (default: system roots)")
+	fs.StringVar(&o.redisTLSCert, "redis-tls-cert", "", "client certificate (PEM) to present to a Redis that requires one, with -redis-tls-key")
+	fs.StringVar(&o.redisTLSKey, "redis-tls-key", "", "private key (PEM) of -redis-tls-cert")
+	fs.BoolVar(&o.redisTLSSkipHostname, "redis-tls-skip-hostname", false, "verify Redis's certificate chain but not that it names the host dialled (nodes reached by addresses their certificates lack)")
+	fs.StringVar(&o.redisSentinelUsername, "redis-sentinel-username", "", "ACL user of the Sentinels themselves, with -redis-sentinel-password")
+	secretFileFlags(fs, o)
+}
+
+// checkRedis reports flags that name more than one Redis, or a Sentinel
+// without its master's name, and reads the passwords given by file.
+func (o *Options) checkRedis() error {
+	if err := o.readSecretFiles(); err != nil {
+		return err
+	}
+	var set []string
+	for _, f := range []struct{ name, value string }{
+		{"-redis-url", o.redisURL}, {"-redis-cluster", o.redisCluster}, {"-redis-sentinel", o.redisSentinel},
+	} {
+		if f.value != "" {
+			set = append(set, f.name)
+		}
+	}
+	switch {
+	case len(set) == 2:
+		return fmt.Errorf("%s and %s are both set: choose one", set[0], set[1])
+	case len(set) > 2:
+		return fmt.Errorf("%s and %s are all set: choose one", strings.Join(set[:len(set)-1], ", "), set[len(set)-1])
+	case o.redisSentinel != "" && o.redisSentinelMaster == "":
+		return errors.New("-redis-sentinel needs -redis-sentinel-master, the name the Sentinels know the master by")
+	case o.redisSentinel == "" && o.redisSentinelMaster != "":
+		return errors.New("-redis-sentinel-master needs -redis-sentinel, the Sentinels to ask for it")
+	}
+	return nil
+}
+
+// usesRedis reports whether the flags name a Redis (else the embedded
+// store decides).
+func (o *Options) usesRedis() bool {
+	return o.redisURL != "" || o.redisCluster != "" || o.redisSentinel != ""
+}
+
+// splitAddrs splits a comma-separated list of host:port, dropping blanks.
+func splitAddrs(list string) []string {
+	var addrs []string
+	for _, a := range strings.Split(list, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
+}

@@ -22,7 +22,7 @@ import (
 // `envoy-rls explain` builds its service from, so that it shows what the
 // server does.
 func ExplainFlags(fs *flag.FlagSet) *Options {
-	o := &Options{failureMode: config.FailAllow}
+	o := &Options{failureMode: config.FailAllow, negativeHits: true} // -negative-hits's default: explain only peeks
 	fs.StringVar(&o.configPath, "config", "config/limits.yaml", "limits file, or a directory of *.yaml/*.yml files")
 	fs.StringVar(&o.redisURL, "redis-url", "", "redis://[user:pass@]host:port[/db] or rediss:// to read the shared state (empty: an embedded store, empty state)")
 	redisFlags(fs, o)
@@ -61,11 +61,12 @@ func (o *Options) LoadConfig() (*config.Config, error) {
 // store stack it would open (metrics and logs discarded), and returns it
 // with the function that closes the store.
 func (o *Options) NewService(cfg *config.Config) (*rls.Service, func() error, error) {
-	store, err := openStore(o, metrics.New(), zap.NewNop())
+	m, log := metrics.New(), zap.NewNop()
+	store, err := openStore(o, m, log)
 	if err != nil {
 		return nil, nil, err
 	}
-	svc, err := rls.New(descriptors.NewIndex(cfg), o.serviceOptions(store))
+	svc, err := rls.New(descriptors.NewIndex(cfg), o.serviceOptions(store, log, m))
 	if err != nil {
 		store.close() //nolint:errcheck // the error that matters is rls.New's
 		return nil, nil, err

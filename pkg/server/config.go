@@ -1,0 +1,99 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+	"github.com/envoy-rls/envoy-rls/pkg/metrics"
+	"github.com/envoy-rls/envoy-rls/pkg/rls"
+	"github.com/envoy-rls/envoy-rls/pkg/watch"
+)
+
+// startConfig is the config the server starts with, and the watcher that
+// reloads it.
+type startConfig struct {
+	cfg *config.Config
+	// watch was started before cfg was read, so that a change made while
+	// the server starts, after the read and before the watcher runs, is
+	// reloaded rather than missed. Nil when the config cannot be watched:
+	// reload is off.
+	watch *watch.Watcher
+	// xds is the xDS client that the config comes from instead (xds.go).
+	xds *xdsSource
+}
+
+// loadConfig starts watching the config, then loads it: in that order, as
+// watchAndLoad does for the TLS files, so that no change goes unseen. A
+// config that cannot be watched is still served, without reload; that is
+// logged only once the config has loaded, so that an invalid one is the
+// plain error alone. loaded, when not nil, runs right after the load: a
+// test's way into the window, until the watcher runs, that the watcher must
+// cover.
+func loadConfig(o *Options, log *zap.Logger, loaded func()) (*startConfig, error) {
+	if o.xds.server != "" {
+		return startXDS(o, log)
+	}
+	w, werr := watch.New(log, watch.Options{}, o.configPath)
+	cfg, err := o.loadOptions().Load(o.configPath)
+	if loaded != nil {
+		loaded()
+	}
+	if err != nil {
+		if werr == nil {
+			w.Close() //nolint:errcheck // nothing to do about a watch that fails to close
+		}
+		return nil, err
+	}
+	if werr != nil {
+		log.Warn("config reload is off", zap.Error(werr))
+		w = nil
+	}
+	if len(cfg.Domains) == 0 {
+		// Only -allow-empty-config lets a directory load empty: say so, as
+		// every request is allowed until a file appears.
+		log.Warn("no limits files in the config directory: every request is allowed until one appears", zap.String("config", o.configPath))
+	}
+	return &startConfig{cfg: cfg, watch: w}, nil
+}
+
+// close stops the watcher when the server stops, or does not start; after
+// the watcher's Run, which closes it too, it is harmless.
+func (s *startConfig) close() {
+	if s.xds != nil {
+		s.xds.close()
+	}
+	if s.watch != nil {
+		s.watch.Close() //nolint:errcheck // nothing to do about a watch that fails to close
+	}
+}
+
+// startReload reloads the config from path whenever w, its watcher, calls
+// back: when the contents of its file or directory change, and once a change
+// written in place has settled, so that a file caught half written is not
+// served. A config that does not load is refused with the same
+// message as at startup, and the last good one stays in effect. A change
+// that leaves the files' bytes as they were (a touch, a ConfigMap update to
+// the same data) is no reload: the watcher does not call back, so the
+// snapshot and the over-limit cache stay, and nothing is logged or counted.
+func startReload(ctx context.Context, wg *sync.WaitGroup, w *watch.Watcher, path string, lo config.Options, svc *rls.Service, m *metrics.Metrics, log *zap.Logger) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		w.Run(ctx, func() {
+			cfg, err := lo.Load(path)
+			if err != nil {
+				m.Reload(false, time.Now())
+				log.Error("config reload refused, keeping the last good config", zap.String("error", err.Error()))
+				return
+			}
+			svc.SetIndex(descriptors.NewIndex(cfg))
+			m.Reload(true, time.Now())
+			log.Info("config reloaded", zap.Int("domains", len(cfg.Domains)))
+		})
+	}()
+}

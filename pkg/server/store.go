@@ -1,0 +1,187 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/breaker"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/memory"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/overlimit"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/redisstore"
+	"github.com/envoy-rls/envoy-rls/pkg/metrics"
+	"github.com/envoy-rls/envoy-rls/pkg/rls"
+)
+
+// serviceOptions are the rls.Options that decide what a descriptor
+// matches, its key, its state and its failure mode: the server and explain
+// both start from them, so that explain shows what the server does.
+func (o *Options) serviceOptions(store *storeHandle, log *zap.Logger, m *metrics.Metrics) rls.Options {
+	so := rls.Options{
+		Logger:         log,
+		Metrics:        m,
+		Store:          store.Store,
+		Local:          store.local,
+		MaxDelay:       o.maxDelay,
+		StoreTimeout:   o.storeTimeout,
+		StoreInProcess: store.inProcess,
+		FailureMode:    o.failureMode,
+		KeyPrefix:      o.redisKeyPrefix,
+		HashValues:     o.hashValues,
+		ShadowMode:     o.shadowMode,
+		// What callers may do, and what answers carry.
+		RefuseNegativeHits: !o.negativeHits,
+		ResponseHeaders:    o.responseHeaders,
+		JSON429Body:        o.json429Body,
+		OnConfigChange:     store.onConfigChange,
+	}
+	o.answers.apply(&so)
+	return so
+}
+
+// storeHandle is a store with what the server needs around it.
+type storeHandle struct {
+	limits.Store
+	// local is the embedded store that decides for failure_mode local while
+	// Redis fails; nil when the embedded store is the store.
+	local limits.Store
+	ping  func(context.Context) error // nil for the embedded store
+	// inProcess is set for the embedded store (rls.Options.StoreInProcess).
+	inProcess bool
+	close     func() error
+	// onConfigChange is called on every config change (rls.Options); nil
+	// when nothing needs to hear of it.
+	onConfigChange func()
+}
+
+func openStore(o *Options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, error) {
+	mem := memory.New(memory.Options{MaxKeys: o.maxKeys})
+	m.Registry.MustRegister(metrics.NewMemoryStoreCollector(func() (int, uint64, uint64) {
+		st := mem.Stats()
+		return st.Keys, st.Evictions, st.Expired
+	}))
+	if !o.usesRedis() {
+		log.Info("using the embedded store: limits are per instance", zap.Int("max_keys", o.maxKeys))
+		return &storeHandle{Store: mem, inProcess: true, close: mem.Close}, nil
+	}
+	seeds := splitAddrs(o.redisCluster)
+	redis.SetLogger(redisLogger{log.Named("go-redis")})
+	client, err := redisstore.NewClient(redisstore.ClientOptions{
+		URL:              o.redisURL,
+		Cluster:          seeds,
+		Sentinel:         splitAddrs(o.redisSentinel),
+		SentinelMaster:   o.redisSentinelMaster,
+		SentinelPassword: o.redisSentinelPassword,
+		Username:         o.redisUsername,
+		Password:         o.redisPassword,
+		TLS:              o.redisTLS,
+		TLSCA:            o.redisTLSCA,
+		TLSCert:          o.redisTLSCert,
+		TLSKey:           o.redisTLSKey,
+		TLSSkipHostname:  o.redisTLSSkipHostname,
+		SentinelUsername: o.redisSentinelUsername,
+		Timeout:          o.storeTimeout,
+		PoolSize:         o.redisPoolSize,
+	})
+	if err != nil {
+		mem.Close()
+		return nil, err
+	}
+	s := redisstore.New(client, redisstore.Options{OnPipeline: m.RedisPipeline})
+	warmUp(s.Ping, log)
+	// Once Redis is found down for a store timeout, stop waiting on it:
+	// answer by the failure mode at once, and probe it, first after one
+	// store timeout, then backing off to twice a second. Each call's finding
+	// sets rls_store_up when it changes. Not for a cluster: the breaker
+	// sees one store, and calls that find one dead master would open it for
+	// the keys of the live masters too; there, each call fails on its own
+	// within -store-timeout.
+	var store limits.Store = s
+	if len(seeds) == 0 {
+		store = breaker.New(s, breaker.Options{Timeout: o.storeTimeout, OnStoreUp: m.StoreUp, OnChange: func(open bool) {
+			m.BreakerOpen(open)
+			if open {
+				log.Warn("store circuit open: answering by the failure mode without waiting for Redis")
+			} else {
+				log.Info("store circuit closed: Redis answers again")
+			}
+		}})
+	}
+	// Keys Redis refused are refused here until the reset Redis gave,
+	// without a round trip (-over-limit-cache); every config change
+	// forgets them.
+	var onConfigChange func()
+	if o.overLimitCache {
+		c := overlimit.New(store, overlimit.Options{})
+		store, onConfigChange = c, c.Clear
+		m.Registry.MustRegister(metrics.NewOverLimitCacheCollector(func() (int, uint64) {
+			return c.Len(), c.LocalAnswers()
+		}))
+	}
+	log.Info("using Redis", zap.Bool("cluster", len(seeds) > 0), zap.Bool("sentinel", o.redisSentinel != ""),
+		zap.Bool("over_limit_cache", o.overLimitCache))
+	return &storeHandle{Store: store, local: mem, ping: s.Ping, onConfigChange: onConfigChange, close: func() error {
+		s.Close() // the merged pipelines in flight, before their client
+		mem.Close()
+		return client.Close()
+	}}, nil
+}
+
+// warmUpBound is how long the start waits for Redis to answer a first PING.
+const warmUpBound = time.Second
+
+// warmUp opens the first Redis connection before the service answers, so
+// that the first decisions do not wait on a dial, a TLS handshake and AUTH
+// that -store-timeout may not cover (they would take the failure mode).
+// A Redis that does not answer is logged and left to the failure mode.
+func warmUp(ping func(context.Context) error, log *zap.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), warmUpBound)
+	defer cancel()
+	if err := ping(ctx); err != nil {
+		log.Warn("Redis does not answer yet: deciding by the failure mode until it does", zap.Error(err))
+	}
+}
+
+// watchStore keeps the store-up gauge current while no calls come (the
+// breaker sets it from the calls), and on a cluster.
+func watchStore(ctx context.Context, ping func(context.Context) error, m *metrics.Metrics, log *zap.Logger) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	wasUp := true
+	for {
+		start := time.Now()
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := ping(pctx)
+		cancel()
+		m.StoreChecked(start, err == nil)
+		if (err == nil) != wasUp {
+			if err != nil {
+				log.Warn("store unreachable", zap.Error(err))
+			} else {
+				log.Info("store reachable again")
+			}
+			wasUp = err == nil
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// redisLogger routes go-redis's own messages (failed dials during an
+// outage) to the service's logger instead of the standard library's.
+type redisLogger struct{ log *zap.Logger }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.Debug(fmt.Sprintf(format, v...))
+}
+
+// streamWorkers is how many goroutines serve gRPC calls. Calls wait on
+// Redis, so more than the cores are busy at once; idle workers cost only
+// their stacks.

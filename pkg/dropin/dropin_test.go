@@ -71,15 +71,36 @@ func TestIsDropIn(t *testing.T) {
 	}
 }
 
-// Every variable of envoyproxy/ratelimit's is looked at, whatever the mode.
-func TestDropInReadsEveryVariable(t *testing.T) {
+// Every variable of envoyproxy/ratelimit's is in the table, once, and the
+// table holds no other.
+func TestTableHoldsEveryVariable(t *testing.T) {
+	seen := map[string]bool{}
+	for _, v := range variables {
+		if seen[v.name] {
+			t.Errorf("%s: twice in the table", v.name)
+		}
+		seen[v.name] = true
+		if !slices.Contains(upstreamSettings, v.name) {
+			t.Errorf("%s: in the table, but not one of envoyproxy/ratelimit's settings", v.name)
+		}
+	}
+	for _, name := range upstreamSettings {
+		if !seen[name] {
+			t.Errorf("%s: not in the table", name)
+		}
+	}
+}
+
+// Whatever the mode, the table's defaults pass their own kinds and every
+// variable a step reads is in the table: translate records either
+// mistake as an error.
+func TestTableConsistent(t *testing.T) {
 	for _, mode := range []string{"FILE", "GRPC_XDS_SOTW"} {
-		e := newUpstreamEnv(env(map[string]string{"CONFIG_TYPE": mode, "RUNTIME_ROOT": t.TempDir()}))
+		e := newUpstreamEnv(env(map[string]string{"CONFIG_TYPE": mode, "RUNTIME_ROOT": t.TempDir(), "USE_PROMETHEUS": "true",
+			"REDIS_SOCKET_TYPE": "tcp", "REDIS_TYPE": "sentinel", "REDIS_URL": "m,s:1", "REDIS_SENTINEL_AUTH": "u:p", "REDIS_TLS": "true"}))
 		e.translate()
-		for _, name := range upstreamSettings {
-			if !e.read[name] {
-				t.Errorf("CONFIG_TYPE=%s: %s is never read", mode, name)
-			}
+		if len(e.errs) > 0 {
+			t.Errorf("CONFIG_TYPE=%s: %v", mode, e.errs)
 		}
 	}
 }
@@ -123,6 +144,9 @@ func TestDropInRefused(t *testing.T) {
 		{map[string]string{"REDIS_TYPE": "cluster", "REDIS_URL": "a:1"}, `REDIS_SOCKET_TYPE="unix": REDIS_TYPE=cluster reaches its nodes over tcp: want REDIS_SOCKET_TYPE=tcp`},
 		{map[string]string{"REDIS_URL": "redis.sock"}, `REDIS_URL="redis.sock": want the absolute path of Redis's unix socket for REDIS_SOCKET_TYPE=unix`},
 		{map[string]string{"CACHE_KEY_PREFIX": "a{b}"}, `CACHE_KEY_PREFIX="a{b}": `},
+		// Checked by the flag it becomes, and refused in its own name.
+		{map[string]string{"USE_PROMETHEUS": "true", "PROMETHEUS_PATH": "metrics"}, `PROMETHEUS_PATH="metrics": want a path that starts with /`},
+		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_NODE_METADATA": "zone"}, `CONFIG_GRPC_XDS_NODE_METADATA="zone": want comma-separated key=value pairs, such as a=1,b=2`},
 	} {
 		_, err := Environment(env(c.vars), server.CommandLine(server.Help{}))
 		if err == nil || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), c.want) {

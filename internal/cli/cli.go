@@ -268,10 +268,35 @@ func (c *CommandLine) Failed(err error, stdout, stderr io.Writer) int {
 	return 2
 }
 
+// Flag is one flag as the help shows it.
+type Flag struct {
+	Name string
+	// Word says what its values look like ("duration"); empty for a
+	// boolean, which takes none.
+	Word string
+	// Env is its RLS_ twin; empty when it has none.
+	Env     string
+	Default string
+	Usage   string
+}
+
+// Flags are the command's flags, in the help's order (by name).
+func (c *CommandLine) Flags() []Flag {
+	c.check()
+	var flags []Flag
+	c.FS.VisitAll(func(f *flag.Flag) {
+		fl := Flag{Name: f.Name, Word: c.kindOf(f).Word, Default: f.DefValue, Usage: f.Usage}
+		if c.Env && !c.NoEnv[f.Name] {
+			fl.Env = EnvName(f.Name)
+		}
+		flags = append(flags, fl)
+	})
+	return flags
+}
+
 // WriteHelp writes the usage line, the about text and every flag with its
 // kind, its RLS_ twin and its default.
 func (c *CommandLine) WriteHelp(w io.Writer) {
-	c.check()
 	fmt.Fprintf(w, "usage: %s\n", c.Usage())
 	if c.about != "" {
 		fmt.Fprintf(w, "\n%s", c.about)
@@ -281,25 +306,25 @@ func (c *CommandLine) WriteHelp(w io.Writer) {
 	} else {
 		fmt.Fprint(w, "\nflags:\n")
 	}
-	c.FS.VisitAll(func(f *flag.Flag) {
+	for _, f := range c.Flags() {
 		line := "  -" + f.Name
-		if k := c.kindOf(f).Word; k != "" {
-			line += " " + k
+		if f.Word != "" {
+			line += " " + f.Word
 		}
 		var notes []string
-		if c.Env && !c.NoEnv[f.Name] {
-			notes = append(notes, EnvName(f.Name))
+		if f.Env != "" {
+			notes = append(notes, f.Env)
 		}
-		if f.DefValue == "" {
+		if f.Default == "" {
 			notes = append(notes, "default empty")
 		} else {
-			notes = append(notes, "default "+f.DefValue)
+			notes = append(notes, "default "+f.Default)
 		}
 		fmt.Fprintf(w, "%s  (%s)\n", line, strings.Join(notes, ", "))
 		for _, l := range Wrap(f.Usage, 72) {
 			fmt.Fprintf(w, "        %s\n", l)
 		}
-	})
+	}
 }
 
 // Wrap breaks s into lines of at most width bytes, at spaces (a longer

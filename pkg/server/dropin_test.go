@@ -360,7 +360,9 @@ func TestDropInEmptyRuntimeDir(t *testing.T) {
 		}
 	}
 	file := filepath.Join(dir, "d.yaml")
-	mkfile(t, file, "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1}\n")
+	if err := os.WriteFile(file, []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	awaitStatus(t, s, req, 200, 429, "after the first file appeared")
 	if err := os.Remove(file); err != nil {
 		t.Fatal(err)
@@ -383,16 +385,5 @@ func awaitStatus(t *testing.T, s *inProcess, req string, was, want int, what str
 			t.Fatalf("%s: %d %s, want %d within %v", what, code, body, want, reloadBound)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// mkfile writes a file, making its directory.
-func mkfile(t *testing.T, path, data string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -83,7 +83,7 @@ func run(args []string, lookupEnv func(string) (string, bool), stdout, stderr io
 	if o.WantsVersion() {
 		return versionCommand(nil, lookupEnv, stdout, stderr)
 	}
-	return server.Run(o, stderr)
+	return server.Main(o, stderr)
 }
 
 // dropIn is run for the drop-in: the subcommands as envoy-rls runs them,

@@ -6,6 +6,8 @@
 // limits.Store wrapping the next; or the embedded store), the limits'
 // source (a watched file or directory, or an xDS client), the service of
 // package rls, the HTTP endpoints of package httpapi, envoyproxy/ratelimit's
-// stats, and the drain on SIGTERM. Run runs it; main only parses the
-// command line into Options and calls Run.
+// stats, and the drain on SIGTERM. Run runs it until its context is done;
+// Main is the command around it (the logger, the signals, the exit
+// status), and main only parses the command line into Options
+// (ParseFlags) and calls Main.
 package server

@@ -29,38 +29,54 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/rls"
 )
 
-// Run runs the server until SIGTERM or SIGINT and returns the exit status:
-// 1 when the config does not load or the server stops on an error, 2 when
-// the logger cannot be made. Its log goes to stderr, and so does a config
-// that does not load, as one plain line.
-func Run(o *Options, stderr io.Writer) int {
+// Main is the server command: it runs the server until SIGTERM or SIGINT
+// and returns the exit status: 1 when the config does not load or the
+// server stops on an error, 2 when the logger cannot be made. Its log goes
+// to stderr, and so does a config that does not load, as one plain line
+// (not a JSON log).
+func Main(o *Options, stderr io.Writer) int {
 	log, err := newLogger(o, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "envoy-rls:", err)
 		return 2
 	}
 	defer log.Sync() //nolint:errcheck // nothing to do about a failed flush at exit
-	// The config comes before the listeners: an invalid file is one plain
-	// line on stderr, not a JSON log, and the service answers only once it
-	// is loaded.
-	start, err := loadConfig(o, log, nil)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if !start.waitFirst(ctx, log) { // xds.go: stopped before the first snapshot
-		start.close()
-		return 0
-	}
-	if err := runServer(ctx, o, start, log); err != nil {
+	err = Run(ctx, o, log)
+	var cfgErr *ConfigError
+	switch {
+	case errors.As(err, &cfgErr):
+		fmt.Fprintln(stderr, cfgErr.Err)
+		return 1
+	case err != nil:
 		log.Error("envoy-rls stopped", zap.Error(err))
 		fmt.Fprintln(stderr, "envoy-rls:", err)
 		return 1
 	}
 	return 0
+}
+
+// ConfigError is Run's error when the limits do not load at the start.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Run runs the server o says, logging to log, until ctx is done, then
+// drains it. The config comes before the listeners, and the service
+// answers only once it is loaded: limits that do not load are a
+// *ConfigError, and ctx done before the first xDS snapshot is no error.
+func Run(ctx context.Context, o *Options, log *zap.Logger) error {
+	start, err := loadConfig(o, log, nil)
+	if err != nil {
+		return &ConfigError{err}
+	}
+	if !start.waitFirst(ctx, log) { // xds.go: stopped before the first snapshot
+		start.close()
+		return nil
+	}
+	return runServer(ctx, o, start, log)
 }
 
 func newLogger(o *Options, stderr io.Writer) (*zap.Logger, error) {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	exprv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/rate_limit_descriptors/expr/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
@@ -135,25 +136,11 @@ func (e *entry) action(a *routev3.RateLimit_Action) produced {
 	case a.GetRequestHeaders() != nil:
 		rh := a.GetRequestHeaders()
 		v, present := headerValue(e.route.GetMatch(), rh.GetHeaderName())
-		p := produced{key: rh.GetDescriptorKey(), vals: []value{v}}
-		if !present {
-			p.when = fmt.Sprintf("header %q is present", rh.GetHeaderName())
-			if rh.GetSkipIfAbsent() {
-				p.skip = fmt.Sprintf("header %q is absent", rh.GetHeaderName())
-			}
-		}
-		return p
+		return fromRequest(rh.GetDescriptorKey(), v, present, rh.GetSkipIfAbsent(), fmt.Sprintf("header %q", rh.GetHeaderName()))
 	case a.GetQueryParameters() != nil:
 		qp := a.GetQueryParameters()
 		v, present := queryValue(e.route.GetMatch(), qp.GetQueryParameterName())
-		p := produced{key: qp.GetDescriptorKey(), vals: []value{v}}
-		if !present {
-			p.when = fmt.Sprintf("query parameter %q is present", qp.GetQueryParameterName())
-			if qp.GetSkipIfAbsent() {
-				p.skip = fmt.Sprintf("query parameter %q is absent", qp.GetQueryParameterName())
-			}
-		}
-		return p
+		return fromRequest(qp.GetDescriptorKey(), v, present, qp.GetSkipIfAbsent(), fmt.Sprintf("query parameter %q", qp.GetQueryParameterName()))
 	case a.GetRemoteAddress() != nil:
 		return produced{key: "remote_address", vals: anyOnly}
 	case a.GetMaskedRemoteAddress() != nil:
@@ -162,21 +149,9 @@ func (e *entry) action(a *routev3.RateLimit_Action) produced {
 		g := a.GetGenericKey()
 		return produced{key: or(g.GetDescriptorKey(), "generic_key"), vals: []value{{known, g.GetDescriptorValue()}}}
 	case a.GetHeaderValueMatch() != nil:
-		h := a.GetHeaderValueMatch()
-		var names []string
-		for _, m := range h.GetHeaders() {
-			names = append(names, m.GetName())
-		}
-		return produced{key: or(h.GetDescriptorKey(), "header_match"), vals: []value{{known, h.GetDescriptorValue()}},
-			when: matchWhen("headers", names, h.GetExpectMatch() == nil || h.GetExpectMatch().GetValue())}
+		return headerValueMatch(a.GetHeaderValueMatch())
 	case a.GetQueryParameterValueMatch() != nil:
-		q := a.GetQueryParameterValueMatch()
-		var names []string
-		for _, m := range q.GetQueryParameters() {
-			names = append(names, m.GetName())
-		}
-		return produced{key: or(q.GetDescriptorKey(), "query_match"), vals: []value{{known, q.GetDescriptorValue()}},
-			when: matchWhen("query parameters", names, q.GetExpectMatch() == nil || q.GetExpectMatch().GetValue())}
+		return queryValueMatch(a.GetQueryParameterValueMatch())
 	case a.GetRemoteAddressMatch() != nil:
 		r := a.GetRemoteAddressMatch()
 		return produced{key: or(r.GetDescriptorKey(), "remote_address_match"), vals: []value{{known, r.GetDescriptorValue()}},
@@ -191,35 +166,80 @@ func (e *entry) action(a *routev3.RateLimit_Action) produced {
 		}
 		return p
 	case a.GetMetadata() != nil:
-		m := a.GetMetadata()
-		p := produced{key: m.GetDescriptorKey(), vals: anyOnly}
-		if m.GetDefaultValue() == "" {
-			src := "dynamic"
-			if m.GetSource() == routev3.RateLimit_Action_MetaData_ROUTE_ENTRY {
-				src = "route entry"
-			}
-			p.when = fmt.Sprintf("%s metadata %s is set", src, metadataKey(m.GetMetadataKey()))
-			if m.GetSkipIfAbsent() {
-				p.skip = fmt.Sprintf("%s metadata %s is not set", src, metadataKey(m.GetMetadataKey()))
-			}
-		}
-		return p
+		return fromMetadata(a.GetMetadata())
 	case a.GetExtension() != nil:
-		x := a.GetExtension()
-		d := new(exprv3.Descriptor)
-		tc := x.GetTypedConfig()
-		switch {
-		case tc != nil && tc.MessageIs(d) && tc.UnmarshalTo(d) == nil:
-			return produced{key: d.GetDescriptorKey(), vals: anyOnly, when: "its expression evaluates"}
-		case tc != nil && strings.HasSuffix(string(tc.MessageName()), "Input"):
-			// A matcher input: Envoy names the entry after the extension.
-			// (It also leaves the entry out when the input is an empty
-			// string, a header sent empty: too rare to report.)
-			return produced{key: x.GetName(), vals: anyOnly, when: fmt.Sprintf("input %q has a value", x.GetName())}
-		}
-		return produced{problem: fmt.Sprintf("extension %q: its descriptor entry cannot be derived", x.GetName())}
+		return fromExtension(a.GetExtension())
 	}
 	return produced{problem: "an action of a kind lint does not know"}
+}
+
+// fromRequest is a request_headers or query_parameters action: what, a
+// header or a query parameter, takes value v, unknown unless the route's
+// match pins it; when it may be absent, the entry needs it present, or
+// with skip_if_absent goes without it.
+func fromRequest(key string, v value, present, skipIfAbsent bool, what string) produced {
+	p := produced{key: key, vals: []value{v}}
+	if !present {
+		p.when = what + " is present"
+		if skipIfAbsent {
+			p.skip = what + " is absent"
+		}
+	}
+	return p
+}
+
+// headerValueMatch is a header_value_match action.
+func headerValueMatch(h *routev3.RateLimit_Action_HeaderValueMatch) produced {
+	var names []string
+	for _, m := range h.GetHeaders() {
+		names = append(names, m.GetName())
+	}
+	return produced{key: or(h.GetDescriptorKey(), "header_match"), vals: []value{{known, h.GetDescriptorValue()}},
+		when: matchWhen("headers", names, h.GetExpectMatch() == nil || h.GetExpectMatch().GetValue())}
+}
+
+// queryValueMatch is a query_parameter_value_match action.
+func queryValueMatch(q *routev3.RateLimit_Action_QueryParameterValueMatch) produced {
+	var names []string
+	for _, m := range q.GetQueryParameters() {
+		names = append(names, m.GetName())
+	}
+	return produced{key: or(q.GetDescriptorKey(), "query_match"), vals: []value{{known, q.GetDescriptorValue()}},
+		when: matchWhen("query parameters", names, q.GetExpectMatch() == nil || q.GetExpectMatch().GetValue())}
+}
+
+// fromMetadata is a metadata action, from the dynamic metadata or the
+// route entry's.
+func fromMetadata(m *routev3.RateLimit_Action_MetaData) produced {
+	p := produced{key: m.GetDescriptorKey(), vals: anyOnly}
+	if m.GetDefaultValue() == "" {
+		src := "dynamic"
+		if m.GetSource() == routev3.RateLimit_Action_MetaData_ROUTE_ENTRY {
+			src = "route entry"
+		}
+		p.when = fmt.Sprintf("%s metadata %s is set", src, metadataKey(m.GetMetadataKey()))
+		if m.GetSkipIfAbsent() {
+			p.skip = fmt.Sprintf("%s metadata %s is not set", src, metadataKey(m.GetMetadataKey()))
+		}
+	}
+	return p
+}
+
+// fromExtension is an extension action: a CEL descriptor, or a matcher
+// input, whose entry Envoy names after the extension.
+func fromExtension(x *corev3.TypedExtensionConfig) produced {
+	d := new(exprv3.Descriptor)
+	tc := x.GetTypedConfig()
+	switch {
+	case tc != nil && tc.MessageIs(d) && tc.UnmarshalTo(d) == nil:
+		return produced{key: d.GetDescriptorKey(), vals: anyOnly, when: "its expression evaluates"}
+	case tc != nil && strings.HasSuffix(string(tc.MessageName()), "Input"):
+		// A matcher input: Envoy names the entry after the extension.
+		// (It also leaves the entry out when the input is an empty
+		// string, a header sent empty: too rare to report.)
+		return produced{key: x.GetName(), vals: anyOnly, when: fmt.Sprintf("input %q has a value", x.GetName())}
+	}
+	return produced{problem: fmt.Sprintf("extension %q: its descriptor entry cannot be derived", x.GetName())}
 }
 
 func or(s, def string) string {

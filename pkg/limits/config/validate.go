@@ -181,115 +181,16 @@ func (v validator) rule(raw *rawRule, inList bool) (*Rule, error) {
 	if raw.countRefused.set {
 		r.CountRefused = raw.countRefused.v
 	}
-	var (
-		unit       Unit
-		algorithm  = v.algorithm
-		multiplier = int64(1)
-		err        error
-	)
-	if f := raw.requestsPerUnit; f.set {
-		if err := bounds(f, 1); err != nil {
-			return nil, err
-		}
-	}
-	if f := raw.unit; f.set {
-		if unit, err = ParseUnit(f.v); err != nil {
-			return nil, f.at.errorf("want %s, got %q", unitNamesWant, f.v)
-		}
-	}
-	if f := raw.algorithm; f.set {
-		if algorithm, err = limits.ParseAlgorithm(f.v); err != nil {
-			return nil, f.at.errorf("want %s, got %q", algorithmNamesWant, f.v)
-		}
-	}
-	if f := raw.burst; f.set {
-		if err := bounds(f, 0); err != nil {
-			return nil, err
-		}
-	}
-	if f := raw.unitMultiplier; f.set {
-		if multiplier = f.v; multiplier < 1 {
-			return nil, f.at.errorf("must be at least 1, got %d", multiplier)
-		}
-	}
-	if f := raw.failureMode; f.set {
-		if r.FailureMode, err = ParseFailureMode(f.v); err != nil {
-			return nil, f.at.errorf("want %s, got %q", failureModeNamesWant, f.v)
-		}
-	}
-	for _, name := range raw.replaces {
-		if name.v == "" {
-			return nil, name.at.errorf("entry without a name")
-		}
-		if name.v == r.Name {
-			return nil, name.at.errorf("cannot replace the limit's own name %q", name.v)
-		}
-		r.Replaces = append(r.Replaces, name.v)
-	}
-
-	if r.Unlimited && inList {
-		return nil, raw.unlimited.at.errorf("not allowed in a rate_limits list; to make the descriptor unlimited, use rate_limit: {unlimited: true} instead of the list")
+	f, err := v.ruleFields(r, raw)
+	if err != nil {
+		return nil, err
 	}
 	if r.Unlimited {
-		// requests_per_unit beside unlimited is ignored, as
-		// envoyproxy/ratelimit ignores it, so that its files load unchanged;
-		// everything else would be a limit that silently does nothing.
-		for _, f := range []struct {
-			at   pos
-			set  bool
-			what string
-		}{
-			{raw.unit.at, raw.unit.set, "a unit"},
-			{raw.unitMultiplier.at, raw.unitMultiplier.set, "a unit_multiplier"},
-			{raw.algorithm.at, raw.algorithm.set, "an algorithm"},
-			{raw.burst.at, raw.burst.set, "a burst"},
-			{raw.failureMode.at, raw.failureMode.set, "a failure_mode"},
-			{raw.countRefused.at, raw.countRefused.set, "count_refused"},
-		} {
-			if f.set {
-				return nil, f.at.nameErrorf("unlimited with %s", f.what)
-			}
-		}
-		if err := v.notYetRule(r, raw); err != nil {
-			return nil, err
-		}
-		return r, nil
+		return v.unlimitedRule(r, raw, inList)
 	}
-
-	for _, f := range []struct {
-		name string
-		set  bool
-	}{{"unit", raw.unit.set}, {"requests_per_unit", raw.requestsPerUnit.set}} {
-		if !f.set {
-			return nil, raw.at.errorf("has no %s", f.name)
-		}
+	if err := v.limit(r, raw, f); err != nil {
+		return nil, err
 	}
-	if most := int64(limits.MaxPeriod / unit.Duration()); multiplier > most {
-		return nil, raw.unitMultiplier.at.errorf("%d %ss is longer than the maximum period of %d %ss", multiplier, unit, most, unit)
-	}
-	burst, requests := raw.burst.v, raw.requestsPerUnit.v
-	if f := raw.burst; f.set {
-		switch algorithm {
-		case limits.TokenBucket:
-			if burst < 1 {
-				return nil, f.at.errorf("must be at least 1 for a token_bucket, got %d", burst)
-			}
-		case limits.LeakyBucket:
-		default:
-			return nil, f.at.nameErrorf("%s takes no burst (only token_bucket and leaky_bucket do)", algorithm)
-		}
-	} else if algorithm == limits.TokenBucket {
-		burst = requests
-	}
-	r.Unit, r.UnitMultiplier = unit, multiplier
-	r.Limit = limits.Limit{
-		Algorithm:    algorithm,
-		Requests:     requests,
-		Period:       unit.Duration() * time.Duration(multiplier),
-		Burst:        burst,
-		CountRefused: r.CountRefused,
-	}
-
 	if err := v.notYetRule(r, raw); err != nil {
 		return nil, err
 	}
@@ -307,6 +208,135 @@ func (v validator) rule(raw *rawRule, inList bool) (*Rule, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// ruleFields are a rule's fields parsed, before they make a limit.
+type ruleFields struct {
+	unit       Unit
+	algorithm  limits.Algorithm
+	multiplier int64
+}
+
+// ruleFields parses each field of raw that is set, alone: the unit, the
+// algorithm (v's default when it names none), the multiplier (1 when
+// unset), the bounds of requests_per_unit and burst; and sets r's failure
+// mode and replaces.
+func (v validator) ruleFields(r *Rule, raw *rawRule) (ruleFields, error) {
+	rf := ruleFields{algorithm: v.algorithm, multiplier: 1}
+	var err error
+	if f := raw.requestsPerUnit; f.set {
+		if err := bounds(f, 1); err != nil {
+			return rf, err
+		}
+	}
+	if f := raw.unit; f.set {
+		if rf.unit, err = ParseUnit(f.v); err != nil {
+			return rf, f.at.errorf("want %s, got %q", unitNamesWant, f.v)
+		}
+	}
+	if f := raw.algorithm; f.set {
+		if rf.algorithm, err = limits.ParseAlgorithm(f.v); err != nil {
+			return rf, f.at.errorf("want %s, got %q", algorithmNamesWant, f.v)
+		}
+	}
+	if f := raw.burst; f.set {
+		if err := bounds(f, 0); err != nil {
+			return rf, err
+		}
+	}
+	if f := raw.unitMultiplier; f.set {
+		if rf.multiplier = f.v; rf.multiplier < 1 {
+			return rf, f.at.errorf("must be at least 1, got %d", rf.multiplier)
+		}
+	}
+	if f := raw.failureMode; f.set {
+		if r.FailureMode, err = ParseFailureMode(f.v); err != nil {
+			return rf, f.at.errorf("want %s, got %q", failureModeNamesWant, f.v)
+		}
+	}
+	for _, name := range raw.replaces {
+		if name.v == "" {
+			return rf, name.at.errorf("entry without a name")
+		}
+		if name.v == r.Name {
+			return rf, name.at.errorf("cannot replace the limit's own name %q", name.v)
+		}
+		r.Replaces = append(r.Replaces, name.v)
+	}
+	return rf, nil
+}
+
+// unlimitedRule checks an unlimited rule: not in a rate_limits list, and
+// with nothing beside it that a limit would use.
+func (v validator) unlimitedRule(r *Rule, raw *rawRule, inList bool) (*Rule, error) {
+	if inList {
+		return nil, raw.unlimited.at.errorf("not allowed in a rate_limits list; to make the descriptor unlimited, use rate_limit: {unlimited: true} instead of the list")
+	}
+	// requests_per_unit beside unlimited is ignored, as
+	// envoyproxy/ratelimit ignores it, so that its files load unchanged;
+	// everything else would be a limit that silently does nothing.
+	for _, f := range []struct {
+		at   pos
+		set  bool
+		what string
+	}{
+		{raw.unit.at, raw.unit.set, "a unit"},
+		{raw.unitMultiplier.at, raw.unitMultiplier.set, "a unit_multiplier"},
+		{raw.algorithm.at, raw.algorithm.set, "an algorithm"},
+		{raw.burst.at, raw.burst.set, "a burst"},
+		{raw.failureMode.at, raw.failureMode.set, "a failure_mode"},
+		{raw.countRefused.at, raw.countRefused.set, "count_refused"},
+	} {
+		if f.set {
+			return nil, f.at.nameErrorf("unlimited with %s", f.what)
+		}
+	}
+	if err := v.notYetRule(r, raw); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// limit sets r's unit, multiplier and limit from its fields: a unit and
+// requests_per_unit are needed, the period is bounded, and a burst is a
+// token or leaky bucket's only (a token bucket's defaults to
+// requests_per_unit).
+func (v validator) limit(r *Rule, raw *rawRule, rf ruleFields) error {
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"unit", raw.unit.set}, {"requests_per_unit", raw.requestsPerUnit.set}} {
+		if !f.set {
+			return raw.at.errorf("has no %s", f.name)
+		}
+	}
+	unit, multiplier, algorithm := rf.unit, rf.multiplier, rf.algorithm
+	if most := int64(limits.MaxPeriod / unit.Duration()); multiplier > most {
+		return raw.unitMultiplier.at.errorf("%d %ss is longer than the maximum period of %d %ss", multiplier, unit, most, unit)
+	}
+	burst, requests := raw.burst.v, raw.requestsPerUnit.v
+	if f := raw.burst; f.set {
+		switch algorithm {
+		case limits.TokenBucket:
+			if burst < 1 {
+				return f.at.errorf("must be at least 1 for a token_bucket, got %d", burst)
+			}
+		case limits.LeakyBucket:
+		default:
+			return f.at.nameErrorf("%s takes no burst (only token_bucket and leaky_bucket do)", algorithm)
+		}
+	} else if algorithm == limits.TokenBucket {
+		burst = requests
+	}
+	r.Unit, r.UnitMultiplier = unit, multiplier
+	r.Limit = limits.Limit{
+		Algorithm:    algorithm,
+		Requests:     requests,
+		Period:       unit.Duration() * time.Duration(multiplier),
+		Burst:        burst,
+		CountRefused: r.CountRefused,
+	}
+	return nil
 }
 
 // checkDelay refuses a leaky bucket whose worst wait, burst × period /

@@ -67,99 +67,149 @@ func run(ctx context.Context, c *settings) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	clients := make([]rlsv3.RateLimitServiceClient, c.conns)
-	for i := range clients {
-		cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return nil, err
-		}
-		defer cc.Close()
-		clients[i] = rlsv3.NewRateLimitServiceClient(cc)
-		// Connect before the clock starts: one call per connection, not
-		// counted (it may take a hit of key 0). A call that reached the
-		// server and failed (failure mode error with Redis down) is what
-		// a run may be there to measure: only a connection that never
-		// came up stops the run.
-		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err = clients[i].ShouldRateLimit(wctx, reqs[0], grpc.WaitForReady(true))
-		cancel()
-		if err != nil && cc.GetState() != connectivity.Ready {
-			return nil, fmt.Errorf("first call to %s: %w", addr, err)
-		}
+	clients, closeClients, err := connect(ctx, c, addr, reqs[0])
+	defer closeClients()
+	if err != nil {
+		return nil, err
 	}
-
 	cpu0, err := sampleCPU(c.pids)
 	if err != nil {
 		return nil, err
 	}
 	host0, _ := hostTicks() // not every system has /proc/stat
-	workers := make([]*worker, c.concurrency)
 	start := time.Now()
-	deadline := start.Add(c.duration)
-	var next atomic.Int64 // open loop: index of the next call due
-	var interval time.Duration
-	if c.rate > 0 {
-		interval = time.Duration(float64(time.Second) / c.rate)
-		if interval <= 0 {
-			interval = 1
-		}
-	}
-	var wg sync.WaitGroup
-	for i := range workers {
-		w := &worker{errs: map[string]uint64{}}
-		workers[i] = w
-		client := clients[i%len(clients)]
-		rng := rand.New(rand.NewPCG(uint64(i)+1, uint64(start.UnixNano())))
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				var sent time.Time
-				if interval > 0 {
-					due := start.Add(time.Duration(next.Add(1)-1) * interval)
-					if !due.Before(deadline) {
-						return
-					}
-					if d := time.Until(due); d > 0 {
-						time.Sleep(d)
-					}
-					sent = due
-				} else {
-					sent = time.Now()
-					if !sent.Before(deadline) {
-						return
-					}
-				}
-				req := reqs[0]
-				if len(reqs) > 1 {
-					req = reqs[rng.IntN(len(reqs))]
-				}
-				cctx, cancel := context.WithTimeout(ctx, c.timeout)
-				resp, err := client.ShouldRateLimit(cctx, req)
-				cancel()
-				w.h.Record(int64(time.Since(sent)))
-				switch {
-				case err != nil:
-					w.errs[status.Code(err).String()]++
-					if w.firstErr == nil {
-						w.firstErr = err
-					}
-				case resp.GetOverallCode() == rlsv3.RateLimitResponse_OK:
-					w.ok++
-				case resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT:
-					w.over++
-				default:
-					w.unknown++
-				}
-			}
-		})
-	}
-	wg.Wait()
+	workers := load(ctx, c, clients, reqs, start)
 	elapsed := time.Since(start)
 	cpu1, err := sampleCPU(c.pids)
 	if err != nil {
 		return nil, err
 	}
 	host1, _ := hostTicks()
+	r := summarize(c, addr, workers, elapsed)
+	r.Steal, r.CPUBusy = hostShares(host0, host1)
+	for i, pid := range c.pids {
+		p := procCPU{PID: pid, CPUSeconds: (cpu1[i] - cpu0[i]).Seconds()}
+		if r.Decisions > 0 {
+			p.MicrosPerDecision = p.CPUSeconds * 1e6 / float64(r.Decisions)
+		}
+		p.Cores = p.CPUSeconds / elapsed.Seconds()
+		r.CPU = append(r.CPU, p)
+	}
+	return r, ctx.Err()
+}
 
+// connect opens c.conns connections to addr and makes a first call on
+// each, before the clock starts: one call per connection, not counted (it
+// may take a hit of key 0). A call that reached the server and failed
+// (failure mode error with Redis down) is what a run may be there to
+// measure: only a connection that never came up stops the run. The
+// function returned closes the connections, whatever the error.
+func connect(ctx context.Context, c *settings, addr string, first *rlsv3.RateLimitRequest) ([]rlsv3.RateLimitServiceClient, func(), error) {
+	var conns []*grpc.ClientConn
+	closeAll := func() {
+		for _, cc := range conns {
+			cc.Close()
+		}
+	}
+	clients := make([]rlsv3.RateLimitServiceClient, c.conns)
+	for i := range clients {
+		cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, closeAll, err
+		}
+		conns = append(conns, cc)
+		clients[i] = rlsv3.NewRateLimitServiceClient(cc)
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = clients[i].ShouldRateLimit(wctx, first, grpc.WaitForReady(true))
+		cancel()
+		if err != nil && cc.GetState() != connectivity.Ready {
+			return nil, closeAll, fmt.Errorf("first call to %s: %w", addr, err)
+		}
+	}
+	return clients, closeAll, nil
+}
+
+// load runs c.concurrency callers from start for c.duration, spread over
+// the clients, and returns their tallies.
+func load(ctx context.Context, c *settings, clients []rlsv3.RateLimitServiceClient, reqs []*rlsv3.RateLimitRequest, start time.Time) []*worker {
+	l := &loadRun{c: c, reqs: reqs, start: start, deadline: start.Add(c.duration)}
+	if c.rate > 0 {
+		l.interval = time.Duration(float64(time.Second) / c.rate)
+		if l.interval <= 0 {
+			l.interval = 1
+		}
+	}
+	workers := make([]*worker, c.concurrency)
+	var wg sync.WaitGroup
+	for i := range workers {
+		w := &worker{errs: map[string]uint64{}}
+		workers[i] = w
+		client := clients[i%len(clients)]
+		rng := rand.New(rand.NewPCG(uint64(i)+1, uint64(start.UnixNano())))
+		wg.Go(func() { l.call(ctx, w, client, rng) })
+	}
+	wg.Wait()
+	return workers
+}
+
+// loadRun is what the callers of one load share.
+type loadRun struct {
+	c               *settings
+	reqs            []*rlsv3.RateLimitRequest
+	start, deadline time.Time
+	// interval is the open loop's spacing of calls (0: closed loop), and
+	// next the index of the next call due.
+	interval time.Duration
+	next     atomic.Int64
+}
+
+// call is one caller: it calls until the deadline, each call when it is
+// due in an open loop, else as soon as the last is answered, and tallies
+// the answers in w.
+func (l *loadRun) call(ctx context.Context, w *worker, client rlsv3.RateLimitServiceClient, rng *rand.Rand) {
+	for ctx.Err() == nil {
+		var sent time.Time
+		if l.interval > 0 {
+			due := l.start.Add(time.Duration(l.next.Add(1)-1) * l.interval)
+			if !due.Before(l.deadline) {
+				return
+			}
+			if d := time.Until(due); d > 0 {
+				time.Sleep(d)
+			}
+			sent = due
+		} else {
+			sent = time.Now()
+			if !sent.Before(l.deadline) {
+				return
+			}
+		}
+		req := l.reqs[0]
+		if len(l.reqs) > 1 {
+			req = l.reqs[rng.IntN(len(l.reqs))]
+		}
+		cctx, cancel := context.WithTimeout(ctx, l.c.timeout)
+		resp, err := client.ShouldRateLimit(cctx, req)
+		cancel()
+		w.h.Record(int64(time.Since(sent)))
+		switch {
+		case err != nil:
+			w.errs[status.Code(err).String()]++
+			if w.firstErr == nil {
+				w.firstErr = err
+			}
+		case resp.GetOverallCode() == rlsv3.RateLimitResponse_OK:
+			w.ok++
+		case resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT:
+			w.over++
+		default:
+			w.unknown++
+		}
+	}
+}
+
+// summarize merges the workers' tallies into the run's result.
+func summarize(c *settings, addr string, workers []*worker, elapsed time.Duration) *result {
 	r := &result{
 		Addr: addr, Noop: c.noop, Concurrency: c.concurrency, Conns: c.conns,
 		Rate: c.rate, Keys: c.keys, Descriptor: c.template, Domain: c.domain,
@@ -180,7 +230,6 @@ func run(ctx context.Context, c *settings) (*result, error) {
 			r.FirstError = w.firstErr.Error()
 		}
 	}
-	r.Steal, r.CPUBusy = hostShares(host0, host1)
 	r.Calls = h.Count()
 	r.Decisions = r.OK + r.OverLimit + r.Unknown
 	r.Throughput = float64(r.Calls) / elapsed.Seconds()
@@ -191,15 +240,7 @@ func run(ctx context.Context, c *settings) (*result, error) {
 		Min: us(h.Min()), Mean: h.Mean() / 1e3, P50: us(h.Percentile(50)), P90: us(h.Percentile(90)),
 		P99: us(h.Percentile(99)), P999: us(h.Percentile(99.9)), Max: us(h.Max()),
 	}
-	for i, pid := range c.pids {
-		p := procCPU{PID: pid, CPUSeconds: (cpu1[i] - cpu0[i]).Seconds()}
-		if r.Decisions > 0 {
-			p.MicrosPerDecision = p.CPUSeconds * 1e6 / float64(r.Decisions)
-		}
-		p.Cores = p.CPUSeconds / elapsed.Seconds()
-		r.CPU = append(r.CPU, p)
-	}
-	return r, ctx.Err()
+	return r
 }
 
 func us(ns int64) float64 { return float64(ns) / 1e3 }

@@ -12,9 +12,12 @@
 //	envoy-rls help [COMMAND]                            print the help of envoy-rls or of a command
 //
 // Every server flag has an RLS_ environment twin (-redis-url is
-// RLS_REDIS_URL); `envoy-rls -h` lists them with their defaults. Run under
-// the name ratelimit (/bin/ratelimit in the image), it is a drop-in for
-// envoyproxy/ratelimit, configured by that service's environment.
+// RLS_REDIS_URL); `envoy-rls -h` and docs/flags.md list them with their
+// defaults. Run under the name ratelimit (/bin/ratelimit in the image), it
+// is a drop-in for envoyproxy/ratelimit, configured by that service's
+// environment (docs/environment.md). main only dispatches: the server is
+// package server, the drop-in's environment package dropin, and lint and
+// explain their packages' commands.
 package main
 
 import (
@@ -66,14 +69,24 @@ func commandNames() string {
 	return strings.Join(names, ", ")
 }
 
+// subcommand runs the command args[0] names, if it names one, and
+// reports whether it did.
+func subcommand(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) (int, bool) {
+	if len(args) == 0 {
+		return 0, false
+	}
+	for _, c := range commands() {
+		if args[0] == c.name {
+			return c.run(args[1:], lookupEnv, stdout, stderr), true
+		}
+	}
+	return 0, false
+}
+
 // run is main with its inputs and outputs passed in, and an exit status out.
 func run(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		for _, c := range commands() {
-			if args[0] == c.name {
-				return c.run(args[1:], lookupEnv, stdout, stderr)
-			}
-		}
+	if code, ok := subcommand(args, lookupEnv, stdout, stderr); ok {
+		return code
 	}
 	help := serverHelp()
 	o, err := server.ParseFlags(args, lookupEnv, help)
@@ -91,12 +104,8 @@ func run(args []string, lookupEnv func(string) (string, bool), stdout, stderr io
 // Flags on the command line (there are none in the deployments it stands
 // in for) still win over both.
 func dropIn(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
-	if len(args) > 0 {
-		for _, c := range commands() {
-			if args[0] == c.name {
-				return c.run(args[1:], lookupEnv, stdout, stderr)
-			}
-		}
+	if code, ok := subcommand(args, lookupEnv, stdout, stderr); ok {
+		return code
 	}
 	env, err := dropin.Environment(lookupEnv, server.CommandLine(serverHelp()))
 	if err != nil {
@@ -157,4 +166,3 @@ func helpCommand(args []string, lookupEnv func(string) (string, bool), stdout, s
 	fmt.Fprintf(stderr, "envoy-rls help: unknown command %q (commands: %s)\nusage: envoy-rls help [COMMAND]\n", strings.Join(args, " "), commandNames())
 	return 2
 }
-

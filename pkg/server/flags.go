@@ -93,26 +93,11 @@ type Options struct {
 
 	// version asks for the version instead of the server.
 	version bool
-	// flags are the parsed flags, for Flag.
-	flags *flag.FlagSet
 }
 
 // WantsVersion reports whether -version asks for the version instead of
 // the server.
 func (o *Options) WantsVersion() bool { return o.version }
-
-// Flag is the value of the server flag name, as the help writes a
-// default ("50ms", "true"), or "" for a flag the server lacks: what the
-// drop-in's translation is checked by.
-func (o *Options) Flag(name string) string {
-	if o.flags == nil {
-		return ""
-	}
-	if f := o.flags.Lookup(name); f != nil {
-		return f.Value.String()
-	}
-	return ""
-}
 
 type failureModeFlag struct{ m *config.FailureMode }
 
@@ -275,7 +260,6 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool)) (*Options,
 func ParseFlags(args []string, lookupEnv func(string) (string, bool), h Help) (*Options, error) {
 	o := &Options{}
 	cl := serverFlags(o, h)
-	o.flags = cl.FS
 	rest, err := cl.ParseArgs(args)
 	if err != nil {
 		return nil, err

@@ -198,22 +198,22 @@ func (e *upstreamEnv) rawOr(name string) string {
 	if v, ok := e.raw[name]; ok {
 		return v
 	}
-	for _, v := range variables {
-		if v.name == name {
-			return v.def
-		}
-	}
-	return ""
+	return byName[name].def
 }
+
+// byName is the table by variable name.
+var byName = func() map[string]variable {
+	m := make(map[string]variable, len(variables))
+	for _, v := range variables {
+		m[v.name] = v
+	}
+	return m
+}()
 
 // inTable reports whether the table has the variable name.
 func inTable(name string) bool {
-	for _, v := range variables {
-		if v.name == name {
-			return true
-		}
-	}
-	return false
+	_, ok := byName[name]
+	return ok
 }
 
 // set records that a flag takes a value, translated from the variables

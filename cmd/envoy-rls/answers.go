@@ -33,9 +33,19 @@ func answerFlags(fs *flag.FlagSet, a *answerOptions) {
 func (a *answerOptions) apply(so *rls.Options) {
 	so.QuotaMode = a.quotaMode
 	so.DynamicMetadata = a.dynamicMetadata
-	so.RatelimitCompat = a.ratelimitCompat
+	so.Profile = a.profile()
 	if a.ratelimitHeaders {
 		names := a.headerNames
 		so.RatelimitHeaders = &names
 	}
+}
+
+// profile is the rls.Profile the flags choose: envoyproxy/ratelimit's with
+// -ratelimit-compat (on in the drop-in, which takes its limits' defaults
+// from the same profile: dropInDefaults), else envoy-rls's own.
+func (a *answerOptions) profile() rls.Profile {
+	if a.ratelimitCompat {
+		return rls.RatelimitProfile
+	}
+	return rls.NativeProfile
 }

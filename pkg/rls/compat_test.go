@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
-	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/memory"
 )
@@ -140,8 +139,8 @@ func TestRatelimitHeaders(t *testing.T) {
 // at its end even before anything is counted, global shadow mode keeping
 // the statuses, an unlimited descriptor reporting all it can remaining.
 func TestRatelimitCompat(t *testing.T) {
-	dropIn := config.Options{DefaultAlgorithm: limits.FixedWindow, CountRefused: true}
-	svc := mdService(t, dropIn, Options{RatelimitCompat: true, ShadowMode: true})
+	dropIn := RatelimitProfile.Limits.Apply(config.DefaultOptions())
+	svc := mdService(t, dropIn, Options{Profile: RatelimitProfile, ShadowMode: true})
 	peek := desc("b", "p")
 	peek.HitsAddend = wrapperspb.UInt64(0)
 	st := mdCall(t, svc, &rlsv3.RateLimitRequest{Domain: "md", Descriptors: []*ratelimitv3.RateLimitDescriptor{peek}}).Statuses[0]

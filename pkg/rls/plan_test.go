@@ -173,7 +173,7 @@ func TestDuplicateDescriptorsDecidedTogether(t *testing.T) {
 // In envoyproxy/ratelimit's form each listing is decided on its own, in
 // order, as it decides them.
 func TestDuplicateDescriptorsCompat(t *testing.T) {
-	f := newFixture(t, nil, Options{RatelimitCompat: true})
+	f := newFixture(t, nil, Options{Profile: RatelimitProfile})
 	ip := func() *ratelimitv3.RateLimitDescriptor { return desc("remote_address", "dup") }
 	f.call(t, ip(), ip()) // 2 of 3
 	resp := f.call(t, ip(), ip())

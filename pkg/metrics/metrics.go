@@ -136,10 +136,13 @@ type Decision struct {
 	// domain or UnknownDomain, the limit's name or config path, and one of
 	// Outcome*.
 	Domain, Rule, Outcome string
-	// Hit is the descriptor's part in envoyproxy/ratelimit's stats; nil
-	// for a descriptor that has none there (no limit, an unlimited one, a
-	// refund, or a listing that an earlier one of the request carries).
-	Hit *RatelimitHit
+	// Stats reports that the descriptor has a part in
+	// envoyproxy/ratelimit's stats, Hit; it has none without a limit, for
+	// an unlimited one, a refund, or a listing that an earlier one of the
+	// request carries. (A value, not a pointer: the record stays on the
+	// decision's stack.)
+	Stats bool
+	Hit   RatelimitHit
 }
 
 // Decided records one descriptor's decision.
@@ -148,8 +151,8 @@ func (m *Metrics) Decided(d *Decision) {
 		return
 	}
 	m.decisions.WithLabelValues(d.Domain, d.Rule, d.Outcome).Inc()
-	if m.ratelimit != nil && d.Hit != nil {
-		m.ratelimit.hit(d.Hit)
+	if m.ratelimit != nil && d.Stats {
+		m.ratelimit.hit(&d.Hit)
 	}
 }
 

@@ -64,7 +64,7 @@ func within(h *RatelimitHit, hits, before uint64) *RatelimitHit {
 
 // hit records a decision whose part in envoyproxy/ratelimit's stats is h.
 func hit(m *Metrics, h *RatelimitHit) {
-	m.Decided(&Decision{Domain: "edge", Rule: "r", Outcome: OutcomeOK, Hit: h})
+	m.Decided(&Decision{Domain: "edge", Rule: "r", Outcome: OutcomeOK, Stats: true, Hit: *h})
 }
 
 func compare(t *testing.T, m *Metrics, want string, names ...string) {
@@ -364,7 +364,7 @@ func TestRatelimitOff(t *testing.T) {
 		t.Error("on without EnableRatelimit")
 	}
 	var nilM *Metrics
-	nilM.Decided(&Decision{Hit: &RatelimitHit{}})
+	nilM.Decided(&Decision{Stats: true})
 	nilM.RatelimitCall("/a.B/C", 0)
 	nilM.Request("unavailable", 0, ErrRedis)
 	if nilM.EnableRatelimit(RatelimitOptions{}) == nil {

@@ -33,13 +33,13 @@ func (s *Service) respond(p *plan, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimi
 		domainLabel = p.domain
 	}
 	var delay time.Duration
-	var hit metrics.RatelimitHit
 	for i := range p.descs {
 		d := &p.descs[i]
 		v := &d.verdict
 		resp.Statuses[i] = statusOf(v)
-		s.metrics.Decided(&metrics.Decision{Domain: domainLabel, Rule: d.ruleLabel(), Outcome: v.outcome,
-			Hit: statsHit(&hit, p, d)}) // stats.go
+		rec := metrics.Decision{Domain: domainLabel, Rule: d.ruleLabel(), Outcome: v.outcome}
+		rec.Stats = statsHit(&rec.Hit, p, d) // stats.go
+		s.metrics.Decided(&rec)
 		delay = max(delay, v.delay)
 	}
 	if s.dynamicMetadata {

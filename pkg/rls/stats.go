@@ -14,13 +14,12 @@ import (
 // metrics.Decision whether those stats are on or not.
 
 // statsHit fills h with descriptor d of p's part in envoyproxy/ratelimit's
-// stats and returns it; nil for a descriptor without one: without a limit,
-// unlimited, or a refund. A descriptor that shares its counters with an
-// earlier one of the request is counted by that one, which carries both
-// costs.
-func statsHit(h *metrics.RatelimitHit, p *plan, d *planned) *metrics.RatelimitHit {
+// stats, and reports whether it has one: not without a limit, unlimited, or
+// a refund. A descriptor that shares its counters with an earlier one of
+// the request is counted by that one, which carries both costs.
+func statsHit(h *metrics.RatelimitHit, p *plan, d *planned) bool {
 	if d.sameAs != nil || !d.decided() || d.cost < 0 {
-		return nil
+		return false
 	}
 	v := &d.verdict
 	*h = metrics.RatelimitHit{Domain: p.domain, Entries: d.entries, Path: d.path, Node: d.node, Hits: uint64(d.cost)}
@@ -29,7 +28,7 @@ func statsHit(h *metrics.RatelimitHit, p *plan, d *planned) *metrics.RatelimitHi
 		h.Shadow = d.node != nil && d.node.Descriptor.ShadowMode
 		h.Limit, h.Before, h.After = levels(v, d.cost)
 	}
-	return h
+	return true
 }
 
 // levels are the limit's size and its count before and after a hit of cost,

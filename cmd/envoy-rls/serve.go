@@ -436,7 +436,7 @@ func serveOn(ctx context.Context, o *options, start *startConfig, log *zap.Logge
 	log.Info("serving", zap.String("grpc", grpcLis.Addr().String()), zap.String("http", httpLis.Addr().String()),
 		zap.String("config", o.configPath), zap.String("failure_mode", o.failureMode.String()),
 		zap.Bool("grpc_tls", o.grpcTLSCert != ""), zap.Bool("grpc_mtls", o.grpcTLSClientCA != ""),
-		zap.Bool("shadow_mode", o.shadowMode))
+		zap.Bool("shadow_mode", o.shadowMode), zap.String("profile", so.Profile.Name))
 
 	var runErr error
 	select {

@@ -34,6 +34,12 @@ type headerDialect interface {
 	add(resp *rlsv3.RateLimitResponse, p *plan, refused bool)
 }
 
+var (
+	_ headerDialect = ietfHeaders{}
+	_ headerDialect = jsonBody{}
+	_ headerDialect = ratelimitHeaders{}
+)
+
 // headerDialects are the dialects o asks for, envoyproxy/ratelimit's
 // headers first.
 func headerDialects(o Options) []headerDialect {

@@ -240,19 +240,27 @@ func (p *plan) finish(s *Service, maxDelay time.Duration) {
 		}
 		hi := len(p.hits)
 		d.hits, d.results = p.hits[lo:hi:hi], p.results[lo:hi:hi]
-		if s.profile.Listings != ListingsTogether {
-			continue
-		}
-		if first := p.sameCounters(d, i); first != nil {
-			first.cost = min(first.cost+d.cost, limits.MaxRequests+1)
-			for j := range first.hits {
-				first.hits[j].Cost = first.cost
-			}
-			p.hits = p.hits[:lo]
-			d.hits, d.results, d.sameAs = nil, nil, first
+		if s.profile.Listings == ListingsTogether {
+			p.together(d, i, lo)
 		}
 	}
 	p.results = p.results[:len(p.hits)]
+}
+
+// together merges d, the i-th descriptor, whose hits start at lo, into the
+// earlier one that counts on the same counters, if any: that one carries
+// both costs, and d has no hits of its own.
+func (p *plan) together(d *planned, i, lo int) {
+	first := p.sameCounters(d, i)
+	if first == nil {
+		return
+	}
+	first.cost = min(first.cost+d.cost, limits.MaxRequests+1)
+	for j := range first.hits {
+		first.hits[j].Cost = first.cost
+	}
+	p.hits = p.hits[:lo]
+	d.hits, d.results, d.sameAs = nil, nil, first
 }
 
 // sameCounters returns the consuming descriptor before the i-th, d, that

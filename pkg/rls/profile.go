@@ -22,7 +22,7 @@ import (
 //
 // The zero Profile is NativeProfile.
 type Profile struct {
-	// Name names the profile in logs and in explain's answers.
+	// Name names the profile, in the server's start-up log and in tests.
 	Name string
 	// Reset turns the wait a verdict found on limit l (semantics.md: until
 	// the same request would be allowed, or until the limit is whole

@@ -4,9 +4,11 @@
 // decided in one store call (decide.go), the descriptors the store failed
 // take their failure modes in one pass (failure.go), each gets a verdict
 // (verdict.go), and the verdicts become Envoy's answer, one status per
-// descriptor in order (respond.go, headers.go). Explain (explain.go) builds
-// and settles the same plan. envoy.go converts between Envoy's protobuf and
-// the service's types.
+// descriptor in order (respond.go, headers.go), and one metrics record each
+// (stats.go). Where envoyproxy/ratelimit's answers differ from envoy-rls's
+// own, the service follows the Profile it was given (profile.go). Explain
+// (explain.go) builds and settles the same plan. envoy.go converts between
+// Envoy's protobuf and the service's types.
 package rls
 
 import (

@@ -2,6 +2,11 @@
 // is bounded by the loaded config, never by request values: a domain that is
 // not configured is counted as "unknown" and a rule by its name or config
 // path, so that no client can create series at will.
+//
+// The service records each descriptor's decision and each call once
+// (Decided, Request): the families that count them, its own and
+// envoyproxy/ratelimit's when EnableRatelimit turned them on at start-up
+// (ratelimit.go), are this package's matter, not the decision's.
 package metrics
 
 import (

@@ -196,8 +196,10 @@ type ratelimitStats struct {
 
 // EnableRatelimit turns on envoyproxy/ratelimit's stats, counted from then
 // on by Decided, Request, GlobalShadow, RatelimitCall and Reload beside the
-// service's own families, and served by RatelimitGatherer. Call it before the Metrics is shared; a mapper config
-// that does not load is an error.
+// service's own families, and served by RatelimitGatherer: which families
+// the decision's records reach is settled here, at start-up. Call it
+// before the Metrics is shared; a mapper config that does not load is an
+// error.
 func (m *Metrics) EnableRatelimit(o RatelimitOptions) error {
 	if m == nil {
 		return errors.New("metrics: no Metrics to enable envoyproxy/ratelimit's stats on")

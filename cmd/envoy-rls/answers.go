@@ -35,8 +35,7 @@ func (a *answerOptions) apply(so *rls.Options) {
 	so.DynamicMetadata = a.dynamicMetadata
 	so.Profile = a.profile()
 	if a.ratelimitHeaders {
-		names := a.headerNames
-		so.RatelimitHeaders = &names
+		so.Headers = append(so.Headers, rls.RatelimitHeaders(a.headerNames))
 	}
 }
 

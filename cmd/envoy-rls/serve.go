@@ -353,7 +353,12 @@ func serveOn(ctx context.Context, o *options, start *startConfig, log *zap.Logge
 	so := o.serviceOptions(store)
 	so.Logger, so.Metrics = log, m
 	so.RefuseNegativeHits = !o.negativeHits
-	so.ResponseHeaders, so.JSON429Body = o.responseHeaders, o.json429Body
+	if o.responseHeaders {
+		so.Headers = append(so.Headers, rls.IETFHeaders)
+	}
+	if o.json429Body {
+		so.Headers = append(so.Headers, rls.JSON429Body)
+	}
 	so.OnConfigChange = store.onConfigChange
 	svc, err := rls.New(descriptors.NewIndex(start.cfg), so)
 	if err != nil {

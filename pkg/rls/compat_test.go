@@ -114,7 +114,7 @@ func jsonEqual(t *testing.T, a, b string) bool {
 // envoyproxy/ratelimit's headers describe the descriptor with the least
 // remaining, or the last one over.
 func TestRatelimitHeaders(t *testing.T) {
-	svc := mdService(t, config.DefaultOptions(), Options{RatelimitHeaders: &DefaultRatelimitHeaderNames})
+	svc := mdService(t, config.DefaultOptions(), Options{Headers: []HeaderDialect{RatelimitHeaders(DefaultRatelimitHeaderNames)}})
 	resp := mdCall(t, svc, &rlsv3.RateLimitRequest{Domain: "md", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("b", "h"), desc("c", "h")}})
 	if got := header(resp, "RateLimit-Limit") + " " + header(resp, "RateLimit-Remaining"); got != "5 4" {
 		t.Errorf("limit and remaining %q, want \"5 4\"", got)
@@ -128,7 +128,7 @@ func TestRatelimitHeaders(t *testing.T) {
 		t.Errorf("reset %q on a refusal", r)
 	}
 	names := RatelimitHeaderNames{Limit: "X-L", Remaining: "X-R", Reset: "X-T"}
-	svc = mdService(t, config.DefaultOptions(), Options{RatelimitHeaders: &names})
+	svc = mdService(t, config.DefaultOptions(), Options{Headers: []HeaderDialect{RatelimitHeaders(names)}})
 	resp = mdCall(t, svc, &rlsv3.RateLimitRequest{Domain: "md", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("b", "h")}})
 	if header(resp, "X-L") != "5" || header(resp, "X-R") != "4" || header(resp, "X-T") == "" {
 		t.Errorf("custom names: %v", resp.GetResponseHeadersToAdd())

@@ -23,38 +23,30 @@ const (
 	DefaultPolicyName = "default"
 )
 
-// A headerDialect is one way of telling a client its limit in an answer:
-// the IETF draft's fields (-response-headers), a JSON body on a refusal
-// (-json-429-body), envoyproxy/ratelimit's three headers
-// (-ratelimit-headers). New lists the dialects Options ask for once;
-// every answer runs the same list, in its order.
-type headerDialect interface {
+// A HeaderDialect is one way of telling a client its limit in an answer
+// (Options.Headers): the IETF draft's fields, a JSON body on a refusal, or
+// envoyproxy/ratelimit's three headers. The service is given its dialects
+// once; every answer runs the same list, in its order.
+type HeaderDialect interface {
 	// add writes the dialect's part of the answer to plan p; refused
 	// reports that the overall code is OVER_LIMIT.
 	add(resp *rlsv3.RateLimitResponse, p *plan, refused bool)
 }
 
+// The dialects.
 var (
-	_ headerDialect = ietfHeaders{}
-	_ headerDialect = jsonBody{}
-	_ headerDialect = ratelimitHeaders{}
+	// IETFHeaders adds RateLimit-Policy and RateLimit, and Retry-After on
+	// OVER_LIMIT (-response-headers): ietfHeaders.
+	IETFHeaders HeaderDialect = ietfHeaders{}
+	// JSON429Body gives an OVER_LIMIT answer a small JSON raw_body and a
+	// content-type: application/json header (-json-429-body): jsonBody.
+	JSON429Body HeaderDialect = jsonBody{}
 )
 
-// headerDialects are the dialects o asks for, envoyproxy/ratelimit's
-// headers first.
-func headerDialects(o Options) []headerDialect {
-	var hs []headerDialect
-	if o.RatelimitHeaders != nil {
-		hs = append(hs, ratelimitHeaders(*o.RatelimitHeaders))
-	}
-	if o.ResponseHeaders {
-		hs = append(hs, ietfHeaders{})
-	}
-	if o.JSON429Body {
-		hs = append(hs, jsonBody{})
-	}
-	return hs
-}
+// RatelimitHeaders is envoyproxy/ratelimit's dialect under these names
+// (-ratelimit-headers; LIMIT_RESPONSE_HEADERS_ENABLED and LIMIT_*_HEADER
+// in the drop-in): ratelimitHeaders.
+func RatelimitHeaders(names RatelimitHeaderNames) HeaderDialect { return ratelimitHeaders(names) }
 
 // ietfHeaders are the fields of the IETF draft, for the descriptor that
 // is most restrictive (plan.mostRestrictive):

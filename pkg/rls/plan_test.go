@@ -21,7 +21,7 @@ import (
 // is told to wait at least a whole period: never 0, which a client that
 // obeys would read as "retry now", forever.
 func TestNeverFitsNeverInvitesAnImmediateRetry(t *testing.T) {
-	f := newFixture(t, nil, Options{ResponseHeaders: true})
+	f := newFixture(t, nil, Options{Headers: []HeaderDialect{IETFHeaders}})
 	for _, tt := range []struct {
 		entries []string
 		period  time.Duration

@@ -14,10 +14,11 @@ import (
 // decision has one path; where the two differ it reads the profile's
 // values and calls its functions, and never asks which profile it has.
 //
-// What stays a flag of its own in both profiles is not here: the headers
-// an answer carries (Options.Headers; the drop-in turns envoyproxy/
-// ratelimit's on from LIMIT_RESPONSE_HEADERS_ENABLED), the service-wide
-// shadow and quota modes themselves, and which metric families are served
+// What stays a choice of its own in both profiles is not here: the header
+// dialects an answer carries (Options.Headers; the drop-in turns
+// envoyproxy/ratelimit's on from LIMIT_RESPONSE_HEADERS_ENABLED, under
+// names whose defaults are the same in both), the service-wide shadow and
+// quota modes themselves, and which metric families count
 // (envoyproxy/ratelimit's with -prometheus-addr, in either profile).
 //
 // The zero Profile is NativeProfile.

@@ -14,6 +14,7 @@ package rls
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -76,10 +77,6 @@ type Options struct {
 	// UNAVAILABLE.
 	ShadowMode bool
 
-	// ResponseHeaders adds the IETF RateLimit-Policy and RateLimit headers
-	// (and Retry-After on OVER_LIMIT) to every answer's
-	// response_headers_to_add (-response-headers); see headers.go.
-	ResponseHeaders bool
 	// QuotaMode puts every descriptor in quota mode, as each limit's
 	// quota_mode does (-quota-mode): a descriptor over its quota keeps its
 	// OVER_LIMIT status, but the request is refused only when every
@@ -89,19 +86,15 @@ type Options struct {
 	// domain, the descriptors, the hits and the merged metadata of the
 	// descriptors that passed (-dynamic-metadata; metadata.go).
 	DynamicMetadata bool
-	// RatelimitHeaders adds envoyproxy/ratelimit's three headers (limit,
-	// remaining, reset of the most restrictive descriptor) to every answer
-	// that has a limit, under these names (-ratelimit-headers); nil adds
-	// none.
-	RatelimitHeaders *RatelimitHeaderNames
+	// Headers are the dialects every answer tells a client its limit in,
+	// each added in the order listed (headers.go): IETFHeaders
+	// (-response-headers), JSON429Body (-json-429-body), RatelimitHeaders
+	// (-ratelimit-headers). None by default.
+	Headers []HeaderDialect
 	// Profile is what answering as envoyproxy/ratelimit rather than as
 	// envoy-rls changes (profile.go; -ratelimit-compat, on in the
 	// drop-in); the zero Profile is NativeProfile.
 	Profile Profile
-
-	// JSON429Body gives an OVER_LIMIT answer a small JSON raw_body and a
-	// content-type: application/json header (-json-429-body).
-	JSON429Body bool
 
 	// OnConfigChange, when set, is called by SetIndex after the new config
 	// is in effect: a cache of decisions (overlimit.Cache.Clear) forgets
@@ -135,9 +128,7 @@ type Service struct {
 	// the profile scopes it: each status turned OK, or only the overall
 	// code (Profile.GlobalShadow). At most one is set.
 	statusShadow, overallShadow bool
-	// headers are the dialects every answer's headers are written in
-	// (headers.go), in the order they are added.
-	headers []headerDialect
+	headers                     []HeaderDialect
 
 	onConfigChange func()
 }
@@ -191,7 +182,7 @@ func New(ix *descriptors.Index, opts Options) (*Service, error) {
 		profile:            opts.Profile,
 		statusShadow:       opts.ShadowMode && opts.Profile.GlobalShadow == ShadowStatuses,
 		overallShadow:      opts.ShadowMode && opts.Profile.GlobalShadow == ShadowOverallCode,
-		headers:            headerDialects(opts),
+		headers:            slices.Clone(opts.Headers),
 
 		onConfigChange: opts.OnConfigChange,
 	}

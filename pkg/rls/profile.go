@@ -25,10 +25,10 @@ import (
 type Profile struct {
 	// Name names the profile, in the server's start-up log and in tests.
 	Name string
-	// Reset turns the wait a verdict found on limit l (semantics.md: until
-	// the same request would be allowed, or until the limit is whole
-	// again) into the duration_until_reset the answer reports, and the
-	// headers after it. Nil means ExactReset.
+	// Reset turns the wait a verdict found on limit l (docs/semantics.md:
+	// until the same request would be allowed, or until the limit is
+	// whole again) into the duration_until_reset the answer reports, and
+	// the headers after it. Nil means ExactReset.
 	Reset func(l limits.Limit, wait time.Duration) time.Duration
 	// GlobalShadow says what the service-wide shadow mode
 	// (Options.ShadowMode) turns to OK.

@@ -353,7 +353,12 @@ func serveOn(ctx context.Context, o *options, start *startConfig, log *zap.Logge
 	so := o.serviceOptions(store)
 	so.Logger, so.Metrics = log, m
 	so.RefuseNegativeHits = !o.negativeHits
-	so.ResponseHeaders, so.JSON429Body = o.responseHeaders, o.json429Body
+	if o.responseHeaders {
+		so.Headers = append(so.Headers, rls.IETFHeaders)
+	}
+	if o.json429Body {
+		so.Headers = append(so.Headers, rls.JSON429Body)
+	}
 	so.OnConfigChange = store.onConfigChange
 	svc, err := rls.New(descriptors.NewIndex(start.cfg), so)
 	if err != nil {
@@ -436,7 +441,7 @@ func serveOn(ctx context.Context, o *options, start *startConfig, log *zap.Logge
 	log.Info("serving", zap.String("grpc", grpcLis.Addr().String()), zap.String("http", httpLis.Addr().String()),
 		zap.String("config", o.configPath), zap.String("failure_mode", o.failureMode.String()),
 		zap.Bool("grpc_tls", o.grpcTLSCert != ""), zap.Bool("grpc_mtls", o.grpcTLSClientCA != ""),
-		zap.Bool("shadow_mode", o.shadowMode))
+		zap.Bool("shadow_mode", o.shadowMode), zap.String("profile", so.Profile.Name))
 
 	var runErr error
 	select {

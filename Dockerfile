@@ -30,8 +30,8 @@ COPY --from=build /out/envoy-rls /usr/local/bin/envoy-rls
 # The same binary as /bin/ratelimit, where envoyproxy/ratelimit's image has
 # its own: Envoy Gateway, Istio's sample and Contour's guide run
 # `command: [/bin/ratelimit]`, and under that name envoy-rls takes its
-# configuration from envoyproxy/ratelimit's environment (README, "Running
-# as envoyproxy/ratelimit"). A copy rather than a link, since the base has
+# configuration from envoyproxy/ratelimit's environment (docs/dropin.md,
+# "Running as envoyproxy/ratelimit"). A copy rather than a link, since the base has
 # no shell to make one. The service writes nothing to disk (limits and
 # certificates are only read, counters live in Redis or in memory, logs go
 # to stderr), so it runs with readOnlyRootFilesystem as any uid, Envoy

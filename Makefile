@@ -5,7 +5,7 @@ GO       ?= go
 FUZZTIME ?= 10s
 BIN      := bin/envoy-rls
 
-.PHONY: test run build fuzz bench lint
+.PHONY: test run build fuzz differential bench lint
 
 test:
 	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then \
@@ -26,17 +26,29 @@ run:
 build:
 	$(GO) build -o $(BIN) ./cmd/envoy-rls
 
-# fuzz runs every fuzz target of every package for FUZZTIME; a package that
-# does not build fails it.
+# fuzz runs every fuzz target of the module for FUZZTIME each. The targets
+# are found by their declarations (func FuzzX in a _test.go file), so that
+# listing them compiles nothing; a package that does not build fails it.
 fuzz:
-	@set -e; pkgs=$$($(GO) list ./...); \
-	for pkg in $$pkgs; do \
-		targets=$$($(GO) test -list 'Fuzz.*' $$pkg); \
-		for target in $$(echo "$$targets" | grep '^Fuzz' || true); do \
-			echo "== $$pkg $$target"; \
-			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	@set -e; \
+	grep -rl --include='*_test.go' '^func Fuzz' . | sort | while read -r file; do \
+		dir=$$(dirname "$$file"); \
+		for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$file"); do \
+			echo "== $$dir $$target"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) "$$dir" || exit 1; \
 		done; \
 	done
+
+# differential runs envoy-rls beside envoyproxy/ratelimit (PEER_RLS_BIN, its
+# binary: `go build ./src/service_cmd` in its repository) and compares their
+# answers. Without PEER_RLS_BIN it says so in one line and succeeds, since a
+# machine that cannot build the peer cannot run it.
+differential:
+	@if [ -z "$(PEER_RLS_BIN)" ] || [ ! -x "$(PEER_RLS_BIN)" ]; then \
+		echo "differential test skipped: PEER_RLS_BIN does not name an envoyproxy/ratelimit binary (the README says how to build it and run this test)"; \
+	else \
+		PEER_RLS_BIN="$(PEER_RLS_BIN)" $(GO) test -tags differential -count=1 ./test/differential/; \
+	fi
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

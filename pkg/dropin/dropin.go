@@ -17,10 +17,12 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/envoy-rls/envoy-rls/internal/cli"
 	"github.com/envoy-rls/envoy-rls/internal/redact"
+	"github.com/envoy-rls/envoy-rls/pkg/rls"
 )
 
 // Name is the base name of argv[0] that selects the drop-in.
@@ -45,15 +47,16 @@ func Environment(lookupEnv func(string) (string, bool), flags *cli.CommandLine) 
 }
 
 // dropInDefaults are the flags the drop-in sets whatever the environment
-// says, so that decisions mean what they mean in envoyproxy/ratelimit: a
+// says, so that decisions mean what they mean in envoyproxy/ratelimit: its
+// profile (rls.RatelimitProfile) answers, and gives the limits' defaults (a
 // limit that names no algorithm is a fixed window, every hit counts,
-// refused or not, answers take its form, and a runtime directory without
-// files (a ConfigMap with no keys yet) is no limits rather than a failed
-// start. Their RLS_ twins (RLS_DEFAULT_ALGORITHM, RLS_COUNT_REFUSED,
-// RLS_RATELIMIT_COMPAT, RLS_ALLOW_EMPTY_CONFIG) change them.
+// refused or not); and a runtime directory without files (a ConfigMap with
+// no keys yet) is no limits rather than a failed start. Their RLS_ twins
+// (RLS_DEFAULT_ALGORITHM, RLS_COUNT_REFUSED, RLS_RATELIMIT_COMPAT,
+// RLS_ALLOW_EMPTY_CONFIG) change them.
 var dropInDefaults = map[string]string{
-	"default-algorithm":  "fixed_window",
-	"count-refused":      "true",
+	"default-algorithm":  rls.RatelimitProfile.Limits.Algorithm.String(),
+	"count-refused":      strconv.FormatBool(rls.RatelimitProfile.Limits.CountRefused),
 	"ratelimit-compat":   "true",
 	"allow-empty-config": "true",
 }

@@ -97,7 +97,7 @@ func TestHealth(t *testing.T) {
 
 func TestRLConfigAndMetrics(t *testing.T) {
 	m := metrics.New()
-	m.Decision("edge", "per-ip", metrics.OutcomeOverLimit)
+	m.Decided(&metrics.Decision{Domain: "edge", Rule: "per-ip", Outcome: metrics.OutcomeOverLimit})
 	h := Handler(Options{
 		Limiter:     limiterFunc(byDomain),
 		ConfigLines: func() []string { return []string{"edge.a: one", "edge.b: two"} },

@@ -2,6 +2,11 @@
 // is bounded by the loaded config, never by request values: a domain that is
 // not configured is counted as "unknown" and a rule by its name or config
 // path, so that no client can create series at will.
+//
+// The service records each descriptor's decision and each call once
+// (Decided, Request): the families that count them, its own and
+// envoyproxy/ratelimit's when EnableRatelimit turned them on at start-up
+// (ratelimit.go), are this package's matter, not the decision's.
 package metrics
 
 import (
@@ -127,12 +132,60 @@ func New() *Metrics {
 	return m
 }
 
-// Decision counts one descriptor's outcome.
-func (m *Metrics) Decision(domain, rule, outcome string) {
+// Decision is one descriptor's decision, as each family records it: the
+// service's own families always, envoyproxy/ratelimit's when they are on
+// (EnableRatelimit, at start-up). The decision records it once, whichever
+// families there are.
+type Decision struct {
+	// Domain, Rule and Outcome label rls_decisions_total: the configured
+	// domain or UnknownDomain, the limit's name or config path, and one of
+	// Outcome*.
+	Domain, Rule, Outcome string
+	// Stats reports that the descriptor has a part in
+	// envoyproxy/ratelimit's stats, Hit; it has none without a limit, for
+	// an unlimited one, a refund, or a listing that an earlier one of the
+	// request carries. (A value, not a pointer: the record stays on the
+	// decision's stack.)
+	Stats bool
+	Hit   RatelimitHit
+}
+
+// Decided records one descriptor's decision.
+func (m *Metrics) Decided(d *Decision) {
 	if m == nil {
 		return
 	}
-	m.decisions.WithLabelValues(domain, rule, outcome).Inc()
+	m.decisions.WithLabelValues(d.Domain, d.Rule, d.Outcome).Inc()
+	if m.ratelimit != nil && d.Stats {
+		m.ratelimit.hit(&d.Hit)
+	}
+}
+
+// Request records one ShouldRateLimit call: its overall code (ok,
+// over_limit, invalid, unavailable) and duration in the service's own
+// families, and, in envoyproxy/ratelimit's, errType when it failed as it
+// counts failures (ErrRedis, ErrService; "" for a call it does not count
+// as one).
+func (m *Metrics) Request(code string, d time.Duration, errType string) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(code).Inc()
+	m.latency.Observe(d.Seconds())
+	if m.ratelimit != nil && errType != "" {
+		m.ratelimit.callError(errType)
+	}
+}
+
+// GlobalShadow counts a request that the service-wide shadow mode
+// answered OK while its statuses say OVER_LIMIT
+// (rls.ShadowOverallCode), as envoyproxy/ratelimit's global_shadow_mode
+// counts them; the service's own families count its descriptors'
+// outcomes instead.
+func (m *Metrics) GlobalShadow() {
+	if m != nil && m.ratelimit != nil {
+		m.ratelimit.globalShadow.add(1)
+	}
 }
 
 // StoreError counts a failed store call of the given kind (timeout, error).
@@ -141,15 +194,6 @@ func (m *Metrics) StoreError(kind string) {
 		return
 	}
 	m.storeErrors.WithLabelValues(kind).Inc()
-}
-
-// Request counts one call by its overall code and observes its duration.
-func (m *Metrics) Request(code string, d time.Duration) {
-	if m == nil {
-		return
-	}
-	m.requests.WithLabelValues(code).Inc()
-	m.latency.Observe(d.Seconds())
 }
 
 // RedisPipeline observes the script runs one pipeline to Redis carried.

@@ -63,8 +63,9 @@ type RatelimitOptions struct {
 	NearLimitRatio float32
 }
 
-// RatelimitHit is one descriptor's part in envoyproxy/ratelimit's stats: a
-// descriptor that a limit applied to, and what its store said.
+// RatelimitHit is one descriptor's part in envoyproxy/ratelimit's stats
+// (Decision.Hit): a descriptor that a limit applied to, and what its store
+// said.
 type RatelimitHit struct {
 	Domain  string
 	Entries []descriptors.Entry
@@ -194,9 +195,11 @@ type ratelimitStats struct {
 }
 
 // EnableRatelimit turns on envoyproxy/ratelimit's stats, counted from then
-// on by RatelimitHit, RatelimitCall, RatelimitError and Reload, and served by
-// RatelimitGatherer. Call it before the Metrics is shared; a mapper config
-// that does not load is an error.
+// on by Decided, Request, GlobalShadow, RatelimitCall and Reload beside the
+// service's own families, and served by RatelimitGatherer: which families
+// the decision's records reach is settled here, at start-up. Call it
+// before the Metrics is shared; a mapper config that does not load is an
+// error.
 func (m *Metrics) EnableRatelimit(o RatelimitOptions) error {
 	if m == nil {
 		return errors.New("metrics: no Metrics to enable envoyproxy/ratelimit's stats on")
@@ -256,7 +259,7 @@ func (m *Metrics) RatelimitGatherer() prometheus.Gatherer {
 }
 
 // RatelimitOn reports whether envoyproxy/ratelimit's stats are counted, so
-// that a caller can skip working out a RatelimitHit.
+// that the gRPC edge (RatelimitCall) can skip timing calls for them.
 func (m *Metrics) RatelimitOn() bool { return m != nil && m.ratelimit != nil }
 
 // RatelimitCall counts one unary gRPC call of fullMethod
@@ -281,18 +284,15 @@ func (m *Metrics) RatelimitCall(fullMethod string, d time.Duration) {
 	}
 }
 
-// RatelimitError counts a ShouldRateLimit call answered with an error, by
+// callError counts a ShouldRateLimit call answered with an error, by
 // envoyproxy/ratelimit's kind: ErrRedis or ErrService (any other is not
 // counted).
-func (m *Metrics) RatelimitError(errType string) {
-	if !m.RatelimitOn() {
-		return
-	}
+func (r *ratelimitStats) callError(errType string) {
 	switch errType {
 	case ErrRedis:
-		m.ratelimit.redisErrors.add(1)
+		r.redisErrors.add(1)
 	case ErrService:
-		m.ratelimit.serviceErrors.add(1)
+		r.serviceErrors.add(1)
 	}
 }
 
@@ -304,15 +304,6 @@ const (
 	// descriptors).
 	ErrService = "service_error"
 )
-
-// RatelimitGlobalShadow counts a request that the service-wide shadow mode
-// (SHADOW_MODE there) answered OK where its limits said OVER_LIMIT, as
-// envoyproxy/ratelimit's global_shadow_mode counts them.
-func (m *Metrics) RatelimitGlobalShadow() {
-	if m.RatelimitOn() {
-		m.ratelimit.globalShadow.add(1)
-	}
-}
 
 // ratelimitReload counts a config load, as Reload records one.
 func (m *Metrics) ratelimitReload(ok bool) {
@@ -328,15 +319,10 @@ func (m *Metrics) ratelimitReload(ok bool) {
 	m.ratelimit.loadError.add(1)
 }
 
-// RatelimitHit counts one descriptor's hit in envoyproxy/ratelimit's
-// stats: total_hits always, and, when the limit decided, over_limit,
-// near_limit, within_limit and shadow_mode as envoyproxy/ratelimit splits
-// the hits between them.
-func (m *Metrics) RatelimitHit(h *RatelimitHit) {
-	if !m.RatelimitOn() {
-		return
-	}
-	r := m.ratelimit
+// hit counts one descriptor's hit: total_hits always, and, when the limit
+// decided, over_limit, near_limit, within_limit and shadow_mode as
+// envoyproxy/ratelimit splits the hits between them.
+func (r *ratelimitStats) hit(h *RatelimitHit) {
 	set := r.statSet(h)
 	if set == nil {
 		return

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
-	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/memory"
 )
@@ -115,7 +114,7 @@ func jsonEqual(t *testing.T, a, b string) bool {
 // envoyproxy/ratelimit's headers describe the descriptor with the least
 // remaining, or the last one over.
 func TestRatelimitHeaders(t *testing.T) {
-	svc := mdService(t, config.DefaultOptions(), Options{RatelimitHeaders: &DefaultRatelimitHeaderNames})
+	svc := mdService(t, config.DefaultOptions(), Options{Headers: []HeaderDialect{RatelimitHeaders(DefaultRatelimitHeaderNames)}})
 	resp := mdCall(t, svc, &rlsv3.RateLimitRequest{Domain: "md", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("b", "h"), desc("c", "h")}})
 	if got := header(resp, "RateLimit-Limit") + " " + header(resp, "RateLimit-Remaining"); got != "5 4" {
 		t.Errorf("limit and remaining %q, want \"5 4\"", got)
@@ -129,7 +128,7 @@ func TestRatelimitHeaders(t *testing.T) {
 		t.Errorf("reset %q on a refusal", r)
 	}
 	names := RatelimitHeaderNames{Limit: "X-L", Remaining: "X-R", Reset: "X-T"}
-	svc = mdService(t, config.DefaultOptions(), Options{RatelimitHeaders: &names})
+	svc = mdService(t, config.DefaultOptions(), Options{Headers: []HeaderDialect{RatelimitHeaders(names)}})
 	resp = mdCall(t, svc, &rlsv3.RateLimitRequest{Domain: "md", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("b", "h")}})
 	if header(resp, "X-L") != "5" || header(resp, "X-R") != "4" || header(resp, "X-T") == "" {
 		t.Errorf("custom names: %v", resp.GetResponseHeadersToAdd())
@@ -140,8 +139,8 @@ func TestRatelimitHeaders(t *testing.T) {
 // at its end even before anything is counted, global shadow mode keeping
 // the statuses, an unlimited descriptor reporting all it can remaining.
 func TestRatelimitCompat(t *testing.T) {
-	dropIn := config.Options{DefaultAlgorithm: limits.FixedWindow, CountRefused: true}
-	svc := mdService(t, dropIn, Options{RatelimitCompat: true, ShadowMode: true})
+	dropIn := RatelimitProfile.Limits.Apply(config.DefaultOptions())
+	svc := mdService(t, dropIn, Options{Profile: RatelimitProfile, ShadowMode: true})
 	peek := desc("b", "p")
 	peek.HitsAddend = wrapperspb.UInt64(0)
 	st := mdCall(t, svc, &rlsv3.RateLimitRequest{Domain: "md", Descriptors: []*ratelimitv3.RateLimitDescriptor{peek}}).Statuses[0]

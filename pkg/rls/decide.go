@@ -25,8 +25,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	case status.Code(err) == codes.Unavailable:
 		code = "unavailable"
 	}
-	s.metrics.Request(code, time.Since(start))
-	s.countError(err) // envoyproxy/ratelimit's stats (stats.go)
+	s.metrics.Request(code, time.Since(start), errType(err)) // errType: stats.go
 	return resp, err
 }
 

@@ -188,7 +188,7 @@ func (s *Service) explanation(ix *descriptors.Index, p *plan, d *planned) Explan
 	// Explain applies no failure mode: a failed read is shown as such.
 	failed := firstError(d.results) != nil
 	for i, r := range desc.Rules {
-		l := explainLimit(r, i, desc, s.failureMode, s.shadowMode)
+		l := explainLimit(r, i, desc, s.failureMode, s.statusShadow || s.overallShadow)
 		j := slices.Index(d.rules, r)
 		if j < 0 {
 			l.ReplacedBy = p.replacedBy[r.Name]

@@ -23,60 +23,102 @@ const (
 	DefaultPolicyName = "default"
 )
 
-// addHeaders adds the service's own headers and 429 body to resp, as
-// -response-headers and -json-429-body ask:
+// A HeaderDialect is one way of telling a client its limit in an answer
+// (Options.Headers): the IETF draft's fields, a JSON body on a refusal, or
+// envoyproxy/ratelimit's three headers. The service is given its dialects
+// once; every answer runs the same list, in its order.
+type HeaderDialect interface {
+	// add writes the dialect's part of the answer to plan p; refused
+	// reports that the overall code is OVER_LIMIT.
+	add(resp *rlsv3.RateLimitResponse, p *plan, refused bool)
+}
+
+// The dialects.
+var (
+	// IETFHeaders adds RateLimit-Policy and RateLimit, and Retry-After on
+	// OVER_LIMIT (-response-headers): ietfHeaders.
+	IETFHeaders HeaderDialect = ietfHeaders{}
+	// JSON429Body gives an OVER_LIMIT answer a small JSON raw_body and a
+	// content-type: application/json header (-json-429-body): jsonBody.
+	JSON429Body HeaderDialect = jsonBody{}
+)
+
+// RatelimitHeaders is envoyproxy/ratelimit's dialect under these names
+// (-ratelimit-headers; LIMIT_RESPONSE_HEADERS_ENABLED and LIMIT_*_HEADER
+// in the drop-in): ratelimitHeaders.
+func RatelimitHeaders(names RatelimitHeaderNames) HeaderDialect { return ratelimitHeaders(names) }
+
+// ietfHeaders are the fields of the IETF draft, for the descriptor that
+// is most restrictive (plan.mostRestrictive):
 //
 //	RateLimit-Policy: "NAME";q=REQUESTS_PER_UNIT;w=PERIOD_SECONDS
 //	RateLimit: "NAME";r=REMAINING;t=RESET_SECONDS
 //	Retry-After: RESET_SECONDS                      (OVER_LIMIT only)
 //
-// for the descriptor that is most restrictive (plan.mostRestrictive). A
-// descriptor whose state is unknown (its store call failed, so it took its
-// failure mode) gets RateLimit-Policy alone.
-func (s *Service) addHeaders(resp *rlsv3.RateLimitResponse, p *plan, over bool) {
-	if s.ratelimitHeaders != nil {
-		s.addRatelimitHeaders(resp, p)
-	}
-	if !s.responseHeaders && !s.json429Body {
-		return
-	}
-	d := p.mostRestrictive(over)
+// A descriptor whose state is unknown (its store call failed, so it took
+// its failure mode) gets RateLimit-Policy alone.
+type ietfHeaders struct{}
+
+func (ietfHeaders) add(resp *rlsv3.RateLimitResponse, p *plan, over bool) {
+	d, name, reset := described(p, over)
 	if d == nil {
 		return
 	}
 	v := &d.verdict
-	name := v.rule.Name
+	policy := sfString(name) + ";q=" + strconv.FormatUint(uint64(clampUint32(v.rule.Limit.Requests)), 10)
+	if period := int64(v.rule.Limit.Period / time.Second); period > 0 {
+		policy += ";w=" + strconv.FormatInt(period, 10)
+	}
+	add(resp, HeaderRateLimitPolicy, policy)
+	if reset >= 0 {
+		add(resp, HeaderRateLimit, sfString(name)+";r="+strconv.FormatUint(uint64(clampUint32(v.remaining)), 10)+
+			";t="+strconv.FormatInt(reset, 10))
+		if over {
+			add(resp, HeaderRetryAfter, strconv.FormatInt(reset, 10))
+		}
+	}
+}
+
+// jsonBody gives a refusal a small JSON raw_body (json429) that names the
+// most restrictive descriptor's limit, and a content-type header.
+type jsonBody struct{}
+
+func (jsonBody) add(resp *rlsv3.RateLimitResponse, p *plan, over bool) {
+	if !over {
+		return
+	}
+	d, name, reset := described(p, over)
+	if d == nil {
+		return
+	}
+	body := json429{Error: "rate limited", Limit: name}
+	if reset >= 0 {
+		body.RetryAfterSeconds = &reset
+	}
+	if b, err := json.Marshal(body); err == nil {
+		resp.RawBody = b
+		add(resp, HeaderContentType, "application/json")
+	}
+}
+
+// described is the descriptor the service's own headers and body describe
+// (plan.mostRestrictive), its limit's policy name, and its reset in whole
+// seconds, -1 when unknown; a nil descriptor when none has a limit.
+func described(p *plan, over bool) (d *planned, name string, reset int64) {
+	d = p.mostRestrictive(over)
+	if d == nil {
+		return nil, "", -1
+	}
+	v := &d.verdict
+	name = v.rule.Name
 	if name == "" {
 		name = DefaultPolicyName
 	}
-	var reset int64 = -1 // unknown
+	reset = -1
 	if v.known {
 		reset = ceilSeconds(v.wait)
 	}
-	if s.responseHeaders {
-		policy := sfString(name) + ";q=" + strconv.FormatUint(uint64(clampUint32(v.rule.Limit.Requests)), 10)
-		if period := int64(v.rule.Limit.Period / time.Second); period > 0 {
-			policy += ";w=" + strconv.FormatInt(period, 10)
-		}
-		add(resp, HeaderRateLimitPolicy, policy)
-		if reset >= 0 {
-			add(resp, HeaderRateLimit, sfString(name)+";r="+strconv.FormatUint(uint64(clampUint32(v.remaining)), 10)+
-				";t="+strconv.FormatInt(reset, 10))
-			if over {
-				add(resp, HeaderRetryAfter, strconv.FormatInt(reset, 10))
-			}
-		}
-	}
-	if s.json429Body && over {
-		body := json429{Error: "rate limited", Limit: name}
-		if reset >= 0 {
-			body.RetryAfterSeconds = &reset
-		}
-		if b, err := json.Marshal(body); err == nil {
-			resp.RawBody = b
-			add(resp, HeaderContentType, "application/json")
-		}
-	}
+	return d, name, reset
 }
 
 // json429 is the body of a refusal with -json-429-body.
@@ -140,12 +182,14 @@ var DefaultRatelimitHeaderNames = RatelimitHeaderNames{
 	Reset:     "RateLimit-Reset",
 }
 
-// addRatelimitHeaders adds envoyproxy/ratelimit's headers for the
-// descriptor it would describe: the one with a limit and the least
+// ratelimitHeaders are envoyproxy/ratelimit's headers, under these names,
+// for the descriptor it would describe: the one with a limit and the least
 // remaining (the first, on ties), unless a descriptor over its limit, not
 // in quota mode, comes later: the last of those then. The reset is the
 // descriptor's duration_until_reset in whole seconds, rounded up.
-func (s *Service) addRatelimitHeaders(resp *rlsv3.RateLimitResponse, p *plan) {
+type ratelimitHeaders RatelimitHeaderNames
+
+func (names ratelimitHeaders) add(resp *rlsv3.RateLimitResponse, p *plan, _ bool) {
 	var pick *verdict
 	for i := range p.descs {
 		v := &p.descs[i].verdict
@@ -160,7 +204,6 @@ func (s *Service) addRatelimitHeaders(resp *rlsv3.RateLimitResponse, p *plan) {
 	if pick == nil {
 		return
 	}
-	names := s.ratelimitHeaders
 	add(resp, names.Limit, strconv.FormatUint(uint64(clampUint32(pick.rule.Limit.Requests)), 10))
 	remaining := pick.remaining
 	if pick.over && !pick.quota {

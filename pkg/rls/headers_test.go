@@ -136,7 +136,7 @@ func TestResponseHeaders(t *testing.T) {
 	})
 
 	t.Run("headers", func(t *testing.T) {
-		f := newGRPCFixture(t, headerLimits, nil, Options{ResponseHeaders: true})
+		f := newGRPCFixture(t, headerLimits, nil, Options{Headers: []HeaderDialect{IETFHeaders}})
 		// The least remaining: per-user (1 of 2) rather than the unnamed
 		// ip limit (4 of 5), whatever the order.
 		checkAnswer(t, "first", f.call(t, ip, user), ok, []string{
@@ -170,7 +170,7 @@ func TestResponseHeaders(t *testing.T) {
 	})
 
 	t.Run("longest wait among the refusals", func(t *testing.T) {
-		f := newGRPCFixture(t, headerLimits, nil, Options{ResponseHeaders: true, JSON429Body: true})
+		f := newGRPCFixture(t, headerLimits, nil, Options{Headers: []HeaderDialect{IETFHeaders, JSON429Body}})
 		b := desc("bucket", "b")
 		f.call(t, user)
 		f.call(t, user)
@@ -194,7 +194,7 @@ func TestResponseHeaders(t *testing.T) {
 	})
 
 	t.Run("json body alone", func(t *testing.T) {
-		f := newGRPCFixture(t, headerLimits, nil, Options{JSON429Body: true})
+		f := newGRPCFixture(t, headerLimits, nil, Options{Headers: []HeaderDialect{JSON429Body}})
 		checkAnswer(t, "allowed", f.call(t, user), ok, nil, "")
 		f.call(t, user)
 		checkAnswer(t, "refused", f.call(t, user), over, []string{`content-type: application/json`},
@@ -205,7 +205,7 @@ func TestResponseHeaders(t *testing.T) {
 		// The store fails: strict fails closed, per-user fails open. Their
 		// state is unknown, so only the policy is sent.
 		fail := func(limits.Store) limits.Store { return failingStore{} } // service_test.go
-		f := newGRPCFixture(t, headerLimits, fail, Options{ResponseHeaders: true, JSON429Body: true})
+		f := newGRPCFixture(t, headerLimits, fail, Options{Headers: []HeaderDialect{IETFHeaders, JSON429Body}})
 		checkAnswer(t, "fail closed", f.call(t, user, desc("strict", "s")), over, []string{
 			`RateLimit-Policy: "strict";q=1;w=3600`,
 			`content-type: application/json`,

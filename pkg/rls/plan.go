@@ -159,7 +159,7 @@ func (p *plan) add(s *Service, ix *descriptors.Index, in descriptorInput) error 
 		d.shadow = node.Descriptor.ShadowMode
 		d.quota = node.Descriptor.QuotaMode
 	}
-	d.shadow = d.shadow || s.shadowStatuses()
+	d.shadow = d.shadow || s.statusShadow
 	d.quota = d.quota || s.quotaMode
 	if in.override != nil {
 		var matched *config.Rule
@@ -193,12 +193,10 @@ func (p *plan) add(s *Service, ix *descriptors.Index, in descriptorInput) error 
 //
 // Descriptors of one request that count on the same counters (the same
 // descriptor listed twice, or values that share_threshold puts under one
-// counter) become one set of hits whose cost is theirs added up, so that
-// they are allowed or refused together: a refused request never consumes
-// quota on a counter through an earlier listing of it. Only consuming
-// descriptors are merged; a peek or a refund is decided on its own. In
-// envoyproxy/ratelimit's form (RatelimitCompat) nothing is merged: it
-// decides each listing on its own, in order.
+// counter) are decided as the profile's Listings say: together, as one set
+// of hits whose cost is theirs added up (only consuming descriptors are
+// merged; a peek or a refund is decided on its own), or each on its own,
+// in order.
 func (p *plan) finish(s *Service, maxDelay time.Duration) {
 	n := 0
 	for i := range p.descs {
@@ -242,18 +240,27 @@ func (p *plan) finish(s *Service, maxDelay time.Duration) {
 		}
 		hi := len(p.hits)
 		d.hits, d.results = p.hits[lo:hi:hi], p.results[lo:hi:hi]
-		// envoyproxy/ratelimit decides each listing on its own, in order;
-		// its form (RatelimitCompat) does too.
-		if first := p.sameCounters(d, i); first != nil && !s.compat {
-			first.cost = min(first.cost+d.cost, limits.MaxRequests+1)
-			for j := range first.hits {
-				first.hits[j].Cost = first.cost
-			}
-			p.hits = p.hits[:lo]
-			d.hits, d.results, d.sameAs = nil, nil, first
+		if s.profile.Listings == ListingsTogether {
+			p.together(d, i, lo)
 		}
 	}
 	p.results = p.results[:len(p.hits)]
+}
+
+// together merges d, the i-th descriptor, whose hits start at lo, into the
+// earlier one that counts on the same counters, if any: that one carries
+// both costs, and d has no hits of its own.
+func (p *plan) together(d *planned, i, lo int) {
+	first := p.sameCounters(d, i)
+	if first == nil {
+		return
+	}
+	first.cost = min(first.cost+d.cost, limits.MaxRequests+1)
+	for j := range first.hits {
+		first.hits[j].Cost = first.cost
+	}
+	p.hits = p.hits[:lo]
+	d.hits, d.results, d.sameAs = nil, nil, first
 }
 
 // sameCounters returns the consuming descriptor before the i-th, d, that

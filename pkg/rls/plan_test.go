@@ -21,7 +21,7 @@ import (
 // is told to wait at least a whole period: never 0, which a client that
 // obeys would read as "retry now", forever.
 func TestNeverFitsNeverInvitesAnImmediateRetry(t *testing.T) {
-	f := newFixture(t, nil, Options{ResponseHeaders: true})
+	f := newFixture(t, nil, Options{Headers: []HeaderDialect{IETFHeaders}})
 	for _, tt := range []struct {
 		entries []string
 		period  time.Duration
@@ -173,7 +173,7 @@ func TestDuplicateDescriptorsDecidedTogether(t *testing.T) {
 // In envoyproxy/ratelimit's form each listing is decided on its own, in
 // order, as it decides them.
 func TestDuplicateDescriptorsCompat(t *testing.T) {
-	f := newFixture(t, nil, Options{RatelimitCompat: true})
+	f := newFixture(t, nil, Options{Profile: RatelimitProfile})
 	ip := func() *ratelimitv3.RateLimitDescriptor { return desc("remote_address", "dup") }
 	f.call(t, ip(), ip()) // 2 of 3
 	resp := f.call(t, ip(), ip())

@@ -15,9 +15,9 @@ import (
 // to wait: nothing when the request is refused anyway.
 func (s *Service) respond(p *plan, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, time.Duration) {
 	over := p.overall()
-	// Under -shadow-mode in envoyproxy/ratelimit's form the statuses stay as
-	// decided and only the overall code says OK.
-	refused := over && !(s.shadowMode && s.compat)
+	// A service-wide shadow mode that leaves the statuses as decided
+	// (ShadowOverallCode) turns only the overall code to OK.
+	refused := over && !s.overallShadow
 	resp := &rlsv3.RateLimitResponse{
 		OverallCode: rlsv3.RateLimitResponse_OK,
 		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(p.descs)),
@@ -26,8 +26,7 @@ func (s *Service) respond(p *plan, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimi
 		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	if over && !refused {
-		// -shadow-mode in envoyproxy/ratelimit's form let it through.
-		s.metrics.RatelimitGlobalShadow()
+		s.metrics.GlobalShadow()
 	}
 	domainLabel := metrics.UnknownDomain
 	if p.known {
@@ -38,14 +37,17 @@ func (s *Service) respond(p *plan, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimi
 		d := &p.descs[i]
 		v := &d.verdict
 		resp.Statuses[i] = statusOf(v)
-		s.metrics.Decision(domainLabel, d.ruleLabel(), v.outcome)
-		s.countStats(p, d) // envoyproxy/ratelimit's stats (stats.go)
+		rec := metrics.Decision{Domain: domainLabel, Rule: d.ruleLabel(), Outcome: v.outcome}
+		rec.Stats = statsHit(&rec.Hit, p, d) // stats.go
+		s.metrics.Decided(&rec)
 		delay = max(delay, v.delay)
 	}
 	if s.dynamicMetadata {
 		resp.DynamicMetadata = dynamicMetadata(p, req) // metadata.go
 	}
-	s.addHeaders(resp, p, refused) // -response-headers, -json-429-body, -ratelimit-headers (headers.go)
+	for _, h := range s.headers {
+		h.add(resp, p, refused) // headers.go
+	}
 	if over {
 		delay = 0
 	}

@@ -4,14 +4,17 @@
 // decided in one store call (decide.go), the descriptors the store failed
 // take their failure modes in one pass (failure.go), each gets a verdict
 // (verdict.go), and the verdicts become Envoy's answer, one status per
-// descriptor in order (respond.go, headers.go). Explain (explain.go) builds
-// and settles the same plan. envoy.go converts between Envoy's protobuf and
-// the service's types.
+// descriptor in order (respond.go, headers.go), and one metrics record each
+// (stats.go). Where envoyproxy/ratelimit's answers differ from envoy-rls's
+// own, the service follows the Profile it was given (profile.go). Explain
+// (explain.go) builds and settles the same plan. envoy.go converts between
+// Envoy's protobuf and the service's types.
 package rls
 
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -66,16 +69,14 @@ type Options struct {
 	// descriptor marked is_negative_hits (-negative-hits=false): a caller
 	// that is not trusted must not refund its own hits.
 	RefuseNegativeHits bool
-	// ShadowMode turns every OVER_LIMIT into OK, as each limit's
-	// shadow_mode does (-shadow-mode): decisions are made and counted as
-	// shadow_over_limit, nothing is refused. It covers failure_mode deny
-	// too; failure_mode error still answers UNAVAILABLE.
+	// ShadowMode refuses nothing (-shadow-mode): decisions are made and
+	// counted, and what they refuse is answered OK. Profile.GlobalShadow
+	// says what turns OK: each OVER_LIMIT, as each limit's shadow_mode
+	// does, counted as shadow_over_limit; or only the overall code. It
+	// covers failure_mode deny too; failure_mode error still answers
+	// UNAVAILABLE.
 	ShadowMode bool
 
-	// ResponseHeaders adds the IETF RateLimit-Policy and RateLimit headers
-	// (and Retry-After on OVER_LIMIT) to every answer's
-	// response_headers_to_add (-response-headers); see headers.go.
-	ResponseHeaders bool
 	// QuotaMode puts every descriptor in quota mode, as each limit's
 	// quota_mode does (-quota-mode): a descriptor over its quota keeps its
 	// OVER_LIMIT status, but the request is refused only when every
@@ -85,22 +86,15 @@ type Options struct {
 	// domain, the descriptors, the hits and the merged metadata of the
 	// descriptors that passed (-dynamic-metadata; metadata.go).
 	DynamicMetadata bool
-	// RatelimitHeaders adds envoyproxy/ratelimit's three headers (limit,
-	// remaining, reset of the most restrictive descriptor) to every answer
-	// that has a limit, under these names (-ratelimit-headers); nil adds
-	// none.
-	RatelimitHeaders *RatelimitHeaderNames
-	// RatelimitCompat answers as envoyproxy/ratelimit does where the two
-	// differ in form (-ratelimit-compat, on in the drop-in):
-	// duration_until_reset in whole seconds, rounded up as its clock of
-	// seconds gives them; a fixed window's at the end of its window even
-	// when nothing is counted yet; and ShadowMode leaving each
-	// descriptor's status as decided, turning only the overall code to OK.
-	RatelimitCompat bool
-
-	// JSON429Body gives an OVER_LIMIT answer a small JSON raw_body and a
-	// content-type: application/json header (-json-429-body).
-	JSON429Body bool
+	// Headers are the dialects every answer tells a client its limit in,
+	// each added in the order listed (headers.go): IETFHeaders
+	// (-response-headers), JSON429Body (-json-429-body), RatelimitHeaders
+	// (-ratelimit-headers). None by default.
+	Headers []HeaderDialect
+	// Profile is what answering as envoyproxy/ratelimit rather than as
+	// envoy-rls changes (profile.go; -ratelimit-compat, on in the
+	// drop-in); the zero Profile is NativeProfile.
+	Profile Profile
 
 	// OnConfigChange, when set, is called by SetIndex after the new config
 	// is in effect: a cache of decisions (overlimit.Cache.Clear) forgets
@@ -127,15 +121,14 @@ type Service struct {
 	keyPrefix          string
 	hashValues         bool
 	refuseNegativeHits bool
-	shadowMode         bool
 	quotaMode          bool
 	dynamicMetadata    bool
-	ratelimitHeaders   *RatelimitHeaderNames
-	compat             bool
-
-	// Headers of the service's own (headers.go).
-	responseHeaders bool
-	json429Body     bool
+	profile            Profile
+	// statusShadow and overallShadow are the service-wide shadow mode as
+	// the profile scopes it: each status turned OK, or only the overall
+	// code (Profile.GlobalShadow). At most one is set.
+	statusShadow, overallShadow bool
+	headers                     []HeaderDialect
 
 	onConfigChange func()
 }
@@ -159,6 +152,12 @@ func New(ix *descriptors.Index, opts Options) (*Service, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
+	if opts.Profile.Name == "" {
+		opts.Profile.Name = NativeProfile.Name
+	}
+	if opts.Profile.Reset == nil {
+		opts.Profile.Reset = ExactReset
+	}
 	if opts.KeyPrefix != "" {
 		if err := descriptors.CheckKeyPrefix(opts.KeyPrefix); err != nil {
 			return nil, fmt.Errorf("rls: %w", err)
@@ -178,14 +177,12 @@ func New(ix *descriptors.Index, opts Options) (*Service, error) {
 		keyPrefix:          opts.KeyPrefix,
 		hashValues:         opts.HashValues,
 		refuseNegativeHits: opts.RefuseNegativeHits,
-		shadowMode:         opts.ShadowMode,
 		quotaMode:          opts.QuotaMode,
 		dynamicMetadata:    opts.DynamicMetadata,
-		ratelimitHeaders:   opts.RatelimitHeaders,
-		compat:             opts.RatelimitCompat,
-
-		responseHeaders: opts.ResponseHeaders,
-		json429Body:     opts.JSON429Body,
+		profile:            opts.Profile,
+		statusShadow:       opts.ShadowMode && opts.Profile.GlobalShadow == ShadowStatuses,
+		overallShadow:      opts.ShadowMode && opts.Profile.GlobalShadow == ShadowOverallCode,
+		headers:            slices.Clone(opts.Headers),
 
 		onConfigChange: opts.OnConfigChange,
 	}
@@ -201,11 +198,6 @@ func (s *Service) SetIndex(ix *descriptors.Index) {
 		s.onConfigChange()
 	}
 }
-
-// shadowStatuses reports whether -shadow-mode turns each descriptor's
-// OVER_LIMIT into OK; in envoyproxy/ratelimit's form (RatelimitCompat) it
-// turns only the overall code (respond).
-func (s *Service) shadowStatuses() bool { return s.shadowMode && !s.compat }
 
 // Index returns the config in effect.
 func (s *Service) Index() *descriptors.Index { return s.index.Load() }

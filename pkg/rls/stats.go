@@ -9,26 +9,26 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
 )
 
-// envoyproxy/ratelimit's stats (metrics.RatelimitHit): what each descriptor
-// a limit applied to hands them, worked out from its verdict. Nothing here
-// runs unless they are on.
+// What a descriptor's verdict gives envoyproxy/ratelimit's stats
+// (metrics.RatelimitHit), recorded with the service's own in one
+// metrics.Decision whether those stats are on or not.
 
-// countStats counts descriptor d of p in envoyproxy/ratelimit's stats.
-// Descriptors without a limit, unlimited ones and refunds have no stats
-// there. A descriptor that shares its counters with an earlier one of the
-// request is counted by that one, which carries both costs.
-func (s *Service) countStats(p *plan, d *planned) {
-	if !s.metrics.RatelimitOn() || d.sameAs != nil || !d.decided() || d.cost < 0 {
-		return
+// statsHit fills h with descriptor d of p's part in envoyproxy/ratelimit's
+// stats, and reports whether it has one: not without a limit, unlimited, or
+// a refund. A descriptor that shares its counters with an earlier one of
+// the request is counted by that one, which carries both costs.
+func statsHit(h *metrics.RatelimitHit, p *plan, d *planned) bool {
+	if d.sameAs != nil || !d.decided() || d.cost < 0 {
+		return false
 	}
 	v := &d.verdict
-	h := metrics.RatelimitHit{Domain: p.domain, Entries: d.entries, Path: d.path, Node: d.node, Hits: uint64(d.cost)}
+	*h = metrics.RatelimitHit{Domain: p.domain, Entries: d.entries, Path: d.path, Node: d.node, Hits: uint64(d.cost)}
 	if v.known && v.rule != nil {
 		h.Decided, h.Over, h.Local = true, !v.allowed, v.local
 		h.Shadow = d.node != nil && d.node.Descriptor.ShadowMode
 		h.Limit, h.Before, h.After = levels(v, d.cost)
 	}
-	s.metrics.RatelimitHit(&h)
+	return true
 }
 
 // levels are the limit's size and its count before and after a hit of cost,
@@ -55,19 +55,20 @@ func levels(v *verdict, cost int64) (limit, before, after uint64) {
 	return uint64(n), uint64(b), uint64(a)
 }
 
-// countError counts a ShouldRateLimit call answered with err in
-// envoyproxy/ratelimit's stats: a store failure that failure mode error
+// errType is the kind envoyproxy/ratelimit's stats count a ShouldRateLimit
+// call answered with err as: a store failure that failure mode error
 // answers is its redis_error, a request the service refuses its
-// service_error. The calls themselves and their durations are counted
-// around every gRPC method, as envoyproxy/ratelimit counts them.
-func (s *Service) countError(err error) {
-	if err == nil || !s.metrics.RatelimitOn() {
-		return
-	}
+// service_error; "" for a call they do not count as failed. The calls
+// themselves and their durations are counted around every gRPC method, as
+// envoyproxy/ratelimit counts them.
+func errType(err error) string {
 	switch {
+	case err == nil:
+		return ""
 	case errors.Is(err, errUnavailable):
-		s.metrics.RatelimitError(metrics.ErrRedis)
+		return metrics.ErrRedis
 	case status.Code(err) == codes.InvalidArgument:
-		s.metrics.RatelimitError(metrics.ErrService)
+		return metrics.ErrService
 	}
+	return ""
 }

@@ -3,7 +3,6 @@ package rls
 import (
 	"time"
 
-	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
 )
@@ -60,7 +59,7 @@ func (d *planned) settle(s *Service) verdict {
 		return verdict{outcome: metrics.OutcomeNoLimit, allowed: true, quota: d.quota}
 	case d.failure != nil:
 		v := verdict{rule: d.failure.rule, quota: d.quota}
-		v.outcome, v.over = failureOutcome(d.failure, s.shadowStatuses())
+		v.outcome, v.over = failureOutcome(d.failure, s.statusShadow)
 		v.allowed = !v.over
 		if !v.over {
 			// Failing open: nothing is known of the quota, so report it
@@ -78,10 +77,7 @@ func (d *planned) settle(s *Service) verdict {
 	v.rule = d.rules[rep]
 	v.remaining = d.results[rep].Remaining
 	v.local = !v.allowed && d.results[rep].Local
-	v.wait = d.wait(rep)
-	if s.compat {
-		v.wait = compatWait(v.rule, v.wait)
-	}
+	v.wait = s.profile.Reset(v.rule.Limit, d.wait(rep))
 	switch {
 	case v.allowed:
 		v.outcome = metrics.OutcomeOK
@@ -160,19 +156,6 @@ func (p *plan) overall() bool {
 		}
 	}
 	return quotas > 0 && quotasOver == quotas
-}
-
-// compatWait is wait as envoyproxy/ratelimit reports it, in whole seconds
-// from a clock of seconds: rounded up, and for a fixed window always the
-// time to the end of the window, which is what it reports for every status
-// (envoy-rls reports a peek on a new key as 0, the wait until it is full
-// again, and a hit that can never fit as a whole period).
-func compatWait(r *config.Rule, wait time.Duration) time.Duration {
-	if r.Limit.Algorithm == limits.FixedWindow {
-		t := r.Limit.Period.Microseconds()
-		wait = time.Duration(t-time.Now().UnixMicro()%t) * time.Microsecond
-	}
-	return time.Duration(ceilSeconds(wait)) * time.Second
 }
 
 // mostRestrictive picks the descriptor the service's own headers describe,

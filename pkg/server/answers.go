@@ -26,16 +26,25 @@ func answerFlags(fs *flag.FlagSet, a *answerOptions) {
 	fs.StringVar(&a.headerNames.Limit, "ratelimit-header-limit", def.Limit, "name of -ratelimit-headers' limit header")
 	fs.StringVar(&a.headerNames.Remaining, "ratelimit-header-remaining", def.Remaining, "name of -ratelimit-headers' remaining header")
 	fs.StringVar(&a.headerNames.Reset, "ratelimit-header-reset", def.Reset, "name of -ratelimit-headers' reset header")
-	fs.BoolVar(&a.ratelimitCompat, "ratelimit-compat", false, "answer in envoyproxy/ratelimit's form where the two differ: duration_until_reset in whole seconds, a fixed window's at its end, -shadow-mode turning only the overall code to OK")
+	fs.BoolVar(&a.ratelimitCompat, "ratelimit-compat", false, "answer with envoyproxy/ratelimit's profile where the two differ: duration_until_reset in whole seconds, a fixed window's at its end, each listing of one counter decided on its own, -shadow-mode turning only the overall code to OK")
 }
 
 // apply sets the rls options they stand for.
 func (a *answerOptions) apply(so *rls.Options) {
 	so.QuotaMode = a.quotaMode
 	so.DynamicMetadata = a.dynamicMetadata
-	so.RatelimitCompat = a.ratelimitCompat
+	so.Profile = a.profile()
 	if a.ratelimitHeaders {
-		names := a.headerNames
-		so.RatelimitHeaders = &names
+		so.Headers = append(so.Headers, rls.RatelimitHeaders(a.headerNames))
 	}
+}
+
+// profile is the rls.Profile the flags choose: envoyproxy/ratelimit's with
+// -ratelimit-compat (on in the drop-in, which takes its limits' defaults
+// from the same profile: dropInDefaults), else envoy-rls's own.
+func (a *answerOptions) profile() rls.Profile {
+	if a.ratelimitCompat {
+		return rls.RatelimitProfile
+	}
+	return rls.NativeProfile
 }

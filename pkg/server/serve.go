@@ -272,7 +272,7 @@ func (r *running) serve(bg context.Context) {
 	r.log.Info("serving", zap.String("grpc", r.grpcLis.Addr().String()), zap.String("http", r.httpLis.Addr().String()),
 		zap.String("config", o.configPath), zap.String("failure_mode", o.failureMode.String()),
 		zap.Bool("grpc_tls", o.grpcTLSCert != ""), zap.Bool("grpc_mtls", o.grpcTLSClientCA != ""),
-		zap.Bool("shadow_mode", o.shadowMode))
+		zap.Bool("shadow_mode", o.shadowMode), zap.String("profile", o.answers.profile().Name))
 }
 
 // goServe runs a server's Serve, its error to errc.

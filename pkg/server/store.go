@@ -33,13 +33,19 @@ func (o *Options) serviceOptions(store *storeHandle, log *zap.Logger, m *metrics
 		KeyPrefix:      o.redisKeyPrefix,
 		HashValues:     o.hashValues,
 		ShadowMode:     o.shadowMode,
-		// What callers may do, and what answers carry.
+		// What callers may do.
 		RefuseNegativeHits: !o.negativeHits,
-		ResponseHeaders:    o.responseHeaders,
-		JSON429Body:        o.json429Body,
 		OnConfigChange:     store.onConfigChange,
 	}
+	// The profile, and what answers carry: envoyproxy/ratelimit's headers
+	// first, then the service's own.
 	o.answers.apply(&so)
+	if o.responseHeaders {
+		so.Headers = append(so.Headers, rls.IETFHeaders)
+	}
+	if o.json429Body {
+		so.Headers = append(so.Headers, rls.JSON429Body)
+	}
 	return so
 }
 

@@ -360,7 +360,7 @@ func TestComposeScale(t *testing.T) {
 	services := loadCompose(t)
 	scale := regexp.MustCompile(`--scale[ =]([a-z0-9_-]+)=\d+`)
 	seen := map[string]bool{}
-	for _, file := range []string{envoyYAMLPath, composePath, "README.md"} {
+	for _, file := range []string{envoyYAMLPath, composePath, "README.md", "docs/edge.md"} {
 		for _, m := range scale.FindAllStringSubmatch(string(readRepoFile(t, file)), -1) {
 			name := m[1]
 			if seen[name] {

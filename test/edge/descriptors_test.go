@@ -446,10 +446,10 @@ func xRateLimitHeaders(statuses []*rlsv3.RateLimitResponse_DescriptorStatus) (li
 		fmt.Sprint(min.GetDurationUntilReset().GetSeconds())
 }
 
-// TestLoginEndsIn429 is the README's curl loop over gRPC: six logins as
+// TestLoginEndsIn429 is docs/edge.md's curl loop over gRPC: six logins as
 // alice from one address, 10 ms apart. Five are allowed, the sixth is
 // refused by login-per-ip, and the x-ratelimit-* headers Envoy would build
-// from the statuses are the ones the README shows.
+// from the statuses are the ones docs/edge.md shows.
 func TestLoginEndsIn429(t *testing.T) {
 	e := loadEdge(t)
 	s := startServer(t)
@@ -472,15 +472,15 @@ func TestLoginEndsIn429(t *testing.T) {
 		s.clock.Add((10 * time.Millisecond).Microseconds())
 	}
 
-	// The README shows these headers for the refused login.
-	readme := string(readRepoFile(t, "README.md"))
+	// docs/edge.md shows these headers for the refused login.
+	edge := string(readRepoFile(t, "docs/edge.md"))
 	for _, line := range []string{
 		"x-ratelimit-limit: " + wantLimit,
 		"x-ratelimit-remaining: 0",
 		"x-ratelimit-reset: 59",
 	} {
-		if !strings.Contains(readme, line) {
-			t.Errorf("README.md does not show %q", line)
+		if !strings.Contains(edge, line) {
+			t.Errorf("docs/edge.md does not show %q", line)
 		}
 	}
 }

@@ -6,7 +6,7 @@
 // defaults agree. The descriptors that the routes' rate_limits actions build
 // for sample requests are matched against config/limits.yaml, and sent over
 // real gRPC to envoy-rls's service to check the x-ratelimit-* headers that
-// the README shows.
+// docs/edge.md shows.
 //
 // The tests live in the _test.go files; this package has no API. Run them
 // with:

@@ -18,8 +18,14 @@ RUN go mod download
 COPY . .
 # CGO_ENABLED=0: a static binary, no libc needed at run time. -trimpath and
 # -buildvcs=false: the same source builds the same binary on any machine
-# (.dockerignore keeps .git out of the context anyway).
-RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags="-s -w" \
+# (.dockerignore keeps .git out of the context anyway). The binary names the
+# release of its source (cmd/envoy-rls/version.go) and, given
+# --build-arg REVISION=$(git rev-parse --short HEAD) as `make image` passes
+# it, the commit; VERSION replaces the release for a tagged build.
+ARG VERSION=""
+ARG REVISION=""
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+    -ldflags="-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" \
     -o /out/envoy-rls ./cmd/envoy-rls
 
 # Run stage: distroless static has no shell and no package manager, only CA

@@ -5,7 +5,7 @@ GO       ?= go
 FUZZTIME ?= 10s
 BIN      := bin/envoy-rls
 
-.PHONY: test run build fuzz differential bench lint
+.PHONY: test run build image fuzz differential bench lint
 
 test:
 	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then \
@@ -25,6 +25,11 @@ run:
 
 build:
 	$(GO) build -o $(BIN) ./cmd/envoy-rls
+
+# image builds the Docker image, stamped with the commit it was built from
+# (the build context has no .git for Go to read it from).
+image:
+	docker build --build-arg REVISION=$$(git rev-parse --short HEAD 2>/dev/null) -t envoy-rls .
 
 # fuzz runs every fuzz target of the module for FUZZTIME each. The targets
 # are found by their declarations (func FuzzX in a _test.go file), so that

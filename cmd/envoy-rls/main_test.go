@@ -158,22 +158,24 @@ func TestVersionText(t *testing.T) {
 		{Path: "github.com/envoyproxy/go-control-plane/ratelimit", Version: "v0.1.0", Replace: &debug.Module{Path: "../ratelimit", Version: "(devel)"}},
 	}
 	for _, tc := range []struct {
-		name string
-		set  string
-		info *debug.BuildInfo
-		want string
+		name     string
+		set, rev string
+		info     *debug.BuildInfo
+		want     string
 	}{
-		{"set by -ldflags", "v1.2.3", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v0.9.0"}, Deps: gcp},
+		{"set by -ldflags", "v1.2.3", "", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v0.9.0"}, Deps: gcp},
 			"envoy-rls v1.2.3\ngo go1.26.0 GOOS/GOARCH\n" + gcpEnvoyModule + " v1.40.0\n../ratelimit (devel)\n"},
-		{"module version", "", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v0.9.0"}, Deps: gcp[:2]},
+		{"module version", "", "", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "v0.9.0"}, Deps: gcp[:2]},
 			"envoy-rls v0.9.0\ngo go1.26.0 GOOS/GOARCH\n" + gcpEnvoyModule + " v1.40.0\n"},
-		{"VCS revision of a changed tree", "", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"},
+		{"VCS revision of a changed tree", "", "", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"},
 			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc123"}, {Key: "vcs.modified", Value: "true"}}},
-			"envoy-rls (devel) abc123+dirty\ngo go1.26.0 GOOS/GOARCH\ngithub.com/envoyproxy/go-control-plane unknown (no build info)\n"},
-		{"no build info", "", nil,
-			"envoy-rls unknown (no build info)\ngo " + runtime.Version() + " GOOS/GOARCH\ngithub.com/envoyproxy/go-control-plane unknown (no build info)\n"},
+			"envoy-rls " + release + " (abc123+dirty)\ngo go1.26.0 GOOS/GOARCH\ngithub.com/envoyproxy/go-control-plane unknown (no build info)\n"},
+		{"no VCS stamp, the revision set by -ldflags (the image)", "", "def456", &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Version: "(devel)"}},
+			"envoy-rls " + release + " (def456)\ngo go1.26.0 GOOS/GOARCH\ngithub.com/envoyproxy/go-control-plane unknown (no build info)\n"},
+		{"no build info", "", "", nil,
+			"envoy-rls " + release + "\ngo " + runtime.Version() + " GOOS/GOARCH\ngithub.com/envoyproxy/go-control-plane unknown (no build info)\n"},
 	} {
-		got := strings.Replace(versionText(tc.set, tc.info), runtime.GOOS+"/"+runtime.GOARCH, "GOOS/GOARCH", 1)
+		got := strings.Replace(versionText(tc.set, tc.rev, tc.info), runtime.GOOS+"/"+runtime.GOARCH, "GOOS/GOARCH", 1)
 		if got != tc.want {
 			t.Errorf("%s:\n%s\nwant:\n%s", tc.name, got, tc.want)
 		}
@@ -278,5 +280,22 @@ func TestDropInDispatch(t *testing.T) {
 	stderr.Reset()
 	if code := dropIn([]string{"version"}, env(map[string]string{"PORT": "http"}), &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "envoy-rls ") {
 		t.Errorf("ratelimit version: exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
+	}
+}
+
+// TestReleaseIsChangelogs: the release every build names is the newest
+// version CHANGELOG.md describes, so that neither is bumped without the
+// other.
+func TestReleaseIsChangelogs(t *testing.T) {
+	data, err := os.ReadFile("../../CHANGELOG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^## (\S+)`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("CHANGELOG.md has no version heading (## VERSION …)")
+	}
+	if want := strings.TrimSuffix(release, "-dev"); string(m[1]) != want {
+		t.Errorf("CHANGELOG.md's newest version is %s; release is %s, want %s (or %s-dev)", m[1], release, m[1], m[1])
 	}
 }

@@ -10,10 +10,17 @@ import (
 	"github.com/envoy-rls/envoy-rls/internal/cli"
 )
 
-// version is envoy-rls's version when the build sets it
-// (-ldflags "-X main.version=v1.2.3"); empty, the build info's module
-// version or VCS revision stands in.
-var version string
+// release is the version this tree is: the newest heading of CHANGELOG.md
+// (TestReleaseIsChangelogs), so that every build, however made, says which
+// release it is or is on the way to.
+const release = "0.2.0-dev"
+
+// version, when the build sets it (-ldflags "-X main.version=v1.2.3"),
+// replaces the version line's first word: a release build's tag.
+// revision, set the same way (-X main.revision=abc123), names the commit
+// where the build has no VCS stamp of its own: the image, whose build
+// context holds no .git.
+var version, revision string
 
 // gcpModules is the prefix of go-control-plane's modules: the Envoy API
 // (and, for xDS, the ratelimit config) envoy-rls speaks is theirs, so a bug
@@ -31,15 +38,16 @@ func versionCommand(args []string, _ func(string) (string, bool), stdout, stderr
 		return cl.Failed(err, stdout, stderr)
 	}
 	info, _ := debug.ReadBuildInfo()
-	fmt.Fprint(stdout, versionText(version, info))
+	fmt.Fprint(stdout, versionText(version, revision, info))
 	return 0
 }
 
-// versionText renders the version of a build: set is the -ldflags
-// version, info the build info (nil when the binary has none).
-func versionText(set string, info *debug.BuildInfo) string {
+// versionText renders the version of a build: set and rev are the
+// -ldflags version and revision, info the build info (nil when the binary
+// has none).
+func versionText(set, rev string, info *debug.BuildInfo) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "envoy-rls %s\n", buildVersion(set, info))
+	fmt.Fprintf(&b, "envoy-rls %s\n", buildVersion(set, rev, info))
 	goVersion := runtime.Version()
 	if info != nil && info.GoVersion != "" {
 		goVersion = info.GoVersion
@@ -65,29 +73,33 @@ func versionText(set string, info *debug.BuildInfo) string {
 }
 
 // buildVersion is set if the build set it, else the main module's version
-// (a tagged build's, or Go's pseudo-version of the commit), else the VCS
-// revision, marked +dirty when the tree had changes.
-func buildVersion(set string, info *debug.BuildInfo) string {
+// (a tagged build fetched as a module), else release; followed by the
+// commit it was built from, when the build knows it: the VCS stamp Go
+// writes (marked +dirty when the tree had changes), or rev, which the
+// Dockerfile sets.
+func buildVersion(set, rev string, info *debug.BuildInfo) string {
 	if set != "" {
 		return set
 	}
-	if info == nil {
-		return "unknown (no build info)"
+	if info != nil && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
 	}
-	if v := info.Main.Version; v != "" && v != "(devel)" {
-		return v
-	}
-	var rev, dirty string
-	for _, s := range info.Settings {
-		switch {
-		case s.Key == "vcs.revision":
-			rev = s.Value
-		case s.Key == "vcs.modified" && s.Value == "true":
-			dirty = "+dirty"
+	var vcs, dirty string
+	if info != nil {
+		for _, s := range info.Settings {
+			switch {
+			case s.Key == "vcs.revision":
+				vcs = s.Value
+			case s.Key == "vcs.modified" && s.Value == "true":
+				dirty = "+dirty"
+			}
 		}
 	}
-	if rev != "" {
-		return "(devel) " + rev + dirty
+	switch {
+	case vcs != "":
+		return release + " (" + vcs + dirty + ")"
+	case rev != "":
+		return release + " (" + rev + ")"
 	}
-	return "(devel)"
+	return release
 }

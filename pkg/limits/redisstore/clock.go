@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -97,12 +98,13 @@ func (c *redisClock) now() (now, uncertainty int64, ok bool) {
 	return local + c.best.off, c.bound(c.best, local), true
 }
 
-// probeEvery and clusterProbeEvery are how often pipelines carry a clock
-// probe, in microseconds: on a single Redis TIME, at most every other
-// millisecond (a sample is a command and a reply: under load, many
-// pipelines share each); on a cluster a script call on one node, ten times
-// a second. Either keeps the estimate's bound near the fastest recent round
-// trip (maxDrift adds a microsecond per 10 ms of a sample's age).
+// probeEvery and clusterProbeEvery are how often the clock is sampled, in
+// microseconds: on a single Redis by a TIME in a pipeline, at most every
+// other millisecond (a sample is a command and a reply: under load, many
+// pipelines share each); on a cluster by a TIME of its own on a master
+// (sampleMasters), ten times a second. Either keeps the estimate's bound near
+// the fastest recent round trip (maxDrift adds a microsecond per 10 ms of a
+// sample's age).
 const (
 	probeEvery        = int64(2 * time.Millisecond / time.Microsecond)
 	clusterProbeEvery = int64(100 * time.Millisecond / time.Microsecond)
@@ -120,61 +122,30 @@ func (c *redisClock) due(cluster bool) bool {
 	return !c.ok || localMicros()-c.last >= every
 }
 
-// clockProbe asks Redis's TIME within a pipeline: TIME itself on a single
-// Redis; on a cluster, a script reading TIME on the node of a fixed key, so
-// that every instance reads the same node's clock (TIME alone would go to
-// a random one).
+// clockProbe asks a single Redis's TIME within a pipeline. A cluster's clock
+// is sampled on its own instead (sampleMasters): TIME names no key, and a
+// cluster client would send it to any node.
 type clockProbe struct {
-	cluster bool
-	time    *redis.TimeCmd
-	eval    *redis.Cmd
+	time *redis.TimeCmd
 }
 
-// clockKey is the key that picks the node of a cluster's clock probe; the
-// probe never touches it.
-const clockKey = "{envoy-rls}:clock"
-
-// clockLua answers Redis's TIME, on the node of KEYS[1].
-const clockLua = "return redis.call('TIME')"
-
-func (s *Store) newClockProbe() *clockProbe { return &clockProbe{cluster: s.cluster} }
+func (s *Store) newClockProbe() *clockProbe { return &clockProbe{} }
 
 // queue adds the probe to pipe.
 func (p *clockProbe) queue(ctx context.Context, pipe redis.Pipeliner) {
-	if p.cluster {
-		p.eval = pipe.Eval(ctx, clockLua, []string{clockKey})
-	} else {
-		p.time = pipe.Time(ctx)
-	}
+	p.time = pipe.Time(ctx)
 }
 
 // micros is the TIME the probe read, in microseconds since the epoch.
 func (p *clockProbe) micros() (int64, error) {
-	if !p.cluster {
-		if p.time == nil {
-			return 0, errors.New("clock probe not sent")
-		}
-		t, err := p.time.Result()
-		if err != nil {
-			return 0, err
-		}
-		return t.UnixMicro(), nil
-	}
-	if p.eval == nil {
+	if p.time == nil {
 		return 0, errors.New("clock probe not sent")
 	}
-	v, err := p.eval.Slice()
+	t, err := p.time.Result()
 	if err != nil {
 		return 0, err
 	}
-	if len(v) == 2 {
-		sec, err1 := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
-		usec, err2 := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
-		if err1 == nil && err2 == nil {
-			return sec*1_000_000 + usec, nil
-		}
-	}
-	return 0, fmt.Errorf("%w: TIME %v", errReply, v)
+	return t.UnixMicro(), nil
 }
 
 // observe feeds the probe's answer, sent and received at the given local
@@ -199,11 +170,27 @@ func (c *redisClock) sampledSince(since int64) bool {
 	return c.ok && c.last >= since
 }
 
-// probeAside samples a cluster's clock in a pipeline of its own, unless one
-// is out already. On a cluster the clock is one node's (clockProbe), most
-// likely not the node of the pipeline that found the sample due: carried
-// there, it would make that pipeline, and every call merged into it, wait
-// on a second node, and on a stalled clock node.
+// askClock samples Redis's clock for a call that has no estimate it may
+// use (Store.now): a TIME in a pipeline of its own on a single Redis, a
+// master's TIME on a cluster.
+func (s *Store) askClock(ctx context.Context) error {
+	if s.cluster {
+		return s.sampleMasters(ctx)
+	}
+	probe := s.newClockProbe()
+	wk := &work{clock: probe}
+	s.send(ctx, wk)
+	if wk.err != nil {
+		return wk.err // the call stopped waiting: the probe is not for it to read
+	}
+	return probe.err()
+}
+
+// probeAside samples a cluster's clock from a goroutine of its own, unless
+// a sample is out already: the master it asks is most likely not the one
+// of the pipeline that found the sample due, and carried there it would
+// make that pipeline, and every call merged into it, wait on a second
+// master, and on a stalled or dead one.
 func (s *Store) probeAside() {
 	if !s.probing.CompareAndSwap(false, true) {
 		return
@@ -212,6 +199,80 @@ func (s *Store) probeAside() {
 	go func() {
 		defer s.probes.Done()
 		defer s.probing.Store(false)
-		s.exec(context.Background(), &work{clock: s.newClockProbe()})
+		_ = s.sampleMasters(context.Background())
 	}()
+}
+
+// clockMasters bounds the masters sampleMasters tries, in the order of the
+// keys clockKey names: enough that a cluster of a few dozen masters has each
+// among them, and any cluster two or more.
+const clockMasters = 64
+
+// clockKey is the i-th key whose master a cluster's clock is read from
+// (sampleMasters); the clock never touches it. Each has a hash tag of its
+// own, so that their slots spread over the masters. The first is the key of
+// the one master that the clock was read from before there was a fallback.
+func clockKey(i int) string {
+	if i == 0 {
+		return "{envoy-rls}:clock"
+	}
+	return "{envoy-rls:" + strconv.Itoa(i) + "}:clock"
+}
+
+// masterFinder is what a cluster's clock needs of a cluster client: the
+// master that holds a key, as the client's map of the slots says.
+type masterFinder interface {
+	MasterForKey(ctx context.Context, key string) (*redis.Client, error)
+}
+
+var _ masterFinder = (*redis.ClusterClient)(nil)
+
+// sampleMasters samples a cluster's clock: the TIME of the first master, in
+// the order of clockKey's keys, that answers it. Each instance walks the
+// same order, as the slot map that every client of the cluster reads
+// decides it, so that instances read the same master's clock, and the
+// clock survives the loss of any master but the last: the walk starts
+// from the first every time, and so comes back to it once it answers.
+//
+// What the estimate then means: while one master answers first, every
+// instance's instant is that master's clock within its uncertainty (half
+// the best recent round trip, plus maxDrift; a call never uses one above
+// maxClockUncertainty), and two instances agree within the sum of theirs.
+// When the clock moves to another master, an instance's instants step,
+// forward or back, by the difference between the two masters' clocks (the
+// estimate follows at once a sample that contradicts it: observe), and for
+// the time one instance has moved and another not yet (up to a
+// clusterProbeEvery after their next calls), they differ by that much on
+// top; two masters kept by NTP differ by a few milliseconds at most. A
+// master that is down fails the hits on its own keys whatever the clock.
+func (s *Store) sampleMasters(ctx context.Context) error {
+	c, ok := s.client.(masterFinder)
+	if !ok {
+		return errors.New("redisstore: a cluster's clock needs a cluster client")
+	}
+	var tried []string
+	var errs []error
+	for i := range clockMasters {
+		m, err := c.MasterForKey(ctx, clockKey(i))
+		if err != nil {
+			// The slot map is not to be had: no master is known.
+			return errors.Join(append(errs, err)...)
+		}
+		addr := m.Options().Addr
+		if slices.Contains(tried, addr) {
+			continue
+		}
+		tried = append(tried, addr)
+		sent := localMicros()
+		t, err := m.Time(ctx).Result()
+		if err == nil {
+			s.redisClock.observe(sent, localMicros(), t.UnixMicro())
+			return nil
+		}
+		errs = append(errs, fmt.Errorf("master %s: %w", addr, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -3,9 +3,6 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"fmt"
-	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -33,6 +30,9 @@ type redisClock struct {
 	best clockSample
 	ok   bool
 	last int64 // local instant of the latest sample
+	// failed holds, on a cluster, the local instant at which each master's
+	// TIME last failed (sampleMasters), by address.
+	failed map[string]int64
 }
 
 // clockSample is one TIME: at is its local midpoint in microseconds of the
@@ -184,95 +184,4 @@ func (s *Store) askClock(ctx context.Context) error {
 		return wk.err // the call stopped waiting: the probe is not for it to read
 	}
 	return probe.err()
-}
-
-// probeAside samples a cluster's clock from a goroutine of its own, unless
-// a sample is out already: the master it asks is most likely not the one
-// of the pipeline that found the sample due, and carried there it would
-// make that pipeline, and every call merged into it, wait on a second
-// master, and on a stalled or dead one.
-func (s *Store) probeAside() {
-	if !s.probing.CompareAndSwap(false, true) {
-		return
-	}
-	s.probes.Add(1)
-	go func() {
-		defer s.probes.Done()
-		defer s.probing.Store(false)
-		_ = s.sampleMasters(context.Background())
-	}()
-}
-
-// clockMasters bounds the masters sampleMasters tries, in the order of the
-// keys clockKey names: enough that a cluster of a few dozen masters has each
-// among them, and any cluster two or more.
-const clockMasters = 64
-
-// clockKey is the i-th key whose master a cluster's clock is read from
-// (sampleMasters); the clock never touches it. Each has a hash tag of its
-// own, so that their slots spread over the masters. The first is the key of
-// the one master that the clock was read from before there was a fallback.
-func clockKey(i int) string {
-	if i == 0 {
-		return "{envoy-rls}:clock"
-	}
-	return "{envoy-rls:" + strconv.Itoa(i) + "}:clock"
-}
-
-// masterFinder is what a cluster's clock needs of a cluster client: the
-// master that holds a key, as the client's map of the slots says.
-type masterFinder interface {
-	MasterForKey(ctx context.Context, key string) (*redis.Client, error)
-}
-
-var _ masterFinder = (*redis.ClusterClient)(nil)
-
-// sampleMasters samples a cluster's clock: the TIME of the first master, in
-// the order of clockKey's keys, that answers it. Each instance walks the
-// same order, as the slot map that every client of the cluster reads
-// decides it, so that instances read the same master's clock, and the
-// clock survives the loss of any master but the last: the walk starts
-// from the first every time, and so comes back to it once it answers.
-//
-// What the estimate then means: while one master answers first, every
-// instance's instant is that master's clock within its uncertainty (half
-// the best recent round trip, plus maxDrift; a call never uses one above
-// maxClockUncertainty), and two instances agree within the sum of theirs.
-// When the clock moves to another master, an instance's instants step,
-// forward or back, by the difference between the two masters' clocks (the
-// estimate follows at once a sample that contradicts it: observe), and for
-// the time one instance has moved and another not yet (up to a
-// clusterProbeEvery after their next calls), they differ by that much on
-// top; two masters kept by NTP differ by a few milliseconds at most. A
-// master that is down fails the hits on its own keys whatever the clock.
-func (s *Store) sampleMasters(ctx context.Context) error {
-	c, ok := s.client.(masterFinder)
-	if !ok {
-		return errors.New("redisstore: a cluster's clock needs a cluster client")
-	}
-	var tried []string
-	var errs []error
-	for i := range clockMasters {
-		m, err := c.MasterForKey(ctx, clockKey(i))
-		if err != nil {
-			// The slot map is not to be had: no master is known.
-			return errors.Join(append(errs, err)...)
-		}
-		addr := m.Options().Addr
-		if slices.Contains(tried, addr) {
-			continue
-		}
-		tried = append(tried, addr)
-		sent := localMicros()
-		t, err := m.Time(ctx).Result()
-		if err == nil {
-			s.redisClock.observe(sent, localMicros(), t.UnixMicro())
-			return nil
-		}
-		errs = append(errs, fmt.Errorf("master %s: %w", addr, err))
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return errors.Join(errs...)
 }

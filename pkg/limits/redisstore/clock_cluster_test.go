@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -79,5 +80,43 @@ func TestClusterClockSurvivesMasterLoss(t *testing.T) {
 	}
 	if _, u, ok := s.redisClock.now(); !ok || u > maxClockUncertainty {
 		t.Errorf("estimate after the loss: uncertainty %d µs, ok %v; want one within %d µs", u, ok, maxClockUncertainty)
+	}
+}
+
+// TestClusterClockSurvivesMasterHang: the master whose clock the store
+// reads hangs (its port accepts connections, nothing answers them), as a
+// host that is gone does. A store started then decides the other masters'
+// keys once it has found the hung master out: its first calls, whose
+// deadlines end while they wait on it, fail, a walk aside waits the
+// client's timeout for it and passes it by, and the walks after it ask it
+// last.
+func TestClusterClockSurvivesMasterHang(t *testing.T) {
+	_, cl, clockAddr, others := startClockCluster(t)
+	cl.Node(clockAddr).Pause()
+	c := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: testTimeout}).(*redis.ClusterClient)
+	s := New(c, Options{})
+	defer s.Close()
+	l := allowing(limits.FixedWindow, 1000)
+	decide := func(key string) limits.Result {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout/4)
+		defer cancel()
+		res := make([]limits.Result, 1)
+		s.Decide(ctx, []limits.Hit{{Key: key, Limit: l, Cost: 1}}, res)
+		return res[0]
+	}
+	live := []string{keysOn(t, c, others[0], 1)[0], keysOn(t, c, others[1], 1)[0]}
+	var r limits.Result
+	if !eventually(30*time.Second, func() bool { r = decide(live[0]); return r.Err == nil }) {
+		t.Fatalf("30 s after the clock's master hung, a call for another master's key still fails: %+v", r)
+	}
+	for range 3 {
+		for _, k := range live {
+			if r := decide(k); r.Err != nil || !r.Allowed {
+				t.Errorf("hit on %s, with the clock's master hung: %+v, want allowed", k, r)
+			}
+		}
+	}
+	if r := decide(keysOn(t, c, clockAddr, 1)[0]); r.Err == nil || !errors.Is(r.Err, limits.ErrUnavailable) {
+		t.Errorf("hit on the hung master: %+v, want an error of a store unavailable", r)
 	}
 }

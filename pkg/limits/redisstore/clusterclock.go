@@ -64,7 +64,9 @@ var _ masterFinder = (*redis.ClusterClient)(nil)
 
 // clockOrder returns the masters of clockKey's keys, each once, in the
 // order they first appear; those whose TIME failed within clockRetry
-// before now go last, in the same order.
+// before now go last, in the same order. (A slot that no master holds
+// names a node at random: the order is then the same for every instance
+// only up to it.)
 func (c *redisClock) clockOrder(ctx context.Context, cluster masterFinder, now int64) ([]*redis.Client, error) {
 	var masters []*redis.Client
 	for i := range clockMasters {

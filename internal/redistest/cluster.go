@@ -30,13 +30,24 @@ type Cluster struct {
 // ends.
 func StartCluster(t testing.TB, masters int) *Cluster {
 	t.Helper()
+	return StartClusterWith(t, masters, Options{})
+}
+
+// StartClusterWith is StartCluster with credentials on every node (the
+// cluster bus needs none). TLS is not supported: the nodes would announce
+// themselves on their plaintext ports.
+func StartClusterWith(t testing.TB, masters int, o Options) *Cluster {
+	t.Helper()
+	if o.TLS {
+		t.Fatalf("redistest: StartClusterWith: TLS is not supported")
+	}
 	if masters < 1 || masters > clusterSlots {
 		t.Fatalf("redistest: StartCluster: masters = %d, want 1 to %d", masters, clusterSlots)
 	}
 	c := &Cluster{}
 	busPorts := make([]string, masters)
 	for i := range masters {
-		s := start(t, Options{}, func(int) []string {
+		s := start(t, o, func(int) []string {
 			bus, err := freePort()
 			if err != nil {
 				t.Fatalf("redistest: %v", err)
@@ -77,6 +88,16 @@ func (c *Cluster) Addrs() []string {
 		addrs[i] = s.Addr()
 	}
 	return addrs
+}
+
+// Node is the node at addr (host:port, as Addrs names it), nil if none is.
+func (c *Cluster) Node(addr string) *Server {
+	for _, s := range c.Nodes {
+		if s.Addr() == addr {
+			return s
+		}
+	}
+	return nil
 }
 
 // waitOK waits until every node knows every other node and all slots.

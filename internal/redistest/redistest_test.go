@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestStartStopRestart(t *testing.T) {
@@ -130,5 +131,40 @@ func TestSentinel(t *testing.T) {
 	s.WaitFailover(t)
 	if v, err := s.Replica.Do("GET", "k"); err != nil || v != "v" {
 		t.Errorf("GET k on the new master: %q, %v; want the value written before the failover", v, err)
+	}
+}
+
+// TestClusterWith: a cluster whose nodes require a password forms, and
+// every node refuses a client without it; Node finds a node by address.
+func TestClusterWith(t *testing.T) {
+	c := StartClusterWith(t, 2, Options{Password: "p"})
+	anon := client{}
+	for _, n := range c.Nodes {
+		if _, err := anon.do(n.Addr(), time.Second, "PING"); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+			t.Errorf("PING on %s without AUTH: %v, want NOAUTH", n.Addr(), err)
+		}
+		if got := c.Node(n.Addr()); got != n {
+			t.Errorf("Node(%s) = %v, want the node", n.Addr(), got)
+		}
+	}
+	if got := c.Node("127.0.0.1:1"); got != nil {
+		t.Errorf("Node of no node's address = %v, want nil", got)
+	}
+}
+
+// TestPauseResume: a paused server accepts a connection and answers
+// nothing; resumed, it answers again.
+func TestPauseResume(t *testing.T) {
+	s := Start(t)
+	s.Pause()
+	if _, err := s.client.do(s.Addr(), 200*time.Millisecond, "PING"); err == nil {
+		t.Error("a paused server answered PING")
+	}
+	if !s.Running() {
+		t.Error("a paused server is not running")
+	}
+	s.Resume()
+	if out, err := s.Do("PING"); err != nil || out != "PONG" {
+		t.Errorf("PING after Resume: %q, %v; want PONG", out, err)
 	}
 }

@@ -146,7 +146,7 @@ func newSingleClient(o ClientOptions, timeout time.Duration) (*redis.Client, err
 		opt.PipelinePoolSize = noPipelinePool
 	}
 	c := redis.NewClient(opt)
-	c.AddHook(connErrorHook{})
+	addHooks(c)
 	return c, nil
 }
 
@@ -161,8 +161,16 @@ func newFailoverClient(o ClientOptions, timeout time.Duration) (*redis.Client, e
 	u.Addrs, u.MasterName, u.SentinelPassword = o.Sentinel, o.SentinelMaster, o.SentinelPassword
 	u.SentinelUsername = o.SentinelUsername
 	c := redis.NewFailoverClient(u.Failover())
-	c.AddHook(connErrorHook{})
+	addHooks(c)
 	return c, nil
+}
+
+// addHooks adds the hooks that every client NewClient builds carries,
+// whatever its kind: a single Redis, a Sentinel's master or a cluster. The
+// store reads each command's own error, never Exec's, and relies on each
+// kind of client to set them alike.
+func addHooks(c interface{ AddHook(redis.Hook) }) {
+	c.AddHook(connErrorHook{})
 }
 
 // connErrorHook gives every command of a pipeline the error that kept the
@@ -170,7 +178,9 @@ func newFailoverClient(o ClientOptions, timeout time.Duration) (*redis.Client, e
 // preparing a connection (WRONGPASS or NOAUTH from the AUTH of a new
 // connection) from Exec but sets it on no command, so that the store, which
 // reads each command's error, would see an empty reply instead of the
-// reason.
+// reason. A cluster client sets such an error on the commands of the node
+// concerned itself (go-redis v9.23): on it the hook finds them set and does
+// nothing, and it is there so that no kind of client depends on that.
 type connErrorHook struct{}
 
 var _ redis.Hook = connErrorHook{}
@@ -209,7 +219,9 @@ func newClusterClient(o ClientOptions, timeout time.Duration) (*redis.ClusterCli
 	// of a dead master would wait out -store-timeout. Redirects need no
 	// backoff.
 	u.MinRetryBackoff, u.MaxRetryBackoff = -1, -1
-	return redis.NewClusterClient(u.Cluster()), nil
+	c := redis.NewClusterClient(u.Cluster())
+	addHooks(c)
+	return c, nil
 }
 
 // universalOptions are the settings a cluster and a Sentinel client share:

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/envoy-rls/envoy-rls/internal/redistest"
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
 func TestNewClientErrors(t *testing.T) {
@@ -203,4 +205,84 @@ func writeCA(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestClientConnErrors: a pipeline whose connection cannot be prepared (its
+// AUTH refused) fails each of its hits with the reason, as a store that is
+// unavailable, on every kind of client NewClient builds: a single Redis, a
+// Sentinel's master, a cluster refused from the start, and a cluster whose
+// nodes refuse new connections once the client knows the slots. The store
+// reads each command's error, so without connErrorHook a single Redis's
+// and a Sentinel's hits would come back empty instead (go-redis sets such
+// an error on no command of theirs).
+func TestClientConnErrors(t *testing.T) {
+	const user, pass = "alice", "alice-s3cret"
+	users := []redistest.User{{Name: user, Password: pass}}
+	single := redistest.StartWith(t, redistest.Options{Users: users})
+	sen := redistest.StartSentinelWith(t, redistest.SentinelOptions{Password: pass})
+	cl := redistest.StartClusterWith(t, 3, redistest.Options{Users: users})
+	// The process's clock, not Redis's: the hits' pipelines alone are under
+	// test.
+	opts := Options{Clock: func() int64 { return time.Now().UnixMicro() }}
+	// keys fall on each of the three masters of the cluster (slots 15495,
+	// 3300, 7365, 11298, 15363); the other setups have one master.
+	keys := []string{"{a}:k", "{b}:k", "{c}:k", "{d}:k", "{e}:k"}
+	decide := func(s *Store) []limits.Result {
+		hits := make([]limits.Hit, len(keys))
+		for i, k := range keys {
+			hits[i] = limits.Hit{Key: k, Limit: hourly(limits.FixedWindow, 10), Cost: 1}
+		}
+		res := make([]limits.Result, len(hits))
+		s.Decide(context.Background(), hits, res)
+		return res
+	}
+	refused := func(res []limits.Result) bool {
+		for _, r := range res {
+			if r.Err == nil || !strings.Contains(r.Err.Error(), "WRONGPASS") || !errors.Is(r.Err, limits.ErrUnavailable) {
+				return false
+			}
+		}
+		return true
+	}
+	check := func(t *testing.T, res []limits.Result) {
+		t.Helper()
+		if !refused(res) {
+			t.Errorf("got %+v, want every hit failed with an error naming WRONGPASS, of a store unavailable", res)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		o    ClientOptions
+	}{
+		{"single", ClientOptions{URL: single.URL(), Username: user, Password: "wrong"}},
+		{"Sentinel", ClientOptions{Sentinel: sen.Addrs(), SentinelMaster: redistest.SentinelMaster, Password: "wrong"}},
+		{"cluster", ClientOptions{Cluster: cl.Addrs(), Username: user, Password: "wrong"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.Timeout = testTimeout
+			s := New(newClient(t, tc.o), opts)
+			defer s.Close()
+			check(t, decide(s))
+		})
+	}
+	t.Run("cluster refusing new connections", func(t *testing.T) {
+		s := New(newClient(t, ClientOptions{Cluster: cl.Addrs(), Username: user, Password: pass, Timeout: testTimeout}), opts)
+		defer s.Close()
+		for i, r := range decide(s) {
+			if r.Err != nil || !r.Allowed {
+				t.Fatalf("hit on %s before: %+v, want allowed", keys[i], r)
+			}
+		}
+		// Deleting the user closes its connections: a pipeline that takes
+		// one before the client has seen it closed fails (EOF), and the
+		// next need new ones, whose AUTH is refused.
+		for _, n := range cl.Nodes {
+			if _, err := n.Do("ACL", "DELUSER", user); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var res []limits.Result
+		eventually(5*time.Second, func() bool { res = decide(s); return refused(res) })
+		check(t, res)
+	})
 }

@@ -3,8 +3,6 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -32,6 +30,9 @@ type redisClock struct {
 	best clockSample
 	ok   bool
 	last int64 // local instant of the latest sample
+	// failed holds, on a cluster, the local instant at which each master's
+	// TIME last failed (sampleMasters), by address.
+	failed map[string]int64
 }
 
 // clockSample is one TIME: at is its local midpoint in microseconds of the
@@ -97,12 +98,13 @@ func (c *redisClock) now() (now, uncertainty int64, ok bool) {
 	return local + c.best.off, c.bound(c.best, local), true
 }
 
-// probeEvery and clusterProbeEvery are how often pipelines carry a clock
-// probe, in microseconds: on a single Redis TIME, at most every other
-// millisecond (a sample is a command and a reply: under load, many
-// pipelines share each); on a cluster a script call on one node, ten times
-// a second. Either keeps the estimate's bound near the fastest recent round
-// trip (maxDrift adds a microsecond per 10 ms of a sample's age).
+// probeEvery and clusterProbeEvery are how often the clock is sampled, in
+// microseconds: on a single Redis by a TIME in a pipeline, at most every
+// other millisecond (a sample is a command and a reply: under load, many
+// pipelines share each); on a cluster by a TIME of its own on a master
+// (sampleMasters), ten times a second. Either keeps the estimate's bound near
+// the fastest recent round trip (maxDrift adds a microsecond per 10 ms of a
+// sample's age).
 const (
 	probeEvery        = int64(2 * time.Millisecond / time.Microsecond)
 	clusterProbeEvery = int64(100 * time.Millisecond / time.Microsecond)
@@ -120,61 +122,30 @@ func (c *redisClock) due(cluster bool) bool {
 	return !c.ok || localMicros()-c.last >= every
 }
 
-// clockProbe asks Redis's TIME within a pipeline: TIME itself on a single
-// Redis; on a cluster, a script reading TIME on the node of a fixed key, so
-// that every instance reads the same node's clock (TIME alone would go to
-// a random one).
+// clockProbe asks a single Redis's TIME within a pipeline. A cluster's clock
+// is sampled on its own instead (sampleMasters): TIME names no key, and a
+// cluster client would send it to any node.
 type clockProbe struct {
-	cluster bool
-	time    *redis.TimeCmd
-	eval    *redis.Cmd
+	time *redis.TimeCmd
 }
 
-// clockKey is the key that picks the node of a cluster's clock probe; the
-// probe never touches it.
-const clockKey = "{envoy-rls}:clock"
-
-// clockLua answers Redis's TIME, on the node of KEYS[1].
-const clockLua = "return redis.call('TIME')"
-
-func (s *Store) newClockProbe() *clockProbe { return &clockProbe{cluster: s.cluster} }
+func (s *Store) newClockProbe() *clockProbe { return &clockProbe{} }
 
 // queue adds the probe to pipe.
 func (p *clockProbe) queue(ctx context.Context, pipe redis.Pipeliner) {
-	if p.cluster {
-		p.eval = pipe.Eval(ctx, clockLua, []string{clockKey})
-	} else {
-		p.time = pipe.Time(ctx)
-	}
+	p.time = pipe.Time(ctx)
 }
 
 // micros is the TIME the probe read, in microseconds since the epoch.
 func (p *clockProbe) micros() (int64, error) {
-	if !p.cluster {
-		if p.time == nil {
-			return 0, errors.New("clock probe not sent")
-		}
-		t, err := p.time.Result()
-		if err != nil {
-			return 0, err
-		}
-		return t.UnixMicro(), nil
-	}
-	if p.eval == nil {
+	if p.time == nil {
 		return 0, errors.New("clock probe not sent")
 	}
-	v, err := p.eval.Slice()
+	t, err := p.time.Result()
 	if err != nil {
 		return 0, err
 	}
-	if len(v) == 2 {
-		sec, err1 := strconv.ParseInt(fmt.Sprint(v[0]), 10, 64)
-		usec, err2 := strconv.ParseInt(fmt.Sprint(v[1]), 10, 64)
-		if err1 == nil && err2 == nil {
-			return sec*1_000_000 + usec, nil
-		}
-	}
-	return 0, fmt.Errorf("%w: TIME %v", errReply, v)
+	return t.UnixMicro(), nil
 }
 
 // observe feeds the probe's answer, sent and received at the given local
@@ -199,19 +170,18 @@ func (c *redisClock) sampledSince(since int64) bool {
 	return c.ok && c.last >= since
 }
 
-// probeAside samples a cluster's clock in a pipeline of its own, unless one
-// is out already. On a cluster the clock is one node's (clockProbe), most
-// likely not the node of the pipeline that found the sample due: carried
-// there, it would make that pipeline, and every call merged into it, wait
-// on a second node, and on a stalled clock node.
-func (s *Store) probeAside() {
-	if !s.probing.CompareAndSwap(false, true) {
-		return
+// askClock samples Redis's clock for a call that has no estimate it may
+// use (Store.now): a TIME in a pipeline of its own on a single Redis, a
+// master's TIME on a cluster.
+func (s *Store) askClock(ctx context.Context) error {
+	if s.cluster {
+		return s.sampleMasters(ctx)
 	}
-	s.probes.Add(1)
-	go func() {
-		defer s.probes.Done()
-		defer s.probing.Store(false)
-		s.exec(context.Background(), &work{clock: s.newClockProbe()})
-	}()
+	probe := s.newClockProbe()
+	wk := &work{clock: probe}
+	s.send(ctx, wk)
+	if wk.err != nil {
+		return wk.err // the call stopped waiting: the probe is not for it to read
+	}
+	return probe.err()
 }

@@ -42,9 +42,6 @@ func newNodeBatchers(s *Store, c *redis.ClusterClient, flushes int) *nodeBatcher
 // keys span masters is split by master, each part sent with its master's
 // flushes at once, and done when all are.
 func (n *nodeBatchers) do(ctx context.Context, wk *work) bool {
-	if wk.clock != nil {
-		return false // a clock sample of its own: not a call's
-	}
 	addr, spans := "", false
 	m := n.masters(ctx)
 	for key := range wk.keys {

@@ -53,24 +53,71 @@ func testCmdKey(c redis.Cmder) (string, bool) {
 }
 
 // clockCluster starts a cluster of three masters and returns a client of
-// it, the address of the master whose clock the store reads (the node of clockKey) and the
-// other two.
+// it, the address of the master whose clock the store reads while it
+// answers (the master of clockKey(0)) and the other two.
 func clockCluster(t *testing.T) (*redis.ClusterClient, string, []string) {
+	t.Helper()
+	c, _, clockAddr, others := startClockCluster(t)
+	return c, clockAddr, others
+}
+
+// startClockCluster is clockCluster, with the cluster.
+func startClockCluster(t *testing.T) (*redis.ClusterClient, *redistest.Cluster, string, []string) {
 	t.Helper()
 	cl := redistest.StartCluster(t, 3)
 	c := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: testTimeout}).(*redis.ClusterClient)
-	clockNode, err := c.MasterForKey(context.Background(), clockKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clockAddr := clockNode.Options().Addr
+	clockAddr := masterOf(t, c, clockKey(0))
 	var others []string
 	for _, a := range cl.Addrs() {
 		if a != clockAddr {
 			others = append(others, a)
 		}
 	}
-	return c, clockAddr, others
+	return c, cl, clockAddr, others
+}
+
+// masterOf is the address of the master that holds key.
+func masterOf(t *testing.T, c *redis.ClusterClient, key string) string {
+	t.Helper()
+	m, err := c.MasterForKey(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Options().Addr
+}
+
+// timeCount counts the TIME commands sent to the node client it hooks (the
+// clock's samples on a cluster), and holds each for delay.
+type timeCount struct {
+	delay time.Duration
+	n     atomic.Int64
+}
+
+func (*timeCount) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (*timeCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *timeCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "time" {
+			h.n.Add(1)
+			time.Sleep(h.delay)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// countTime hooks a timeCount, holding each TIME for delay, on c's client
+// of the master at addr.
+func countTime(t *testing.T, c *redis.ClusterClient, addr string, delay time.Duration) *timeCount {
+	t.Helper()
+	h := &timeCount{delay: delay}
+	m, err := c.MasterForKey(context.Background(), keysOn(t, c, addr, 1)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.AddHook(h)
+	return h
 }
 
 // keysOn returns n keys, each its own hash tag, that live on the master at
@@ -179,17 +226,14 @@ func TestClusterMergesPerMaster(t *testing.T) {
 }
 
 // Calls that find no estimate of Redis's clock share one TIME: on a
-// cluster whose clock node answers slowly, 16 first calls send one probe
-// there between them, not 16.
+// cluster whose clock master answers slowly, 16 first calls send one
+// sample there between them, not 16.
 func TestFirstClockSampleShared(t *testing.T) {
 	c, clockAddr, others := clockCluster(t)
-	other := others[0]
-	hook := &slowNode{cluster: c, addr: clockAddr, count: map[string]int{}}
-	hook.delay.Store(int64(100 * time.Millisecond))
-	c.AddHook(hook)
+	hook := countTime(t, c, clockAddr, 100*time.Millisecond)
 	s := New(c, Options{})
 	defer s.Close()
-	keys := keysOn(t, c, other, 16)
+	keys := keysOn(t, c, others[0], 16)
 	l := allowing(limits.FixedWindow, 10)
 	var wg sync.WaitGroup
 	for _, k := range keys {
@@ -202,10 +246,7 @@ func TestFirstClockSampleShared(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	hook.mu.Lock()
-	probes := hook.count[clockAddr]
-	hook.mu.Unlock()
-	if probes > 2 { // the first, and at most one sample aside since
-		t.Errorf("%d clock probes for 16 first calls, want one", probes)
+	if probes := hook.n.Load(); probes < 1 || probes > 2 { // the first, and at most one sample aside since
+		t.Errorf("%d clock samples for 16 first calls, want one", probes)
 	}
 }

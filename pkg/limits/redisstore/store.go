@@ -465,7 +465,7 @@ func (s *Store) now(ctx context.Context) (int64, error) {
 	}
 	// One call at a time asks: those that arrive meanwhile take its sample,
 	// which is as good as one of their own, rather than each sending a TIME
-	// (on a cluster, each in a pipeline to the clock's node, however slow).
+	// (on a cluster, each to a master, however slow).
 	asked := localMicros()
 	select {
 	case s.asking <- struct{}{}:
@@ -477,14 +477,7 @@ func (s *Store) now(ctx context.Context) (int64, error) {
 		now, _, _ := s.redisClock.now()
 		return now, nil
 	}
-	probe := s.newClockProbe()
-	wk := &work{clock: probe}
-	s.send(ctx, wk)
-	err := wk.err // the call stopped waiting: the probe is not for it to read
-	if err == nil {
-		err = probe.err()
-	}
-	if err != nil {
+	if err := s.askClock(ctx); err != nil {
 		return 0, storeError("clock", err)
 	}
 	now, _, _ := s.redisClock.now()

@@ -6,102 +6,122 @@ import (
 	"strings"
 )
 
-// WriteText writes the explanation for a person to read.
+// WriteText writes the explanation for a person to read: the domain and
+// descriptor, the walk down the config's tree, each limit with its key
+// and state, and the outcome.
 func (ex Explanation) WriteText(w io.Writer) error {
 	var b strings.Builder
-	entries := make([]string, len(ex.Entries))
-	for i, e := range ex.Entries {
-		entries[i] = e.Key + "=" + e.Value
-	}
-	fmt.Fprintf(&b, "domain:     %s", ex.Domain)
-	switch {
-	case !ex.DomainKnown:
-		b.WriteString(" (unknown)\n")
-	case ex.DomainFile != "":
-		fmt.Fprintf(&b, " (%s)\n", ex.DomainFile)
-	default:
-		b.WriteString("\n")
-	}
-	fmt.Fprintf(&b, "descriptor: %s\n", strings.Join(entries, ", "))
+	ex.writeHead(&b)
 	if len(ex.Levels) > 0 {
 		b.WriteString("walk:\n")
 	}
 	for i, lv := range ex.Levels {
-		fmt.Fprintf(&b, "  %d. %s=%s: ", i+1, lv.Entry.Key, lv.Entry.Value)
-		switch lv.Match {
-		case MatchNone:
-			b.WriteString("no match (no exact value, wildcard or bare key for it here)\n")
-			continue
-		case MatchExact:
-			fmt.Fprintf(&b, "exact value %q", lv.Pattern)
-		case MatchWildcard:
-			fmt.Fprintf(&b, "wildcard %q", lv.Pattern)
-			if lv.ShareThreshold {
-				b.WriteString(" (share_threshold: all its values share one counter)")
-			}
-		case MatchBare:
-			fmt.Fprintf(&b, "bare key %s (one counter per value)", lv.Entry.Key)
-		}
-		fmt.Fprintf(&b, " -> node %s", lv.Node)
-		if lv.Line > 0 {
-			fmt.Fprintf(&b, " (line %d)", lv.Line)
-		}
-		b.WriteString("\n")
+		writeLevel(&b, i, lv)
 	}
 	if len(ex.Limits) > 0 {
 		b.WriteString("limits:\n")
 	}
 	for _, l := range ex.Limits {
-		name := l.Name
-		if name == "" {
-			name = "(unnamed)"
-		}
-		fmt.Fprintf(&b, "  [%d] %s: %s, %d per %s", l.Index, name, l.Algorithm, l.RequestsPerUnit, period(l))
-		if l.Burst > 0 {
-			fmt.Fprintf(&b, ", burst %d", l.Burst)
-		}
-		fmt.Fprintf(&b, ", failure mode %s", l.FailureMode)
-		if l.FailureModeDefault {
-			b.WriteString(" (the service's)")
-		}
-		fmt.Fprintf(&b, ", shadow %t", l.Shadow)
-		if l.QuotaMode {
-			b.WriteString(", quota mode")
-		}
-		if l.CountRefused {
-			b.WriteString(", count_refused")
-		}
-		if len(l.Replaces) > 0 {
-			fmt.Fprintf(&b, ", replaces %s", strings.Join(l.Replaces, ", "))
-		}
-		if l.Line > 0 {
-			fmt.Fprintf(&b, " (line %d)", l.Line)
-		}
-		b.WriteString("\n")
-		if l.ReplacedBy != "" {
-			fmt.Fprintf(&b, "      replaced by %s: not decided\n", l.ReplacedBy)
-			continue
-		}
-		fmt.Fprintf(&b, "      key:   %s\n", l.Key)
-		switch st := l.State; {
-		case st == nil:
-		case st.Error != "":
-			fmt.Fprintf(&b, "      state: unknown, the store failed: %s\n", st.Error)
-		default:
-			verdict := "a request of cost 1 would be allowed"
-			if !st.Allowed {
-				verdict = "a request would be refused"
-			}
-			fmt.Fprintf(&b, "      state: remaining %d of %d, reset %s; %s", st.Remaining, st.Capacity, st.Reset, verdict)
-			if l.Reported {
-				b.WriteString(" (the status reports this limit)")
-			}
-			b.WriteString("\n")
-		}
+		writeLimit(&b, l)
 	}
 	fmt.Fprintf(&b, "outcome:    %s\n", ex.Outcome)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeHead writes the domain, and the file that defines it, and the
+// descriptor's entries.
+func (ex Explanation) writeHead(b *strings.Builder) {
+	entries := make([]string, len(ex.Entries))
+	for i, e := range ex.Entries {
+		entries[i] = e.Key + "=" + e.Value
+	}
+	fmt.Fprintf(b, "domain:     %s", ex.Domain)
+	switch {
+	case !ex.DomainKnown:
+		b.WriteString(" (unknown)\n")
+	case ex.DomainFile != "":
+		fmt.Fprintf(b, " (%s)\n", ex.DomainFile)
+	default:
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(b, "descriptor: %s\n", strings.Join(entries, ", "))
+}
+
+// writeLevel writes step i of the walk: how entry lv matched, and the node
+// it led to.
+func writeLevel(b *strings.Builder, i int, lv ExplainedLevel) {
+	fmt.Fprintf(b, "  %d. %s=%s: ", i+1, lv.Entry.Key, lv.Entry.Value)
+	switch lv.Match {
+	case MatchNone:
+		b.WriteString("no match (no exact value, wildcard or bare key for it here)\n")
+		return
+	case MatchExact:
+		fmt.Fprintf(b, "exact value %q", lv.Pattern)
+	case MatchWildcard:
+		fmt.Fprintf(b, "wildcard %q", lv.Pattern)
+		if lv.ShareThreshold {
+			b.WriteString(" (share_threshold: all its values share one counter)")
+		}
+	case MatchBare:
+		fmt.Fprintf(b, "bare key %s (one counter per value)", lv.Entry.Key)
+	}
+	fmt.Fprintf(b, " -> node %s", lv.Node)
+	if lv.Line > 0 {
+		fmt.Fprintf(b, " (line %d)", lv.Line)
+	}
+	b.WriteString("\n")
+}
+
+// writeLimit writes one limit: what it is, then its key and state, or
+// what replaced it.
+func writeLimit(b *strings.Builder, l ExplainedLimit) {
+	name := l.Name
+	if name == "" {
+		name = "(unnamed)"
+	}
+	fmt.Fprintf(b, "  [%d] %s: %s, %d per %s", l.Index, name, l.Algorithm, l.RequestsPerUnit, period(l))
+	if l.Burst > 0 {
+		fmt.Fprintf(b, ", burst %d", l.Burst)
+	}
+	fmt.Fprintf(b, ", failure mode %s", l.FailureMode)
+	if l.FailureModeDefault {
+		b.WriteString(" (the service's)")
+	}
+	fmt.Fprintf(b, ", shadow %t", l.Shadow)
+	if l.QuotaMode {
+		b.WriteString(", quota mode")
+	}
+	if l.CountRefused {
+		b.WriteString(", count_refused")
+	}
+	if len(l.Replaces) > 0 {
+		fmt.Fprintf(b, ", replaces %s", strings.Join(l.Replaces, ", "))
+	}
+	if l.Line > 0 {
+		fmt.Fprintf(b, " (line %d)", l.Line)
+	}
+	b.WriteString("\n")
+	if l.ReplacedBy != "" {
+		fmt.Fprintf(b, "      replaced by %s: not decided\n", l.ReplacedBy)
+		return
+	}
+	fmt.Fprintf(b, "      key:   %s\n", l.Key)
+	switch st := l.State; {
+	case st == nil:
+	case st.Error != "":
+		fmt.Fprintf(b, "      state: unknown, the store failed: %s\n", st.Error)
+	default:
+		verdict := "a request of cost 1 would be allowed"
+		if !st.Allowed {
+			verdict = "a request would be refused"
+		}
+		fmt.Fprintf(b, "      state: remaining %d of %d, reset %s; %s", st.Remaining, st.Capacity, st.Reset, verdict)
+		if l.Reported {
+			b.WriteString(" (the status reports this limit)")
+		}
+		b.WriteString("\n")
+	}
 }
 
 // period renders a limit's period as the file writes it: `hour`, `30 seconds`.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/envoy-rls/envoy-rls/internal/redistest"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
@@ -259,4 +260,75 @@ func counter(ctx context.Context, c redis.UniversalClient, key string) (int64, e
 		return 0, fmt.Errorf("counter %s: gone (%v)", key, err)
 	}
 	return v[0], nil
+}
+
+// overtaker is a hook that, before each pipeline of the client it is on,
+// has another store hit the key ahead of it: a store whose clock runs
+// further ahead at each of its hits.
+type overtaker struct {
+	ahead *Store
+	hit   limits.Hit
+	calls atomic.Int64
+}
+
+func (*overtaker) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*overtaker) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (o *overtaker) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		o.calls.Add(1)
+		res := make([]limits.Result, 1)
+		o.ahead.Decide(ctx, []limits.Hit{o.hit}, res)
+		if res[0].Err != nil || !res[0].Allowed {
+			return fmt.Errorf("the store ahead: %+v", res[0])
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestBucketRefusedAgain reaches the end of the bucket's second round trips:
+// a hit that Redis refuses at its own instant while the algorithm lets it
+// in at the later instant the key has seen goes again at that instant; when
+// another instance, its clock ahead, moves the key on and takes the token
+// before each attempt, the third attempt is answered as Redis decided it: a
+// refusal at the instant it was refused at, with the wait from there, and
+// no error (stricter than the later instant, never looser).
+func TestBucketRefusedAgain(t *testing.T) {
+	base := int64(1_767_225_600_000_000)
+	srv := redistest.Start(t)
+	l := limits.Limit{Algorithm: limits.TokenBucket, Requests: 1, Period: time.Second, Burst: 2}
+	hit := limits.Hit{Key: "again", Limit: l, Cost: 1}
+	var aheadAt atomic.Int64 // each hit of the store ahead is 5 s after the last
+	ahead := New(newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout}), Options{Batching: BatchOff,
+		Clock: func() int64 { return base + aheadAt.Add(5_000_000) }})
+	defer ahead.Close()
+	o := &overtaker{ahead: ahead, hit: hit}
+	c := newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout})
+	// Connected first: the handshake of a connection is a pipeline too.
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.AddHook(o)
+	behind := New(c, Options{Batching: BatchOff, Clock: func() int64 { return base }})
+	defer behind.Close()
+
+	r := decideOne(t, behind, hit)
+	if r.Err != nil || r.Allowed {
+		t.Fatalf("got %+v, want refused, without an error", r)
+	}
+	if got := o.calls.Load(); got != 3 {
+		t.Errorf("%d pipelines, want 3 (the hit, and twice again)", got)
+	}
+	// Refused at the second store's second instant (base + 10 s), where the
+	// third hit ahead (at base + 15 s) had left the bucket full at 16 s:
+	// one token back at 15 s, 5 s on.
+	if want := 5 * time.Second; r.RetryAfter != want {
+		t.Errorf("RetryAfter %s, want %s", r.RetryAfter, want)
+	}
+	raw, err := c.Get(context.Background(), hit.Key).Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tat, _, _ := decodeBucket(raw); tat != (base+16_000_000)*1000 {
+		t.Errorf("TAT %d, want the third hit ahead's, %d: the refused hit charged nothing", tat, (base+16_000_000)*1000)
+	}
 }

@@ -275,7 +275,7 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 	}
 	back := &work{}
 	s.decideHits(ctx, hits, results, rd, back)
-	later := s.undoRefused(ctx, results, rd, back)
+	later := s.undoRefused(ctx, results, rd, back, s.latest(now))
 	s.sendBack(ctx, hits, results, back, later)
 	return end
 }
@@ -376,9 +376,8 @@ func (s *Store) decideHits(ctx context.Context, hits []limits.Hit, results []lim
 // error. A hit that failed is not undone: whether it charged is unknown,
 // and keeping a charge is stricter, never looser. It returns the refused
 // hits whose answers wait for back.
-func (s *Store) undoRefused(ctx context.Context, results []limits.Result, rd *round, back *work) []lateAnswer {
+func (s *Store) undoRefused(ctx context.Context, results []limits.Result, rd *round, back *work, latest int64) []lateAnswer {
 	var later []lateAnswer
-	latest := s.latest()
 	for _, r := range rd.runs {
 		refused := false
 		var err error
@@ -556,13 +555,14 @@ var errNoAlgorithm = errors.New("no Redis commands for algorithm")
 // answers: a key that holds something else, or a proxy in the way.
 var errReply = errors.New("unexpected reply")
 
-// latest is the latest instant, in µs, a hit concurrent with one of this
-// call can have been decided at: Options.Clock's now, or the estimate of
-// Redis's clock plus twice its uncertainty (this instance's, and another
-// taken to be as good, as prevCounts takes their deadlines).
-func (s *Store) latest() int64 {
+// latest is the latest instant, in µs, a hit concurrent with a call
+// decided at now can have been decided at: now itself with Options.Clock
+// (tests, whose instants are their own), or else the estimate of Redis's
+// clock plus twice its uncertainty (this instance's, and another's taken
+// to be as good, as prevCounts takes their deadlines).
+func (s *Store) latest(now int64) int64 {
 	if s.clock != nil {
-		return s.clock()
+		return now
 	}
 	now, u, ok := s.redisClock.now()
 	if !ok {

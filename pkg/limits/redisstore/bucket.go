@@ -43,7 +43,12 @@ import (
 // which every hit moves up to its own (SAT INCRBY −now +now again), and a
 // hit is decided at the later of the two. One that Redis refused at its
 // own, earlier instant, and that the later one lets in, goes again at the
-// later one (a second round trip, only then).
+// later one (a second round trip, only then), twice at most: refused again
+// and again, while other instances moved the key's latest instant on and
+// took the tokens first, it is answered as Redis refused it, at its own
+// instant (stricter than the later one, never looser). A disagreement at
+// one instant, Redis refusing where Go allows or the other way round, is a
+// bug or a key another build wrote: the hit fails (errDisagree).
 //
 // An undo cannot restore the state exactly: a concurrent hit that came
 // between the charge and the undo clamped at its own instant a TAT that

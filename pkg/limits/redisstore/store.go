@@ -18,20 +18,33 @@
 // refused, every charge of the run is undone, except those of limits that
 // count refused hits, which keep what their decision charged.
 //
-// What holds (docs/semantics.md says it for every store):
+// What holds, for every algorithm (docs/semantics.md says it for every
+// store):
 //
-//   - no overshoot, under any concurrency and number of instances: every
-//     charge is one atomic command that answers the state it changed, so
-//     every allowed hit was decided on a count that includes every charge
-//     that reached Redis before it, undone or not;
-//   - a charge that is undone was counted meanwhile: a concurrent request
+//   - No overshoot, under any concurrency and number of instances. Every
+//     charge is one atomic command that answers the state it changed, and
+//     the hit is decided on that state less its own charge: every allowed
+//     hit saw a count that includes every charge that reached Redis before
+//     it, undone later or not. A bucket's charge is conditional (it adds
+//     only if the hit fits), so a refused bucket hit charges nothing.
+//   - A charge that is undone was counted meanwhile: a concurrent request
 //     can then be refused where it would have fitted, never allowed where
 //     it would not. An undo never takes a count below zero (OVERFLOW SAT),
-//     nor gives a bucket back time that a concurrent hit may have clamped
-//     (bucket.go);
-//   - a peek, or a hit that can never fit, reads and writes nothing;
-//   - an undo that fails (Redis gone) leaves the charge counted until the
-//     key expires: stricter, never looser.
+//     and never gives a bucket back time that a concurrent hit may have
+//     clamped (bucket.go). An undo that fails (Redis gone, or the caller
+//     gone and Redis slow) leaves the charge counted until the key
+//     expires; so does the charge of a hit whose reply could not be read.
+//   - A refund (negative cost) is applied at once when its run cannot be
+//     refused (alone, or with other refunds); in a run that can be, it
+//     only reads in the first round trip and is applied after it, if the
+//     run is allowed: a refund is never undone, since one taken back would
+//     have let a concurrent hit in. A refund never takes a counter below
+//     zero: one that comes in the next window, or gives back more than the
+//     count, is no credit.
+//   - count_refused limits keep their charge, refused or not, also in a
+//     refused run: a window's count stops at 2N, a log keeps members up to
+//     2N, a bucket's debt stops at one period's worth.
+//   - A peek, and a hit that can never fit, read and write nothing.
 //
 // Native commands cannot read TIME: they take the instant from the store's
 // estimate of the Redis server's clock (clock.go), which the TIME that a

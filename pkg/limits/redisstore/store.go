@@ -486,7 +486,7 @@ func (s *Store) decideBuckets(ctx context.Context, hits []limits.Hit, results []
 		}
 		wk.decisions = len(again)
 		s.send(ctx, wk)
-		if err := cmp(wk.err, context.Cause(ctx)); err != nil {
+		if err := firstErr(wk.err, context.Cause(ctx)); err != nil {
 			for _, bh := range again {
 				results[bh.i] = limits.Result{Err: storeError(bh.limit.Algorithm.String(), err)}
 				// Sent or not, its charge is not for this call to read:
@@ -501,8 +501,8 @@ func (s *Store) decideBuckets(ctx context.Context, hits []limits.Hit, results []
 	return decided
 }
 
-// cmp is the first error that is not nil.
-func cmp(errs ...error) error {
+// firstErr is the first error that is not nil.
+func firstErr(errs ...error) error {
 	for _, err := range errs {
 		if err != nil {
 			return err

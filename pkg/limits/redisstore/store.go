@@ -259,46 +259,51 @@ type undoing struct {
 // span is one run of a round: hits[first..last].
 type span struct{ first, last int }
 
-// round is the work of one round of a call: its runs, each hit's pending
-// commands (nil for a hit of a run that was not sent), and the pipeline.
-type round struct {
-	runs []span
-	hits []pending // by index in the call's hits
-	wk   work
-}
+// roundOnStack is the number of hits and runs a round holds on the stack,
+// without allocating: a call is a few hits.
+const roundOnStack = 8
 
 // decideRound decides the runs of hits from first on, up to the first run
 // that names a key an earlier one of the round names, and returns where it
 // stopped: one pass that queues every hit's commands, one send, one pass
 // that decides, one that undoes the refused runs, and their send.
 func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []limits.Result, first int, now int64) int {
-	rd, end := s.plan(ctx, hits, results, first, now)
-	if rd.wk.decisions == 0 {
+	// A round's runs, and each hit's pending commands, by index in the
+	// call's hits (nil for a hit of a run that was not sent).
+	var runsOnStack [roundOnStack]span
+	var pendOnStack [roundOnStack]pending
+	pend := pendOnStack[:]
+	if len(hits) > roundOnStack {
+		pend = make([]pending, len(hits))
+	}
+	wk := &work{}
+	runs, end := s.plan(ctx, hits, results, first, now, runsOnStack[:0], pend, wk)
+	if wk.decisions == 0 {
 		return end
 	}
-	s.send(ctx, &rd.wk)
-	if rd.wk.err != nil {
+	s.send(ctx, wk)
+	if wk.err != nil {
 		s.expiries.forget()
 		// The call stopped waiting: its commands may still be running, and
 		// their replies are not for it to read.
-		for _, r := range rd.runs {
-			failRun(hits, results, r, rd.wk.err)
+		for _, r := range runs {
+			failRun(hits, results, r, wk.err)
 		}
 		return end
 	}
 	back := &work{}
-	s.decideHits(ctx, hits, results, rd, back)
-	later := s.undoRefused(ctx, results, rd, back, s.latest(now))
+	s.decideHits(ctx, hits, results, runs, pend, back)
+	later := s.undoRefused(ctx, results, runs, pend, back, s.latest(now))
 	s.sendBack(ctx, hits, results, back, later)
 	return end
 }
 
-// plan queues the commands of every run from first on, up to the first
-// that repeats a key of an earlier one, and returns the round and where it
-// stopped. A run that cannot be decided (an invalid limit, a repeated key)
-// has its error set here and sends nothing.
-func (s *Store) plan(ctx context.Context, hits []limits.Hit, results []limits.Result, first int, now int64) (*round, int) {
-	rd := &round{hits: make([]pending, len(hits))}
+// plan queues in wk the commands of every run from first on, up to the
+// first that repeats a key of an earlier one, keeps each hit's in pend,
+// and returns the runs, appended to runs, and where it stopped. A run that
+// cannot be decided (an invalid limit, a repeated key) has its error set
+// here and sends nothing.
+func (s *Store) plan(ctx context.Context, hits []limits.Hit, results []limits.Result, first int, now int64, runs []span, pend []pending, wk *work) ([]span, int) {
 	end := first
 	for end < len(hits) {
 		last := end
@@ -324,17 +329,17 @@ func (s *Store) plan(ctx context.Context, hits []limits.Hit, results []limits.Re
 			later := refunds && h.Cost < 0 && !h.Limit.CountRefused
 			switch h.Limit.Algorithm {
 			case limits.FixedWindow, limits.SlidingWindow:
-				rd.hits[i] = newWindowHit(ctx, i, h, now, s.expiries, s.prevs, &rd.wk, later)
+				pend[i] = newWindowHit(ctx, i, h, now, s.expiries, s.prevs, wk, later)
 			case limits.TokenBucket, limits.LeakyBucket:
-				rd.hits[i] = newBucketHit(ctx, i, h, now, &rd.wk, later)
+				pend[i] = newBucketHit(ctx, i, h, now, wk, later)
 			default:
-				rd.hits[i] = newLogHit(ctx, i, h, now, s.members, &rd.wk, later)
+				pend[i] = newLogHit(ctx, i, h, now, s.members, wk, later)
 			}
 		}
-		rd.runs = append(rd.runs, r)
+		runs = append(runs, r)
 	}
-	rd.wk.decisions = len(rd.runs)
-	return rd, end
+	wk.decisions = len(runs)
+	return runs, end
 }
 
 // refundsLater reports whether the refunds of run must wait for its
@@ -358,13 +363,13 @@ func refundsLater(run []limits.Hit) bool {
 // decideHits decides every hit of the round from its replies (a window's
 // missing PEXPIRE queued in back), the buckets that must go again at a
 // later instant sent again until they are decided (decideBuckets).
-func (s *Store) decideHits(ctx context.Context, hits []limits.Hit, results []limits.Result, rd *round, back *work) {
+func (s *Store) decideHits(ctx context.Context, hits []limits.Hit, results []limits.Result, runs []span, pend []pending, back *work) {
 	var buckets []*bucketHit
-	for _, r := range rd.runs {
+	for _, r := range runs {
 		for i := r.first; i <= r.last; i++ {
 			var res limits.Result
 			var err error
-			switch h := rd.hits[i].(type) {
+			switch h := pend[i].(type) {
 			case *windowHit:
 				res, err = h.decide(ctx, s, back)
 			case *logHit:
@@ -379,9 +384,7 @@ func (s *Store) decideHits(ctx context.Context, hits []limits.Hit, results []lim
 			results[i] = res
 		}
 	}
-	for _, bh := range s.decideBuckets(ctx, hits, results, buckets) {
-		rd.hits[bh.i] = bh
-	}
+	s.decideBuckets(ctx, hits, results, buckets, pend)
 }
 
 // undoRefused queues in back the undo of every run that a hit of it
@@ -389,9 +392,9 @@ func (s *Store) decideHits(ctx context.Context, hits []limits.Hit, results []lim
 // error. A hit that failed is not undone: whether it charged is unknown,
 // and keeping a charge is stricter, never looser. It returns the refused
 // hits whose answers wait for back.
-func (s *Store) undoRefused(ctx context.Context, results []limits.Result, rd *round, back *work, latest int64) []lateAnswer {
+func (s *Store) undoRefused(ctx context.Context, results []limits.Result, runs []span, pend []pending, back *work, latest int64) []lateAnswer {
 	var later []lateAnswer
-	for _, r := range rd.runs {
+	for _, r := range runs {
 		refused := false
 		var err error
 		for i := r.first; i <= r.last; i++ {
@@ -402,7 +405,7 @@ func (s *Store) undoRefused(ctx context.Context, results []limits.Result, rd *ro
 		}
 		if !refused {
 			for i := r.first; i <= r.last; i++ {
-				back.cmds = append(back.cmds, rd.hits[i].refundLater()...)
+				back.cmds = append(back.cmds, pend[i].refundLater()...)
 			}
 			continue
 		}
@@ -410,7 +413,7 @@ func (s *Store) undoRefused(ctx context.Context, results []limits.Result, rd *ro
 			if results[i].Err != nil {
 				continue
 			}
-			answer := rd.hits[i].undo(ctx, back, undoing{allowed: results[i].Allowed, latest: latest})
+			answer := pend[i].undo(ctx, back, undoing{allowed: results[i].Allowed, latest: latest})
 			if answer != nil && err == nil {
 				later = append(later, lateAnswer{i, answer})
 			}
@@ -461,9 +464,9 @@ func (s *Store) sendBack(ctx context.Context, hits []limits.Hit, results []limit
 // decideBuckets decides the bucket hits of a round from their replies, and
 // sends again those that must go again at the later instant their key has
 // seen (bucketHit.decide), twice at most: the third attempt is answered as
-// Redis decides it at its own instant. It returns the hits as last decided.
-func (s *Store) decideBuckets(ctx context.Context, hits []limits.Hit, results []limits.Result, buckets []*bucketHit) []*bucketHit {
-	var decided []*bucketHit
+// Redis decides it at its own instant. A hit sent again takes its first
+// one's place in pend.
+func (s *Store) decideBuckets(ctx context.Context, hits []limits.Hit, results []limits.Result, buckets []*bucketHit, pend []pending) {
 	for attempt := 0; len(buckets) > 0; attempt++ {
 		var again []*bucketHit
 		wk := &work{}
@@ -475,14 +478,14 @@ func (s *Store) decideBuckets(ctx context.Context, hits []limits.Hit, results []
 			case later > 0:
 				bh = newBucketHit(ctx, bh.i, &hits[bh.i], later, wk, false)
 				bh.last = attempt >= 1
+				pend[bh.i] = bh
 				again = append(again, bh)
 				continue
 			}
 			results[bh.i] = res
-			decided = append(decided, bh)
 		}
 		if len(again) == 0 {
-			return decided
+			return
 		}
 		wk.decisions = len(again)
 		s.send(ctx, wk)
@@ -492,13 +495,11 @@ func (s *Store) decideBuckets(ctx context.Context, hits []limits.Hit, results []
 				// Sent or not, its charge is not for this call to read:
 				// nothing of it to undo.
 				bh.op = nil
-				decided = append(decided, bh)
 			}
-			return decided
+			return
 		}
 		buckets = again
 	}
-	return decided
 }
 
 // firstErr is the first error that is not nil.

@@ -101,7 +101,7 @@ func (n *nodeBatchers) do(ctx context.Context, wk *work) bool {
 // masters returns the function that names the master of a key: its
 // address, "" for no key (a command without one) or when the cluster's
 // state does not know it. It remembers the last key it was asked, since a
-// window's INCRBY and PEXPIRE name one.
+// window's charge and PEXPIRE name one.
 func (n *nodeBatchers) masters(ctx context.Context) func(key string) string {
 	lastKey, lastAddr := "", ""
 	return func(key string) string {

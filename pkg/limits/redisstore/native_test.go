@@ -332,3 +332,70 @@ func TestBucketRefusedAgain(t *testing.T) {
 		t.Errorf("TAT %d, want the third hit ahead's, %d: the refused hit charged nothing", tat, (base+16_000_000)*1000)
 	}
 }
+
+// expireBetween is a hook that, once armed, deletes key after the first
+// pipeline that charges it, as Redis expiring the key between a charge and
+// its undo would.
+type expireBetween struct {
+	c     redis.UniversalClient
+	key   string
+	armed atomic.Bool
+}
+
+func (*expireBetween) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*expireBetween) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (e *expireBetween) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if k, _ := cmdKey(c); k == e.key && c.Name() == "bitfield" && e.armed.Swap(false) {
+				e.c.Del(ctx, e.key)
+			}
+		}
+		return err
+	}
+}
+
+// TestUndoNeverCredit: an undo, or a refund, that finds less than it takes
+// back (the counter expired between a refused hit's charge and its undo, a
+// refund larger than the count) stops at zero and leaves a TTL: never a
+// credit that would let more hits in than the limit.
+func TestUndoNeverCredit(t *testing.T) {
+	const now = 1_767_225_600_000_000
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	c := newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout})
+	inspect := newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout})
+	l := hourly(limits.FixedWindow, 3)
+	key := windowKey("credit", floorDiv(now, l.PeriodMicros()))
+	e := &expireBetween{c: inspect, key: key}
+	c.AddHook(e)
+	s := New(c, Options{Clock: func() int64 { return now }, Batching: BatchOff})
+	defer s.Close()
+	decide := func(what string, cost int64, allowed bool, remaining int64) {
+		t.Helper()
+		r := decideOne(t, s, limits.Hit{Key: "credit", Limit: l, Cost: cost})
+		if r.Err != nil || r.Allowed != allowed || r.Remaining != remaining {
+			t.Fatalf("%s, cost %d: got %+v, want allowed %v, remaining %d", what, cost, r, allowed, remaining)
+		}
+	}
+	zero := func(what string) {
+		t.Helper()
+		if got, err := counter(ctx, inspect, key); err != nil || got != 0 {
+			t.Fatalf("%s: counter %d, %v; want 0", what, got, err)
+		}
+		if ttl := inspect.PTTL(ctx, key).Val(); ttl <= 0 {
+			t.Errorf("%s: PTTL %v, want one", what, ttl)
+		}
+	}
+	decide("filling", 3, true, 0)
+	e.armed.Store(true)
+	decide("refused, its counter gone before the undo", 1, false, 0)
+	zero("after the undo")
+	decide("after the undo", 3, true, 0)
+	decide("over", 1, false, 0)
+	decide("a refund larger than the count", -10, true, 3)
+	zero("after the refund")
+	decide("after the refund", 3, true, 0)
+	decide("over again", 1, false, 0)
+}

@@ -399,3 +399,97 @@ func TestUndoNeverCredit(t *testing.T) {
 	decide("after the refund", 3, true, 0)
 	decide("over again", 1, false, 0)
 }
+
+// TestJointExactUnderConcurrency: several stores and many goroutines send
+// one descriptor's two limits as a joint run, of every algorithm beside a
+// tighter fixed window (and a bucket beside a log), on Redis's own clock,
+// with costs from 1 to 3 and peeks. The allowed runs never add up past the
+// tighter limit, and what the store keeps holds the allowed units alone
+// (every refused run undone): the window's counter and the log's members
+// exactly, a bucket's TAT no less, and no more than the allowed units and
+// the time its undos keep (bucket.go).
+func TestJointExactUnderConcurrency(t *testing.T) {
+	const (
+		instances  = 3
+		goroutines = 12
+		callsEach  = 30
+		n, tighter = 100, 60
+	)
+	_, c, srv := setup(t, Options{})
+	stores := make([]*Store, instances)
+	for i := range stores {
+		stores[i] = New(newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout}), Options{})
+		defer stores[i].Close()
+	}
+	ctx := context.Background()
+	waitPastBoundary(t, c, time.Hour)
+	window := limits.Limit{Algorithm: limits.FixedWindow, Requests: tighter, Period: time.Hour}
+	var pairs [][2]limits.Limit
+	for _, alg := range implemented {
+		pairs = append(pairs, [2]limits.Limit{{Algorithm: alg, Requests: n, Period: time.Hour}, window})
+	}
+	pairs = append(pairs, [2]limits.Limit{{Algorithm: limits.TokenBucket, Requests: n, Period: time.Hour},
+		{Algorithm: limits.SlidingLog, Requests: tighter, Period: time.Hour}})
+	for _, p := range pairs {
+		if p[0].Algorithm == limits.LeakyBucket {
+			p[0].Burst = n - 1
+		}
+		name := p[0].String() + "+" + p[1].String()
+		t.Run(name, func(t *testing.T) {
+			keys := [2]string{"{jx:" + name + "}:0", "{jx:" + name + "}:1"}
+			var allowed atomic.Int64
+			var wg sync.WaitGroup
+			for g := range instances * goroutines {
+				s := stores[g%instances]
+				wg.Go(func() {
+					rng := rand.New(rand.NewPCG(uint64(g), 11))
+					res := make([]limits.Result, 2)
+					for range callsEach {
+						cost := []int64{1, 1, 2, 3, 0}[rng.IntN(5)]
+						run := []limits.Hit{
+							{Key: keys[0], Limit: p[0], Cost: cost, MaxDelay: time.Hour, Joint: true},
+							{Key: keys[1], Limit: p[1], Cost: cost, MaxDelay: time.Hour},
+						}
+						s.Decide(ctx, run, res)
+						if res[0].Err != nil || res[1].Err != nil {
+							t.Errorf("cost %d: %v, %v", cost, res[0].Err, res[1].Err)
+							return
+						}
+						if cost > 0 && res[0].Allowed && res[1].Allowed {
+							allowed.Add(cost)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			a := allowed.Load()
+			if a > tighter {
+				t.Fatalf("allowed %d units, want at most %d", a, tighter)
+			}
+			for k, l := range p {
+				var got int64
+				var err error
+				switch {
+				case isWindow(l.Algorithm):
+					got, err = counter(ctx, c, windowKey(keys[k], floorDiv(time.Now().UnixMicro(), l.PeriodMicros())))
+				case l.Algorithm == limits.SlidingLog:
+					got, err = c.ZCard(ctx, keys[k]).Result()
+				default:
+					var raw []byte
+					raw, err = c.Get(ctx, keys[k]).Bytes()
+					tat, _, _ := decodeBucket(raw)
+					i := limits.Interval(l)
+					got = (tat - time.Now().UnixNano() + i - 1) / i
+					t.Logf("%s: allowed %d, TAT %d intervals ahead", l, a, got)
+					if err == nil && (got < a-1 || got > a+instances*goroutines) {
+						t.Errorf("%s: TAT %d intervals ahead, want the allowed units %d, and at most one per caller more", l, got, a)
+					}
+					continue
+				}
+				if err != nil || got != a {
+					t.Errorf("%s: %d counted, %v; want the allowed units, %d", l, got, err, a)
+				}
+			}
+		})
+	}
+}

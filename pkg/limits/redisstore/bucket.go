@@ -196,19 +196,19 @@ type bucketHit struct {
 	last bool
 }
 
-// newBucketHit queues in wk the commands of hit h at now.
+// newBucketHit queues in wk the commands of hit h at now. A refund held
+// back (refundLater) queues a GET, and keeps its own commands for later.
 func newBucketHit(ctx context.Context, i int, h *limits.Hit, now int64, wk *work, refundLater bool) *bucketHit {
 	bh := &bucketHit{i: i, limit: h.Limit, cost: h.Cost, now: now, delay: h.MaxDelayMicros(), key: h.Key}
 	p := planBucket(h.Limit, h.Cost, now, bh.delay)
 	bh.add, bh.ttl = p.add, p.ttl
-	if !p.cond && p.nsat == 0 || refundLater {
+	reads := !p.cond && p.nsat == 0 // a peek, or a hit that can never fit
+	if reads || refundLater {
 		bh.get = redis.NewStringCmd(ctx, "get", h.Key)
 		wk.cmds = append(wk.cmds, bh.get)
-		if !refundLater {
-			return bh
-		}
-		wk = &work{} // the refund's commands, held back
-		defer func() { bh.refund, bh.op = wk.cmds, nil }()
+	}
+	if reads {
+		return bh
 	}
 	key := any(h.Key)
 	args := append(make([]any, 0, 2+satArgs), "bitfield", key)
@@ -217,12 +217,17 @@ func newBucketHit(ctx context.Context, i int, h *limits.Hit, now int64, wk *work
 	} else {
 		args, bh.cond = p.appendCond(args), true
 	}
-	bh.op = redis.NewIntSliceCmd(ctx, args...)
+	op := redis.NewIntSliceCmd(ctx, args...)
 	expire := append(make([]any, 0, 4), "pexpire", key, p.ttl)
 	if p.nx {
 		expire = append(expire, "nx")
 	}
-	wk.cmds = append(wk.cmds, bh.op, redis.NewIntCmd(ctx, expire...))
+	if refundLater {
+		bh.refund = []redis.Cmder{op, redis.NewIntCmd(ctx, expire...)}
+		return bh
+	}
+	bh.op = op
+	wk.cmds = append(wk.cmds, op, redis.NewIntCmd(ctx, expire...))
 	return bh
 }
 

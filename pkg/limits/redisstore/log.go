@@ -98,16 +98,14 @@ func newLogHit(ctx context.Context, i int, h *limits.Hit, now int64, members *lo
 		// those it pops.
 		lh.popped = min(-h.Cost, 2*n)
 		lh.refund = []redis.Cmder{redis.NewZSliceCmd(ctx, "zpopmax", h.Key, lh.popped)}
-		lh.read(ctx, wk, cutoff, -1)
-		lh.newest = newestCmd(ctx, lh.key, "("+strconv.FormatInt(cutoff, 10), lh.popped)
-		wk.cmds[len(wk.cmds)-1] = lh.newest
+		lh.read(ctx, wk, cutoff, lh.popped, -1)
 	case h.Cost < 0:
 		wk.cmds = append(wk.cmds, redis.NewZSliceCmd(ctx, "zpopmax", h.Key, min(-h.Cost, 2*n)))
-		lh.read(ctx, wk, cutoff, 0)
+		lh.read(ctx, wk, cutoff, 0, 0)
 	case h.Cost == 0:
-		lh.read(ctx, wk, cutoff, n-1)
+		lh.read(ctx, wk, cutoff, 0, n-1)
 	case h.Cost > n && !l.CountRefused:
-		lh.read(ctx, wk, cutoff, -1)
+		lh.read(ctx, wk, cutoff, 0, -1)
 	default:
 		lh.own = members.take(min(h.Cost, 2*n))
 		zadd := make([]any, 0, 2+2*len(lh.own))
@@ -138,11 +136,12 @@ func newLogHit(ctx context.Context, i int, h *limits.Hit, now int64, members *lo
 func logTTL(t int64) int64 { return max(1000, ttlMillis(t)) }
 
 // read queues the count inside the window after cutoff, the newest member
-// and, for rank ≥ 0, the rank-th newest.
-func (lh *logHit) read(ctx context.Context, wk *work, cutoff, rank int64) {
+// (the newest-th newest: past those a refund held back will pop) and, for
+// rank ≥ 0, the rank-th newest.
+func (lh *logHit) read(ctx context.Context, wk *work, cutoff, newest, rank int64) {
 	after := "(" + strconv.FormatInt(cutoff, 10)
 	lh.count = redis.NewIntCmd(ctx, "zcount", lh.key, after, "+inf")
-	lh.newest = newestCmd(ctx, lh.key, after, 0)
+	lh.newest = newestCmd(ctx, lh.key, after, newest)
 	wk.cmds = append(wk.cmds, lh.count, lh.newest)
 	if rank >= 0 {
 		lh.rank = newestCmd(ctx, lh.key, after, rank)

@@ -441,16 +441,18 @@ func (s *Store) sendBack(ctx context.Context, hits []limits.Hit, results []limit
 	if len(back.cmds) == 0 {
 		return
 	}
-	if ctx.Err() != nil {
+	failed := ctx.Err()
+	if failed != nil {
 		// An undo that fails (Redis gone) leaves the charge counted until
-		// the key expires: stricter, never looser.
+		// the key expires: stricter, never looser. Its replies are not for
+		// this call to read.
 		go s.send(context.WithoutCancel(ctx), back)
-		back.err = ctx.Err()
 	} else {
 		s.send(ctx, back)
+		failed = back.err
 	}
 	for _, l := range later {
-		res, err := limits.Result{}, back.err
+		res, err := limits.Result{}, failed
 		if err == nil {
 			res, err = l.answer()
 		}

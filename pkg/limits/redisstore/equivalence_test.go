@@ -357,55 +357,61 @@ func runSequences(t *testing.T, s *Store, c redis.UniversalClient, now *int64, s
 			}
 		}
 
-		// Read what the store left under each key, and make it permanent.
-		var touched []int
-		inspects := map[int][]inspection{}
-		pipe := c.TxPipeline()
-		win := map[int]int64{} // the window of a window sequence's step
-		for _, k := range order {
-			if inspects[k] == nil {
-				touched = append(touched, k)
-				l := seqs[k].c.limit
-				keys := []string{seqs[k].key}
-				if isWindow(l.Algorithm) {
-					win[k] = floorDiv(*now, l.PeriodMicros())
-					keys = []string{windowKey(seqs[k].key, win[k]), windowKey(seqs[k].key, win[k]-1)}
-				}
-				for _, key := range keys {
-					inspects[k] = append(inspects[k], inspect(ctx, pipe, key, l.Algorithm == limits.SlidingLog))
-				}
-			}
-		}
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			t.Fatalf("step %d: inspect keys: %v", step, err)
-		}
-		elapsedMs := time.Since(start).Milliseconds() + 1
+		resets += checkState(t, c, seqs, order, step, *now, time.Since(start).Milliseconds()+1)
+	}
+}
 
-		for _, k := range touched {
-			q := seqs[k]
-			where := fmt.Sprintf("step %d, key %s, %s, now %d", step, q.key, q.c.limit, *now)
-			switch {
-			case isWindow(q.c.limit.Algorithm):
-				if !checkWindows(t, where, inspects[k], q, *now, win[k], elapsedMs) {
-					resets++
-					q.restarted = true
-					c.Del(ctx, windowKey(q.key, win[k]), windowKey(q.key, win[k]-1))
-				}
-			case isBucket(q.c.limit.Algorithm):
-				if !checkBucket(t, where, inspects[k][0], q, *now, elapsedMs) {
-					resets++
-					q.restarted = true
-					c.Del(ctx, q.key)
-				}
-			default:
-				if !checkLog(t, where, inspects[k][0], q, *now, elapsedMs) {
-					resets++
-					q.restarted = true
-					c.Del(ctx, q.key)
-				}
-			}
+// checkState reads what the store left under the keys of the sequences a
+// step hit, order, and makes it permanent, then compares it with their
+// models (checkWindows, checkBucket, checkLog). It returns how many
+// sequences it restarted, having deleted their keys: those that Redis's
+// own clock expired before the test could read them, elapsedMs into the
+// step.
+func checkState(t *testing.T, c redis.UniversalClient, seqs []*sequence, order []int, step int, now, elapsedMs int64) int {
+	ctx := context.Background()
+	var touched []int
+	inspects := map[int][]inspection{}
+	pipe := c.TxPipeline()
+	win := map[int]int64{} // the window of a window sequence's step
+	for _, k := range order {
+		if inspects[k] != nil {
+			continue
+		}
+		touched = append(touched, k)
+		l := seqs[k].c.limit
+		keys := []string{seqs[k].key}
+		if isWindow(l.Algorithm) {
+			win[k] = floorDiv(now, l.PeriodMicros())
+			keys = []string{windowKey(seqs[k].key, win[k]), windowKey(seqs[k].key, win[k]-1)}
+		}
+		for _, key := range keys {
+			inspects[k] = append(inspects[k], inspect(ctx, pipe, key, l.Algorithm == limits.SlidingLog))
 		}
 	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		t.Fatalf("step %d: inspect keys: %v", step, err)
+	}
+	resets := 0
+	for _, k := range touched {
+		q := seqs[k]
+		where := fmt.Sprintf("step %d, key %s, %s, now %d", step, q.key, q.c.limit, now)
+		ok, keys := true, []string{q.key}
+		switch {
+		case isWindow(q.c.limit.Algorithm):
+			ok = checkWindows(t, where, inspects[k], q, now, win[k], elapsedMs)
+			keys = []string{windowKey(q.key, win[k]), windowKey(q.key, win[k]-1)}
+		case isBucket(q.c.limit.Algorithm):
+			ok = checkBucket(t, where, inspects[k][0], q, now, elapsedMs)
+		default:
+			ok = checkLog(t, where, inspects[k][0], q, now, elapsedMs)
+		}
+		if !ok {
+			resets++
+			q.restarted = true
+			c.Del(ctx, keys...)
+		}
+	}
+	return resets
 }
 
 // inspection is what inspect reads of a key: its PTTL, and its value (GET)

@@ -357,7 +357,7 @@ func runSequences(t *testing.T, s *Store, c redis.UniversalClient, now *int64, s
 			}
 		}
 
-		resets += checkState(t, c, seqs, order, step, *now, time.Since(start).Milliseconds()+1)
+		resets += checkState(t, c, seqs, order, step, *now, start)
 	}
 }
 
@@ -365,9 +365,9 @@ func runSequences(t *testing.T, s *Store, c redis.UniversalClient, now *int64, s
 // step hit, order, and makes it permanent, then compares it with their
 // models (checkWindows, checkBucket, checkLog). It returns how many
 // sequences it restarted, having deleted their keys: those that Redis's
-// own clock expired before the test could read them, elapsedMs into the
-// step.
-func checkState(t *testing.T, c redis.UniversalClient, seqs []*sequence, order []int, step int, now, elapsedMs int64) int {
+// own clock expired before the test could read them, in the real time
+// since the step's Decide started.
+func checkState(t *testing.T, c redis.UniversalClient, seqs []*sequence, order []int, step int, now int64, start time.Time) int {
 	ctx := context.Background()
 	var touched []int
 	inspects := map[int][]inspection{}
@@ -391,6 +391,7 @@ func checkState(t *testing.T, c redis.UniversalClient, seqs []*sequence, order [
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		t.Fatalf("step %d: inspect keys: %v", step, err)
 	}
+	elapsedMs := time.Since(start).Milliseconds() + 1
 	resets := 0
 	for _, k := range touched {
 		q := seqs[k]

@@ -53,35 +53,29 @@ func TestNativeExactUnderConcurrency(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					key := "exact:" + name
 					var allowed, refunded, charged atomic.Int64
-					var wg sync.WaitGroup
-					for g := range instances * goroutines {
-						s := stores[g%instances]
-						wg.Go(func() {
-							rng := rand.New(rand.NewPCG(uint64(g), 7))
-							res := make([]limits.Result, 1)
-							for range callsEach {
-								cost := []int64{1, 1, 2, 3, 0}[rng.IntN(5)]
-								if refunds && rng.IntN(6) == 0 {
-									cost = -int64(1 + rng.IntN(3))
-								}
-								s.Decide(ctx, []limits.Hit{{Key: key, Limit: l, Cost: cost, MaxDelay: time.Hour}}, res)
-								r := res[0]
-								switch {
-								case r.Err != nil:
-									t.Errorf("cost %d: %v", cost, r.Err)
-									return
-								case cost < 0:
-									refunded.Add(-cost)
-								case cost > 0 && r.Allowed:
-									allowed.Add(cost)
-								}
-								if cost > 0 {
-									charged.Add(cost)
-								}
+					fanOut(stores, instances*goroutines, 7, func(s *Store, rng *rand.Rand) {
+						res := make([]limits.Result, 1)
+						for range callsEach {
+							cost := []int64{1, 1, 2, 3, 0}[rng.IntN(5)]
+							if refunds && rng.IntN(6) == 0 {
+								cost = -int64(1 + rng.IntN(3))
 							}
-						})
-					}
-					wg.Wait()
+							s.Decide(ctx, []limits.Hit{{Key: key, Limit: l, Cost: cost, MaxDelay: time.Hour}}, res)
+							r := res[0]
+							switch {
+							case r.Err != nil:
+								t.Errorf("cost %d: %v", cost, r.Err)
+								return
+							case cost < 0:
+								refunded.Add(-cost)
+							case cost > 0 && r.Allowed:
+								allowed.Add(cost)
+							}
+							if cost > 0 {
+								charged.Add(cost)
+							}
+						}
+					})
 					if a, r := allowed.Load(), refunded.Load(); a > n+r {
 						t.Errorf("allowed %d units, want at most N + refunded = %d", a, n+r)
 					}
@@ -438,30 +432,24 @@ func TestJointExactUnderConcurrency(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			keys := [2]string{"{jx:" + name + "}:0", "{jx:" + name + "}:1"}
 			var allowed atomic.Int64
-			var wg sync.WaitGroup
-			for g := range instances * goroutines {
-				s := stores[g%instances]
-				wg.Go(func() {
-					rng := rand.New(rand.NewPCG(uint64(g), 11))
-					res := make([]limits.Result, 2)
-					for range callsEach {
-						cost := []int64{1, 1, 2, 3, 0}[rng.IntN(5)]
-						run := []limits.Hit{
-							{Key: keys[0], Limit: p[0], Cost: cost, MaxDelay: time.Hour, Joint: true},
-							{Key: keys[1], Limit: p[1], Cost: cost, MaxDelay: time.Hour},
-						}
-						s.Decide(ctx, run, res)
-						if res[0].Err != nil || res[1].Err != nil {
-							t.Errorf("cost %d: %v, %v", cost, res[0].Err, res[1].Err)
-							return
-						}
-						if cost > 0 && res[0].Allowed && res[1].Allowed {
-							allowed.Add(cost)
-						}
+			fanOut(stores, instances*goroutines, 11, func(s *Store, rng *rand.Rand) {
+				res := make([]limits.Result, 2)
+				for range callsEach {
+					cost := []int64{1, 1, 2, 3, 0}[rng.IntN(5)]
+					run := []limits.Hit{
+						{Key: keys[0], Limit: p[0], Cost: cost, MaxDelay: time.Hour, Joint: true},
+						{Key: keys[1], Limit: p[1], Cost: cost, MaxDelay: time.Hour},
 					}
-				})
-			}
-			wg.Wait()
+					s.Decide(ctx, run, res)
+					if res[0].Err != nil || res[1].Err != nil {
+						t.Errorf("cost %d: %v, %v", cost, res[0].Err, res[1].Err)
+						return
+					}
+					if cost > 0 && res[0].Allowed && res[1].Allowed {
+						allowed.Add(cost)
+					}
+				}
+			})
 			a := allowed.Load()
 			if a > tighter {
 				t.Fatalf("allowed %d units, want at most %d", a, tighter)
@@ -501,4 +489,15 @@ func checkJointKey(t *testing.T, c redis.UniversalClient, key string, l limits.L
 	if err != nil || got != allowed {
 		t.Errorf("%s: %d counted, %v; want the allowed units, %d", l, got, err, allowed)
 	}
+}
+
+// fanOut runs callers goroutines, the g-th on stores[g % len(stores)] with
+// a generator of its own (g and seed), and waits for them.
+func fanOut(stores []*Store, callers int, seed uint64, f func(s *Store, rng *rand.Rand)) {
+	var wg sync.WaitGroup
+	for g := range callers {
+		s := stores[g%len(stores)]
+		wg.Go(func() { f(s, rand.New(rand.NewPCG(uint64(g), seed))) })
+	}
+	wg.Wait()
 }

@@ -58,10 +58,7 @@ type Decision struct {
 // Decide applies hit cost to state s of limit l at instant now (microseconds
 // since the epoch). It is a pure function: the embedded store calls it inside
 // a critical section, and so does the Redis store, on the state that Redis's
-// native commands answered (the windows, the buckets), or its Lua scripts
-// mirror it operation for operation, floating point included (the sliding
-// log, and the windows of a joint run), so that both stores make identical
-// decisions.
+// native commands answered, so that both stores make identical decisions.
 //
 // A sliding log's State.Log may share storage with the returned State's: a
 // store that keeps the old state after a refusal must not look at the new
@@ -145,7 +142,7 @@ func fixedWindow(l Limit, s State, cost, now int64) Decision {
 
 // slidingWindow is Cloudflare's two-counter estimate:
 // prev × (T − elapsed)/T + cur, computed in float64 in this exact order of
-// operations (the Lua script does the same).
+// operations.
 func slidingWindow(l Limit, s State, cost, now int64) Decision {
 	n, t := l.Requests, l.PeriodMicros()
 	w := floorDiv(now, t)

@@ -4,9 +4,9 @@
 // (the embedded store in package memory, Redis in package redisstore)
 // implements with the same semantics.
 //
-// Time is integer microseconds everywhere a decision is computed, so that the
-// Go code here and the Lua scripts of the Redis store make the same decision
-// for the same sequence of requests.
+// Time is integer microseconds everywhere a decision is computed; every
+// store decides with the functions here, on the state it keeps, so that all
+// make the same decision for the same sequence of requests.
 package limits
 
 import (
@@ -191,11 +191,10 @@ type FieldError struct {
 func (e *FieldError) Error() string { return e.Field + " " + e.Msg }
 
 // The bounds keep instants and waits, in microseconds, inside 2^53, so that
-// Lua's doubles in the Redis scripts represent them exactly. Intermediate
-// products (prev × (T − e) of the sliding window) may exceed 2^53; Go and Lua
-// still agree bit for bit because both do the same IEEE double operations in
-// the same order, and the waits are checked against the decision function
-// itself, so a reported wait always suffices.
+// a double represents them exactly (the sliding window's estimate is
+// computed in float64). Intermediate products (prev × (T − e) of the
+// sliding window) may exceed 2^53; the waits are checked against the
+// decision function itself, so a reported wait always suffices.
 const (
 	// MaxRequests bounds requests_per_unit and burst (also Envoy's uint32).
 	MaxRequests = 1 << 32

@@ -158,7 +158,7 @@ func TestDistributedCluster(t *testing.T) {
 			}
 			// The count lives on the node that owns the slot.
 			key := distCounter(distKey("clu", "k", v, clusterLimit), clusterLimit)
-			got, err := c.Nodes[n].Do("GET", key)
+			got, err := distCount(c.Nodes[n].Do("GET", key))
 			if err != nil || got != strconv.Itoa(clusterN) {
 				t.Errorf("GET %s on node %d: got %q, %v; want the count %d", key, n, got, err, clusterN)
 			}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	endian "encoding/binary"
 	"fmt"
 	"net/http"
 	"os"
@@ -55,10 +56,19 @@ func distKey(domain, key, value string, l limits.Limit) string {
 
 // distCounter is the Redis key of the current window's counter of a
 // window limit l's store key (a fixed or sliding window counts each window
-// under a key of its own: the key, '@' and the window's index).
+// under a key of its own: the key, '#' and the window's index).
 func distCounter(key string, l limits.Limit) string {
 	w := time.Now().UnixMicro() / l.PeriodMicros()
-	return key + "@" + strconv.FormatInt(w, 10)
+	return key + "#" + strconv.FormatInt(w, 10)
+}
+
+// distCount reads a window counter as GET answered it (its 8 bytes, a
+// BITFIELD u63 in their high bits) in decimal; anything else as it came.
+func distCount(raw string, err error) (string, error) {
+	if err != nil || len(raw) != 8 {
+		return raw, err
+	}
+	return strconv.FormatUint(endian.BigEndian.Uint64([]byte(raw))>>1, 10), nil
 }
 
 // distYear is a unit of year as the limits file counts it.

@@ -57,7 +57,8 @@ func distInstancesConfig() string {
 // TestDistributedInstances: three processes share one Redis and one limit.
 // Concurrent callers send requests for one descriptor round-robin through
 // the three; exactly the limit is allowed, for every algorithm and at every
-// concurrency, because each decision is one Lua script on Redis.
+// concurrency, because each charge is one atomic command on Redis, and
+// every refused one is undone.
 func TestDistributedInstances(t *testing.T) {
 	t.Parallel()
 	r := redistest.Start(t)

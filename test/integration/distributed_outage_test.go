@@ -216,7 +216,7 @@ func testOutage(t *testing.T, config, mode string) {
 		if err != nil || resp.GetOverallCode() != codeOK || resp.GetStatuses()[0].GetLimitRemaining() != outageN-1 {
 			return false // the failure mode's answer
 		}
-		got, err := r.Do("GET", distCounter(distKey("out", "k", v, outageKeyLimit), outageKeyLimit))
+		got, err := distCount(r.Do("GET", distCounter(distKey("out", "k", v, outageKeyLimit), outageKeyLimit)))
 		return err == nil && got == "1"
 	}) {
 		t.Fatalf("%s: Redis not deciding within %s of its restart (%d probes); stderr:\n%s", mode, recoveryBound, probes, s.stderr.String())
@@ -229,7 +229,7 @@ func testOutage(t *testing.T, config, mode string) {
 		checkResponse(t, s.decide(t, request("out", desc("k", "exact"))), codeOK, want{codeOK, outageLimitK, uint32(outageN - 1 - i)})
 	}
 	checkResponse(t, s.decide(t, request("out", desc("k", "exact"))), codeOver, want{codeOver, outageLimitK, 0})
-	if got, err := r.Do("GET", distCounter(distKey("out", "k", "exact", outageKeyLimit), outageKeyLimit)); err != nil || got != strconv.Itoa(outageN) {
+	if got, err := distCount(r.Do("GET", distCounter(distKey("out", "k", "exact", outageKeyLimit), outageKeyLimit))); err != nil || got != strconv.Itoa(outageN) {
 		t.Errorf("GET of the exact key in Redis: %q, %v; want the count %d", got, err, outageN)
 	}
 	time.Sleep(300 * time.Millisecond)

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"sync"
 	"time"
@@ -39,16 +38,15 @@ const maxBatchRuns = 512
 
 // A batcher merges the work of concurrent Decide calls: a call queues its
 // work, and a flusher sends everything queued at once (one write, one
-// read): the native commands of every call, and the script of each joint
-// run. One flush is in flight at a time, so that everything that queues
+// read): the native commands of every call. One flush is in flight at a time, so that everything that queues
 // while it is out goes in the next: Redis then reads and answers many
 // decisions per round trip, where its cost is the syscalls of the round
 // trip. A second flush (up to max) starts beside it only once the newest in
 // flight has been out for longer than four round trips (at least minStall),
 // so that a connection that stalls (a lost packet, a slow reply) holds the
 // calls behind it up no longer than that. The flush's pipeline carries every
-// call's native commands, give-backs and joint runs' scripts; on a cluster
-// the client splits it by node. A flusher wakes when a call queues and a slot is to
+// call's native commands, charges and undos alike; on a cluster the client
+// splits it by node. A flusher wakes when a call queues and a slot is to
 // spare, and goes on with whatever queued while its previous pipeline was
 // out, until the queue is empty: no timer, so a call on an idle store goes
 // out at once, and under load the batches grow with the time a round trip
@@ -180,14 +178,11 @@ func (b *batcher) sendFirst(ctx context.Context, wk *work) {
 	}
 }
 
-// work is what one call sends in one round trip: native commands, its own
-// script calls (give-backs), and runs of the script algorithms. Once it is
-// done, every command holds its reply and every run its reply, unless err
-// is set: then the call stopped waiting and must read none of them.
+// work is what one call sends in one round trip: native commands. Once it
+// is done, every command holds its reply, unless err is set: then the call
+// stopped waiting and must read none of them.
 type work struct {
-	cmds    []redis.Cmder
-	scripts []*scriptCall
-	runs    []run
+	cmds []redis.Cmder
 	// clock, when set, asks Redis's TIME (Store.now before a first
 	// estimate).
 	clock *clockProbe
@@ -196,43 +191,12 @@ type work struct {
 	err       error
 }
 
-// script queues a call of sc on keys and args.
-func (wk *work) script(sc *script, keys []string, args ...any) *scriptCall {
-	c := &scriptCall{sc: sc, keys: keys, args: args}
-	wk.scripts = append(wk.scripts, c)
-	return c
-}
-
-// scriptCall is a call of a script of the store's own, not a run's: sent
-// with EVALSHA, and again with EVAL on NOSCRIPT.
-type scriptCall struct {
-	sc   *script
-	keys []string
-	args []any
-	cmd  *redis.Cmd
-}
-
-// count reads a give-back's reply, the counter's value before it.
-func (c *scriptCall) count() (int64, error) {
-	if n, ok := c.cmd.Val().(int64); ok {
-		return n, nil
-	}
-	if err := c.cmd.Err(); err != nil {
-		return 0, err
-	}
-	return 0, fmt.Errorf("%w: %v", errReply, c.cmd.Val())
-}
-
 // exec sends the work of every group as one pipeline, fills it, and feeds
-// the TIME it carries, if it is time for one, to the clock: the groups'
-// native commands, their script calls (give-backs) and each joint run with
-// the joint script. Script calls answered NOSCRIPT go again with EVAL, in a
-// second pipeline.
+// the TIME it carries, if it is time for one, to the clock.
 func (s *Store) exec(ctx context.Context, groups ...*work) {
-	nruns, decisions := 0, 0
+	decisions := 0
 	var probe *clockProbe
 	for _, g := range groups {
-		nruns += len(g.runs)
 		decisions += g.decisions
 		if probe == nil {
 			probe = g.clock
@@ -258,50 +222,16 @@ func (s *Store) exec(ctx context.Context, groups ...*work) {
 			}
 		}
 	}
-	var calls []*scriptCall
 	for _, g := range groups {
 		for _, c := range g.cmds {
 			_ = pipe.Process(ctx, c)
 		}
-		calls = append(calls, g.scripts...)
-	}
-	// Each joint run goes with its own script (its keys share one slot).
-	runCalls := make([]*scriptCall, 0, nruns)
-	for _, g := range groups {
-		for k := range g.runs {
-			r := &g.runs[k]
-			runCalls = append(runCalls, &scriptCall{sc: r.script, keys: r.keys, args: r.args()})
-		}
-	}
-	calls = append(calls, runCalls...)
-	for _, c := range calls {
-		c.cmd = pipe.EvalSha(ctx, c.sc.sha, c.keys, c.args...)
 	}
 	sent := localMicros()
 	// Exec's error is also set on each command it concerns; read those.
 	_, _ = pipe.Exec(ctx)
 	if probe != nil {
 		probe.observe(&s.redisClock, sent, localMicros())
-	}
-	var retry []*scriptCall
-	for _, c := range calls {
-		if redis.HasErrorPrefix(c.cmd.Err(), "NOSCRIPT") {
-			retry = append(retry, c)
-		}
-	}
-	if len(retry) > 0 {
-		pipe := s.client.Pipeline()
-		for _, c := range retry {
-			c.cmd = pipe.Eval(ctx, c.sc.src, c.keys, c.args...)
-		}
-		_, _ = pipe.Exec(ctx)
-	}
-	i := 0
-	for _, g := range groups {
-		for k := range g.runs {
-			g.runs[k].reply = replyOf(runCalls[i].cmd)
-			i++
-		}
 	}
 }
 
@@ -389,7 +319,7 @@ func (b *batcher) take() []*batchCall {
 // flush sends the work of batch as one pipeline and tells each call it is
 // done. Calls whose context has ended are left out. The pipeline's
 // context has the latest deadline of the calls (none if one has none, which
-// leaves the client's socket timeouts), so that no script is given less time
+// leaves the client's socket timeouts), so that no command is given less time
 // than its own call would have given it.
 func (b *batcher) flush(batch []*batchCall) {
 	var deadline time.Time

@@ -20,10 +20,8 @@ import (
 // BenchmarkDecideParallel measures many goroutines each deciding one hit of
 // its own key per call, with one pipeline per call and with merged
 // pipelines. Besides ns/op it reports the Redis server's CPU time per
-// decision (used_cpu_sys + used_cpu_user of INFO CPU), and the script calls
-// per decision (INFO commandstats): none since every hit on its own is
-// decided with native commands; pipelines/op is how many pipelines each
-// decision took a share of.
+// decision (used_cpu_sys + used_cpu_user of INFO CPU); pipelines/op is how
+// many pipelines each decision took a share of.
 func BenchmarkDecideParallel(b *testing.B) {
 	srv := redistest.Start(b)
 	c := newClient(b, ClientOptions{URL: srv.URL(), Timeout: time.Second, PoolSize: 256})
@@ -43,7 +41,7 @@ func BenchmarkDecideParallel(b *testing.B) {
 				defer s.Close()
 				l := benchLimit(limits.FixedWindow)
 				var id atomic.Int64
-				cpu0, calls0 := redisCPU(b, srv), scriptCalls(b, srv)
+				cpu0 := redisCPU(b, srv)
 				b.SetParallelism(par)
 				b.ReportAllocs()
 				b.ResetTimer()
@@ -61,7 +59,6 @@ func BenchmarkDecideParallel(b *testing.B) {
 				b.StopTimer()
 				cpu := redisCPU(b, srv) - cpu0
 				b.ReportMetric(cpu.Seconds()*1e9/float64(b.N), "redis-cpu-ns/op")
-				b.ReportMetric(float64(scriptCalls(b, srv)-calls0)/float64(b.N), "scripts/op")
 				b.ReportMetric(float64(pipelines.Load())/float64(b.N), "pipelines/op")
 			})
 		}
@@ -77,17 +74,6 @@ func redisCPU(b *testing.B, srv *redistest.Server) time.Duration {
 		return v
 	})
 	return time.Duration(total * float64(time.Second))
-}
-
-// scriptCalls returns the EVAL and EVALSHA calls the Redis server has run.
-func scriptCalls(b *testing.B, srv *redistest.Server) int64 {
-	return int64(infoSum(b, srv, "commandstats", func(k, v string) string {
-		if k != "cmdstat_evalsha" && k != "cmdstat_eval" {
-			return ""
-		}
-		calls, _, _ := strings.Cut(strings.TrimPrefix(v, "calls="), ",")
-		return calls
-	}))
 }
 
 // infoSum adds up the numbers that pick takes from the fields of a section
@@ -118,19 +104,14 @@ func infoSum(b *testing.B, srv *redistest.Server, section string, pick func(k, v
 // BenchmarkRedisFloor measures what Redis itself spends on the simplest
 // work, as redis-cpu-ns per command (per decision for the last two): a GET
 // per round trip (the cost of the syscalls of one round trip), GETs 16 to a
-// pipeline, a script that only GETs and SETs a key, 16 to a pipeline (the
-// least a decision in Lua can cost), and the native commands of a window
-// hit and of a bucket hit, 16 decisions to a pipeline. cmd-ns/cmd is the
+// pipeline, and the native commands of a window hit and of a bucket hit, 16
+// decisions to a pipeline. cmd-ns/cmd is the
 // time inside the commands (INFO commandstats). It is the floor the store's
 // numbers compare with.
 func BenchmarkRedisFloor(b *testing.B) {
 	srv := redistest.Start(b)
 	c := newClient(b, ClientOptions{URL: srv.URL(), Timeout: time.Second})
 	ctx := context.Background()
-	getSet := redis.NewScript(`redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], '1 2', 'PX', 60000) return 1`)
-	if err := getSet.Load(ctx, c).Err(); err != nil {
-		b.Fatal(err)
-	}
 	for _, tc := range []struct {
 		name string
 		per  int
@@ -138,14 +119,11 @@ func BenchmarkRedisFloor(b *testing.B) {
 	}{
 		{"get/round-trip", 1, func(p redis.Pipeliner, i int) { p.Get(ctx, "floor") }},
 		{"get/pipelined-16", 16, func(p redis.Pipeliner, i int) { p.Get(ctx, "floor") }},
-		{"evalsha-get-set/pipelined-16", 16, func(p redis.Pipeliner, i int) {
-			getSet.EvalSha(ctx, p, []string{"floor:" + strconv.Itoa(i)})
-		}},
 		// A window hit's native commands, and a bucket's (window.go,
 		// bucket.go), 16 decisions to a pipeline on keys of their own.
-		{"incrby-pexpire-nx/pipelined-16", 16, func(p redis.Pipeliner, i int) {
+		{"bitfield-sat-pexpire-nx/pipelined-16", 16, func(p redis.Pipeliner, i int) {
 			k := "floor:w:" + strconv.Itoa(i)
-			p.IncrBy(ctx, k, 1)
+			p.Do(ctx, "bitfield", k, "overflow", "sat", "incrby", "u63", 0, 1)
 			p.Do(ctx, "pexpire", k, 3_600_000, "nx")
 		}},
 		{"bitfield-pexpire/pipelined-16", 16, func(p redis.Pipeliner, i int) {
@@ -174,68 +152,79 @@ func BenchmarkRedisFloor(b *testing.B) {
 	}
 }
 
-// BenchmarkBatchScript measures Redis's side of one merged flush: a Decide
-// call of 16 hits on 16 distinct keys (drawn from 10,000, as many callers'
-// would be), serially, so that nothing else competes for the CPU: one
-// pipeline of native commands (its name is from the batch script of every
-// algorithm that it measured before them). It reports the time Redis spent inside scripts per decision
-// (script-us/decision, from INFO commandstats: arguments, Lua, commands,
-// reply), inside every command (cmd-us/decision: scripts, native commands
-// and the pipeline's TIME), and its whole CPU per decision
-// (redis-cpu-ns/decision, the syscalls of the round trip included).
-func BenchmarkBatchScript(b *testing.B) {
+// BenchmarkBatchRedis measures Redis's side of one merged flush: a Decide
+// call of 16 hits on distinct keys (drawn from 10,000, as many callers'
+// would be), serially, so that nothing else competes for the CPU. Each
+// algorithm is measured with 16 lone hits that are allowed, 8 joint runs
+// of two (a limit of the algorithm and a fixed window) that are allowed,
+// and 16 lone hits that are refused (a limit of one, full: a window's and a
+// log's charge undone, a bucket's refused by its BITFIELD). It reports the
+// time Redis spent inside every command per decision (cmd-us/decision,
+// from INFO commandstats: the pipeline's TIME included; a joint run's two
+// hits count as two decisions) and its whole CPU per decision
+// (redis-cpu-ns/decision, the syscalls of the round trips included).
+func BenchmarkBatchRedis(b *testing.B) {
 	const batch, keys = 16, 10000
 	srv := redistest.Start(b)
 	c := newClient(b, ClientOptions{URL: srv.URL(), Timeout: 10 * time.Second})
 	for _, alg := range implemented {
-		b.Run(alg.String(), func(b *testing.B) {
-			s := New(c, Options{})
-			defer s.Close()
-			l := benchLimit(alg)
-			hits := make([]limits.Hit, batch)
-			res := make([]limits.Result, batch)
-			names := make([]string, keys)
-			for i := range names {
-				names[i] = fmt.Sprintf("envoy-rls:bench:%s_k%d:0", alg.ShortName(), i)
-			}
-			ctx := context.Background()
-			cpu0, us0, cmd0 := redisCPU(b, srv), scriptMicros(b, srv), commandMicros(b, srv)
-			next := 0
-			for b.Loop() {
-				for i := range hits {
-					hits[i] = limits.Hit{Key: names[next], Limit: l, Cost: 1}
-					next = (next + 1) % keys
+		for _, shape := range []string{"lone", "joint", "refused"} {
+			b.Run(alg.String()+"/"+shape, func(b *testing.B) {
+				s := New(c, Options{})
+				defer s.Close()
+				l, other := benchLimit(alg), benchLimit(limits.FixedWindow)
+				allowed := shape != "refused"
+				if !allowed {
+					l = limits.Limit{Algorithm: alg, Requests: 1, Period: time.Hour}
 				}
-				s.Decide(ctx, hits, res)
-				for i := range res {
-					if res[i].Err != nil || !res[i].Allowed {
-						b.Fatalf("hit %d: %+v, want allowed", i, res[i])
+				hits := make([]limits.Hit, batch)
+				res := make([]limits.Result, batch)
+				names := make([]string, keys)
+				for i := range names {
+					names[i] = fmt.Sprintf("envoy-rls:bench:{%s_%s_k%d}:", alg.ShortName(), shape, i)
+				}
+				ctx := context.Background()
+				if !allowed {
+					for i := range names {
+						hits[i%batch] = limits.Hit{Key: names[i] + "0", Limit: l, Cost: 1}
+						if i%batch == batch-1 {
+							s.Decide(ctx, hits, res)
+						}
 					}
 				}
-			}
-			decisions := float64(b.N * batch)
-			b.ReportMetric((scriptMicros(b, srv)-us0)/decisions, "script-us/decision")
-			b.ReportMetric((commandMicros(b, srv)-cmd0)/decisions, "cmd-us/decision")
-			b.ReportMetric((redisCPU(b, srv)-cpu0).Seconds()*1e9/decisions, "redis-cpu-ns/decision")
-		})
+				cpu0, cmd0 := redisCPU(b, srv), commandMicros(b, srv)
+				next := 0
+				for b.Loop() {
+					for i := range hits {
+						if shape == "joint" && i%2 == 1 {
+							// The second limit of the run of hits[i-1].
+							hits[i-1].Joint = true
+							hits[i] = limits.Hit{Key: names[next] + "1", Limit: other, Cost: 1}
+							next = (next + 1) % keys
+							continue
+						}
+						hits[i] = limits.Hit{Key: names[next] + "0", Limit: l, Cost: 1}
+						if shape != "joint" {
+							next = (next + 1) % keys
+						}
+					}
+					s.Decide(ctx, hits, res)
+					for i := range res {
+						if res[i].Err != nil || res[i].Allowed != allowed {
+							b.Fatalf("hit %d: %+v, want allowed %v", i, res[i], allowed)
+						}
+					}
+				}
+				decisions := float64(b.N * batch)
+				b.ReportMetric((commandMicros(b, srv)-cmd0)/decisions, "cmd-us/decision")
+				b.ReportMetric((redisCPU(b, srv)-cpu0).Seconds()*1e9/decisions, "redis-cpu-ns/decision")
+			})
+		}
 	}
 }
 
-// scriptMicros returns the microseconds Redis has spent running EVAL and
-// EVALSHA calls.
-func scriptMicros(b *testing.B, srv *redistest.Server) float64 {
-	return infoSum(b, srv, "commandstats", func(k, v string) string {
-		if k != "cmdstat_evalsha" && k != "cmdstat_eval" {
-			return ""
-		}
-		_, rest, _ := strings.Cut(v, "usec=")
-		us, _, _ := strings.Cut(rest, ",")
-		return us
-	})
-}
-
 // commandMicros returns the microseconds Redis has spent running commands,
-// every command (native and scripts) but INFO, which the benchmarks send
+// every command but INFO, which the benchmarks send
 // themselves.
 func commandMicros(b *testing.B, srv *redistest.Server) float64 {
 	return infoSum(b, srv, "commandstats", func(k, v string) string {

@@ -56,9 +56,9 @@ func waitNoFlushers(t *testing.T) {
 	}
 }
 
-// TestBatchMerges decides from many goroutines, after a SCRIPT FLUSH: the
-// calls share pipelines (far fewer than calls), every limit is exact, the
-// NOSCRIPT replies are retried, and no flusher outlives its work or Close.
+// TestBatchMerges decides from many goroutines: the calls share pipelines
+// (far fewer than calls), every limit is exact, and no flusher outlives its
+// work or Close.
 func TestBatchMerges(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout})
@@ -69,9 +69,6 @@ func TestBatchMerges(t *testing.T) {
 	pc.delay.Store(int64(2 * time.Millisecond)) // let the queue fill
 
 	for _, alg := range implemented {
-		if _, err := srv.Do("SCRIPT", "FLUSH"); err != nil {
-			t.Fatal(err)
-		}
 		pc.n.Store(0)
 		hit := limits.Hit{Key: "merge:" + alg.String(), Limit: allowing(alg, 100), Cost: 1, MaxDelay: time.Hour}
 		if got := hammer(t, s, []limits.Hit{hit}); got != 100 {
@@ -151,7 +148,7 @@ func TestBatchDeadline(t *testing.T) {
 }
 
 // TestBatchCluster merges the calls of many goroutines on a cluster, keys of
-// every node in each, across a SCRIPT FLUSH of one node.
+// every node in each.
 func TestBatchCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	c := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: testTimeout})
@@ -160,9 +157,6 @@ func TestBatchCluster(t *testing.T) {
 	s := New(c, Options{Clock: fixedClock(1_767_225_600_000_000).Clock, Batching: BatchOn, Flushes: 2})
 	defer s.Close()
 	pc.delay.Store(int64(2 * time.Millisecond))
-	if _, err := cl.Nodes[1].Do("SCRIPT", "FLUSH"); err != nil {
-		t.Fatal(err)
-	}
 	const goroutines, calls = 16, 10
 	var wg sync.WaitGroup
 	for g := range goroutines {

@@ -31,7 +31,7 @@ func benchLimit(alg limits.Algorithm) limits.Limit {
 
 // BenchmarkDecide measures one Decide call against a local Redis with the
 // server's TIME, as in production: one hit, a batch of eight hits on distinct
-// keys (one pipeline), and a joint run of two limits (one script).
+// keys (one pipeline), and a joint run of two limits.
 func BenchmarkDecide(b *testing.B) {
 	srv := redistest.Start(b)
 	c := newClient(b, ClientOptions{URL: srv.URL(), Timeout: time.Second})

@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,8 +32,7 @@ import (
 // The service then decides with limits.DecideWithin on max(tat, now), as
 // the embedded store does, and checks that Redis moved the state where the
 // Go algorithm does. A peek, or a hit that can never fit, reads the state
-// with GET. A joint run applies the same operations inside its script
-// (lua/bucket.lua), which undoes them when the run is refused.
+// with GET. A hit whose joint run is refused gives its tokens back (undo).
 //
 // The instant is the store's estimate of Redis's clock (redisClock),
 // passed as an argument: a native command cannot read TIME. Since a bucket
@@ -46,7 +43,22 @@ import (
 // which every hit moves up to its own (SAT INCRBY −now +now again), and a
 // hit is decided at the later of the two. One that Redis refused at its
 // own, earlier instant, and that the later one lets in, goes again at the
-// later one (a second round trip, only then).
+// later one (a second round trip, only then), twice at most: refused again
+// and again, while other instances moved the key's latest instant on and
+// took the tokens first, it is answered as Redis refused it, at its own
+// instant (stricter than the later one, never looser). A disagreement at
+// one instant, Redis refusing where Go allows or the other way round, is a
+// bug or a key another build wrote: the hit fails (errDisagree).
+//
+// An undo cannot restore the state exactly: a concurrent hit that came
+// between the charge and the undo clamped at its own instant a TAT that
+// the charge had moved on, and taking the whole charge back would leave
+// the bucket fuller than that hit left it (GCRA's max is not undone by a
+// subtraction). So an undo gives back the charge less the time that may
+// have passed since the state it moved, up to the latest instant a
+// concurrent hit can have been decided at (Store.latest): exact when the
+// bucket was not full, and otherwise at most that much of the charge kept,
+// which is stricter, never looser.
 
 // maxU63 is the largest value of a BITFIELD u63 field.
 const maxU63 = 1<<63 - 1
@@ -66,9 +78,8 @@ type bucketPlan struct {
 	bound, add int64
 	// sat, the first nsat of them, are SAT increments that move the state
 	// whatever it holds, after the clamps: a refund's, or a count_refused
-	// hit's charge, which a lone hit sends instead of cond (the service
-	// decides on the state it answers) and the joint script runs only when
-	// cond refuses.
+	// hit's charge, which is sent instead of cond (the service decides on
+	// the state it answers).
 	sat  [3]int64
 	nsat int
 	// ttl is the PEXPIRE, in milliseconds, that follows: the longest the
@@ -156,6 +167,11 @@ func (p *bucketPlan) appendSat(dst []any) []any {
 	return dst
 }
 
+// isBucket reports whether a is a token or leaky bucket.
+func isBucket(a limits.Algorithm) bool {
+	return a == limits.TokenBucket || a == limits.LeakyBucket
+}
+
 // ceilDiv is ceil(a/b) for a ≥ 0, b > 0.
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 
@@ -170,15 +186,28 @@ type bucketHit struct {
 	op    *redis.IntSliceCmd // BITFIELD: a hit that moves the state
 	cond  bool               // op is the plan's cond
 	get   *redis.StringCmd   // GET: a peek, or a hit that can never fit
+	add   int64              // the plan's add: what cond adds, in ns
+	ttl   int64              // the plan's PEXPIRE, ms
+	// refund is a refund's commands, held back until its run is allowed
+	// (refundLater).
+	refund []redis.Cmder
+	// last is set on the last attempt (decideBuckets): a hit that Redis
+	// refuses then is answered as refused at its own instant.
+	last bool
 }
 
-// newBucketHit queues in wk the commands of hit h at now.
-func newBucketHit(ctx context.Context, i int, h *limits.Hit, now int64, wk *work) *bucketHit {
+// newBucketHit queues in wk the commands of hit h at now. A refund held
+// back (refundLater) queues a GET, and keeps its own commands for later.
+func newBucketHit(ctx context.Context, i int, h *limits.Hit, now int64, wk *work, refundLater bool) *bucketHit {
 	bh := &bucketHit{i: i, limit: h.Limit, cost: h.Cost, now: now, delay: h.MaxDelayMicros(), key: h.Key}
 	p := planBucket(h.Limit, h.Cost, now, bh.delay)
-	if !p.cond && p.nsat == 0 {
+	bh.add, bh.ttl = p.add, p.ttl
+	reads := !p.cond && p.nsat == 0 // a peek, or a hit that can never fit
+	if reads || refundLater {
 		bh.get = redis.NewStringCmd(ctx, "get", h.Key)
 		wk.cmds = append(wk.cmds, bh.get)
+	}
+	if reads {
 		return bh
 	}
 	key := any(h.Key)
@@ -188,12 +217,17 @@ func newBucketHit(ctx context.Context, i int, h *limits.Hit, now int64, wk *work
 	} else {
 		args, bh.cond = p.appendCond(args), true
 	}
-	bh.op = redis.NewIntSliceCmd(ctx, args...)
+	op := redis.NewIntSliceCmd(ctx, args...)
 	expire := append(make([]any, 0, 4), "pexpire", key, p.ttl)
 	if p.nx {
 		expire = append(expire, "nx")
 	}
-	wk.cmds = append(wk.cmds, bh.op, redis.NewIntCmd(ctx, expire...))
+	if refundLater {
+		bh.refund = []redis.Cmder{op, redis.NewIntCmd(ctx, expire...)}
+		return bh
+	}
+	bh.op = op
+	wk.cmds = append(wk.cmds, op, redis.NewIntCmd(ctx, expire...))
 	return bh
 }
 
@@ -248,8 +282,18 @@ func (bh *bucketHit) decide() (res limits.Result, again int64, err error) {
 	d := limits.DecideWithin(bh.limit, state, bh.cost, now, bh.delay)
 	switch {
 	case bh.op == nil:
-	case bh.cond && d.Result.Allowed && bh.op.Val()[replyCond] == 0 && now > bh.now:
+	case bh.cond && d.Result.Allowed && bh.op.Val()[replyCond] == 0 && now > bh.now && !bh.last:
 		return limits.Result{}, now, nil
+	case bh.cond && d.Result.Allowed && bh.op.Val()[replyCond] == 0 && now > bh.now:
+		// Refused by Redis at its own instant, again and again while
+		// other hits moved the key's latest instant on: refused, as the
+		// algorithm decides at the instant Redis refused it at. Stricter
+		// than the later instant, never looser.
+		d = limits.DecideWithin(bh.limit, limits.State{Live: state.Live, TAT: state.TAT}, bh.cost, bh.now, bh.delay)
+		if d.Result.Allowed {
+			return limits.Result{}, 0, fmt.Errorf("%w: %s, cost %d: Redis refused at %d, where Go allows", errDisagree, bh.limit, bh.cost, bh.now)
+		}
+		return d.Result, 0, nil
 	case bh.cond && d.Result.Allowed != (bh.op.Val()[replyCond] != 0):
 		return limits.Result{}, 0, fmt.Errorf("%w: %s, cost %d: Redis allowed %v", errDisagree, bh.limit, bh.cost, !d.Result.Allowed)
 	case !d.Changed || max(d.State.TAT, now*1000) == max(final, now*1000):
@@ -307,41 +351,23 @@ func decodeBucket(v []byte) (tat, seen int64, ok bool) {
 	return tat, seen, true
 }
 
-// luaOp renders a plan as lua/bucket.lua reads it: "cond|sat|ttl|flags",
-// each list of BITFIELD arguments space-separated, flags "nx", "peek" or
-// empty. A peek runs the plan of a hit of cost 1 and always undoes it, so
-// that the script learns whether one would fit.
-func luaOp(l limits.Limit, cost, now, maxDelay int64) string {
-	flags := ""
-	if cost == 0 {
-		cost, flags = 1, "peek"
+// undo queues in back what gives the hit's tokens back, its run refused:
+// what cond added, less the time from the state it moved (max(tat, now))
+// up to u.latest, the latest instant a concurrent hit can have clamped the
+// key at (ns; see the doc above). Saturating, never below zero, with
+// PEXPIRE … NX for a key that expired meanwhile. A refused hit, a peek, a
+// refund and a count_refused charge have nothing to undo.
+func (bh *bucketHit) undo(ctx context.Context, back *work, u undoing) func() (limits.Result, error) {
+	if bh.op == nil || !bh.cond || bh.op.Val()[replyCond] == 0 {
+		return nil
 	}
-	p := planBucket(l, cost, now, maxDelay)
-	if p.nx {
-		flags = "nx"
+	moved := bh.op.Val()[replyTAT]
+	if give := bh.add - min(bh.add, max(0, u.latest*1000-moved)); give > 0 {
+		back.cmds = append(back.cmds,
+			// The second field's INCRBY of 0 keeps a key that expired
+			// meanwhile, and that this creates, a bucket's 16 bytes.
+			redis.NewIntSliceCmd(ctx, "bitfield", bh.key, "overflow", "sat", "incrby", "u63", 0, -give, "incrby", "u63", "#1", 0),
+			redis.NewIntCmd(ctx, "pexpire", bh.key, bh.ttl, "nx"))
 	}
-	var cond, sat []any
-	if p.cond {
-		cond = p.appendCond(make([]any, 0, condArgs))
-	}
-	if p.nsat > 0 {
-		sat = p.appendSat(make([]any, 0, satArgs))
-	}
-	var b strings.Builder
-	for k, args := range [][]any{cond, sat} {
-		if k > 0 {
-			b.WriteByte('|')
-		}
-		for j, a := range args {
-			if j > 0 {
-				b.WriteByte(' ')
-			}
-			fmt.Fprint(&b, a)
-		}
-	}
-	b.WriteByte('|')
-	b.WriteString(strconv.FormatInt(p.ttl, 10))
-	b.WriteByte('|')
-	b.WriteString(flags)
-	return b.String()
+	return nil
 }

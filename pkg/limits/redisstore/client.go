@@ -79,7 +79,7 @@ const noPipelinePool = -1
 // for Redis stalls every request it guards: context deadlines are honoured on
 // the socket (ContextTimeoutEnabled), every timeout is Timeout, a failed dial
 // is not retried, and a failed command is not retried either, which also
-// means a script whose reply was lost is never run twice.
+// means a charge whose reply was lost is never run twice.
 func NewClient(o ClientOptions) (redis.UniversalClient, error) {
 	n := 0
 	for _, set := range []bool{o.URL != "", len(o.Cluster) > 0, len(o.Sentinel) > 0} {

@@ -29,8 +29,7 @@ func TestConformance(t *testing.T) {
 // kept past its expiry decides exactly as an absent key (TestEquivalence
 // checks that), so the suite's expiry cases still hold. A key could still
 // expire between its PEXPIRE and the PERSIST after the call, on a machine
-// slow enough: longerTTLs adds an hour to the PEXPIREs the store sends
-// itself, and PERSIST covers those its scripts set.
+// slow enough: longerTTLs adds an hour to the PEXPIREs the store sends.
 type persisting struct {
 	store  *Store
 	client redis.UniversalClient

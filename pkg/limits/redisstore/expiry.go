@@ -12,16 +12,16 @@ import (
 const expirySlots = 1 << 16
 
 // expirySeen remembers the window counters whose expiry this instance has
-// seen set, so that further hits on one send INCRBY alone: a window's
+// seen set, so that further hits on one send their charge alone: a window's
 // PEXPIRE … NX changes nothing once the counter has a TTL, and it is half
 // of what a hit costs Redis (issue #13). The first hit of each instance on a
-// counter still sends it, in the same pipeline as its INCRBY, so a counter
+// counter still sends it, in the same pipeline as its charge, so a counter
 // never waits on another instance for its TTL.
 //
 // What could leave a counter without a TTL is its being created again after
 // this instance saw its expiry: Redis restarted with no data, or a replica
 // without the tail of its master's stream took over. The first is caught at
-// once: an INCRBY whose reply is its own cost found no count, and the store
+// once: a charge whose reply is its own cost found no count, and the store
 // then sends the PEXPIRE in a second round trip (as it gives back a refused
 // cost). Both come with errors on the connections that were open, and every
 // error forgets everything seen (forget), so the next hits set the TTL

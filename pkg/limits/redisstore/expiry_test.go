@@ -61,7 +61,7 @@ func TestWindowExpirySentOnce(t *testing.T) {
 			}
 			ttlSet := func(what string) {
 				t.Helper()
-				keys, err := c.Keys(ctx, key+"@*").Result()
+				keys, err := c.Keys(ctx, key+"#*").Result()
 				if err != nil || len(keys) == 0 {
 					t.Fatalf("%s: counters %v, %v", what, keys, err)
 				}
@@ -83,7 +83,7 @@ func TestWindowExpirySentOnce(t *testing.T) {
 
 			// Redis lost the counter: the hit that creates it again finds
 			// no count and sends the PEXPIRE after it.
-			keys, _ := c.Keys(ctx, key+"@*").Result()
+			keys, _ := c.Keys(ctx, key+"#*").Result()
 			if err := c.Del(ctx, keys...).Err(); err != nil {
 				t.Fatal(err)
 			}

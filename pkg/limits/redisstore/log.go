@@ -22,9 +22,10 @@ import (
 //   - ZREMRANGEBYSCORE of what has left the window (at or before now − T),
 //     ZADD of its members, ZCARD and PEXPIRE (to now + T) in the call's
 //     pipeline; it fits if the count, its own members included, is at most
-//     N; a refused one removes its members again (ZREM, exact whatever
-//     happened meanwhile) and reads, in that second round trip, the newest
-//     member that stays and the one whose leaving would let it in;
+//     N; one whose run is refused removes its members again (ZREM, exact
+//     whatever happened meanwhile: undo) and, if it was refused itself,
+//     reads in that second round trip the newest member that stays and the
+//     one whose leaving would let it in;
 //   - a peek reads the count and those two members (ZCOUNT, ZRANGE … REV
 //     LIMIT);
 //   - a refund pops the newest members (ZPOPMAX), never more than there
@@ -67,8 +68,15 @@ type logHit struct {
 	cost  int64
 	now   int64 // µs
 	key   string
-	// own are the members the hit added (a charge).
-	own []string
+	// own are the members the hit added (a charge), before the count it
+	// found.
+	own    []string
+	before int64
+	// refund is a refund's commands, held back until its run is allowed
+	// (refundLater), which pop popped members: the count read before them
+	// is less that.
+	refund []redis.Cmder
+	popped int64
 	// count is ZCARD after the charge (own members included), or ZCOUNT of
 	// the window (a peek, a refund, a hit that can never fit).
 	count *redis.IntCmd
@@ -79,19 +87,25 @@ type logHit struct {
 }
 
 // newLogHit queues in wk the commands of hit h at now.
-func newLogHit(ctx context.Context, i int, h *limits.Hit, now int64, members *logMembers, wk *work) *logHit {
+func newLogHit(ctx context.Context, i int, h *limits.Hit, now int64, members *logMembers, wk *work, refundLater bool) *logHit {
 	l := h.Limit
 	lh := &logHit{i: i, limit: l, cost: h.Cost, now: now, key: h.Key}
 	n, t := l.Requests, l.PeriodMicros()
 	cutoff := now - t
 	switch {
+	case h.Cost < 0 && refundLater:
+		// Read as the refund will leave the log: the newest member after
+		// those it pops.
+		lh.popped = min(-h.Cost, 2*n)
+		lh.refund = []redis.Cmder{redis.NewZSliceCmd(ctx, "zpopmax", h.Key, lh.popped)}
+		lh.read(ctx, wk, cutoff, lh.popped, -1)
 	case h.Cost < 0:
 		wk.cmds = append(wk.cmds, redis.NewZSliceCmd(ctx, "zpopmax", h.Key, min(-h.Cost, 2*n)))
-		lh.read(ctx, wk, cutoff, 0)
+		lh.read(ctx, wk, cutoff, 0, 0)
 	case h.Cost == 0:
-		lh.read(ctx, wk, cutoff, n-1)
+		lh.read(ctx, wk, cutoff, 0, n-1)
 	case h.Cost > n && !l.CountRefused:
-		lh.read(ctx, wk, cutoff, -1)
+		lh.read(ctx, wk, cutoff, 0, -1)
 	default:
 		lh.own = members.take(min(h.Cost, 2*n))
 		zadd := make([]any, 0, 2+2*len(lh.own))
@@ -122,11 +136,12 @@ func newLogHit(ctx context.Context, i int, h *limits.Hit, now int64, members *lo
 func logTTL(t int64) int64 { return max(1000, ttlMillis(t)) }
 
 // read queues the count inside the window after cutoff, the newest member
-// and, for rank ≥ 0, the rank-th newest.
-func (lh *logHit) read(ctx context.Context, wk *work, cutoff, rank int64) {
+// (the newest-th newest: past those a refund held back will pop) and, for
+// rank ≥ 0, the rank-th newest.
+func (lh *logHit) read(ctx context.Context, wk *work, cutoff, newest, rank int64) {
 	after := "(" + strconv.FormatInt(cutoff, 10)
 	lh.count = redis.NewIntCmd(ctx, "zcount", lh.key, after, "+inf")
-	lh.newest = newestCmd(ctx, lh.key, after, 0)
+	lh.newest = newestCmd(ctx, lh.key, after, newest)
 	wk.cmds = append(wk.cmds, lh.count, lh.newest)
 	if rank >= 0 {
 		lh.rank = newestCmd(ctx, lh.key, after, rank)
@@ -139,62 +154,86 @@ func newestCmd(ctx context.Context, key, after string, rank int64) *redis.ZSlice
 	return redis.NewZSliceCmd(ctx, "zrange", key, "+inf", after, "byscore", "rev", "limit", rank, 1, "withscores")
 }
 
-// decide decides the hit from its commands' replies. A refused charge
-// queues in back the removal of the members it must not keep, and the
-// reads its answer needs, and returns a function that answers once back
-// has run; nil when the answer is final.
-func (lh *logHit) decide(ctx context.Context, back *work) (limits.Result, func() (limits.Result, error), error) {
+// decide decides the hit from its commands' replies. A refused charge's
+// answer waits for its undo's reads (undo), unless its members all stay.
+func (lh *logHit) decide() (limits.Result, error) {
 	count, err := lh.count.Result()
 	if err != nil && count == 0 {
-		return limits.Result{}, nil, err
+		return limits.Result{}, err
 	}
 	n, t := lh.limit.Requests, lh.limit.PeriodMicros()
 	if lh.own == nil {
 		newest, rank, err := scores(lh.newest, lh.rank)
 		if err != nil {
-			return limits.Result{}, nil, err
+			return limits.Result{}, err
 		}
-		return logResult(lh.limit, lh.cost, lh.now, count, newest, rank), nil, nil
+		return logResult(lh.limit, lh.cost, lh.now, max(0, count-lh.popped), newest, rank), nil
 	}
-	c := int64(len(lh.own))
-	before := count - c
-	if lh.cost <= n && before+lh.cost <= n {
+	lh.before = count - int64(len(lh.own))
+	if lh.cost <= n && lh.before+lh.cost <= n {
 		// Allowed: the hit's members are the newest.
-		return limits.Result{Allowed: true, Remaining: max(0, n-count), ResetAfter: micros(t)}, nil, nil
+		return limits.Result{Allowed: true, Remaining: max(0, n-count), ResetAfter: micros(t)}, nil
 	}
-	keep := int64(0) // members a refusal keeps: count_refused's, up to 2N
-	if lh.limit.CountRefused {
-		keep = min(c, max(0, 2*n-before))
-	}
-	if keep == c {
+	if lh.kept() == int64(len(lh.own)) {
 		// Nothing to take out: the hit's members are the newest, and the
 		// first round trip read the member that lets it in.
 		_, rank, err := scores(nil, lh.rank)
 		if err != nil {
-			return limits.Result{}, nil, err
+			return limits.Result{}, err
 		}
-		r := logResult(lh.limit, lh.cost, lh.now, before+keep, lh.now, rank)
+		r := logResult(lh.limit, lh.cost, lh.now, count, lh.now, rank)
 		r.Allowed = false
-		return r, nil, nil
+		return r, nil
 	}
-	if drop := lh.own[keep:]; len(drop) > 0 {
-		zrem := make([]any, 0, 2+len(drop))
-		zrem = append(zrem, "zrem", lh.key)
-		for _, m := range drop {
-			zrem = append(zrem, m)
-		}
-		back.cmds = append(back.cmds, redis.NewIntCmd(ctx, zrem...))
+	return limits.Result{}, nil // answered once undo's reads are back
+}
+
+// kept is how many of a refused charge's members stay: count_refused's, up
+// to 2N, none otherwise.
+func (lh *logHit) kept() int64 {
+	if !lh.limit.CountRefused {
+		return 0
 	}
+	return min(int64(len(lh.own)), max(0, 2*lh.limit.Requests-lh.before))
+}
+
+// undo queues in back, the hit's run refused, the removal of the members
+// it must not keep: all of them for an allowed hit (its limit's
+// count_refused keeps them all), kept's share for a refused one, whose
+// answer needs the reads it queues too and comes from the function it
+// returns once back has run; nil when the answer is final.
+func (lh *logHit) undo(ctx context.Context, back *work, u undoing) func() (limits.Result, error) {
+	allowed := u.allowed
+	if lh.own == nil || allowed && lh.limit.CountRefused {
+		return nil
+	}
+	keep := int64(0)
+	if !allowed {
+		keep = lh.kept()
+	}
+	if keep == int64(len(lh.own)) {
+		return nil
+	}
+	drop := lh.own[keep:]
+	zrem := make([]any, 0, 2+len(drop))
+	zrem = append(zrem, "zrem", lh.key)
+	for _, m := range drop {
+		zrem = append(zrem, m)
+	}
+	back.cmds = append(back.cmds, redis.NewIntCmd(ctx, zrem...))
+	if allowed {
+		return nil
+	}
+	n, t := lh.limit.Requests, lh.limit.PeriodMicros()
 	after := "(" + strconv.FormatInt(lh.now-t, 10)
 	lh.newest = newestCmd(ctx, lh.key, after, 0)
 	back.cmds = append(back.cmds, lh.newest)
-	need := max(lh.cost, 1)
 	if lh.cost <= n {
-		lh.rank = newestCmd(ctx, lh.key, after, n-need)
+		lh.rank = newestCmd(ctx, lh.key, after, n-max(lh.cost, 1))
 		back.cmds = append(back.cmds, lh.rank)
 	}
-	kept := before + keep
-	return limits.Result{}, func() (limits.Result, error) {
+	kept := lh.before + keep
+	return func() (limits.Result, error) {
 		newest, rank, err := scores(lh.newest, lh.rank)
 		if err != nil {
 			return limits.Result{}, err
@@ -202,7 +241,7 @@ func (lh *logHit) decide(ctx context.Context, back *work) (limits.Result, func()
 		r := logResult(lh.limit, lh.cost, lh.now, kept, newest, rank)
 		r.Allowed = false
 		return r, nil
-	}, nil
+	}
 }
 
 // scores reads the instants of the newest member and of the ranked one

@@ -92,18 +92,13 @@ func (n *nodeBatchers) do(ctx context.Context, wk *work) bool {
 			return true
 		}
 	}
-	for _, p := range parts {
-		for j, k := range p.runs {
-			wk.runs[k].reply = p.work.runs[j].reply
-		}
-	}
 	return true
 }
 
 // masters returns the function that names the master of a key: its
 // address, "" for no key (a command without one) or when the cluster's
 // state does not know it. It remembers the last key it was asked, since a
-// window's INCRBY and PEXPIRE name one.
+// window's charge and PEXPIRE name one.
 func (n *nodeBatchers) masters(ctx context.Context) func(key string) string {
 	lastKey, lastAddr := "", ""
 	return func(key string) string {
@@ -126,13 +121,11 @@ func (n *nodeBatchers) masters(ctx context.Context) func(key string) string {
 type part struct {
 	addr string
 	work *work
-	// runs[j] is the index in the whole work of the part's run j.
-	runs []int
 }
 
 // split shares wk out by the master (master names it) of each of its keys,
-// in the order they first appear; false when a master is unknown. A script
-// call's and a run's keys share a hash tag, so the first names their
+// in the order they first appear; false when a master is unknown. The
+// keys of a joint run share a hash tag, so its commands all go to one
 // master. The work's decisions are shared out by the parts' share of its
 // commands, for OnPipeline.
 func (n *nodeBatchers) split(wk *work, master func(key string) string) ([]part, bool) {
@@ -157,35 +150,19 @@ func (n *nodeBatchers) split(wk *work, master func(key string) string) ([]part, 
 		}
 		p.work.cmds = append(p.work.cmds, c)
 	}
-	for _, c := range wk.scripts {
-		p := partOf(firstKey(c.keys))
-		if p == nil {
-			return nil, false
-		}
-		p.work.scripts = append(p.work.scripts, c)
-	}
-	for k := range wk.runs {
-		p := partOf(firstKey(wk.runs[k].keys))
-		if p == nil {
-			return nil, false
-		}
-		p.work.runs = append(p.work.runs, wk.runs[k])
-		p.runs = append(p.runs, k)
-	}
-	items := len(wk.cmds) + len(wk.scripts) + len(wk.runs)
+	items := len(wk.cmds)
 	left := wk.decisions
 	for i := range parts[1:] {
 		p := parts[i+1].work
-		p.decisions = wk.decisions * (len(p.cmds) + len(p.scripts) + len(p.runs)) / items
+		p.decisions = wk.decisions * len(p.cmds) / items
 		left -= p.decisions
 	}
 	parts[0].work.decisions = left
 	return parts, true
 }
 
-// keys yields the first key of each command, script call and run of wk
-// ("" for a command without one): every native command the store sends has
-// its key first, and a script call's or a run's keys share a hash tag.
+// keys yields the key of each command of wk ("" for a command without
+// one): every native command the store sends has its key first.
 func (wk *work) keys(yield func(key string) bool) {
 	for _, c := range wk.cmds {
 		k, _ := cmdKey(c)
@@ -193,23 +170,6 @@ func (wk *work) keys(yield func(key string) bool) {
 			return
 		}
 	}
-	for _, c := range wk.scripts {
-		if !yield(firstKey(c.keys)) {
-			return
-		}
-	}
-	for i := range wk.runs {
-		if !yield(firstKey(wk.runs[i].keys)) {
-			return
-		}
-	}
-}
-
-func firstKey(keys []string) string {
-	if len(keys) == 0 {
-		return ""
-	}
-	return keys[0]
 }
 
 // batcher returns the batcher of the master at addr, started at first use;

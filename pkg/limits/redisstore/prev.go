@@ -7,22 +7,22 @@ import (
 	"time"
 )
 
-// A sliding window hit reads the previous window's count beside its INCRBY
+// A sliding window hit reads the previous window's count beside its charge
 // (window.go), and that GET is a third of what such a hit costs Redis. Once
 // the previous window has been over for a while, its count no longer
 // changes in any way that could let more through: prevCounts keeps it, and
-// the hits after that send INCRBY alone.
+// the hits after that send their charge alone.
 //
 // What can still change a window's count after it has ended:
 //
-//   - the INCRBY of a hit decided in it whose command reached Redis late. A
+//   - the charge of a hit decided in it whose command reached Redis late. A
 //     hit that was answered allowed had its reply before its call's
-//     deadline, so its INCRBY ran before the window's end plus the longest
+//     deadline, so its charge ran before the window's end plus the longest
 //     wait any call of this store was given. A count read after twice that
 //     (prevFinalAfter at least) holds every hit of the window that was
 //     allowed; what runs later is the count of calls that had already
 //     failed, which their failure mode answered;
-//   - a refused hit's give-back, and a refund: both lower the count, so the
+//   - a refused hit's undo, and a refund: both lower the count, so the
 //     count kept is higher than Redis's, and the estimate stricter, never
 //     looser;
 //   - Redis losing data (a restart, a failover to a replica behind): the
@@ -30,7 +30,7 @@ import (
 //
 // Calls of other instances are taken to wait no longer than this one's
 // (they share a config). A call without a deadline has no bound on when its
-// INCRBY runs: after one, nothing is kept.
+// charge runs: after one, nothing is kept.
 type prevCounts struct {
 	seed   maphash.Seed
 	shards [prevShards]prevShard

@@ -67,7 +67,7 @@ func TestPrevCountKept(t *testing.T) {
 		t.Errorf("with the count kept: %+v; a store that reads it: %+v", kept, read)
 	}
 	// A give-back lowered the previous count: the kept one is higher.
-	if err := c.DecrBy(context.Background(), windowKey("prev", start/hour-1), 30).Err(); err != nil {
+	if err := c.BitField(context.Background(), windowKey("prev", start/hour-1), "overflow", "sat", "incrby", "u63", 0, -30).Err(); err != nil {
 		t.Fatal(err)
 	}
 	other := New(c, Options{Clock: now.Load})

@@ -1,38 +1,63 @@
 // Package redisstore is the Redis implementation of limits.Store, shared by
 // every instance of the service.
 //
-// A hit on its own is decided with Redis's native commands, no script: a
-// window (fixed_window, sliding_window) is a counter per window that INCRBY
-// charges (window.go), a bucket (token_bucket, leaky_bucket) one integer
-// that a BITFIELD moves in one atomic step (bucket.go), a sliding log a
-// sorted set of one member per unit it counts, which ZADD charges and ZCARD
-// counts (log.go). The decision itself is made here, with the Go algorithm
-// of package limits, on the state Redis answered: the embedded store
-// decides with the same functions, so both make identical decisions. A
-// refused window or log hit is undone in a second round trip before Decide
-// returns. A run of joint hits (the limits of one descriptor, whose keys
-// share a hash tag) is one Lua script (lua/run.lua), so that it is charged
-// all or nothing: its windows and log are Lua functions that mirror their
-// Go functions operation for operation, its buckets the same BITFIELD
-// operations as a lone hit's, undone if the run is refused. So a decision
-// is atomic on a single Redis and on a Redis Cluster alike. On a single
-// Redis, where keys need not share a slot, the commands of concurrent calls
-// share one pipeline, so that Redis pays for one round trip for all of
-// them.
+// Every hit, on its own or in a joint run, of every algorithm, a refund
+// too, is decided the same way: its native commands (BITFIELD, ZADD, GET)
+// charge it in the call's pipeline, the service decides it in Go, with the
+// algorithm of package limits, on the state Redis answered (so the
+// embedded store, which decides with the same functions, makes identical
+// decisions), and a hit whose run is refused has its charge undone, again
+// with native commands, in a second round trip before Decide returns. A
+// window (fixed_window, sliding_window) is a counter per window that a
+// saturating BITFIELD INCRBY moves (window.go), a bucket (token_bucket,
+// leaky_bucket) one integer that a BITFIELD moves in one atomic step, only
+// if the hit fits (bucket.go), a sliding log a sorted set of one member per
+// unit it counts (log.go). A run of joint hits (the limits of one
+// descriptor, whose keys share a hash tag) is charged together, every hit
+// in the same pipeline, and undone together: if any of its hits is
+// refused, every charge of the run is undone, except those of limits that
+// count refused hits, which keep what their decision charged.
+//
+// What holds, for every algorithm (docs/semantics.md says it for every
+// store):
+//
+//   - No overshoot, under any concurrency and number of instances. Every
+//     charge is one atomic command that answers the state it changed, and
+//     the hit is decided on that state less its own charge: every allowed
+//     hit saw a count that includes every charge that reached Redis before
+//     it, undone later or not. A bucket's charge is conditional (it adds
+//     only if the hit fits), so a refused bucket hit charges nothing.
+//   - A charge that is undone was counted meanwhile: a concurrent request
+//     can then be refused where it would have fitted, never allowed where
+//     it would not. An undo never takes a count below zero (OVERFLOW SAT),
+//     and never gives a bucket back time that a concurrent hit may have
+//     clamped (bucket.go). An undo that fails (Redis gone, or the caller
+//     gone and Redis slow) leaves the charge counted until the key
+//     expires; so does the charge of a hit whose reply could not be read.
+//   - A refund (negative cost) is applied at once when its run cannot be
+//     refused (alone, or with other refunds); in a run that can be, it
+//     only reads in the first round trip and is applied after it, if the
+//     run is allowed: a refund is never undone, since one taken back would
+//     have let a concurrent hit in. A refund never takes a counter below
+//     zero: one that comes in the next window, or gives back more than the
+//     count, is no credit.
+//   - count_refused limits keep their charge, refused or not, also in a
+//     refused run: a window's count stops at 2N, a log keeps members up to
+//     2N, a bucket's debt stops at one period's worth.
+//   - A peek, and a hit that can never fit, read and write nothing.
 //
 // Native commands cannot read TIME: they take the instant from the store's
 // estimate of the Redis server's clock (clock.go), which the TIME that a
 // pipeline on a single Redis carries every 2 ms keeps within half a round
-// trip; joint runs take the same instant. Instances with skewed clocks
-// still agree.
+// trip. Instances with skewed clocks still agree.
 //
 // State is kept compactly, with a TTL no shorter than the time after which
 // the state is equivalent to an absent key (rounded up to the millisecond):
 //
-//	fixed_window    a counter per window w = floor(now/T), under key@w,
-//	                expiring at the window's end
+//	fixed_window    a BITFIELD u63 counter per window w = floor(now/T),
+//	                under key#w, expiring at the window's end
 //	sliding_window  the same, expiring at the end of the next window; a
-//	                decision reads key@w and key@(w-1)
+//	                decision reads key#w and key#(w-1)
 //	token_bucket    a BITFIELD of two u63: the instant in ns at which the
 //	leaky_bucket    bucket is full again (the queue empty), and the latest
 //	                instant a hit was decided at; expiring at the latest
@@ -43,11 +68,8 @@
 //	                (a second at least)
 //
 // Members that have left a sliding log's window are removed when the key is
-// next charged; a refund pops the newest members.
-//
-// A peek (cost 0) or a refused hit writes nothing (unless its limit counts
-// refused hits; a refused window or log hit is counted, then undone); a
-// state equivalent to an absent key is deleted, or left to expire.
+// next charged; a refund pops the newest members. A counter at zero is left
+// to expire.
 //
 // The store is tested on Redis 7.0 and later; PEXPIRE … NX needs 7.0,
 // ZRANGE … BYSCORE REV LIMIT 6.2.
@@ -55,10 +77,8 @@ package redisstore
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,48 +101,6 @@ var (
 	_ redisClient  = (*redis.ClusterClient)(nil)
 	_ redisClient  = redis.UniversalClient(nil)
 	_ limits.Store = (*Store)(nil)
-)
-
-var (
-	//go:embed lua/prelude.lua
-	preludeLua string
-	//go:embed lua/run.lua
-	runLua string
-	//go:embed lua/single.lua
-	singleLua string
-	//go:embed lua/fixed_window.lua
-	fixedWindowLua string
-	//go:embed lua/sliding_window.lua
-	slidingWindowLua string
-	//go:embed lua/bucket.lua
-	bucketLua string
-	//go:embed lua/sliding_log.lua
-	slidingLogLua string
-	//go:embed lua/give_back.lua
-	giveBackLua string
-)
-
-// script is a composed Lua source and its SHA1 for EVALSHA.
-type script struct {
-	src string
-	sha string
-}
-
-// newScript composes the prelude, the given algorithms, decide_run and the
-// tail.
-func newScript(tail string, algorithms ...string) script {
-	parts := append(append([]string{preludeLua}, algorithms...), runLua, tail)
-	src := strings.Join(parts, "\n")
-	return script{src: src, sha: redis.NewScript(src).Hash()}
-}
-
-var (
-	// jointScript decides a run of joint hits, whatever their algorithms:
-	// the windows and the sliding log in Lua, the buckets with their
-	// native operations (bucket.lua).
-	jointScript = newScript(singleLua, fixedWindowLua, slidingWindowLua, slidingLogLua, bucketLua)
-	// giveBackScript takes units back from a window's counter.
-	giveBackScript = script{src: giveBackLua, sha: redis.NewScript(giveBackLua).Hash()}
 )
 
 // Options tune a Store. The zero value is what production uses.
@@ -215,29 +193,24 @@ func (s *Store) Ping(ctx context.Context) error {
 // pipeline also carries the hits of concurrent calls, and a call whose ctx
 // ends first returns at once, its hits failed with ctx's error.
 //
-// A window hit on its own is decided with native commands (window.go); a
-// refused one gives its cost back in a second round trip before Decide
-// returns. Any other hit on its own runs its algorithm's script; a run of
-// joint hits (Hit.Joint chains a hit to the next, up to the first hit
-// without it) runs the joint script once, with all its keys, which decides
-// every limit of the run and charges all of them or, if any refuses, only
-// those that count refused hits. The scripts go with EVALSHA; those whose
-// node answers NOSCRIPT (a restarted or flushed Redis) are sent again with
-// EVAL, which also loads the script for the next calls.
+// A run of hits is a hit on its own or a run of joint hits (Hit.Joint
+// chains a hit to the next, up to the first hit without it); each hit of a
+// run is decided on its own, and the run is charged only if every one of
+// them allows (count_refused limits always keep their charge). The hits of
+// one call are decided in order: a run that names a key an earlier run of
+// the call names goes in a later round, after the earlier one has been
+// decided (and undone), with the same instant.
 //
-// The hits of one call are decided in order: a hit on a key that an earlier
-// hit of the call names goes in a later round trip, after the earlier one
-// has been decided (and its cost given back), with the same instant.
-//
-// The keys of a joint run must share a hash tag (Redis Cluster refuses the
-// script otherwise) and differ: a run that repeats a key is not sent, every
-// hit of it failed with limits.ErrRepeatedKey, as the embedded store does.
+// The keys of a joint run must share a hash tag (so that a cluster keeps
+// them on one master) and differ: a run that repeats a key is not sent,
+// every hit of it failed with limits.ErrRepeatedKey, as the embedded store
+// does.
 //
 // Each result carries its own error, so a failure of one command (its node
-// down, a key of the wrong type) leaves the others decided; a failed joint
-// run sets the error on every hit of the run, and so does an invalid limit in
-// it, since the run cannot be decided without it. Hits beyond len(results)
-// are not decided.
+// down, a key of the wrong type) leaves the others decided; a failure of
+// one hit of a joint run, or an invalid limit in it, sets the error on
+// every hit of the run, since the run cannot be decided without it (its
+// other charges are undone). Hits beyond len(results) are not decided.
 func (s *Store) Decide(ctx context.Context, hits []limits.Hit, results []limits.Result) {
 	if len(results) < len(hits) {
 		hits = hits[:len(results)]
@@ -259,14 +232,78 @@ func (s *Store) Decide(ctx context.Context, hits []limits.Hit, results []limits.
 	}
 }
 
+// pending is one hit of a round, its commands queued: a *windowHit, a
+// *bucketHit or a *logHit.
+type pending interface {
+	// undo queues in back what takes the hit's charge back, its run
+	// refused, and returns, for a refused hit whose answer needs reads
+	// that go with it, the function that answers once back has run.
+	undo(ctx context.Context, back *work, u undoing) func() (limits.Result, error)
+	// refundLater is a refund's commands held back until its run is
+	// allowed (refundsLater), nil for any other hit.
+	refundLater() []redis.Cmder
+}
+
+func (wh *windowHit) refundLater() []redis.Cmder { return wh.refund }
+func (bh *bucketHit) refundLater() []redis.Cmder { return bh.refund }
+func (lh *logHit) refundLater() []redis.Cmder    { return lh.refund }
+
+// undoing is what an undo needs beyond the hit: whether the hit itself was
+// allowed, and the latest instant (µs) a concurrent hit may have been
+// decided at (Store.latest).
+type undoing struct {
+	allowed bool
+	latest  int64
+}
+
+// span is one run of a round: hits[first..last].
+type span struct{ first, last int }
+
+// roundOnStack is the number of hits and runs a round holds on the stack,
+// without allocating: a call is a few hits.
+const roundOnStack = 8
+
 // decideRound decides the runs of hits from first on, up to the first run
 // that names a key an earlier one of the round names, and returns where it
-// stopped.
+// stopped: one pass that queues every hit's commands, one send, one pass
+// that decides, one that undoes the refused runs, and their send.
 func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []limits.Result, first int, now int64) int {
+	// A round's runs, and each hit's pending commands, by index in the
+	// call's hits (nil for a hit of a run that was not sent).
+	var runsOnStack [roundOnStack]span
+	var pendOnStack [roundOnStack]pending
+	pend := pendOnStack[:]
+	if len(hits) > roundOnStack {
+		pend = make([]pending, len(hits))
+	}
 	wk := &work{}
-	var windows []*windowHit
-	var buckets []*bucketHit
-	var logs []*logHit
+	runs, end := s.plan(ctx, hits, results, first, now, runsOnStack[:0], pend, wk)
+	if wk.decisions == 0 {
+		return end
+	}
+	s.send(ctx, wk)
+	if wk.err != nil {
+		s.expiries.forget()
+		// The call stopped waiting: its commands may still be running, and
+		// their replies are not for it to read.
+		for _, r := range runs {
+			failRun(hits, results, r, wk.err)
+		}
+		return end
+	}
+	back := &work{}
+	s.decideHits(ctx, hits, results, runs, pend, back)
+	later := s.undoRefused(ctx, results, runs, pend, back, s.latest(now))
+	s.sendBack(ctx, hits, results, back, later)
+	return end
+}
+
+// plan queues in wk the commands of every run from first on, up to the
+// first that repeats a key of an earlier one, keeps each hit's in pend,
+// and returns the runs, appended to runs, and where it stopped. A run that
+// cannot be decided (an invalid limit, a repeated key) has its error set
+// here and sends nothing.
+func (s *Store) plan(ctx context.Context, hits []limits.Hit, results []limits.Result, first int, now int64, runs []span, pend []pending, wk *work) ([]span, int) {
 	end := first
 	for end < len(hits) {
 		last := end
@@ -276,128 +313,162 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 		if end > first && repeats(hits[first:end], hits[end:last+1]) {
 			break
 		}
-		r := run{first: end, last: last}
+		r := span{first: end, last: last}
 		end = last + 1
-		if err := r.validate(hits); err != nil {
+		if err := validate(hits[r.first : r.last+1]); err != nil {
 			for i := r.first; i <= r.last; i++ {
 				results[i] = limits.Result{Err: err}
 			}
 			continue
 		}
-		if r.first == r.last {
-			h := &hits[r.first]
+		refunds := refundsLater(hits[r.first : r.last+1])
+		for i := r.first; i <= r.last; i++ {
+			h := &hits[i]
+			// A count_refused limit keeps what its hit does, whatever the
+			// run's verdict: its refund need not wait.
+			later := refunds && h.Cost < 0 && !h.Limit.CountRefused
 			switch h.Limit.Algorithm {
 			case limits.FixedWindow, limits.SlidingWindow:
-				windows = append(windows, newWindowHit(ctx, r.first, h, now, s.expiries, s.prevs, wk))
+				pend[i] = newWindowHit(ctx, i, h, now, s.expiries, s.prevs, wk, later)
 			case limits.TokenBucket, limits.LeakyBucket:
-				buckets = append(buckets, newBucketHit(ctx, r.first, h, now, wk))
+				pend[i] = newBucketHit(ctx, i, h, now, wk, later)
 			default:
-				logs = append(logs, newLogHit(ctx, r.first, h, now, s.members, wk))
+				pend[i] = newLogHit(ctx, i, h, now, s.members, wk, later)
+			}
+		}
+		runs = append(runs, r)
+	}
+	wk.decisions = len(runs)
+	return runs, end
+}
+
+// refundsLater reports whether the refunds of run must wait for its
+// verdict: a run that may be refused (one of its hits consumes, or peeks)
+// and also refunds. A refund taken back after a refusal would have let a concurrent
+// hit in where it did not fit, so such a refund only reads in the call's
+// pipeline, and is applied with the undos, if its run is allowed. The
+// service never sends one (the limits of a descriptor share its cost).
+func refundsLater(run []limits.Hit) bool {
+	if len(run) == 1 {
+		return false
+	}
+	refusable, refunds := false, false
+	for _, h := range run {
+		refusable = refusable || h.Cost >= 0
+		refunds = refunds || h.Cost < 0
+	}
+	return refusable && refunds
+}
+
+// decideHits decides every hit of the round from its replies (a window's
+// missing PEXPIRE queued in back), the buckets that must go again at a
+// later instant sent again until they are decided (decideBuckets).
+func (s *Store) decideHits(ctx context.Context, hits []limits.Hit, results []limits.Result, runs []span, pend []pending, back *work) {
+	var buckets []*bucketHit
+	for _, r := range runs {
+		for i := r.first; i <= r.last; i++ {
+			var res limits.Result
+			var err error
+			switch h := pend[i].(type) {
+			case *windowHit:
+				res, err = h.decide(ctx, s, back)
+			case *logHit:
+				res, err = h.decide()
+			case *bucketHit:
+				buckets = append(buckets, h)
+				continue
+			}
+			if err != nil {
+				res = limits.Result{Err: storeError(hits[i].Limit.Algorithm.String(), err)}
+			}
+			results[i] = res
+		}
+	}
+	s.decideBuckets(ctx, hits, results, buckets, pend)
+}
+
+// undoRefused queues in back the undo of every run that a hit of it
+// refused, or failed: then every hit of the run fails with the first
+// error. A hit that failed is not undone: whether it charged is unknown,
+// and keeping a charge is stricter, never looser. It returns the refused
+// hits whose answers wait for back.
+func (s *Store) undoRefused(ctx context.Context, results []limits.Result, runs []span, pend []pending, back *work, latest int64) []lateAnswer {
+	var later []lateAnswer
+	for _, r := range runs {
+		refused := false
+		var err error
+		for i := r.first; i <= r.last; i++ {
+			refused = refused || !results[i].Allowed
+			if err == nil {
+				err = results[i].Err
+			}
+		}
+		if !refused {
+			for i := r.first; i <= r.last; i++ {
+				back.cmds = append(back.cmds, pend[i].refundLater()...)
 			}
 			continue
 		}
-		// A joint run decides at the instant its windows' keys were
-		// chosen for.
-		r.prepare(hits, strconv.FormatInt(now, 10), s.members)
-		wk.runs = append(wk.runs, r)
-	}
-	wk.decisions = len(windows) + len(buckets) + len(logs) + len(wk.runs)
-	if wk.decisions == 0 {
-		return end
-	}
-	s.send(ctx, wk)
-	if wk.err != nil {
-		s.expiries.forget()
-		// The call stopped waiting: its commands may still be running, and
-		// their replies are not for it to read.
-		for k := range wk.runs {
-			wk.runs[k].fail(hits, results, wk.err)
+		for i := r.first; i <= r.last; i++ {
+			if results[i].Err != nil {
+				continue
+			}
+			answer := pend[i].undo(ctx, back, undoing{allowed: results[i].Allowed, latest: latest})
+			if answer != nil && err == nil {
+				later = append(later, lateAnswer{i, answer})
+			}
 		}
-		fail := func(i int, l limits.Limit) { results[i] = limits.Result{Err: storeError(l.Algorithm.String(), wk.err)} }
-		for _, h := range windows {
-			fail(h.i, h.limit)
-		}
-		for _, h := range buckets {
-			fail(h.i, h.limit)
-		}
-		for _, h := range logs {
-			fail(h.i, h.limit)
-		}
-		return end
-	}
-	for k := range wk.runs {
-		wk.runs[k].results(hits, results, now)
-	}
-	s.decideBuckets(ctx, hits, results, buckets)
-	// back gives refused window hits their cost back and takes refused log
-	// hits' members out, then reads what their answers need.
-	back := &work{}
-	for _, wh := range windows {
-		res, giveBack, err := wh.decide()
 		if err != nil {
-			s.expiries.forget()
-			results[wh.i] = limits.Result{Err: storeError(wh.limit.Algorithm.String(), err)}
-			continue
-		}
-		wh.checkExpiry(ctx, s.expiries, back)
-		results[wh.i] = res
-		if giveBack {
-			back.script(&giveBackScript, []string{wh.cur}, wh.cost, noCap)
+			for i := r.first; i <= r.last; i++ {
+				results[i] = limits.Result{Err: err}
+			}
 		}
 	}
-	var later []func()
-	for _, lh := range logs {
-		res, after, err := lh.decide(ctx, back)
-		switch {
-		case err != nil:
-			results[lh.i] = limits.Result{Err: storeError(lh.limit.Algorithm.String(), err)}
-		case after == nil:
-			results[lh.i] = res
-		default:
-			later = append(later, func() {
-				res, err := after()
-				if err != nil {
-					res = limits.Result{Err: storeError(lh.limit.Algorithm.String(), err)}
-				}
-				results[lh.i] = res
-			})
-		}
+	return later
+}
+
+// lateAnswer is the answer of hit i, once the undos and reads of its round
+// have run.
+type lateAnswer struct {
+	i      int
+	answer func() (limits.Result, error)
+}
+
+// sendBack sends the undos and reads in back, then answers the hits that
+// waited for them (later). A call whose ctx has ended undoes all the same,
+// without waiting: those hits then fail with its error.
+func (s *Store) sendBack(ctx context.Context, hits []limits.Hit, results []limits.Result, back *work, later []lateAnswer) {
+	if len(back.cmds) == 0 {
+		return
 	}
-	if len(back.scripts) == 0 && len(back.cmds) == 0 {
-		return end
-	}
-	if ctx.Err() != nil {
-		// The caller is gone: undo all the same, without waiting for it. A
-		// give-back that fails (Redis gone) leaves the cost counted until
-		// the window ends: stricter, never looser.
+	failed := ctx.Err()
+	if failed != nil {
+		// An undo that fails (Redis gone) leaves the charge counted until
+		// the key expires: stricter, never looser. Its replies are not for
+		// this call to read.
 		go s.send(context.WithoutCancel(ctx), back)
-		for _, lh := range logs {
-			if lh.newest != nil && lh.own != nil {
-				results[lh.i] = limits.Result{Err: storeError(lh.limit.Algorithm.String(), ctx.Err())}
-			}
+	} else {
+		s.send(ctx, back)
+		failed = back.err
+	}
+	for _, l := range later {
+		res, err := limits.Result{}, failed
+		if err == nil {
+			res, err = l.answer()
 		}
-		return end
-	}
-	s.send(ctx, back)
-	if back.err != nil {
-		for _, lh := range logs {
-			if lh.newest != nil && lh.own != nil {
-				results[lh.i] = limits.Result{Err: storeError(lh.limit.Algorithm.String(), back.err)}
-			}
+		if err != nil {
+			res = limits.Result{Err: storeError(hits[l.i].Limit.Algorithm.String(), err)}
 		}
-		return end
+		results[l.i] = res
 	}
-	for _, f := range later {
-		f()
-	}
-	return end
 }
 
 // decideBuckets decides the bucket hits of a round from their replies, and
 // sends again those that must go again at the later instant their key has
-// seen (bucketHit.decide), at most twice, until Redis and the algorithm
-// agree.
-func (s *Store) decideBuckets(ctx context.Context, hits []limits.Hit, results []limits.Result, buckets []*bucketHit) {
+// seen (bucketHit.decide), twice at most: the third attempt is answered as
+// Redis decides it at its own instant. A hit sent again takes its first
+// one's place in pend.
+func (s *Store) decideBuckets(ctx context.Context, hits []limits.Hit, results []limits.Result, buckets []*bucketHit, pend []pending) {
 	for attempt := 0; len(buckets) > 0; attempt++ {
 		var again []*bucketHit
 		wk := &work{}
@@ -406,25 +477,26 @@ func (s *Store) decideBuckets(ctx context.Context, hits []limits.Hit, results []
 			switch {
 			case err != nil:
 				res = limits.Result{Err: storeError(bh.limit.Algorithm.String(), err)}
-			case later > 0 && attempt < 2:
-				again = append(again, newBucketHit(ctx, bh.i, &hits[bh.i], later, wk))
-				continue
 			case later > 0:
-				res = limits.Result{Err: storeError(bh.limit.Algorithm.String(), fmt.Errorf("%w: a hit at the key's latest instant, refused again", errDisagree))}
+				bh = newBucketHit(ctx, bh.i, &hits[bh.i], later, wk, false)
+				bh.last = attempt >= 1
+				pend[bh.i] = bh
+				again = append(again, bh)
+				continue
 			}
 			results[bh.i] = res
 		}
-		if len(again) == 0 || ctx.Err() != nil {
-			for _, bh := range again {
-				results[bh.i] = limits.Result{Err: storeError(bh.limit.Algorithm.String(), context.Cause(ctx))}
-			}
+		if len(again) == 0 {
 			return
 		}
 		wk.decisions = len(again)
 		s.send(ctx, wk)
-		if wk.err != nil {
+		if err := firstErr(wk.err, context.Cause(ctx)); err != nil {
 			for _, bh := range again {
-				results[bh.i] = limits.Result{Err: storeError(bh.limit.Algorithm.String(), wk.err)}
+				results[bh.i] = limits.Result{Err: storeError(bh.limit.Algorithm.String(), err)}
+				// Sent or not, its charge is not for this call to read:
+				// nothing of it to undo.
+				bh.op = nil
 			}
 			return
 		}
@@ -432,25 +504,87 @@ func (s *Store) decideBuckets(ctx context.Context, hits []limits.Hit, results []
 	}
 }
 
+// firstErr is the first error that is not nil.
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// failRun sets err, as the run's failure, on every hit of the run.
+func failRun(hits []limits.Hit, results []limits.Result, r span, err error) {
+	what := hits[r.first].Limit.Algorithm.String()
+	if r.last > r.first {
+		what = fmt.Sprintf("joint run of %d hits", r.last-r.first+1)
+	}
+	err = storeError(what, err)
+	for i := r.first; i <= r.last; i++ {
+		results[i] = limits.Result{Err: err}
+	}
+}
+
 // repeats reports whether a hit of run names a key that a hit of before
-// names, where either of the two is a hit on its own, decided with native
-// commands: those run before the scripts of the pipeline, and a refused
-// one is undone only after it, so that a later hit on its key would see
-// it. Joint runs are decided in order, one script after the other, so two
-// of them on one key need no second round. Calls are a few hits long:
+// names: an earlier run's charge is undone only after the round's replies,
+// so a later hit on its key would see it. Calls are a few hits long:
 // comparing each pair costs less than a map.
 func repeats(before, run []limits.Hit) bool {
-	native := func(hits []limits.Hit, i int) bool {
-		return !hits[i].Joint && (i == 0 || !hits[i-1].Joint)
-	}
 	for i := range run {
 		for j := range before {
-			if before[j].Key == run[i].Key && (native(run, i) || native(before, j)) {
+			if before[j].Key == run[i].Key {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// validate checks a run's limits and keys before anything is sent.
+func validate(run []limits.Hit) error {
+	joint := len(run) > 1
+	if k := limits.RepeatedKey(run); k >= 0 {
+		return fmt.Errorf("redisstore: joint run of %d hits: hit %d (%s): %w", len(run), k, run[k].Key, limits.ErrRepeatedKey)
+	}
+	for i, h := range run {
+		l := h.Limit
+		err := l.Validate()
+		if err == nil && !l.Algorithm.Implemented() {
+			err = fmt.Errorf("%w: %s", errNoAlgorithm, l.Algorithm)
+		}
+		switch {
+		case err != nil && joint:
+			return fmt.Errorf("redisstore: joint run of %d hits: hit %d (%s): %w", len(run), i, h.Key, err)
+		case err != nil:
+			return fmt.Errorf("redisstore: %w", err)
+		}
+	}
+	return nil
+}
+
+// errNoAlgorithm is returned for an algorithm that package limits
+// implements but this store does not (yet).
+var errNoAlgorithm = errors.New("no Redis commands for algorithm")
+
+// errReply is returned for a reply that is not of the shape the command
+// answers: a key that holds something else, or a proxy in the way.
+var errReply = errors.New("unexpected reply")
+
+// latest is the latest instant, in µs, a hit concurrent with a call
+// decided at now can have been decided at: now itself with Options.Clock
+// (tests, whose instants are their own), or else the estimate of Redis's
+// clock plus twice its uncertainty (this instance's, and another's taken
+// to be as good, as prevCounts takes their deadlines).
+func (s *Store) latest(now int64) int64 {
+	if s.clock != nil {
+		return now
+	}
+	now, u, ok := s.redisClock.now()
+	if !ok {
+		return 1<<62 - 1 // no estimate: keep every bucket charge
+	}
+	return now + 2*u
 }
 
 // now is the instant of a call: Options.Clock's, or Redis's clock as
@@ -489,7 +623,7 @@ func (s *Store) now(ctx context.Context) (int64, error) {
 // than a minute without a pipeline (maxDrift).
 const maxClockUncertainty = int64(10 * time.Millisecond / time.Microsecond)
 
-// storeError wraps err, what a command or script for what answered, as the
+// storeError wraps err, what a command for what answered, as the
 // store reports it: unavailable for a store that is down.
 func storeError(what string, err error) error {
 	var re redis.Error
@@ -517,167 +651,6 @@ func (s *Store) send(ctx context.Context, wk *work) {
 	s.exec(ctx, wk)
 }
 
-// reply is what Redis answered to one run: a value, or an error.
-type reply struct {
-	val any
-	err error
-}
-
-func replyOf(cmd *redis.Cmd) reply { return reply{cmd.Val(), cmd.Err()} }
-
-// argsPerHit is the number of ARGV fields of each hit in a run's own script,
-// after now (see lua/run.lua).
-const argsPerHit = 8
-
-// run is one script call: hits[first..last], a single hit or a joint run.
-type run struct {
-	first, last int
-	hits        []runHit // of hits[first..last]
-	now         string   // the store's clock, or "" for Redis's TIME
-	script      *script
-	keys        []string
-	reply       reply
-}
-
-// runHit is what a script needs of one hit, copied from the caller's hits: a
-// flusher may still read it after a call whose context ended has returned,
-// and its caller has reused its hits.
-type runHit struct {
-	lim      limits.Limit
-	limit    scriptLimit
-	cost     int64
-	maxDelay int64  // microseconds, 0: no bound
-	op       string // a bucket's native operation (luaOp), "" for the others
-}
-
-// scriptLimit is what the joint script needs of a limit.
-type scriptLimit struct {
-	algorithm    limits.Algorithm
-	n, t, b      int64 // N, T in microseconds, limits.Limit.Capacity
-	countRefused bool
-}
-
-// validate checks the run's limits and keys before anything is sent.
-func (r *run) validate(hits []limits.Hit) error {
-	joint := r.last > r.first
-	if k := limits.RepeatedKey(hits[r.first : r.last+1]); k >= 0 {
-		return fmt.Errorf("redisstore: joint run of %d hits: hit %d (%s): %w", r.last-r.first+1, k, hits[r.first+k].Key, limits.ErrRepeatedKey)
-	}
-	for i := r.first; i <= r.last; i++ {
-		l := hits[i].Limit
-		err := l.Validate()
-		if err == nil && !l.Algorithm.Implemented() {
-			err = fmt.Errorf("%w: %s", errNoScript, l.Algorithm)
-		}
-		switch {
-		case err != nil && joint:
-			return fmt.Errorf("redisstore: joint run of %d hits: hit %d (%s): %w", r.last-r.first+1, i-r.first, hits[i].Key, err)
-		case err != nil:
-			return fmt.Errorf("redisstore: %w", err)
-		}
-	}
-	return nil
-}
-
-// prepare copies what the joint script needs of the run's hits, decided at
-// now, sliding log members named after members.
-func (r *run) prepare(hits []limits.Hit, now string, members *logMembers) {
-	r.script = &jointScript
-	n := r.last - r.first + 1
-	r.now = now
-	r.keys = make([]string, n)
-	r.hits = make([]runHit, n)
-	us, _ := strconv.ParseInt(now, 10, 64)
-	for i, h := range hits[r.first : r.last+1] {
-		l := h.Limit
-		r.keys[i] = h.Key
-		r.hits[i] = runHit{
-			lim:      l,
-			limit:    scriptLimit{l.Algorithm, l.Requests, l.PeriodMicros(), l.Capacity(), l.CountRefused},
-			cost:     h.Cost,
-			maxDelay: h.MaxDelayMicros(),
-		}
-		switch {
-		case isBucket(l.Algorithm):
-			r.hits[i].op = luaOp(l, h.Cost, us, r.hits[i].maxDelay)
-		case l.Algorithm == limits.SlidingLog:
-			r.hits[i].op = members.prefix + strconv.FormatUint(members.next.Add(1), 36) + "."
-		}
-	}
-}
-
-// isBucket reports whether a is a token or leaky bucket.
-func isBucket(a limits.Algorithm) bool {
-	return a == limits.TokenBucket || a == limits.LeakyBucket
-}
-
-// args returns the ARGV of the joint script: now, then argsPerHit fields
-// per hit (lua/run.lua's argv_hit).
-func (r *run) args() []any {
-	args := make([]any, 0, 1+argsPerHit*len(r.hits))
-	args = append(args, r.now)
-	for _, h := range r.hits {
-		args = append(args, h.limit.algorithm.ShortName(), h.limit.n, h.limit.t, h.limit.b,
-			h.cost, h.maxDelay, h.limit.countRefusedArg(), h.op)
-	}
-	return args
-}
-
-// countRefusedArg is count_refused as the scripts read it.
-func (l scriptLimit) countRefusedArg() int {
-	if l.countRefused {
-		return 1
-	}
-	return 0
-}
-
-// errNoScript is returned for an algorithm that package limits implements
-// but this store does not (yet).
-var errNoScript = errors.New("no Redis script for algorithm")
-
-// errReply is returned for a script reply that is not replyPerHit integers
-// per hit;
-// it means the script in Redis is not the one this build sent.
-var errReply = errors.New("unexpected script reply")
-
-// results reads the script's reply into results[first..last].
-//
-// A reply that arrived wins over the command's error: go-redis sets an error
-// that strikes the whole pipeline (a deadline that expires while its cluster
-// client retries the commands of a node that is down, a connection lost
-// halfway through the replies) on every command without one, including those
-// already answered. Those scripts ran and charged; their answers are the
-// truth, and reporting them as failures would apply the failure mode to hits
-// that were decided.
-func (r *run) results(hits []limits.Hit, results []limits.Result, now int64) {
-	out := results[r.first : r.last+1]
-	ok, err := r.parseReply(r.reply.val, out, now)
-	if ok {
-		return
-	}
-	if err != nil {
-		r.fail(hits, results, err)
-		return
-	}
-	err = r.reply.err
-	if err == nil {
-		err = fmt.Errorf("%w: %v", errReply, r.reply.val)
-	}
-	r.fail(hits, results, err)
-}
-
-// fail sets err, as the run's failure, on every hit of the run.
-func (r *run) fail(hits []limits.Hit, results []limits.Result, err error) {
-	what := hits[r.first].Limit.Algorithm.String()
-	if r.last > r.first {
-		what = fmt.Sprintf("joint run of %d hits", r.last-r.first+1)
-	}
-	err = storeError(what, err)
-	for i := r.first; i <= r.last; i++ {
-		results[i] = limits.Result{Err: err}
-	}
-}
-
 // unavailable tells a store that is down or unreachable (no connection, a
 // timeout, a cluster without a master for the slot) from a reply error of a
 // store that answered (a key of the wrong type).
@@ -692,55 +665,4 @@ func unavailable(err error) bool {
 		}
 	}
 	return false
-}
-
-// replyPerHit is the number of integers a script answers per hit (see
-// lua/run.lua).
-const replyPerHit = 5
-
-// parseReply reads {allowed, remaining, retry_us, reset_us, delay_us} per hit
-// into out, and reports whether the reply had that shape; out is untouched if
-// not. A bucket's hit answers {allowed, the state as it found it, 0, 0, 0}
-// instead, which it decides here with the Go algorithm at now, as a lone
-// bucket hit is (bucket.go): an error if the script's verdict differs.
-func (r *run) parseReply(v any, out []limits.Result, now int64) (bool, error) {
-	vals, ok := v.([]any)
-	if !ok || len(vals) != replyPerHit*len(out) {
-		return false, nil
-	}
-	for i, v := range vals {
-		if _, ok := v.(int64); !ok && !(i%replyPerHit == 1 && isBucket(r.hits[i/replyPerHit].limit.algorithm)) {
-			return false, nil
-		}
-	}
-	for i := range out {
-		n := vals[replyPerHit*i:]
-		h := &r.hits[i]
-		if isBucket(h.limit.algorithm) {
-			raw, _ := n[1].(string)
-			var state limits.State
-			if raw != "" {
-				// Decided at the run's instant, as the script did.
-				tat, _, ok := decodeBucket([]byte(raw))
-				if !ok {
-					return false, fmt.Errorf("%w under key %s", errMalformed, r.keys[i])
-				}
-				state = limits.State{Live: true, TAT: tat}
-			}
-			d := limits.DecideWithin(h.lim, state, h.cost, now, h.maxDelay)
-			if d.Result.Allowed != (n[0].(int64) == 1) {
-				return false, fmt.Errorf("%w: %s, cost %d in a joint run: the script allowed %v", errDisagree, h.lim, h.cost, !d.Result.Allowed)
-			}
-			out[i] = d.Result
-			continue
-		}
-		out[i] = limits.Result{
-			Allowed:    n[0].(int64) == 1,
-			Remaining:  n[1].(int64),
-			RetryAfter: time.Duration(n[2].(int64)) * time.Microsecond,
-			ResetAfter: time.Duration(n[3].(int64)) * time.Microsecond,
-			Delay:      time.Duration(n[4].(int64)) * time.Microsecond,
-		}
-	}
-	return true, nil
 }

@@ -100,76 +100,46 @@ func TestDecideBasics(t *testing.T) {
 	}
 }
 
-func TestNoScriptFallback(t *testing.T) {
+// TestNativeOnly decides every algorithm alone and in joint runs, with
+// charges, refusals, peeks and refunds, and requires that Redis ran no
+// script, and that every key left has a TTL.
+func TestNativeOnly(t *testing.T) {
 	s, c, _ := setup(t, fixedClock(1_767_225_600_000_000))
 	ctx := context.Background()
-	for _, alg := range implemented {
-		t.Run(alg.String(), func(t *testing.T) {
-			l := allowing(alg, 10)
-			key := "noscript:" + alg.String()
-			if r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 1}); r.Err != nil || r.Remaining != 9 {
-				t.Fatalf("first hit: got %+v, want remaining 9", r)
-			}
-			if err := c.ScriptFlush(ctx).Err(); err != nil {
-				t.Fatal(err)
-			}
-			if isWindow(alg) {
-				// Native commands need no script; a refund's give-back
-				// falls back to EVAL, and so does a refusal's.
-				for _, cost := range []int64{-1, 100} {
-					if err := c.ScriptFlush(ctx).Err(); err != nil {
-						t.Fatal(err)
-					}
-					if r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: cost}); r.Err != nil || r.Remaining != 10 {
-						t.Fatalf("cost %d after SCRIPT FLUSH: got %+v, want remaining 10", cost, r)
-					}
-					if ok, err := c.ScriptExists(ctx, giveBackScript.sha).Result(); cost < 0 && (err != nil || len(ok) != 1 || !ok[0]) {
-						t.Errorf("SCRIPT EXISTS (give_back) after fallback: %v, %v; want [true]", ok, err)
-					}
-				}
-				l.Requests = 200 // then a refusal that INCRBY counts, and gives back
-				if r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 11}); r.Err != nil || r.Remaining != 189 {
-					t.Fatalf("got %+v, want remaining 189", r)
-				}
-				l.Requests = 10
-				if err := c.ScriptFlush(ctx).Err(); err != nil {
-					t.Fatal(err)
-				}
-				if r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 1}); r.Err != nil || r.Allowed {
-					t.Fatalf("over the limit after SCRIPT FLUSH: got %+v, want refused", r)
-				}
-				l.Requests = 200
-				if r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 0}); r.Err != nil || r.Remaining != 189 {
-					t.Fatalf("after the refusal: got %+v, want remaining 189 (its cost given back)", r)
-				}
-				return
-			}
-			// The buckets and the log decide with native commands alone.
-			if r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 1}); r.Err != nil || r.Remaining != 8 {
-				t.Fatalf("after SCRIPT FLUSH: got %+v, want remaining 8", r)
-			}
-		})
+	var calls []limits.Hit
+	for i, alg := range implemented {
+		l := allowing(alg, 3)
+		next := implemented[(i+1)%len(implemented)]
+		for _, cost := range []int64{1, 2, 0, 5, -1, 4} {
+			calls = append(calls,
+				limits.Hit{Key: "native:" + alg.String(), Limit: l, Cost: cost},
+				limits.Hit{Key: "{native" + alg.String() + "}:a", Limit: l, Cost: cost, Joint: true},
+				limits.Hit{Key: "{native" + alg.String() + "}:b", Limit: allowing(next, 4), Cost: 1})
+		}
 	}
-	t.Run("joint", func(t *testing.T) {
-		run := []limits.Hit{
-			{Key: "{noscript}:a", Limit: allowing(limits.SlidingLog, 10), Cost: 1, Joint: true},
-			{Key: "{noscript}:b", Limit: allowing(limits.LeakyBucket, 10), Cost: 2},
-		}
-		res := make([]limits.Result, len(run))
-		for i := range int64(2) {
-			if err := c.ScriptFlush(ctx).Err(); err != nil {
-				t.Fatal(err)
-			}
-			s.Decide(ctx, run, res)
-			if res[0].Err != nil || res[0].Remaining != 9-i || res[1].Err != nil || res[1].Remaining != 8-2*i {
-				t.Fatalf("call %d after SCRIPT FLUSH: got %+v, want remaining %d and %d", i, res, 9-i, 8-2*i)
+	scripts := func() int { return cmdCalls(t, c, "eval") + cmdCalls(t, c, "evalsha") }
+	before := scripts()
+	for k := 0; k < len(calls); k += 3 {
+		res := make([]limits.Result, 3)
+		s.Decide(ctx, calls[k:k+3], res)
+		for i, r := range res {
+			if r.Err != nil {
+				t.Fatalf("hit %d: %v", k+i, r.Err)
 			}
 		}
-		ok, err := c.ScriptExists(ctx, jointScript.sha).Result()
-		if err != nil || len(ok) != 1 || !ok[0] {
-			t.Errorf("SCRIPT EXISTS after fallback: %v, %v; want [true]", ok, err)
+	}
+	if n := scripts() - before; n != 0 {
+		t.Errorf("Redis ran %d scripts, want none", n)
+	}
+	keys, err := c.Keys(ctx, "*native*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("KEYS: %v, %v", keys, err)
+	}
+	for _, k := range keys {
+		if ttl, err := c.PTTL(ctx, k).Result(); err != nil || ttl < 0 {
+			t.Errorf("key %q: PTTL %v, %v; want a TTL", k, ttl, err)
 		}
-	})
+	}
 }
 
 func TestPerHitErrors(t *testing.T) {
@@ -242,22 +212,26 @@ func TestPerHitErrors(t *testing.T) {
 			t.Errorf("hit %d (%s): got %+v, want allowed with remaining %d", i, hits[i].Key, r, wantRemaining[i])
 		}
 	}
-	// The refused keys are untouched, and so are the keys of failed runs.
+	// The refused keys are untouched (BITFIELD writes any string: a
+	// malformed counter is found after), and the keys of failed runs hold
+	// nothing.
 	for _, k := range []string{"list", "list" + hour} {
 		if typ := c.Type(ctx, k).Val(); typ != "list" {
 			t.Errorf("type of %s = %q", k, typ)
 		}
 	}
-	for _, k := range []string{"garbage", "garbage" + hour} {
-		if v := c.Get(ctx, k).Val(); v != "not a state" {
-			t.Errorf("%s = %q", k, v)
-		}
+	if v := c.Get(ctx, "garbage").Val(); v != "not a state" {
+		t.Errorf("garbage = %q", v)
 	}
 	if n := c.ZCard(ctx, "badlog").Val(); n != 2 {
 		t.Errorf("badlog has %d entries, want 2", n)
 	}
-	if n := c.Exists(ctx, "{j}:1"+hour, "{j}:2"+hour, "{j}:3"+hour).Val(); n != 0 {
-		t.Errorf("%d keys of the failed joint runs exist, want none", n)
+	for _, k := range []string{"{j}:1" + hour, "{j}:2" + hour, "{j}:3" + hour} {
+		// The run of {j}:1 was charged, then undone: its counter is at
+		// zero, as good as absent.
+		if v, err := c.Get(ctx, k).Result(); err != redis.Nil && v != "\x00\x00\x00\x00\x00\x00\x00\x00" {
+			t.Errorf("%s of a failed joint run = %q, %v; want none, or zero", k, v, err)
+		}
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 
 // The property tests below drive Decide through a one-key store model with a
 // fake clock and a seeded random arrival sequence, and check the guarantees
-// of semantics.md on every decision. RLS_PROPERTY_ITERATIONS sets how many
+// of docs/semantics.md on every decision. RLS_PROPERTY_ITERATIONS sets how many
 // sequences run per algorithm and variant (default small, so that go test
 // stays fast) and RLS_PROPERTY_SEED, mixed into every seed, explores other
 // sequences; a failure names the sequence's seed.

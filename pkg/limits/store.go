@@ -37,7 +37,7 @@ func RepeatedKey(run []Hit) int {
 // Hit is one descriptor's claim on one limit: Cost units of the quota kept
 // under Key.
 //
-// Cost is c in semantics.md: a positive cost consumes, zero is a peek
+// Cost is c in docs/semantics.md: a positive cost consumes, zero is a peek
 // (allowed if a request of cost 1 would be, consuming nothing) and a negative
 // cost refunds.
 type Hit struct {

@@ -20,7 +20,7 @@ import (
 // validation, a descriptor's cost, a limit override) and how a limit is
 // reported back (current_limit).
 
-// cost is c of semantics.md: the request's hits_addend (0 means 1), unless
+// cost is c of docs/semantics.md: the request's hits_addend (0 means 1), unless
 // the descriptor sets its own (where 0 is a peek); negative when the
 // descriptor asks for a refund.
 func cost(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) int64 {

@@ -62,7 +62,7 @@ type planned struct {
 	// unlimited is set for a node whose limit is `unlimited: true`: it is
 	// answered OK and never touches the store.
 	unlimited bool
-	// cost is c of semantics.md.
+	// cost is c of docs/semantics.md.
 	cost int64
 	// shadow and quota are the node's shadow_mode (or the service's) and
 	// quota_mode: how a refusal is answered.

@@ -557,7 +557,7 @@ func checkWindowReset(t testing.TB, label string, got *durationpb.Duration, p ti
 	checkReset(t, label, got, f(windowElapsed(before, p)), before)
 }
 
-// windowElapsed is e of semantics.md: how far now is into its
+// windowElapsed is e of docs/semantics.md: how far now is into its
 // epoch-aligned window of period p.
 func windowElapsed(now time.Time, p time.Duration) time.Duration {
 	return time.Duration(now.UnixMicro()%p.Microseconds()) * time.Microsecond

@@ -182,7 +182,7 @@ descriptors:
 // /rlconfig.
 const serviceLimitCount = 21
 
-// TestService runs the decisions of semantics.md against a real process per
+// TestService runs the decisions of docs/semantics.md against a real process per
 // store: one process serves all the subtests.
 func TestService(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st store) {

@@ -1,6 +1,6 @@
 // Package storetest is the conformance suite of limits.Store: one table of
 // cases, run against every store (the embedded one and Redis), so that all of
-// them decide exactly as semantics.md says and as limits.DecideWithin
+// them decide exactly as docs/semantics.md says and as limits.DecideWithin
 // computes, joint runs of hits included.
 //
 // The suite owns the clock. A store under test must read the clock it is
@@ -161,7 +161,7 @@ func contains(as []limits.Algorithm, a limits.Algorithm) bool {
 }
 
 // cases is the table. The expected values are worked out by hand from
-// semantics.md; each is also checked against limits.DecideWithin.
+// docs/semantics.md; each is also checked against limits.DecideWithin.
 func cases() []testCase {
 	return []testCase{
 		countCase(s, 0),

@@ -118,6 +118,41 @@ func TestCluster(t *testing.T) {
 	}
 }
 
+// TestClusterReplicas: each master has a replica in sync; Promote hands a
+// stopped master's slots to its replica, which then takes writes with the
+// master's data.
+func TestClusterReplicas(t *testing.T) {
+	c := StartClusterReplicas(t, 2, Options{Password: "p"})
+	if len(c.Replicas) != 2 || len(c.Addrs()) != 2 {
+		t.Fatalf("%d replicas, %d seeds; want 2 of each", len(c.Replicas), len(c.Addrs()))
+	}
+	var owner int
+	for i, n := range c.Nodes {
+		if _, err := n.Do("SET", "{tag}k", "v"); err == nil {
+			owner = i
+		}
+	}
+	c.WaitReplicated(t, owner)
+	c.Nodes[owner].Stop()
+	if promoted := c.Promote(t, owner); promoted.IsZero() || promoted.After(time.Now()) {
+		t.Errorf("Promote returned %v as the instant of the promotion", promoted)
+	}
+	r := c.Replicas[owner]
+	if got := c.Node(r.Addr()); got != r {
+		t.Errorf("Node(%s) = %v, want the replica", r.Addr(), got)
+	}
+	if got, err := r.Do("GET", "{tag}k"); err != nil || got != "v" {
+		t.Errorf("GET on the promoted replica: %q, %v; want v", got, err)
+	}
+	if _, err := r.Do("SET", "{tag}k", "w"); err != nil {
+		t.Errorf("SET on the promoted replica: %v", err)
+	}
+	other := c.Nodes[1-owner]
+	if _, err := other.Do("SET", "{tag}k", "x"); err == nil || !strings.Contains(err.Error(), "MOVED") || !strings.Contains(err.Error(), r.Addr()) {
+		t.Errorf("SET on the other master: %v, want MOVED to %s", err, r.Addr())
+	}
+}
+
 func TestSentinel(t *testing.T) {
 	s := StartSentinel(t)
 	if addr, err := s.MasterAddr(); err != nil || addr != s.Master.Addr() {

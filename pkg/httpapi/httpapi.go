@@ -4,6 +4,7 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 
 	"fmt"
 	"io"
@@ -73,7 +74,10 @@ func Handler(o Options) http.Handler {
 
 // serveHealth answers 200 while the service serves, whether or not the
 // store answers: with a store down the service still decides by its failure
-// mode, and restarting it would not help. The body says which.
+// mode, and restarting it would not help. The body says which: ok,
+// unreachable, or degraded when the store answers for some keys only (a
+// Redis Cluster with a master down, whose error says so with a Degraded
+// method).
 func serveHealth(w http.ResponseWriter, r *http.Request, o Options) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if o.Serving != nil && !o.Serving() {
@@ -85,7 +89,10 @@ func serveHealth(w http.ResponseWriter, r *http.Request, o Options) {
 	if o.StorePing != nil {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		defer cancel()
-		if err := o.StorePing(ctx); err != nil {
+		var partial interface{ Degraded() bool }
+		if err := o.StorePing(ctx); errors.As(err, &partial) && partial.Degraded() {
+			storeState = "store: degraded: " + err.Error()
+		} else if err != nil {
 			storeState = "store: unreachable: " + err.Error()
 		} else {
 			storeState = "store: ok"

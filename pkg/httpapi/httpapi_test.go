@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -89,11 +90,30 @@ func TestHealth(t *testing.T) {
 	if code, body := do(t, h, "GET", "/healthz", ""); code != 200 || !strings.Contains(body, "unreachable: connection refused") {
 		t.Errorf("store down: got %d %q, want 200 saying unreachable", code, body)
 	}
+	// Nor does a store that answers for some keys only (a cluster with a
+	// master down); the body says it is degraded.
+	pingErr = fmt.Errorf("ping: %w", partialError{degraded: true})
+	if code, body := do(t, h, "GET", "/healthz", ""); code != 200 || !strings.Contains(body, "store: degraded: ping: 1 of 3 masters") {
+		t.Errorf("store degraded: got %d %q, want 200 saying degraded", code, body)
+	}
+	pingErr = partialError{degraded: false}
+	if code, body := do(t, h, "GET", "/healthz", ""); code != 200 || !strings.Contains(body, "store: unreachable: 1 of 3 masters") {
+		t.Errorf("every master down: got %d %q, want 200 saying unreachable", code, body)
+	}
 	serving = false
 	if code, _ := do(t, h, "GET", "/healthz", ""); code != http.StatusServiceUnavailable {
 		t.Errorf("shutting down: got %d, want 503", code)
 	}
 }
+
+// partialError is the error of a store that may answer for some keys: a
+// cluster with masters down.
+type partialError struct{ degraded bool }
+
+func (partialError) Error() string {
+	return "1 of 3 masters unreachable: 127.0.0.1:1 (connection refused)"
+}
+func (e partialError) Degraded() bool { return e.degraded }
 
 func TestRLConfigAndMetrics(t *testing.T) {
 	m := metrics.New()

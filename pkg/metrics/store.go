@@ -65,3 +65,31 @@ func (c overLimitCacheCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(overLimitKeysDesc, prometheus.GaugeValue, float64(keys))
 	ch <- prometheus.MustNewConstMetric(overLimitLocalDesc, prometheus.CounterValue, float64(local))
 }
+
+var (
+	mastersDesc = prometheus.NewDesc("rls_store_masters",
+		"Masters of the Redis Cluster that hold slots, as the last check of them found (every health check, and a reload of the cluster's map after a call found a node unreachable).", nil, nil)
+	mastersDownDesc = prometheus.NewDesc("rls_store_masters_unreachable",
+		"Masters of the Redis Cluster that did not answer the last check: the keys of their slots take the failure mode until they answer or their replicas take over.", nil, nil)
+)
+
+// NewClusterMastersCollector returns a collector of what the last check of
+// a Redis Cluster's masters found, read from masters at each scrape
+// (redisstore.Store.Masters): how many hold slots, how many of those did
+// not answer.
+func NewClusterMastersCollector(masters func() (total, unreachable int)) prometheus.Collector {
+	return clusterMastersCollector(masters)
+}
+
+type clusterMastersCollector func() (int, int)
+
+func (c clusterMastersCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- mastersDesc
+	ch <- mastersDownDesc
+}
+
+func (c clusterMastersCollector) Collect(ch chan<- prometheus.Metric) {
+	total, down := c()
+	ch <- prometheus.MustNewConstMetric(mastersDesc, prometheus.GaugeValue, float64(total))
+	ch <- prometheus.MustNewConstMetric(mastersDownDesc, prometheus.GaugeValue, float64(down))
+}

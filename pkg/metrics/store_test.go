@@ -113,6 +113,21 @@ func TestOverLimitCacheCollector(t *testing.T) {
 	}
 }
 
+func TestClusterMastersCollector(t *testing.T) {
+	var total, down int
+	m := metrics.New()
+	m.Registry.MustRegister(metrics.NewClusterMastersCollector(func() (int, int) { return total, down }))
+	for _, c := range [][2]int{{0, 0}, {3, 1}, {3, 0}} {
+		total, down = c[0], c[1]
+		wantLines(t, scrape(t, m),
+			"# TYPE rls_store_masters gauge",
+			fmt.Sprint("rls_store_masters ", total),
+			"# TYPE rls_store_masters_unreachable gauge",
+			fmt.Sprint("rls_store_masters_unreachable ", down),
+		)
+	}
+}
+
 func TestRedisPipelineRuns(t *testing.T) {
 	m := metrics.New()
 	for _, n := range []int{1, 3, 40} {

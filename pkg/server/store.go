@@ -107,6 +107,18 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 	// the keys of the live masters too; there, each call fails on its own
 	// within -store-timeout.
 	var store limits.Store = s
+	if len(seeds) > 0 {
+		m.Registry.MustRegister(metrics.NewClusterMastersCollector(func() (int, int) {
+			masters := s.Masters()
+			down := 0
+			for _, ms := range masters {
+				if ms.Err != nil {
+					down++
+				}
+			}
+			return len(masters), down
+		}))
+	}
 	if len(seeds) == 0 {
 		store = breaker.New(s, breaker.Options{Timeout: o.storeTimeout, OnStoreUp: m.StoreUp, OnChange: func(open bool) {
 			m.BreakerOpen(open)

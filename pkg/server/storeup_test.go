@@ -2,7 +2,6 @@ package server
 
 import (
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,14 +21,11 @@ const storeUpBound = time.Second
 // storeUpGauge returns the rls_store_up line of s's /metrics.
 func storeUpGauge(t *testing.T, s *inProcess) string {
 	t.Helper()
-	_, body := httpDo(t, "GET", "http://"+s.httpAddr+"/metrics", "")
-	for _, l := range strings.Split(body, "\n") {
-		if strings.HasPrefix(l, "rls_store_up ") {
-			return l
-		}
+	l := metricLine(t, s, "rls_store_up")
+	if l == "" {
+		t.Fatal("no rls_store_up in /metrics")
 	}
-	t.Fatal("no rls_store_up in /metrics")
-	return ""
+	return l
 }
 
 // rls_store_up follows the calls: it reads 0 as soon as a call has been

@@ -229,10 +229,25 @@ func (s *Store) exec(ctx context.Context, groups ...*work) {
 	}
 	sent := localMicros()
 	// Exec's error is also set on each command it concerns; read those.
-	_, _ = pipe.Exec(ctx)
+	_, err := pipe.Exec(ctx)
 	if probe != nil {
 		probe.observe(&s.redisClock, sent, localMicros())
 	}
+	if err != nil && s.topo != nil && s.nodeFailed(groups) {
+		s.topo.kick() // the map may name a master that is gone
+	}
+}
+
+// nodeFailed reports whether a command of groups could not reach its node.
+func (s *Store) nodeFailed(groups []*work) bool {
+	for _, g := range groups {
+		for _, c := range g.cmds {
+			if failedOn(c.Err()) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // canStart reports whether a flush may start now: none is in flight, or

@@ -26,10 +26,12 @@ type nodeBatchers struct {
 	flushes int
 
 	// byAddr holds each master's *batcher by address; mu guards adding
-	// one, and closed.
+	// one, retiring one, and closed.
 	byAddr sync.Map
 	mu     sync.Mutex
 	closed bool
+	// retiring counts the batchers of former masters being closed.
+	retiring sync.WaitGroup
 }
 
 func newNodeBatchers(s *Store, c *redis.ClusterClient, flushes int) *nodeBatchers {
@@ -192,6 +194,25 @@ func (n *nodeBatchers) batcher(addr string) *batcher {
 	return b
 }
 
+// retire closes the batchers of the nodes that are no longer masters (a
+// master failed over to its replica), once their flushes in flight are
+// done, so that no batcher outlives its master. A call that found one
+// just before sends its work on its own.
+func (n *nodeBatchers) retire(masters []MasterState) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return
+	}
+	n.byAddr.Range(func(addr, b any) bool {
+		if !slices.ContainsFunc(masters, func(m MasterState) bool { return m.Addr == addr }) {
+			n.byAddr.Delete(addr)
+			n.retiring.Go(b.(*batcher).close)
+		}
+		return true
+	})
+}
+
 // close closes every master's batcher: calls after it go on their own.
 func (n *nodeBatchers) close() {
 	n.mu.Lock()
@@ -201,6 +222,7 @@ func (n *nodeBatchers) close() {
 		b.(*batcher).close()
 		return true
 	})
+	n.retiring.Wait()
 }
 
 // cmdKey is the key of one of the store's native commands: its first

@@ -134,6 +134,7 @@ type Store struct {
 	redisClock redisClock    // Redis's clock, estimated, when clock is nil
 	batch      *batcher      // nil: one pipeline per call, or per master (nodes)
 	nodes      *nodeBatchers // a cluster's batchers, one per master; nil on one Redis or without batching
+	topo       *topology     // a cluster's map reloads and master checks; nil on one Redis
 	onPipeline func(runs int)
 	expiries   *expirySeen // the window counters seen with their TTL set
 	prevs      *prevCounts // the final counts of sliding windows' previous windows
@@ -164,12 +165,22 @@ func New(client redisClient, opts Options) *Store {
 	default:
 		s.batch = newBatcher(s, opts.Flushes)
 	}
+	if cluster {
+		s.topo = newTopology(client.(*redis.ClusterClient), func(masters []MasterState) {
+			if s.nodes != nil {
+				s.nodes.retire(masters)
+			}
+		})
+	}
 	return s
 }
 
 // Close waits for the merged pipelines in flight; calls after it send
 // pipelines of their own. It does not close the client.
 func (s *Store) Close() {
+	if s.topo != nil {
+		s.topo.close()
+	}
 	if s.batch != nil {
 		s.batch.close()
 	}
@@ -179,13 +190,36 @@ func (s *Store) Close() {
 	s.probes.Wait()
 }
 
-// Ping reports whether Redis answers, for health checks. On a cluster it asks
-// one node.
+// Ping reports whether Redis answers, for health checks. On a cluster it
+// reloads the client's map of the slots and PINGs every master (or answers
+// what such a check found less than reloadEvery ago, so that health checks
+// cost Redis little however many come): if some do not answer, the error is
+// an *UnreachableError that names them.
 func (s *Store) Ping(ctx context.Context) error {
+	if s.topo != nil {
+		if err := s.topo.check(ctx); err != nil {
+			var ue *UnreachableError
+			if errors.As(err, &ue) {
+				return err
+			}
+			return fmt.Errorf("redisstore: ping: %w", err)
+		}
+		return nil
+	}
 	if err := s.client.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("redisstore: ping: %w", err)
 	}
 	return nil
+}
+
+// Masters is what the last check of a cluster's masters found of each (a
+// Ping, or a reload after a call found a node unreachable), by address:
+// nil on a single Redis, or before the first check.
+func (s *Store) Masters() []MasterState {
+	if s.topo == nil {
+		return nil
+	}
+	return s.topo.lastMasters()
 }
 
 // Decide implements limits.Store. All hits go out in one pipeline, which a

@@ -298,10 +298,7 @@ func (cl client) do(addr string, timeout time.Duration, args ...string) (string,
 		if cmd == nil {
 			continue
 		}
-		fmt.Fprintf(&b, "*%d\r\n", len(cmd))
-		for _, a := range cmd {
-			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
-		}
+		b.WriteString(resp(cmd...))
 	}
 	if _, err := io.WriteString(c, b.String()); err != nil {
 		return "", err
@@ -313,6 +310,16 @@ func (cl client) do(addr string, timeout time.Duration, args ...string) (string,
 		}
 	}
 	return readReply(r)
+}
+
+// resp is one command in RESP.
+func resp(args ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	return b.String()
 }
 
 // redisError is an error reply.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 )
 
 // DefaultTimeout is the socket timeout NewClient uses when
@@ -145,6 +146,7 @@ func newSingleClient(o ClientOptions, timeout time.Duration) (*redis.Client, err
 	if opt.PipelinePoolSize == 0 {
 		opt.PipelinePoolSize = noPipelinePool
 	}
+	opt.DisableIdentity, opt.MaintNotificationsConfig = true, noMaintNotifications()
 	c := redis.NewClient(opt)
 	addHooks(c)
 	return c, nil
@@ -240,7 +242,9 @@ func universalOptions(o ClientOptions, timeout time.Duration) (*redis.UniversalO
 		DialerRetries:         1,
 		PoolSize:              o.PoolSize,
 		// As for a single Redis.
-		PipelinePoolSize: noPipelinePool,
+		PipelinePoolSize:         noPipelinePool,
+		DisableIdentity:          true,
+		MaintNotificationsConfig: noMaintNotifications(),
 	}
 	if o.TLS {
 		u.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
@@ -323,6 +327,16 @@ func addCA(cfg *tls.Config, path string) error {
 	}
 	cfg.RootCAs = pool
 	return nil
+}
+
+// noMaintNotifications turns off go-redis's CLIENT MAINT_NOTIFICATIONS
+// handshake, as DisableIdentity does its CLIENT SETINFO: each is a round
+// trip more before a new connection's first command, within the deadline
+// of the call that needed the connection, and a Redis 20 ms away then
+// cannot open one within -store-timeout (a timed-out handshake closes the
+// connection, and the next call starts over).
+func noMaintNotifications() *maintnotifications.Config {
+	return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 }
 
 func orDefault(d, def time.Duration) time.Duration {

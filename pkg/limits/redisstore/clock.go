@@ -98,6 +98,32 @@ func (c *redisClock) now() (now, uncertainty int64, ok bool) {
 	return local + c.best.off, c.bound(c.best, local), true
 }
 
+// fresh returns the estimate of Redis's clock, in microseconds since the
+// epoch, if a call may use it: a sample has come within maxSampleAge. Its
+// uncertainty is then at most the newest sample's, half that sample's
+// round trip, plus maxClockGrowth: a slow round trip widens it, and never
+// stops a call from using it. Only a store without a sample, or idle for
+// longer than maxSampleAge, has calls ask for TIME first (Store.now).
+func (c *redisClock) fresh() (int64, bool) {
+	local := localMicros()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ok || local-c.last > maxSampleAge {
+		return 0, false
+	}
+	return local + c.best.off, true
+}
+
+// maxClockGrowth is how far the estimate's uncertainty may have grown by
+// drift since the newest sample before calls ask for TIME instead of
+// using it: 10 ms, which takes maxSampleAge, 100 s without a pipeline.
+// Only the growth is bounded: half a round trip, however slow, is what a
+// sample is worth, and the store timeout bounds that.
+const (
+	maxClockGrowth = int64(10 * time.Millisecond / time.Microsecond)
+	maxSampleAge   = maxClockGrowth * 1_000_000 / maxDrift
+)
+
 // probeEvery and clusterProbeEvery are how often the clock is sampled, in
 // microseconds: on a single Redis by a TIME in a pipeline, at most every
 // other millisecond (a sample is a command and a reply: under load, many
@@ -170,8 +196,8 @@ func (c *redisClock) sampledSince(since int64) bool {
 	return c.ok && c.last >= since
 }
 
-// askClock samples Redis's clock for a call that has no estimate it may
-// use (Store.now): a TIME in a pipeline of its own on a single Redis, a
+// askClock samples Redis's clock for the calls that have no estimate they
+// may use (Store.ask): a TIME in a pipeline of its own on a single Redis, a
 // master's TIME on a cluster.
 func (s *Store) askClock(ctx context.Context) error {
 	if s.cluster {

@@ -20,8 +20,9 @@ import (
 //
 // What the estimate then means: while one master answers first, every
 // instance's instant is that master's clock within its uncertainty (half
-// the best recent round trip, plus maxDrift; a call never uses one above
-// maxClockUncertainty), and two instances agree within the sum of theirs.
+// the best recent round trip, plus maxDrift: at most half the newest
+// sample's round trip plus maxClockGrowth, fresh), and two instances agree
+// within the sum of theirs.
 // When the clock moves to another master, an instance's instants step,
 // forward or back, by the difference between the two masters' clocks (the
 // estimate follows at once a sample that contradicts it: observe), and for

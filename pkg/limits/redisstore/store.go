@@ -142,9 +142,10 @@ type Store struct {
 	// probes counts those goroutines for Close.
 	probing atomic.Bool
 	probes  sync.WaitGroup
-	// asking holds a token while a call asks Redis's TIME for want of an
-	// estimate (now).
-	asking chan struct{}
+	// asking is the TIME out for calls without an estimate (now), nil
+	// when none is.
+	askMu  sync.Mutex
+	asking *clockAsk
 }
 
 // New returns a Store on client: a *redis.Client, a *redis.ClusterClient or
@@ -157,7 +158,7 @@ func New(client redisClient, opts Options) *Store {
 	}
 	_, cluster := client.(*redis.ClusterClient)
 	s := &Store{members: newLogMembers(), client: client, cluster: cluster, clock: opts.Clock, onPipeline: onPipeline,
-		expiries: newExpirySeen(), prevs: newPrevCounts(), asking: make(chan struct{}, 1)}
+		expiries: newExpirySeen(), prevs: newPrevCounts()}
 	switch {
 	case opts.Batching == BatchOff:
 	case cluster:
@@ -622,40 +623,61 @@ func (s *Store) latest(now int64) int64 {
 }
 
 // now is the instant of a call: Options.Clock's, or Redis's clock as
-// estimated from the TIME of earlier pipelines. Without an estimate, or
-// with one grown too uncertain (a long idle time), it asks Redis first.
+// estimated from the TIME of earlier pipelines (fresh). Without an estimate
+// (the first calls, or after 100 s idle) it waits for a TIME that every
+// call in the same case shares (ask).
 func (s *Store) now(ctx context.Context) (int64, error) {
 	if s.clock != nil {
 		return s.clock(), nil
 	}
-	if now, u, ok := s.redisClock.now(); ok && u <= maxClockUncertainty {
+	if now, ok := s.redisClock.fresh(); ok {
 		return now, nil
 	}
-	// One call at a time asks: those that arrive meanwhile take its sample,
-	// which is as good as one of their own, rather than each sending a TIME
-	// (on a cluster, each to a master, however slow).
-	asked := localMicros()
+	a := s.ask()
 	select {
-	case s.asking <- struct{}{}:
+	case <-a.done:
 	case <-ctx.Done():
 		return 0, storeError("clock", ctx.Err())
 	}
-	defer func() { <-s.asking }()
-	if s.redisClock.sampledSince(asked) {
-		now, _, _ := s.redisClock.now()
-		return now, nil
-	}
-	if err := s.askClock(ctx); err != nil {
-		return 0, storeError("clock", err)
+	if a.err != nil {
+		return 0, storeError("clock", a.err)
 	}
 	now, _, _ := s.redisClock.now()
 	return now, nil
 }
 
-// maxClockUncertainty is how far the estimate of Redis's clock may be off
-// before a call asks for TIME instead of using it: reached only after more
-// than a minute without a pipeline (maxDrift).
-const maxClockUncertainty = int64(10 * time.Millisecond / time.Microsecond)
+// clockAsk is a TIME asked for calls that have no estimate of the clock to
+// use: done is closed once it is answered, or failed with err.
+type clockAsk struct {
+	done chan struct{}
+	err  error
+}
+
+// ask returns the TIME out for calls without an estimate, or sends one:
+// from a goroutine of its own, with no deadline but the client's
+// timeouts, so that the calls that wait for it each wait as long as their
+// own deadline allows, none queues behind another, and one that gives up
+// does not fail the others.
+func (s *Store) ask() *clockAsk {
+	s.askMu.Lock()
+	defer s.askMu.Unlock()
+	if s.asking != nil {
+		return s.asking
+	}
+	a := &clockAsk{done: make(chan struct{})}
+	s.asking = a
+	s.probes.Add(1)
+	go func() {
+		defer s.probes.Done()
+		err := s.askClock(context.Background())
+		s.askMu.Lock()
+		s.asking = nil
+		s.askMu.Unlock()
+		a.err = err
+		close(a.done)
+	}()
+	return a
+}
 
 // storeError wraps err, what a command for what answered, as the
 // store reports it: unavailable for a store that is down.

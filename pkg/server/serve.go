@@ -241,6 +241,7 @@ func (r *running) httpServer() {
 		Gatherer:    r.m.Registry,
 		Explainer:   explainer(o, r.svc), // nil with -explain-endpoint=false
 		JSONRefunds: o.jsonRefunds && o.negativeHits,
+		BodyRefused: func() { r.m.Refused(metrics.RefusedJSONBody) },
 	})
 	if !o.jsonEndpoint {
 		api = withoutJSON(api)

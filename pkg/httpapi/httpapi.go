@@ -38,6 +38,9 @@ type Options struct {
 	StorePing func(context.Context) error
 	// ConfigLines lists the loaded limits, one line each.
 	ConfigLines func() []string
+	// ConfigHealth, when not nil, says what config is in force, as a line
+	// of the health endpoints' body: an empty one allows every request.
+	ConfigHealth func() string
 	// Gatherer serves /metrics; nil leaves the endpoint out.
 	Gatherer prometheus.Gatherer
 	// Explainer serves GET /explain (explain.go); nil leaves it out.
@@ -100,7 +103,11 @@ func serveHealth(w http.ResponseWriter, r *http.Request, o Options) {
 			storeState = "store: ok"
 		}
 	}
-	io.WriteString(w, "OK\n"+storeState+"\n")
+	body := "OK\n" + storeState + "\n"
+	if o.ConfigHealth != nil {
+		body += o.ConfigHealth() + "\n"
+	}
+	io.WriteString(w, body)
 }
 
 // serveJSON is envoyproxy/ratelimit's /json: a RateLimitRequest in protobuf

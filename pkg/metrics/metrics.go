@@ -51,6 +51,8 @@ type Metrics struct {
 	reloads       *prometheus.CounterVec
 	configSuccess prometheus.Gauge
 	configTime    prometheus.Gauge
+	configDomains prometheus.Gauge
+	configLimits  prometheus.Gauge
 	storeUp       prometheus.Gauge
 	localDecided  prometheus.Counter
 	breakerOpen   prometheus.Gauge
@@ -100,6 +102,14 @@ func New() *Metrics {
 			Name: "rls_config_last_reload_successful",
 			Help: "Whether the last attempt to load the limits config succeeded (1) or kept the old config (0).",
 		}),
+		configDomains: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rls_config_domains",
+			Help: "Domains in the config in force; 0 is an empty config, under which every request is allowed.",
+		}),
+		configLimits: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rls_config_limits",
+			Help: "Limits (rate_limit bodies, unlimited ones included) in the config in force.",
+		}),
 		configTime: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rls_config_last_reload_success_timestamp_seconds",
 			Help: "When the config in effect was loaded.",
@@ -127,7 +137,7 @@ func New() *Metrics {
 		}, []string{"what"}),
 	}
 	r.MustRegister(m.decisions, m.storeErrors, m.requests, m.latency, m.storeLatency,
-		m.reloads, m.configSuccess, m.configTime, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns, m.refused,
+		m.reloads, m.configSuccess, m.configTime, m.configDomains, m.configLimits, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -226,6 +236,15 @@ func (m *Metrics) Reload(ok bool, at time.Time) {
 	}
 	m.reloads.WithLabelValues("failure").Inc()
 	m.configSuccess.Set(0)
+}
+
+// ConfigInForce records the size of the config just put in force.
+func (m *Metrics) ConfigInForce(domains, limits int) {
+	if m == nil {
+		return
+	}
+	m.configDomains.Set(float64(domains))
+	m.configLimits.Set(float64(limits))
 }
 
 // StoreUp records what a store call found: the store answered, or was

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -53,11 +54,8 @@ func loadConfig(o *Options, log *zap.Logger, loaded func()) (*startConfig, error
 		log.Warn("config reload is off", zap.Error(werr))
 		w = nil
 	}
-	if len(cfg.Domains) == 0 {
-		// Only -allow-empty-config lets a directory load empty: say so, as
-		// every request is allowed until a file appears.
-		log.Warn("no limits files in the config directory: every request is allowed until one appears", zap.String("config", o.configPath))
-	}
+	// An empty config (only -allow-empty-config lets a directory load
+	// empty) is said once the metrics are there (configInForce).
 	return &startConfig{cfg: cfg, watch: w}, nil
 }
 
@@ -93,7 +91,37 @@ func startReload(ctx context.Context, wg *sync.WaitGroup, w *watch.Watcher, path
 			}
 			svc.SetIndex(descriptors.NewIndex(cfg))
 			m.Reload(true, time.Now())
-			log.Info("config reloaded", zap.Int("domains", len(cfg.Domains)))
+			if n := configInForce(cfg, path, m, log); n.Domains > 0 {
+				log.Info("config reloaded", zap.Int("domains", n.Domains), zap.Int("limits", n.Limits))
+			}
 		})
 	}()
+}
+
+// configInForce reports the config just put in force, from source (the
+// -config path or the xDS server): its size in the metrics and, when it
+// has no domain, a warning. Empty means no limits, every request allowed:
+// the rule stays, as envoyproxy/ratelimit's for an emptied runtime
+// directory, but it must not pass for an ordinary reload.
+func configInForce(cfg *config.Config, source string, m *metrics.Metrics, log *zap.Logger) config.Counts {
+	n := cfg.Count()
+	m.ConfigInForce(n.Domains, n.Limits)
+	if n.Domains == 0 {
+		log.Warn("the config in force is empty: no limits, every request is allowed until limits are loaded again", zap.String("source", source))
+	}
+	return n
+}
+
+// configHealth is the line of /healthz about the config in force.
+func configHealth(cfg *config.Config) string {
+	switch {
+	case cfg == nil:
+		return "config: none yet"
+	case len(cfg.Domains) == 0:
+		return "config: empty: no limits, every request is allowed"
+	}
+	if len(cfg.Domains) == 1 {
+		return "config: 1 domain"
+	}
+	return fmt.Sprintf("config: %d domains", len(cfg.Domains))
 }

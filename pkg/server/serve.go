@@ -179,6 +179,7 @@ func (r *running) build() error {
 	}
 	if r.start.xds == nil { // xds.go counts each snapshot
 		r.m.Reload(true, time.Now())
+		configInForce(r.start.cfg, o.configPath, r.m, r.log)
 	}
 	grpcConns, httpConns := connectionBounds(o)
 	r.grpcLis = newLimitListener(r.ls.grpc, grpcConns, func() { r.m.Refused(metrics.RefusedGRPCConnection) })
@@ -234,14 +235,15 @@ func (r *running) httpServer() {
 	o := r.o
 	r.serving.Store(true)
 	api := httpapi.Handler(httpapi.Options{
-		Limiter:     r.svc,
-		Serving:     func() bool { return r.serving.Load() && r.start.healthy() },
-		StorePing:   r.store.ping,
-		ConfigLines: func() []string { return r.svc.Index().Config().Lines() },
-		Gatherer:    r.m.Registry,
-		Explainer:   explainer(o, r.svc), // nil with -explain-endpoint=false
-		JSONRefunds: o.jsonRefunds && o.negativeHits,
-		BodyRefused: func() { r.m.Refused(metrics.RefusedJSONBody) },
+		Limiter:      r.svc,
+		Serving:      func() bool { return r.serving.Load() && r.start.healthy() },
+		StorePing:    r.store.ping,
+		ConfigLines:  func() []string { return r.svc.Index().Config().Lines() },
+		ConfigHealth: func() string { return configHealth(r.svc.Index().Config()) },
+		Gatherer:     r.m.Registry,
+		Explainer:    explainer(o, r.svc), // nil with -explain-endpoint=false
+		JSONRefunds:  o.jsonRefunds && o.negativeHits,
+		BodyRefused:  func() { r.m.Refused(metrics.RefusedJSONBody) },
 	})
 	if !o.jsonEndpoint {
 		api = withoutJSON(api)

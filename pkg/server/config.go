@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -100,10 +101,16 @@ func startReload(ctx context.Context, wg *sync.WaitGroup, w *watch.Watcher, path
 
 // configInForce reports the config just put in force, from source (the
 // -config path or the xDS server): its size in the metrics and, when it
-// has no domain, a warning. Empty means no limits, every request allowed:
+// has no domain, a warning. It then hands the memory of the load, and of
+// the config it replaced, back to the system: the runtime would return it
+// only over minutes, and a large config's load takes many times its file
+// (the YAML decoder's tree of it), which would stay resident long after a
+// small config replaced it. The forced collection this takes is one more
+// on a reload, a rare event. Empty means no limits, every request allowed:
 // the rule stays, as envoyproxy/ratelimit's for an emptied runtime
 // directory, but it must not pass for an ordinary reload.
 func configInForce(cfg *config.Config, source string, m *metrics.Metrics, log *zap.Logger) config.Counts {
+	defer debug.FreeOSMemory()
 	n := cfg.Count()
 	m.ConfigInForce(n.Domains, n.Limits)
 	if n.Domains == 0 {

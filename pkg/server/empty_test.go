@@ -35,23 +35,15 @@ func checkConfigInForce(t *testing.T, httpAddr string, domains, healthLine strin
 	}
 }
 
-// TestEmptiedConfigDirIsLoud: a config directory emptied under
-// -allow-empty-config (the drop-in's) still lifts every limit, but says
-// so: a warning, rls_config_domains 0 and a line of /healthz; limits that
-// come back are reported again.
-func TestEmptiedConfigDirIsLoud(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "limits.yaml")
-	if err := os.WriteFile(file, []byte(serveLimits), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	o, err := parseFlags([]string{"-config", dir, "-allow-empty-config", "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0",
-		"-debug-addr", "", "-shutdown-timeout", "5s"}, env(nil))
+// serveDir runs the server on the config in dir, logging to log, until
+// the test ends, and returns its HTTP address.
+func serveDir(t *testing.T, dir string, log *zap.Logger, args ...string) string {
+	t.Helper()
+	o, err := parseFlags(append([]string{"-config", dir, "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0",
+		"-debug-addr", "", "-shutdown-timeout", "5s"}, args...), env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	core, logs := observer.New(zapcore.InfoLevel)
-	log := zap.New(core)
 	start, err := loadConfig(o, log, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +55,21 @@ func TestEmptiedConfigDirIsLoud(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	serveLoggingUntilCleanup(t, ctx, cancel, o, start, ls, log)
-	addr := ls.http.Addr().String()
+	return ls.http.Addr().String()
+}
+
+// TestEmptiedConfigDirIsLoud: a config directory emptied under
+// -allow-empty-config (the drop-in's) still lifts every limit, but says
+// so: a warning, rls_config_domains 0 and a line of /healthz; limits that
+// come back are reported again.
+func TestEmptiedConfigDirIsLoud(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "limits.yaml")
+	if err := os.WriteFile(file, []byte(serveLimits), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zapcore.InfoLevel)
+	addr := serveDir(t, dir, zap.New(core), "-allow-empty-config")
 
 	checkConfigInForce(t, addr, "1", "config: 1 domain")
 	if n := emptyWarnings(logs); n != 0 {

@@ -33,9 +33,17 @@ type keys[T interface{ level() *level }] struct{ fieldLines }
 type fieldLines struct {
 	// line is the mapping's own line.
 	line int
-	// lines maps a field's name to the line of that name; the first
-	// mapping to set a field wins, as in the decoder's merges.
-	lines map[string]int
+	// lines are the line of each field's name, in the order the names
+	// come; the first mapping to set a field wins, as in the decoder's
+	// merges. A list, not a map: a mapping has a few fields, and a large
+	// file has a hundred thousand mappings, whose maps weighed several
+	// times the file.
+	lines []fieldLine
+}
+
+type fieldLine struct {
+	name string
+	line int
 }
 
 // UnmarshalYAML checks and records the fields of mapping n.
@@ -46,7 +54,7 @@ func (k *keys[T]) UnmarshalYAML(n *yaml.Node) error {
 		return err
 	}
 	if k.lines == nil {
-		k.line, k.lines = n.Line, make(map[string]int, len(n.Content)/2)
+		k.line, k.lines = n.Line, make([]fieldLine, 0, len(n.Content)/2)
 	}
 	for i := 0; i < len(n.Content); i += 2 {
 		name, line := deref(n.Content[i]), n.Content[i].Line
@@ -56,18 +64,28 @@ func (k *keys[T]) UnmarshalYAML(n *yaml.Node) error {
 		if !l.known(name.Value) {
 			return &Error{Line: line, Word: name.Value, Msg: l.unknown(name.Value)}
 		}
-		if _, set := k.lines[name.Value]; !set {
-			k.lines[name.Value] = line
+		if _, set := k.lineOf(name.Value); !set {
+			k.lines = append(k.lines, fieldLine{name.Value, line})
 		}
 	}
 	return nil
+}
+
+// lineOf is the line of field name, and whether the mapping has it.
+func (f *fieldLines) lineOf(name string) (int, bool) {
+	for _, l := range f.lines {
+		if l.name == name {
+			return l.line, true
+		}
+	}
+	return 0, false
 }
 
 // at is the position of the field name, whose value is on valueLine (0
 // for a null value, which the decoder skips: it is then at the name), and
 // whether the mapping has the field at all.
 func (f *fieldLines) at(name string, valueLine int) (pos, bool) {
-	line, set := f.lines[name]
+	line, set := f.lineOf(name)
 	if valueLine == 0 {
 		valueLine = line
 	}

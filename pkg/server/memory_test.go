@@ -1,0 +1,74 @@
+package server
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// residentHeap is the heap the process holds from the system.
+func residentHeap() int64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapSys - ms.HeapReleased)
+}
+
+// manyLimits is a limits file of domain test with n descriptors.
+func manyLimits(n int) string {
+	var b strings.Builder
+	b.WriteString("domain: test\ndescriptors:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - key: k%d\n    value: v%d\n    rate_limit: {unit: minute, requests_per_unit: %d}\n", i/100, i%100, 1+i%1000)
+	}
+	return b.String()
+}
+
+// TestReloadGivesMemoryBack: once a small config replaces a large one,
+// the memory the large one's load took goes back to the system within a
+// second, rather than over minutes. Not parallel: it measures the process.
+func TestReloadGivesMemoryBack(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "limits.yaml")
+	if err := os.WriteFile(file, []byte(serveLimits), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := serveDir(t, dir, zap.NewNop())
+	checkConfigInForce(t, addr, "1", "config: 1 domain")
+	large := manyLimits(20_000)
+	debug.FreeOSMemory()
+	base := residentHeap()
+	if err := os.WriteFile(file, []byte(large), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the large config in force", func() bool {
+		_, body := httpDo(t, "GET", "http://"+addr+"/metrics", "")
+		return strings.Contains(body, "\nrls_config_limits 20000\n")
+	})
+	loaded := residentHeap() - base
+	if err := os.WriteFile(file, []byte(serveLimits), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the small config in force", func() bool {
+		_, body := httpDo(t, "GET", "http://"+addr+"/metrics", "")
+		return strings.Contains(body, "\nrls_config_limits 1\n")
+	})
+	// The bound: the file's size, against many times that for the load.
+	bound := int64(len(large))
+	deadline := time.Now().Add(time.Second)
+	after := residentHeap() - base
+	for after > bound && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		after = residentHeap() - base
+	}
+	t.Logf("a config of %d bytes: %d bytes of heap resident with it, %d once a small one replaced it", len(large), loaded, after)
+	if after > bound {
+		t.Errorf("a second after a small config replaced one of %d bytes, the heap holds %d bytes more than before it from the system, want under %d", len(large), after, bound)
+	}
+}

@@ -92,31 +92,33 @@ func startReload(ctx context.Context, wg *sync.WaitGroup, w *watch.Watcher, path
 			}
 			svc.SetIndex(descriptors.NewIndex(cfg))
 			m.Reload(true, time.Now())
-			if n := configInForce(cfg, path, m, log); n.Domains > 0 {
-				log.Info("config reloaded", zap.Int("domains", n.Domains), zap.Int("limits", n.Limits))
-			}
+			configInForce(cfg, path, m, log, true)
 		})
 	}()
 }
 
 // configInForce reports the config just put in force, from source (the
 // -config path or the xDS server): its size in the metrics and, when it
-// has no domain, a warning. It then hands the memory of the load, and of
-// the config it replaced, back to the system: the runtime would return it
-// only over minutes, and a large config's load takes many times its file
-// (the YAML decoder's tree of it), which would stay resident long after a
-// small config replaced it. The forced collection this takes is one more
-// on a reload, a rare event. Empty means no limits, every request allowed:
-// the rule stays, as envoyproxy/ratelimit's for an emptied runtime
-// directory, but it must not pass for an ordinary reload.
-func configInForce(cfg *config.Config, source string, m *metrics.Metrics, log *zap.Logger) config.Counts {
-	defer debug.FreeOSMemory()
+// has no domain, a warning; reloaded, a reload of a file, is logged too
+// (the xDS client logs its snapshots). It then hands the memory of the
+// load, and of the config it replaced, back to the system: the runtime
+// would return it only over minutes, and a large config's load takes many
+// times its file (the YAML decoder's tree of it), which would stay
+// resident long after a small config replaced it. The forced collection
+// this takes is one more on a reload, a rare event.
+func configInForce(cfg *config.Config, source string, m *metrics.Metrics, log *zap.Logger, reloaded bool) {
 	n := cfg.Count()
 	m.ConfigInForce(n.Domains, n.Limits)
-	if n.Domains == 0 {
+	switch {
+	case n.Domains == 0:
+		// Empty means no limits, every request allowed: the rule stays, as
+		// envoyproxy/ratelimit's for an emptied runtime directory, but it
+		// must not pass for an ordinary reload.
 		log.Warn("the config in force is empty: no limits, every request is allowed until limits are loaded again", zap.String("source", source))
+	case reloaded:
+		log.Info("config reloaded", zap.Int("domains", n.Domains), zap.Int("limits", n.Limits))
 	}
-	return n
+	debug.FreeOSMemory()
 }
 
 // configHealth is the line of /healthz about the config in force.

@@ -179,7 +179,7 @@ func (r *running) build() error {
 	}
 	if r.start.xds == nil { // xds.go counts each snapshot
 		r.m.Reload(true, time.Now())
-		configInForce(r.start.cfg, o.configPath, r.m, r.log)
+		configInForce(r.start.cfg, o.configPath, r.m, r.log, false)
 	}
 	grpcConns, httpConns := connectionBounds(o)
 	r.grpcLis = newLimitListener(r.ls.grpc, grpcConns, func() { r.m.Refused(metrics.RefusedGRPCConnection) })

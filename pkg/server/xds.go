@@ -217,7 +217,7 @@ func (s *xdsSource) apply(_ string, c *config.Config) {
 	}
 	s.count(true)
 	if s.m != nil { // before, serving reports it
-		configInForce(c, s.o.server, s.m, s.log)
+		configInForce(c, s.o.server, s.m, s.log, false)
 	}
 	s.setHealth()
 	s.firstOnce.Do(func() { close(s.first) })
@@ -316,7 +316,7 @@ func (s *startConfig) serving(svc *rls.Service, hs *health.Server, m *metrics.Me
 		m.Reload(l.ok, l.at)
 	}
 	if x.cfg != nil {
-		configInForce(x.cfg, x.o.server, m, x.log)
+		configInForce(x.cfg, x.o.server, m, x.log, false)
 	}
 	x.loads = nil
 	x.setHealth()

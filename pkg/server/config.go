@@ -105,7 +105,8 @@ func startReload(ctx context.Context, wg *sync.WaitGroup, w *watch.Watcher, path
 // would return it only over minutes, and a large config's load takes many
 // times its file (the YAML decoder's tree of it), which would stay
 // resident long after a small config replaced it. The forced collection
-// this takes is one more on a reload, a rare event.
+// this takes is one more on a reload, a rare event, and runs apart: the
+// reload, and the xDS client's ACK, do not wait for it.
 func configInForce(cfg *config.Config, source string, m *metrics.Metrics, log *zap.Logger, reloaded bool) {
 	n := cfg.Count()
 	m.ConfigInForce(n.Domains, n.Limits)
@@ -118,7 +119,7 @@ func configInForce(cfg *config.Config, source string, m *metrics.Metrics, log *z
 	case reloaded:
 		log.Info("config reloaded", zap.Int("domains", n.Domains), zap.Int("limits", n.Limits))
 	}
-	debug.FreeOSMemory()
+	go debug.FreeOSMemory()
 }
 
 // configHealth is the line of /healthz about the config in force.

@@ -238,6 +238,15 @@ func (m *Metrics) Reload(ok bool, at time.Time) {
 	m.configSuccess.Set(0)
 }
 
+// JSONBodies exports the bytes that /json bodies being read hold, read
+// from held at each scrape, as rls_json_body_bytes.
+func (m *Metrics) JSONBodies(held func() int64) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rls_json_body_bytes",
+		Help: "Bytes held by the POST /json bodies being read, within their bound (json_body in rls_refused_total counts those refused at it).",
+	}, func() float64 { return float64(held()) }))
+}
+
 // ConfigInForce records the size of the config just put in force.
 func (m *Metrics) ConfigInForce(domains, limits int) {
 	if m == nil {

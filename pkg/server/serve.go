@@ -234,6 +234,8 @@ func (r *running) grpcServer() {
 func (r *running) httpServer() {
 	o := r.o
 	r.serving.Store(true)
+	bodies := httpapi.NewBodyBudget(httpapi.DefaultBodyBudget)
+	r.m.JSONBodies(bodies.Held)
 	api := httpapi.Handler(httpapi.Options{
 		Limiter:      r.svc,
 		Serving:      func() bool { return r.serving.Load() && r.start.healthy() },
@@ -243,6 +245,7 @@ func (r *running) httpServer() {
 		Gatherer:     r.m.Registry,
 		Explainer:    explainer(o, r.svc), // nil with -explain-endpoint=false
 		JSONRefunds:  o.jsonRefunds && o.negativeHits,
+		Bodies:       bodies,
 		BodyRefused:  func() { r.m.Refused(metrics.RefusedJSONBody) },
 	})
 	if !o.jsonEndpoint {

@@ -122,16 +122,16 @@ func configInForce(cfg *config.Config, source string, m *metrics.Metrics, log *z
 	go debug.FreeOSMemory()
 }
 
-// configHealth is the line of /healthz about the config in force.
-func configHealth(cfg *config.Config) string {
+// configHealth is the line of /healthz about the config in force in ix.
+func configHealth(ix *descriptors.Index) string {
+	n := len(ix.Config().Domains)
 	switch {
-	case cfg == nil:
+	case !ix.Loaded():
 		return "config: none yet"
-	case len(cfg.Domains) == 0:
+	case n == 0:
 		return "config: empty: no limits, every request is allowed"
-	}
-	if len(cfg.Domains) == 1 {
+	case n == 1:
 		return "config: 1 domain"
 	}
-	return fmt.Sprintf("config: %d domains", len(cfg.Domains))
+	return fmt.Sprintf("config: %d domains", n)
 }

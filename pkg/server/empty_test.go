@@ -93,10 +93,14 @@ func TestEmptiedConfigDirIsLoud(t *testing.T) {
 // own test) turns health to not serving as well.
 func TestEmptyXDSSnapshotIsLoud(t *testing.T) {
 	m := newXDSMTLS(t)
-	srv := xdstest.Start(t, xdstest.Options{TLS: m.serverTLS(t)})
-	srv.Set(t, xdsNode, "1", hourly("k", 1))
+	srv := xdstest.Start(t, xdstest.Options{TLS: m.serverTLS(t), Down: true})
 	core, logs := observer.New(zapcore.InfoLevel)
-	s := startXDSServerLogging(t, zap.New(core), m.flags(srv)...)
+	s := startXDSServerLogging(t, zap.New(core), append(m.flags(srv), "-xds-force-start")...)
+	if code, body := httpDo(t, "GET", "http://"+s.httpAddr+"/healthz", ""); code != 200 || !strings.Contains(body, "config: none yet\n") {
+		t.Errorf("/healthz before the first snapshot: got %d %q, want 200 saying config: none yet", code, body)
+	}
+	srv.Set(t, xdsNode, "1", hourly("k", 1))
+	srv.Up()
 
 	checkConfigInForce(t, s.httpAddr, "1", "config: 1 domain")
 	srv.Set(t, xdsNode, "2")

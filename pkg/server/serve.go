@@ -241,7 +241,7 @@ func (r *running) httpServer() {
 		Serving:      func() bool { return r.serving.Load() && r.start.healthy() },
 		StorePing:    r.store.ping,
 		ConfigLines:  func() []string { return r.svc.Index().Config().Lines() },
-		ConfigHealth: func() string { return configHealth(r.svc.Index().Config()) },
+		ConfigHealth: func() string { return configHealth(r.svc.Index()) },
 		Gatherer:     r.m.Registry,
 		Explainer:    explainer(o, r.svc), // nil with -explain-endpoint=false
 		JSONRefunds:  o.jsonRefunds && o.negativeHits,

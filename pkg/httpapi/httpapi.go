@@ -5,7 +5,6 @@ package httpapi
 import (
 	"context"
 	"errors"
-
 	"fmt"
 	"io"
 	"net/http"
@@ -39,6 +38,9 @@ type Options struct {
 	StorePing func(context.Context) error
 	// ConfigLines lists the loaded limits, one line each.
 	ConfigLines func() []string
+	// ConfigHealth, when not nil, says what config is in force, as a line
+	// of the health endpoints' body: an empty one allows every request.
+	ConfigHealth func() string
 	// Gatherer serves /metrics; nil leaves the endpoint out.
 	Gatherer prometheus.Gatherer
 	// Explainer serves GET /explain (explain.go); nil leaves it out.
@@ -48,10 +50,19 @@ type Options struct {
 	// that reaches the HTTP port could otherwise hand another client's
 	// quota back. Envoy refunds over gRPC.
 	JSONRefunds bool
+	// Bodies bounds the bytes /json bodies hold at once; nil is a budget
+	// of DefaultBodyBudget.
+	Bodies *BodyBudget
+	// BodyRefused, when not nil, is called for each body refused because
+	// Bodies had no room for it.
+	BodyRefused func()
 }
 
 // Handler returns the HTTP API.
 func Handler(o Options) http.Handler {
+	if o.Bodies == nil {
+		o.Bodies = NewBodyBudget(DefaultBodyBudget)
+	}
 	mux := http.NewServeMux()
 	health := func(w http.ResponseWriter, r *http.Request) { serveHealth(w, r, o) }
 	mux.HandleFunc("GET /healthz", health)
@@ -98,20 +109,18 @@ func serveHealth(w http.ResponseWriter, r *http.Request, o Options) {
 			storeState = "store: ok"
 		}
 	}
-	io.WriteString(w, "OK\n"+storeState+"\n")
+	body := "OK\n" + storeState + "\n"
+	if o.ConfigHealth != nil {
+		body += o.ConfigHealth() + "\n"
+	}
+	io.WriteString(w, body)
 }
 
 // serveJSON is envoyproxy/ratelimit's /json: a RateLimitRequest in protobuf
 // JSON in, the RateLimitResponse out, with the code as the HTTP status.
 func serveJSON(w http.ResponseWriter, r *http.Request, o Options) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	if err != nil {
-		httpError(w, http.StatusBadRequest, "reading body: "+err.Error())
-		return
-	}
 	var req rlsv3.RateLimitRequest
-	if err := protojson.Unmarshal(body, &req); err != nil {
-		httpError(w, http.StatusBadRequest, "bad RateLimitRequest: "+err.Error())
+	if !readRequest(w, r, o, &req) {
 		return
 	}
 	if !o.JSONRefunds {
@@ -148,6 +157,34 @@ func serveJSON(w http.ResponseWriter, r *http.Request, o Options) {
 		w.WriteHeader(http.StatusTooManyRequests)
 	}
 	w.Write(out)
+}
+
+// readRequest decodes the body of r into req within o's budget, and
+// answers the client itself if it cannot: 503 when the budget has no room
+// (closing the connection rather than reading the rest), 400 otherwise.
+// The body's bytes go back to the budget once it is decoded.
+func readRequest(w http.ResponseWriter, r *http.Request, o Options, req *rlsv3.RateLimitRequest) bool {
+	body, err := o.Bodies.readBody(http.MaxBytesReader(w, r.Body, MaxBodyBytes), r.ContentLength)
+	if errors.Is(err, ErrBodyBudget) {
+		if o.BodyRefused != nil {
+			o.BodyRefused()
+		}
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "1")
+		httpError(w, http.StatusServiceUnavailable, "reading body: "+err.Error())
+		return false
+	}
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		return false
+	}
+	err = protojson.Unmarshal(body.b, req)
+	body.release()
+	if err != nil {
+		httpError(w, http.StatusBadRequest, "bad RateLimitRequest: "+err.Error())
+		return false
+	}
+	return true
 }
 
 func httpError(w http.ResponseWriter, code int, msg string) {

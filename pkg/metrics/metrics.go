@@ -51,6 +51,8 @@ type Metrics struct {
 	reloads       *prometheus.CounterVec
 	configSuccess prometheus.Gauge
 	configTime    prometheus.Gauge
+	configDomains prometheus.Gauge
+	configLimits  prometheus.Gauge
 	storeUp       prometheus.Gauge
 	localDecided  prometheus.Counter
 	breakerOpen   prometheus.Gauge
@@ -100,6 +102,14 @@ func New() *Metrics {
 			Name: "rls_config_last_reload_successful",
 			Help: "Whether the last attempt to load the limits config succeeded (1) or kept the old config (0).",
 		}),
+		configDomains: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rls_config_domains",
+			Help: "Domains in the config in force; 0 is an empty config, under which every request is allowed.",
+		}),
+		configLimits: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rls_config_limits",
+			Help: "Limits (rate_limit bodies, unlimited ones included) in the config in force.",
+		}),
 		configTime: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rls_config_last_reload_success_timestamp_seconds",
 			Help: "When the config in effect was loaded.",
@@ -123,11 +133,11 @@ func New() *Metrics {
 		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rls_refused_total",
-			Help: "Connections and calls refused at a bound before any work: grpc_connection and http_connection (the listener's -*-max-connections), grpc_call (-max-in-flight).",
+			Help: "Connections and calls refused at a bound before any work: grpc_connection and http_connection (the listener's -*-max-connections), grpc_call (-max-in-flight), json_body (a /json body past the bound of the bodies being read).",
 		}, []string{"what"}),
 	}
 	r.MustRegister(m.decisions, m.storeErrors, m.requests, m.latency, m.storeLatency,
-		m.reloads, m.configSuccess, m.configTime, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns, m.refused,
+		m.reloads, m.configSuccess, m.configTime, m.configDomains, m.configLimits, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -228,6 +238,24 @@ func (m *Metrics) Reload(ok bool, at time.Time) {
 	m.configSuccess.Set(0)
 }
 
+// JSONBodies exports the bytes that /json bodies being read hold, read
+// from held at each scrape, as rls_json_body_bytes.
+func (m *Metrics) JSONBodies(held func() int64) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "rls_json_body_bytes",
+		Help: "Bytes held by the POST /json bodies being read, within their bound (json_body in rls_refused_total counts those refused at it).",
+	}, func() float64 { return float64(held()) }))
+}
+
+// ConfigInForce records the size of the config just put in force.
+func (m *Metrics) ConfigInForce(domains, limits int) {
+	if m == nil {
+		return
+	}
+	m.configDomains.Set(float64(domains))
+	m.configLimits.Set(float64(limits))
+}
+
 // StoreUp records what a store call found: the store answered, or was
 // unavailable. The breaker calls it when that changes
 // (breaker.Options.OnStoreUp), so that under traffic the gauge follows the
@@ -292,6 +320,7 @@ const (
 	RefusedGRPCConnection = "grpc_connection"
 	RefusedHTTPConnection = "http_connection"
 	RefusedGRPCCall       = "grpc_call"
+	RefusedJSONBody       = "json_body"
 )
 
 // Refused counts one connection or call refused at a bound (Refused*).

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -53,11 +55,8 @@ func loadConfig(o *Options, log *zap.Logger, loaded func()) (*startConfig, error
 		log.Warn("config reload is off", zap.Error(werr))
 		w = nil
 	}
-	if len(cfg.Domains) == 0 {
-		// Only -allow-empty-config lets a directory load empty: say so, as
-		// every request is allowed until a file appears.
-		log.Warn("no limits files in the config directory: every request is allowed until one appears", zap.String("config", o.configPath))
-	}
+	// An empty config (only -allow-empty-config lets a directory load
+	// empty) is said once the metrics are there (configInForce).
 	return &startConfig{cfg: cfg, watch: w}, nil
 }
 
@@ -93,7 +92,46 @@ func startReload(ctx context.Context, wg *sync.WaitGroup, w *watch.Watcher, path
 			}
 			svc.SetIndex(descriptors.NewIndex(cfg))
 			m.Reload(true, time.Now())
-			log.Info("config reloaded", zap.Int("domains", len(cfg.Domains)))
+			configInForce(cfg, path, m, log, true)
 		})
 	}()
+}
+
+// configInForce reports the config just put in force, from source (the
+// -config path or the xDS server): its size in the metrics and, when it
+// has no domain, a warning; reloaded, a reload of a file, is logged too
+// (the xDS client logs its snapshots). It then hands the memory of the
+// load, and of the config it replaced, back to the system: the runtime
+// would return it only over minutes, and a large config's load takes many
+// times its file (the YAML decoder's tree of it), which would stay
+// resident long after a small config replaced it. The forced collection
+// this takes is one more on a reload, a rare event, and runs apart: the
+// reload, and the xDS client's ACK, do not wait for it.
+func configInForce(cfg *config.Config, source string, m *metrics.Metrics, log *zap.Logger, reloaded bool) {
+	n := cfg.Count()
+	m.ConfigInForce(n.Domains, n.Limits)
+	switch {
+	case n.Domains == 0:
+		// Empty means no limits, every request allowed: the rule stays, as
+		// envoyproxy/ratelimit's for an emptied runtime directory, but it
+		// must not pass for an ordinary reload.
+		log.Warn("the config in force is empty: no limits, every request is allowed until limits are loaded again", zap.String("source", source))
+	case reloaded:
+		log.Info("config reloaded", zap.Int("domains", n.Domains), zap.Int("limits", n.Limits))
+	}
+	go debug.FreeOSMemory()
+}
+
+// configHealth is the line of /healthz about the config in force in ix.
+func configHealth(ix *descriptors.Index) string {
+	n := len(ix.Config().Domains)
+	switch {
+	case !ix.Loaded():
+		return "config: none yet"
+	case n == 0:
+		return "config: empty: no limits, every request is allowed"
+	case n == 1:
+		return "config: 1 domain"
+	}
+	return fmt.Sprintf("config: %d domains", n)
 }

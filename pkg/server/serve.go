@@ -179,6 +179,7 @@ func (r *running) build() error {
 	}
 	if r.start.xds == nil { // xds.go counts each snapshot
 		r.m.Reload(true, time.Now())
+		configInForce(r.start.cfg, o.configPath, r.m, r.log, false)
 	}
 	grpcConns, httpConns := connectionBounds(o)
 	r.grpcLis = newLimitListener(r.ls.grpc, grpcConns, func() { r.m.Refused(metrics.RefusedGRPCConnection) })
@@ -233,14 +234,19 @@ func (r *running) grpcServer() {
 func (r *running) httpServer() {
 	o := r.o
 	r.serving.Store(true)
+	bodies := httpapi.NewBodyBudget(httpapi.DefaultBodyBudget)
+	r.m.JSONBodies(bodies.Held)
 	api := httpapi.Handler(httpapi.Options{
-		Limiter:     r.svc,
-		Serving:     func() bool { return r.serving.Load() && r.start.healthy() },
-		StorePing:   r.store.ping,
-		ConfigLines: func() []string { return r.svc.Index().Config().Lines() },
-		Gatherer:    r.m.Registry,
-		Explainer:   explainer(o, r.svc), // nil with -explain-endpoint=false
-		JSONRefunds: o.jsonRefunds && o.negativeHits,
+		Limiter:      r.svc,
+		Serving:      func() bool { return r.serving.Load() && r.start.healthy() },
+		StorePing:    r.store.ping,
+		ConfigLines:  func() []string { return r.svc.Index().Config().Lines() },
+		ConfigHealth: func() string { return configHealth(r.svc.Index()) },
+		Gatherer:     r.m.Registry,
+		Explainer:    explainer(o, r.svc), // nil with -explain-endpoint=false
+		JSONRefunds:  o.jsonRefunds && o.negativeHits,
+		Bodies:       bodies,
+		BodyRefused:  func() { r.m.Refused(metrics.RefusedJSONBody) },
 	})
 	if !o.jsonEndpoint {
 		api = withoutJSON(api)

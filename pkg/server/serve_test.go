@@ -84,8 +84,14 @@ func startInProcess(t *testing.T, args ...string) *inProcess {
 // fails the test unless the server stops cleanly and in time.
 func serveUntilCleanup(t *testing.T, ctx context.Context, cancel context.CancelFunc, o *Options, start *startConfig, ls *listeners) {
 	t.Helper()
+	serveLoggingUntilCleanup(t, ctx, cancel, o, start, ls, zap.NewNop())
+}
+
+// serveLoggingUntilCleanup is serveUntilCleanup with the server's log to log.
+func serveLoggingUntilCleanup(t *testing.T, ctx context.Context, cancel context.CancelFunc, o *Options, start *startConfig, ls *listeners, log *zap.Logger) {
+	t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- serveOn(ctx, o, start, zap.NewNop(), ls) }()
+	go func() { done <- serveOn(ctx, o, start, log, ls) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

@@ -171,6 +171,7 @@ type xdsSource struct {
 	svc *rls.Service
 	hs  *health.Server
 	m   *metrics.Metrics
+	log *zap.Logger
 	// loads are the snapshots applied (true) and refused (false) before
 	// the metrics were there, for them to count.
 	loads []load
@@ -187,7 +188,7 @@ type load struct {
 // open without -xds-force-start (startConfig.waitFirst), whenever it
 // comes with it.
 func startXDS(o *Options, log *zap.Logger) (*startConfig, error) {
-	s := &xdsSource{o: &o.xds, done: make(chan struct{}), first: make(chan struct{})}
+	s := &xdsSource{o: &o.xds, done: make(chan struct{}), first: make(chan struct{}), log: log}
 	co := o.xds.clientOptions(o.loadOptions())
 	co.Apply, co.Refused, co.Logger = s.apply, s.refused, log
 	c, err := xds.New(co)
@@ -215,6 +216,9 @@ func (s *xdsSource) apply(_ string, c *config.Config) {
 		s.svc.SetIndex(descriptors.NewIndex(c))
 	}
 	s.count(true)
+	if s.m != nil { // before, serving reports it
+		configInForce(c, s.o.server, s.m, s.log, false)
+	}
 	s.setHealth()
 	s.firstOnce.Do(func() { close(s.first) })
 }
@@ -310,6 +314,9 @@ func (s *startConfig) serving(svc *rls.Service, hs *health.Server, m *metrics.Me
 	}
 	for _, l := range x.loads {
 		m.Reload(l.ok, l.at)
+	}
+	if x.cfg != nil {
+		configInForce(x.cfg, x.o.server, m, x.log, false)
 	}
 	x.loads = nil
 	x.setHealth()

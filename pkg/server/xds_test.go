@@ -62,17 +62,23 @@ type xdsProcess struct {
 // returns once the server listens.
 func startXDSServer(t *testing.T, args ...string) *xdsProcess {
 	t.Helper()
+	return startXDSServerLogging(t, zap.NewNop(), args...)
+}
+
+// startXDSServerLogging is startXDSServer with the server's log to log.
+func startXDSServerLogging(t *testing.T, log *zap.Logger, args ...string) *xdsProcess {
+	t.Helper()
 	base := []string{"-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0", "-debug-addr", "", "-shutdown-timeout", "5s"}
 	o, err := parseFlags(append(base, args...), env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	start, err := loadConfig(o, zap.NewNop(), nil)
+	start, err := loadConfig(o, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if !start.waitFirst(ctx, zap.NewNop()) {
+	if !start.waitFirst(ctx, log) {
 		t.Fatal("waitFirst ended without its context ending")
 	}
 	ls, err := listen(o, zap.NewNop())
@@ -81,7 +87,7 @@ func startXDSServer(t *testing.T, args ...string) *xdsProcess {
 	}
 	s := &xdsProcess{inProcess: &inProcess{grpcAddr: ls.grpc.Addr().String(), httpAddr: ls.http.Addr().String()}}
 	s.conn = grpcDial(t, s.grpcAddr, insecure.NewCredentials())
-	serveUntilCleanup(t, ctx, cancel, o, start, ls)
+	serveLoggingUntilCleanup(t, ctx, cancel, o, start, ls, log)
 	return s
 }
 

@@ -33,9 +33,17 @@ type keys[T interface{ level() *level }] struct{ fieldLines }
 type fieldLines struct {
 	// line is the mapping's own line.
 	line int
-	// lines maps a field's name to the line of that name; the first
-	// mapping to set a field wins, as in the decoder's merges.
-	lines map[string]int
+	// lines are the line of each field's name, in the order the names
+	// come; the first mapping to set a field wins, as in the decoder's
+	// merges. A list, not a map: a mapping has a few fields, and a large
+	// file has a hundred thousand mappings, whose maps weighed several
+	// times the file.
+	lines []fieldLine
+}
+
+type fieldLine struct {
+	name string
+	line int
 }
 
 // UnmarshalYAML checks and records the fields of mapping n.
@@ -46,7 +54,7 @@ func (k *keys[T]) UnmarshalYAML(n *yaml.Node) error {
 		return err
 	}
 	if k.lines == nil {
-		k.line, k.lines = n.Line, make(map[string]int, len(n.Content)/2)
+		k.line, k.lines = n.Line, make([]fieldLine, 0, len(n.Content)/2)
 	}
 	for i := 0; i < len(n.Content); i += 2 {
 		name, line := deref(n.Content[i]), n.Content[i].Line
@@ -56,18 +64,28 @@ func (k *keys[T]) UnmarshalYAML(n *yaml.Node) error {
 		if !l.known(name.Value) {
 			return &Error{Line: line, Word: name.Value, Msg: l.unknown(name.Value)}
 		}
-		if _, set := k.lines[name.Value]; !set {
-			k.lines[name.Value] = line
+		if _, set := k.lineOf(name.Value); !set {
+			k.lines = append(k.lines, fieldLine{name.Value, line})
 		}
 	}
 	return nil
+}
+
+// lineOf is the line of field name, and whether the mapping has it.
+func (f *fieldLines) lineOf(name string) (int, bool) {
+	for _, l := range f.lines {
+		if l.name == name {
+			return l.line, true
+		}
+	}
+	return 0, false
 }
 
 // at is the position of the field name, whose value is on valueLine (0
 // for a null value, which the decoder skips: it is then at the name), and
 // whether the mapping has the field at all.
 func (f *fieldLines) at(name string, valueLine int) (pos, bool) {
-	line, set := f.lines[name]
+	line, set := f.lineOf(name)
 	if valueLine == 0 {
 		valueLine = line
 	}
@@ -177,21 +195,42 @@ func located(n *yaml.Node, err error) error {
 }
 
 // scalar is a value the format wants as a scalar, kept as the file has it,
-// so that reading it can say what the file has instead.
-type scalar struct{ n *yaml.Node }
+// so that reading it can say what the file has instead. It keeps a copy
+// of what it needs of the decoder's node, not the node: a node holds its
+// children, comments and anchors, and the decoder's tree of a whole file
+// is many times the file, while the decoded types live on until the raw
+// model is read from them.
+type scalar struct{ v *scalarValue }
 
-// UnmarshalYAML keeps n, of any kind.
+// scalarValue is what a scalar keeps of its node.
+type scalarValue struct {
+	value, tag string // tag: the node's ShortTag
+	line       int
+	kind       yaml.Kind
+	style      yaml.Style
+}
+
+// UnmarshalYAML keeps what n is, of any kind.
 func (s *scalar) UnmarshalYAML(n *yaml.Node) error {
-	s.n = n
+	s.v = &scalarValue{value: n.Value, tag: n.ShortTag(), line: n.Line, kind: n.Kind, style: n.Style}
 	return nil
+}
+
+// node rebuilds the node, without its children, for got and Decode; nil
+// for null.
+func (s scalar) node() *yaml.Node {
+	if s.v == nil {
+		return nil
+	}
+	return &yaml.Node{Kind: s.v.kind, Style: s.v.style, Tag: s.v.tag, Value: s.v.value, Line: s.v.line}
 }
 
 // line is the value's line, 0 for null.
 func (s scalar) line() int {
-	if s.n == nil {
+	if s.v == nil {
 		return 0
 	}
-	return s.n.Line
+	return s.v.line
 }
 
 // str reads a string field. Any scalar is taken as written, as
@@ -199,19 +238,19 @@ func (s scalar) line() int {
 // empty string.
 func (s scalar) str(at pos) (string, *Error) {
 	switch {
-	case s.n == nil || isNull(s.n):
+	case s.v == nil || s.v.kind == yaml.ScalarNode && s.v.tag == "!!null":
 		return "", nil
-	case s.n.Kind != yaml.ScalarNode:
-		return "", at.errorf("want a string, got %s", got(s.n))
+	case s.v.kind != yaml.ScalarNode:
+		return "", at.errorf("want a string, got %s", got(s.node()))
 	}
-	return s.n.Value, nil
+	return s.v.value, nil
 }
 
 // boolean reads a YAML bool. The YAML 1.1 spellings (yes, no, on, off, y,
 // n) are also accepted when unquoted, because envoyproxy/ratelimit's YAML
 // library reads them as bools and its files must load unchanged.
 func (s scalar) boolean(at pos) (bool, *Error) {
-	if v := s.n; v != nil && v.Kind == yaml.ScalarNode {
+	if v := s.node(); v != nil && v.Kind == yaml.ScalarNode {
 		switch v.ShortTag() {
 		case "!!bool":
 			var b bool
@@ -229,14 +268,14 @@ func (s scalar) boolean(at pos) (bool, *Error) {
 			}
 		}
 	}
-	return false, at.errorf("want true or false, got %s", got(s.n))
+	return false, at.errorf("want true or false, got %s", got(s.node()))
 }
 
 var digits = regexp.MustCompile(`^[-+]?[0-9][0-9_]*$`)
 
 // integer reads a YAML int: 10, not "10", not ten, not 10.0.
 func (s scalar) integer(at pos) (int64, *Error) {
-	if v := s.n; v != nil && v.Kind == yaml.ScalarNode {
+	if v := s.node(); v != nil && v.Kind == yaml.ScalarNode {
 		if v.ShortTag() == "!!int" {
 			var i int64
 			if err := v.Decode(&i); err == nil {
@@ -247,16 +286,24 @@ func (s scalar) integer(at pos) (int64, *Error) {
 			return 0, at.errorf("%s is out of range", v.Value)
 		}
 	}
-	return 0, at.errorf("want an integer, got %s", got(s.n))
+	return 0, at.errorf("want an integer, got %s", got(s.node()))
+}
+
+// nodeRef takes the node it is decoded from, as it is.
+type nodeRef struct{ n *yaml.Node }
+
+func (r *nodeRef) UnmarshalYAML(n *yaml.Node) error {
+	r.n = n
+	return nil
 }
 
 // node returns the node that decode, the argument of an UnmarshalYAML of
 // the older form, decodes (with aliases resolved): decoding it into a
 // *yaml.Node would decode a Node as a struct.
 func node(decode func(any) error) (*yaml.Node, error) {
-	var s scalar
-	err := decode(&s)
-	return s.n, err
+	var r nodeRef
+	err := decode(&r)
+	return r.n, err
 }
 
 // mapping is a value the format wants as a mapping, decoded as T.

@@ -30,7 +30,7 @@ type yamlDescriptor struct {
 	Keys           keys[yamlDescriptor] `yaml:",inline"`
 	Key            scalar               `yaml:"key"`
 	Value          scalar               `yaml:"value"`
-	RateLimit      mapping[yamlRule]    `yaml:"rate_limit"`
+	RateLimit      *mapping[yamlRule]   `yaml:"rate_limit"` // nil when absent or null: most descriptors have none or one, and a rule is large
 	RateLimits     list[yamlRule]       `yaml:"rate_limits"`
 	Descriptors    list[yamlDescriptor] `yaml:"descriptors"`
 	ShadowMode     scalar               `yaml:"shadow_mode"`
@@ -219,8 +219,12 @@ func (r *yamlReader) descriptor(at pos, y *yamlDescriptor) *rawDescriptor {
 		shareThreshold: read(r, k, "share_threshold", y.ShareThreshold, scalar.boolean).v,
 		metadata:       r.metadata(k, "metadata", &y.Metadata),
 	}
-	if at, set := k.at("rate_limit", y.RateLimit.line); set && r.err == nil {
-		d.rateLimit = field[*rawRule]{r.rule(at, &y.RateLimit), at, true}
+	rateLimit := y.RateLimit
+	if rateLimit == nil {
+		rateLimit = &mapping[yamlRule]{}
+	}
+	if at, set := k.at("rate_limit", rateLimit.line); set && r.err == nil {
+		d.rateLimit = field[*rawRule]{r.rule(at, rateLimit), at, true}
 	}
 	if at, ms, ats, ok := items(r, k, "rate_limits", &y.RateLimits, false, "a list of rate limits", "a mapping with requests_per_unit and unit"); ok {
 		rules := make([]*rawRule, len(ms))

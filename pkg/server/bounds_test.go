@@ -134,10 +134,11 @@ func TestGRPCMessageBound(t *testing.T) {
 }
 
 // Calls past -max-in-flight are refused at once; the bound is given back
-// when a call's stream ends, however it ends.
+// when a call's stream ends, however it ends. (One connection holds the
+// whole bound here: its share is raised to all of it.)
 func TestMaxInFlight(t *testing.T) {
 	t.Parallel()
-	s := startInProcess(t, "-max-in-flight", "2")
+	s := startInProcess(t, "-max-in-flight", "2", "-max-in-flight-per-connection", "2")
 	conn := grpcDial(t, s.grpcAddr, insecure.NewCredentials())
 	health := healthpb.NewHealthClient(conn)
 	// Two Watch streams stay open, holding the two places.
@@ -294,5 +295,32 @@ func TestGRPCLogRouted(t *testing.T) {
 	grpclog.Warning("transport: something went wrong")
 	if logs.Len() != 1 || logs.All()[0].ContextMap()["from"] != "grpc" || !strings.Contains(logs.All()[0].Message, "something went wrong") {
 		t.Errorf("logged %v, want the warning alone", logs.All())
+	}
+}
+
+// One connection holds at most its share of -max-in-flight (an eighth by
+// default): past it its calls are refused, and another connection's are
+// answered.
+func TestMaxInFlightPerConnection(t *testing.T) {
+	t.Parallel()
+	s := startInProcess(t, "-max-in-flight", "16")
+	greedy := grpcDial(t, s.grpcAddr, insecure.NewCredentials())
+	health := healthpb.NewHealthClient(greedy)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 2 {
+		w, err := health.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := grpcCall(greedy, "third"); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a third call on a connection holding its share (2 of 16): %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if _, err := grpcCall(grpcDial(t, s.grpcAddr, insecure.NewCredentials()), "other"); err != nil {
+		t.Errorf("a call on another connection: %v", err)
 	}
 }

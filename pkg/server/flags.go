@@ -62,6 +62,7 @@ type Options struct {
 	grpcMaxMessageBytes   int
 	grpcMaxStreams        int
 	maxInFlight           int
+	maxInFlightPerConn    int
 	grpcMaxConnections    int
 	httpMaxConnections    int
 	httpIdleTimeout       time.Duration
@@ -226,7 +227,8 @@ func serverFlags(o *Options, h Help) *cli.CommandLine {
 	fs.DurationVar(&o.grpcMaxConnectionIdle, "grpc-max-connection-idle", 2*time.Minute, "close a gRPC connection that has had no call for this long (the client reconnects when it needs to); 0: never")
 	fs.IntVar(&o.grpcMaxMessageBytes, "grpc-max-message-bytes", defaultMaxMessageBytes, "largest gRPC request read; a larger one is refused with RESOURCE_EXHAUSTED before it is read")
 	fs.IntVar(&o.grpcMaxStreams, "grpc-max-streams", 1024, "most calls at once on one gRPC connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)")
-	fs.IntVar(&o.maxInFlight, "max-in-flight", 4096, "most gRPC calls in flight at once, over all connections, counted from their headers; past it a call is refused with RESOURCE_EXHAUSTED")
+	fs.IntVar(&o.maxInFlight, "max-in-flight", 4096, "most gRPC calls in flight at once, over all connections, counted from their decoded request until answered; past it a call is refused with RESOURCE_EXHAUSTED")
+	fs.IntVar(&o.maxInFlightPerConn, "max-in-flight-per-connection", 0, "most gRPC calls in flight at once on one connection, counted as -max-in-flight; past it a call is refused with RESOURCE_EXHAUSTED (0: an eighth of -max-in-flight)")
 	fs.IntVar(&o.grpcMaxConnections, "grpc-max-connections", 0, "most connections open at once on -grpc-addr; past it a new one is closed at once (0: three quarters of the file descriptors the process may open)")
 	fs.IntVar(&o.httpMaxConnections, "http-max-connections", 0, "most connections open at once on -http-addr, counted apart from gRPC's so that health checks are still answered (0: an eighth of the file descriptors the process may open)")
 	fs.DurationVar(&o.httpIdleTimeout, "http-idle-timeout", 60*time.Second, "close a keep-alive HTTP connection that has sent no request for this long")
@@ -301,6 +303,8 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), h Help) (*
 		return nil, errors.New("-grpc-max-streams must be positive")
 	case o.maxInFlight <= 0:
 		return nil, errors.New("-max-in-flight must be positive")
+	case o.maxInFlightPerConn < 0:
+		return nil, errors.New("-max-in-flight-per-connection must not be negative (0 is an eighth of -max-in-flight)")
 	case o.httpIdleTimeout <= 0 || o.httpReadTimeout <= 0:
 		return nil, errors.New("-http-idle-timeout and -http-read-timeout must be positive")
 	case o.grpcMaxConnections < 0 || o.httpMaxConnections < 0:

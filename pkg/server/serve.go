@@ -201,7 +201,7 @@ func (r *running) build() error {
 // reflection.
 func (r *running) grpcServer() {
 	o := r.o
-	calls := newInflightLimit(int64(o.maxInFlight), func() { r.m.Refused(metrics.RefusedGRPCCall) })
+	calls := newInflightLimit(int64(o.maxInFlight), int64(perConnInFlight(o)), func() { r.m.Refused(metrics.RefusedGRPCCall) })
 	gopts := []grpc.ServerOption{
 		// Envoy keeps a few long-lived HTTP/2 connections and may ping them;
 		// do not punish that.

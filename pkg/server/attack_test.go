@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"net"
 	"sync"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/credentials/insecure"
@@ -148,22 +151,32 @@ func (a *h2Attacker) isClosed(bound time.Duration) bool {
 	}
 }
 
+// answerBound is how long a normal client's call may take to count as
+// answered beside an attack: hundreds of times a call's usual time, so
+// that only a client starved of the cores misses it.
+const answerBound = time.Second
+
 // answeredShare makes calls on a connection of its own to addr, one at a
-// time, for d (at most max calls), and returns how many there were and
-// the share answered.
-func answeredShare(t *testing.T, addr string, d time.Duration, max int) (int, float64) {
+// time, for d (at most max calls), and returns how many there were a
+// second and the share answered within answerBound.
+func answeredShare(t *testing.T, addr string, d time.Duration, max int) (float64, float64) {
 	t.Helper()
-	conn := grpcDial(t, addr, insecure.NewCredentials())
-	calls, ok := 0, 0
-	for end := time.Now().Add(d); calls < max && time.Now().Before(end); calls++ {
-		if _, err := grpcCall(conn, "normal"); err == nil {
+	client := rlsv3.NewRateLimitServiceClient(grpcDial(t, addr, insecure.NewCredentials()))
+	req := &rlsv3.RateLimitRequest{Domain: "test", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+		Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "k", Value: "normal"}},
+	}}}
+	calls, ok, start := 0, 0, time.Now()
+	for end := start.Add(d); calls < max && time.Now().Before(end); calls++ {
+		ctx, cancel := context.WithTimeout(context.Background(), answerBound)
+		if _, err := client.ShouldRateLimit(ctx, req); err == nil {
 			ok++
 		}
+		cancel()
 	}
 	if calls == 0 {
 		return 0, 0
 	}
-	return calls, float64(ok) / float64(calls)
+	return float64(calls) / time.Since(start).Seconds(), float64(ok) / float64(calls)
 }
 
 // grpcPrefix200K is the 5-byte prefix of a gRPC message announcing 200 KB.
@@ -189,11 +202,56 @@ func TestHeaderOnlyStreams(t *testing.T) {
 				}
 			}
 			time.Sleep(200 * time.Millisecond) // the server reads the streams
-			calls, share := answeredShare(t, s.grpcAddr, 2*time.Second, 2000)
-			t.Logf("a normal client beside 4,096 stalled streams: %.1f%% of %d calls answered", 100*share, calls)
+			rate, share := answeredShare(t, s.grpcAddr, 2*time.Second, 20_000)
+			t.Logf("a normal client beside 4,096 stalled streams: %.1f%% of its calls answered, %.0f a second", 100*share, rate)
 			if share < 0.9 {
-				t.Errorf("%.1f%% of %d calls answered beside 4,096 stalled streams, want at least 90%%", 100*share, calls)
+				t.Errorf("%.1f%% of the calls answered beside 4,096 stalled streams, want at least 90%%", 100*share)
 			}
 		})
+	}
+}
+
+// Four attackers opening and resetting streams as fast as they can (the
+// HTTP/2 rapid reset), each on a new connection as soon as the server has
+// closed its last one: the server closes each connection once past its
+// budget of resets, and a normal client beside them gets its answers.
+func TestRapidReset(t *testing.T) {
+	t.Parallel()
+	s := startInProcess(t)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var sent, conns, open atomic.Int64
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for total := 0; total < 2_000_000; conns.Add(1) {
+				a := newH2Attacker(t, s.grpcAddr)
+				n := a.rapidReset(stop, 500_000, 100)
+				total += n
+				sent.Add(int64(n))
+				if !a.isClosed(callBound) {
+					open.Add(1)
+				}
+				a.c.Close()
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}()
+	}
+	rate, share := answeredShare(t, s.grpcAddr, 3*time.Second, 50_000)
+	close(stop)
+	wg.Wait()
+	t.Logf("a normal client beside %d streams opened and reset on %d connections: %.1f%% of its calls answered, %.0f a second", sent.Load(), conns.Load(), 100*share, rate)
+	if share < 0.9 {
+		t.Errorf("%.1f%% of the calls answered beside a rapid reset, want at least 90%%", 100*share)
+	}
+	// The last connection of each attacker may have been stopped inside
+	// its budget.
+	if n := open.Load(); n > 4 {
+		t.Errorf("%d of %d attackers' connections left open after their resets", n, conns.Load())
 	}
 }

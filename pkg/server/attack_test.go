@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // h2Attacker is one HTTP/2 connection of an attacker, written frame by
@@ -185,7 +186,8 @@ var grpcPrefix200K = []byte{0, 0, 0x03, 0x20, 0x00}
 // Four connections of 1,024 streams each whose message never comes (the
 // headers alone, or a prefix announcing 200 KB and nothing after), their
 // PINGs answered, hold no place in -max-in-flight: a normal client beside
-// them gets its answers.
+// them gets its answers. The server ends the stalled streams once they
+// have waited messageWait for their message.
 func TestHeaderOnlyStreams(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -195,17 +197,49 @@ func TestHeaderOnlyStreams(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := startInProcess(t)
+			// A Watch stream with no deadline, its message sent, outlives
+			// messageWait.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			watch, err := healthpb.NewHealthClient(grpcDial(t, s.grpcAddr, insecure.NewCredentials())).Watch(ctx, &healthpb.HealthCheckRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := watch.Recv(); err != nil {
+				t.Fatal(err)
+			}
+			watchEnded := make(chan error, 1)
+			go func() {
+				_, err := watch.Recv()
+				watchEnded <- err
+			}()
+			var attackers []*h2Attacker
 			for range 4 {
 				a := newH2Attacker(t, s.grpcAddr)
 				if err := a.stall(1024, tc.prefix); err != nil {
 					t.Fatal(err)
 				}
+				attackers = append(attackers, a)
 			}
 			time.Sleep(200 * time.Millisecond) // the server reads the streams
 			rate, share := answeredShare(t, s.grpcAddr, 2*time.Second, 20_000)
 			t.Logf("a normal client beside 4,096 stalled streams: %.1f%% of its calls answered, %.0f a second", 100*share, rate)
 			if share < 0.9 {
 				t.Errorf("%.1f%% of the calls answered beside 4,096 stalled streams, want at least 90%%", 100*share)
+			}
+			deadline := time.Now().Add(messageWait + callBound)
+			for i, a := range attackers {
+				for a.resets.Load() < 1024 && time.Now().Before(deadline) {
+					time.Sleep(50 * time.Millisecond)
+				}
+				if n := a.resets.Load(); n < 1024 {
+					t.Errorf("attacker %d: %d of its 1,024 stalled streams ended by the server within %s", i, n, messageWait+callBound)
+				}
+			}
+			select {
+			case err := <-watchEnded:
+				t.Errorf("a Watch stream whose message came ended after %s: %v", messageWait, err)
+			default:
 			}
 		})
 	}

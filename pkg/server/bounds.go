@@ -123,14 +123,38 @@ func perConnInFlight(o *Options) int {
 
 var errTooManyCalls = status.Error(codes.ResourceExhausted, "too many calls in flight")
 
+// messageWait is how long a call's request message may take to arrive
+// when its client set no shorter deadline (Envoy always sets one, of tens
+// of milliseconds): a stream still waiting then is ended (CANCELLED), so
+// that one left open without its message does not hold its place in
+// -grpc-max-streams, and a goroutine, for as long as its connection lives.
+const messageWait = 10 * time.Second
+
+// messageTimerKey carries, in a call's context, the timer that ends it
+// if its message has not arrived within messageWait.
+type messageTimerKey struct{}
+
 // admit is the server's tap: it runs on the connection's reader before the
 // stream is created, and refuses the call at once while the bound is full.
-// It takes no place: the call has no message yet.
+// It takes no place: the call has no message yet. The context it returns
+// is the stream's: it ends after messageWait unless the message has come.
 func (l *inflightLimit) admit(ctx context.Context, _ *tap.Info) (context.Context, error) {
 	if l.current.Load() >= l.max {
 		return ctx, l.refuse()
 	}
-	return ctx, nil
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= messageWait {
+		return ctx, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	return context.WithValue(ctx, messageTimerKey{}, time.AfterFunc(messageWait, cancel)), nil
+}
+
+// arrived stops the messageWait timer of the call of ctx, if it has one:
+// its message has come.
+func arrived(ctx context.Context) {
+	if t, ok := ctx.Value(messageTimerKey{}).(*time.Timer); ok {
+		t.Stop()
+	}
 }
 
 func (l *inflightLimit) refuse() error {
@@ -175,6 +199,7 @@ func (l *inflightLimit) give(p *peer.Peer) {
 // unary counts a call from its decoded request (grpc-go decodes it before
 // the interceptors) until its handler returns.
 func (l *inflightLimit) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	arrived(ctx)
 	p, ok := l.take(ctx)
 	if !ok {
 		return nil, l.refuse()
@@ -207,6 +232,7 @@ func (s *countedStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil || s.counted {
 		return err
 	}
+	arrived(s.Context())
 	p, ok := s.l.take(s.Context())
 	if !ok {
 		return s.l.refuse()

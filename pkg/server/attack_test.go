@@ -16,7 +16,6 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // h2Attacker is one HTTP/2 connection of an attacker, written frame by
@@ -199,15 +198,7 @@ func TestHeaderOnlyStreams(t *testing.T) {
 			s := startInProcess(t)
 			// A Watch stream with no deadline, its message sent, outlives
 			// messageWait.
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			watch, err := healthpb.NewHealthClient(grpcDial(t, s.grpcAddr, insecure.NewCredentials())).Watch(ctx, &healthpb.HealthCheckRequest{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := watch.Recv(); err != nil {
-				t.Fatal(err)
-			}
+			watch, _ := openWatch(t, grpcDial(t, s.grpcAddr, insecure.NewCredentials()))
 			watchEnded := make(chan error, 1)
 			go func() {
 				_, err := watch.Recv()

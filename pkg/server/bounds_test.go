@@ -140,26 +140,30 @@ func TestMaxInFlight(t *testing.T) {
 	t.Parallel()
 	s := startInProcess(t, "-max-in-flight", "2", "-max-in-flight-per-connection", "2")
 	conn := grpcDial(t, s.grpcAddr, insecure.NewCredentials())
-	health := healthpb.NewHealthClient(conn)
 	// Two Watch streams stay open, holding the two places.
-	var cancels []context.CancelFunc
-	for range 2 {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		cancels = append(cancels, cancel)
-		w, err := health.Watch(ctx, &healthpb.HealthCheckRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.Recv(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	_, cancel := openWatch(t, conn)
+	openWatch(t, conn)
 	if _, err := grpcCall(conn, "third"); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("a third call: %v, want RESOURCE_EXHAUSTED", err)
 	}
-	cancels[0]()
+	cancel()
 	answeredWithin(t, conn, "after a stream ended")
+}
+
+// openWatch opens a health Watch stream on conn and reads its first
+// answer; the stream ends with the cancel returned, or with the test.
+func openWatch(t *testing.T, conn *grpc.ClientConn) (healthpb.Health_WatchClient, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	return w, cancel
 }
 
 // answeredWithin fails t unless a call on conn is answered within
@@ -305,18 +309,8 @@ func TestMaxInFlightPerConnection(t *testing.T) {
 	t.Parallel()
 	s := startInProcess(t, "-max-in-flight", "16")
 	greedy := grpcDial(t, s.grpcAddr, insecure.NewCredentials())
-	health := healthpb.NewHealthClient(greedy)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	for range 2 {
-		w, err := health.Watch(ctx, &healthpb.HealthCheckRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.Recv(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	openWatch(t, greedy)
+	openWatch(t, greedy)
 	if _, err := grpcCall(greedy, "third"); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("a third call on a connection holding its share (2 of 16): %v, want RESOURCE_EXHAUSTED", err)
 	}

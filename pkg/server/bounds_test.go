@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/grpclog"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -317,4 +319,25 @@ func TestMaxInFlightPerConnection(t *testing.T) {
 	if _, err := grpcCall(grpcDial(t, s.grpcAddr, insecure.NewCredentials()), "other"); err != nil {
 		t.Errorf("a call on another connection: %v", err)
 	}
+}
+
+// BenchmarkInflight takes and gives back a place, from callers spread over
+// 8 connections.
+func BenchmarkInflight(b *testing.B) {
+	l := newInflightLimit(4096, 512, nil)
+	var next atomic.Int64
+	peers := make([]context.Context, 8)
+	for i := range peers {
+		peers[i] = peer.NewContext(context.Background(), &peer.Peer{})
+	}
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := peers[next.Add(1)%int64(len(peers))]
+		for pb.Next() {
+			p, ok := l.take(ctx)
+			if !ok {
+				b.Fatal("refused")
+			}
+			l.give(p)
+		}
+	})
 }

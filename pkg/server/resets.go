@@ -20,7 +20,10 @@ import (
 
 // resetBoundCreds are transport credentials that give each connection they
 // hand over a budget of perSecond stream resets a second (and a burst of
-// as many); the connection past it is closed, and onClose called.
+// as many); the connection past it is closed, and onClose called. A new
+// connection starts with a tenth of the burst (newConnShare): an attacker
+// who reconnects at once gets little from each connection, and a client's
+// connection has its whole burst within a second.
 type resetBoundCreds struct {
 	credentials.TransportCredentials
 	perSecond int
@@ -41,13 +44,17 @@ func (c *resetBoundCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.A
 		return conn, info, err
 	}
 	rc := &resetConn{Conn: conn, onClose: c.onClose, scan: frameScanner{preface: len(http2.ClientPreface)}}
-	rc.budget = resetBudget{rate: float64(c.perSecond), tokens: float64(c.perSecond), last: time.Now()}
+	rc.budget = resetBudget{rate: float64(c.perSecond), tokens: float64(c.perSecond) / newConnShare, last: time.Now()}
 	return rc, info, nil
 }
 
 func (c *resetBoundCreds) Clone() credentials.TransportCredentials {
 	return &resetBoundCreds{TransportCredentials: c.TransportCredentials.Clone(), perSecond: c.perSecond, onClose: c.onClose}
 }
+
+// newConnShare is the share of its burst of resets a new connection starts
+// with (the tenth: it fills up within 0.9 s).
+const newConnShare = 10
 
 var errTooManyResets = errors.New("the client reset more streams than its budget")
 

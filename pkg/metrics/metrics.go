@@ -123,7 +123,7 @@ func New() *Metrics {
 		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rls_refused_total",
-			Help: "Connections and calls refused at a bound before any work: grpc_connection and http_connection (the listener's -*-max-connections), grpc_call (-max-in-flight), grpc_resets (a gRPC connection closed past -grpc-max-resets).",
+			Help: "Connections and calls refused at a bound before any work: grpc_connection and http_connection (the listener's -*-max-connections), grpc_call (-max-in-flight, -max-in-flight-per-connection), grpc_resets (a gRPC connection closed past -grpc-max-resets).",
 		}, []string{"what"}),
 	}
 	r.MustRegister(m.decisions, m.storeErrors, m.requests, m.latency, m.storeLatency,

@@ -133,7 +133,7 @@ func New() *Metrics {
 		}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rls_refused_total",
-			Help: "Connections and calls refused at a bound before any work: grpc_connection and http_connection (the listener's -*-max-connections), grpc_call (-max-in-flight), json_body (a /json body past the bound of the bodies being read).",
+			Help: "Connections and calls refused at a bound before any work: grpc_connection and http_connection (the listener's -*-max-connections), grpc_call (-max-in-flight, -max-in-flight-per-connection), grpc_resets (a gRPC connection closed past -grpc-max-resets), json_body (a /json body past the bound of the bodies being read).",
 		}, []string{"what"}),
 	}
 	r.MustRegister(m.decisions, m.storeErrors, m.requests, m.latency, m.storeLatency,
@@ -321,6 +321,7 @@ const (
 	RefusedHTTPConnection = "http_connection"
 	RefusedGRPCCall       = "grpc_call"
 	RefusedJSONBody       = "json_body"
+	RefusedGRPCResets     = "grpc_resets"
 )
 
 // Refused counts one connection or call refused at a bound (Refused*).

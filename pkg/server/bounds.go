@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/grpclog"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 )
@@ -79,125 +80,165 @@ func grpcBounds(o *Options, inflight *inflightLimit) []grpc.ServerOption {
 	}
 }
 
-// inflightLimit bounds the gRPC calls in flight across all connections.
-// A call is counted from the moment its headers arrive, before its message
-// is read, until its handler returns, so the bound covers the memory of the
-// messages being read as well as of the calls being decided. A stream that
-// never reaches a handler (a message that does not decode, a method that
-// does not exist) is given back by a later call once the stream has ended:
-// within reapEvery, or within refuseReapEvery when the bound would refuse
-// that call. A call over
-// the bound is refused at once with RESOURCE_EXHAUSTED; Envoy then applies
-// its own failure_mode_deny, as for any error of the service.
+// inflightLimit bounds the gRPC calls in flight, across all connections
+// (max) and on each one (perConn). A call is counted from the moment its
+// request message has arrived and decoded until its handler returns: a
+// stream whose message is slow to come, or never comes, or that its client
+// resets first, holds no place, so that streams opened and left waiting
+// cannot lock the other callers out. Such streams are bounded per
+// connection by -grpc-max-streams instead, and hold only what their
+// client sent. A call over a bound is refused with RESOURCE_EXHAUSTED;
+// Envoy then applies its own failure_mode_deny, as for any error of the
+// service. While the bound is full, a new call is refused at its headers
+// already, before its message is read.
 //
-// The handler's return is seen by the interceptors, on the call's own
-// goroutine. A context.AfterFunc on every stream would see every end
-// itself, but costs a registration and a goroutine per call: 3–4.5% of
-// the service's CPU under load (BENCHMARKS.md).
+// The place is taken and given back by the interceptors, on the call's
+// own goroutine, so that nothing has to look for streams that ended
+// without a handler.
 type inflightLimit struct {
-	max     int64
-	current atomic.Int64
+	max, perConn int64
+	current      atomic.Int64
 	// onRefuse, if set, counts a refused call.
 	onRefuse func()
 
 	mu sync.Mutex
-	// open holds the stream contexts of the calls not given back yet: give
-	// takes one out once, reap looks for those that have ended.
-	open map[context.Context]struct{}
-	// reaped is when reap last looked, in nanoseconds of the wall clock.
-	reaped atomic.Int64
+	// conns holds the calls in flight of each connection that has any,
+	// under the connection's peer: grpc-go gives every stream of a
+	// connection the one peer it made for the connection.
+	conns map[*peer.Peer]int64
 }
 
-// reapEvery is how often admit looks for slots whose stream ended without
-// a handler; a call that would be refused looks after refuseReapEvery.
-const (
-	reapEvery       = time.Second
-	refuseReapEvery = 10 * time.Millisecond
-)
+func newInflightLimit(max, perConn int64, onRefuse func()) *inflightLimit {
+	return &inflightLimit{max: max, perConn: min(perConn, max), onRefuse: onRefuse, conns: make(map[*peer.Peer]int64)}
+}
 
-// inflightKey carries, in a call's context, the stream context its count
-// is kept under.
-type inflightKey struct{}
-
-func newInflightLimit(max int64, onRefuse func()) *inflightLimit {
-	return &inflightLimit{max: max, onRefuse: onRefuse, open: make(map[context.Context]struct{})}
+// perConnInFlight is the share of -max-in-flight one connection may hold:
+// the flag's, or an eighth of the bound (at least one call).
+func perConnInFlight(o *Options) int {
+	if o.maxInFlightPerConn > 0 {
+		return o.maxInFlightPerConn
+	}
+	return max(o.maxInFlight/8, 1)
 }
 
 var errTooManyCalls = status.Error(codes.ResourceExhausted, "too many calls in flight")
 
+// messageWait is how long a call's request message may take to arrive
+// when its client set no shorter deadline (Envoy always sets one, of tens
+// of milliseconds): a stream still waiting then is ended (CANCELLED), so
+// that one left open without its message does not hold its place in
+// -grpc-max-streams, and a goroutine, for as long as its connection lives.
+const messageWait = 10 * time.Second
+
+// messageTimerKey carries, in a call's context, the timer that ends it
+// if its message has not arrived within messageWait.
+type messageTimerKey struct{}
+
 // admit is the server's tap: it runs on the connection's reader before the
-// stream is created, and the context it returns is the stream's.
+// stream is created, and refuses the call at once while the bound is full.
+// It takes no place: the call has no message yet. The context it returns
+// is the stream's: it ends after messageWait unless the message has come.
 func (l *inflightLimit) admit(ctx context.Context, _ *tap.Info) (context.Context, error) {
-	now := time.Now().UnixNano()
-	if !l.take() && (!l.reap(now, refuseReapEvery) || !l.take()) {
-		if l.onRefuse != nil {
-			l.onRefuse()
-		}
-		return ctx, errTooManyCalls
+	if l.current.Load() >= l.max {
+		return ctx, l.refuse()
 	}
-	l.mu.Lock()
-	l.open[ctx] = struct{}{}
-	l.mu.Unlock()
-	l.reap(now, reapEvery)
-	return context.WithValue(ctx, inflightKey{}, ctx), nil
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= messageWait {
+		return ctx, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	return context.WithValue(ctx, messageTimerKey{}, time.AfterFunc(messageWait, cancel)), nil
 }
 
-// take counts a call if the bound has room for it.
-func (l *inflightLimit) take() bool {
+// arrived stops the messageWait timer of the call of ctx, if it has one:
+// its message has come.
+func arrived(ctx context.Context) {
+	if t, ok := ctx.Value(messageTimerKey{}).(*time.Timer); ok {
+		t.Stop()
+	}
+}
+
+func (l *inflightLimit) refuse() error {
+	if l.onRefuse != nil {
+		l.onRefuse()
+	}
+	return errTooManyCalls
+}
+
+// take counts a call of the connection of ctx if both bounds have room
+// for it, and returns the connection to give it back to.
+func (l *inflightLimit) take(ctx context.Context) (*peer.Peer, bool) {
 	if l.current.Add(1) > l.max {
 		l.current.Add(-1)
-		return false
+		return nil, false
 	}
-	return true
-}
-
-// release gives back the count of the call whose context is ctx, once.
-func (l *inflightLimit) release(ctx context.Context) {
-	if stream, ok := ctx.Value(inflightKey{}).(context.Context); ok {
-		l.give(stream)
-	}
-}
-
-func (l *inflightLimit) give(stream context.Context) {
+	p, _ := peer.FromContext(ctx)
 	l.mu.Lock()
-	_, open := l.open[stream]
-	delete(l.open, stream)
-	l.mu.Unlock()
-	if open {
+	n := l.conns[p]
+	if n >= l.perConn {
+		l.mu.Unlock()
 		l.current.Add(-1)
+		return nil, false
 	}
+	l.conns[p] = n + 1
+	l.mu.Unlock()
+	return p, true
 }
 
-// reap gives back the slots whose stream has ended, if it has not looked
-// within every; it reports whether it gave any back. It looks at every open
-// slot, so it runs at most once per every, however many calls arrive.
-func (l *inflightLimit) reap(now int64, every time.Duration) bool {
-	last := l.reaped.Load()
-	if now-last < int64(every) || !l.reaped.CompareAndSwap(last, now) {
-		return false
-	}
-	ended := 0
+// give gives back a call that take counted for the connection p.
+func (l *inflightLimit) give(p *peer.Peer) {
 	l.mu.Lock()
-	for stream := range l.open {
-		if stream.Err() != nil {
-			delete(l.open, stream)
-			ended++
-		}
+	if n := l.conns[p] - 1; n > 0 {
+		l.conns[p] = n
+	} else {
+		delete(l.conns, p)
 	}
 	l.mu.Unlock()
-	l.current.Add(-int64(ended))
-	return ended > 0
+	l.current.Add(-1)
 }
 
-// unary and stream give a call's slot back when its handler returns.
+// unary counts a call from its decoded request (grpc-go decodes it before
+// the interceptors) until its handler returns.
 func (l *inflightLimit) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	defer l.release(ctx)
+	arrived(ctx)
+	p, ok := l.take(ctx)
+	if !ok {
+		return nil, l.refuse()
+	}
+	defer l.give(p)
 	return handler(ctx, req)
 }
 
+// stream counts a streaming call from its first request message until
+// its handler returns.
 func (l *inflightLimit) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	defer l.release(ss.Context())
-	return handler(srv, ss)
+	cs := &countedStream{ServerStream: ss, l: l}
+	defer func() {
+		if cs.counted {
+			l.give(cs.conn)
+		}
+	}()
+	return handler(srv, cs)
+}
+
+// countedStream takes its call's place when its first message arrives.
+type countedStream struct {
+	grpc.ServerStream
+	l       *inflightLimit
+	conn    *peer.Peer
+	counted bool
+}
+
+func (s *countedStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil || s.counted {
+		return err
+	}
+	arrived(s.Context())
+	p, ok := s.l.take(s.Context())
+	if !ok {
+		return s.l.refuse()
+	}
+	s.conn, s.counted = p, true
+	return nil
 }
 
 // limitListener accepts at most max connections open at once. Past that, a

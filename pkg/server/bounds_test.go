@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/grpclog"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -134,31 +136,36 @@ func TestGRPCMessageBound(t *testing.T) {
 }
 
 // Calls past -max-in-flight are refused at once; the bound is given back
-// when a call's stream ends, however it ends.
+// when a call's stream ends, however it ends. (One connection holds the
+// whole bound here: its share is raised to all of it.)
 func TestMaxInFlight(t *testing.T) {
 	t.Parallel()
-	s := startInProcess(t, "-max-in-flight", "2")
+	s := startInProcess(t, "-max-in-flight", "2", "-max-in-flight-per-connection", "2")
 	conn := grpcDial(t, s.grpcAddr, insecure.NewCredentials())
-	health := healthpb.NewHealthClient(conn)
 	// Two Watch streams stay open, holding the two places.
-	var cancels []context.CancelFunc
-	for range 2 {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		cancels = append(cancels, cancel)
-		w, err := health.Watch(ctx, &healthpb.HealthCheckRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.Recv(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	_, cancel := openWatch(t, conn)
+	openWatch(t, conn)
 	if _, err := grpcCall(conn, "third"); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("a third call: %v, want RESOURCE_EXHAUSTED", err)
 	}
-	cancels[0]()
+	cancel()
 	answeredWithin(t, conn, "after a stream ended")
+}
+
+// openWatch opens a health Watch stream on conn and reads its first
+// answer; the stream ends with the cancel returned, or with the test.
+func openWatch(t *testing.T, conn *grpc.ClientConn) (healthpb.Health_WatchClient, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	return w, cancel
 }
 
 // answeredWithin fails t unless a call on conn is answered within
@@ -295,4 +302,42 @@ func TestGRPCLogRouted(t *testing.T) {
 	if logs.Len() != 1 || logs.All()[0].ContextMap()["from"] != "grpc" || !strings.Contains(logs.All()[0].Message, "something went wrong") {
 		t.Errorf("logged %v, want the warning alone", logs.All())
 	}
+}
+
+// One connection holds at most its share of -max-in-flight (an eighth by
+// default): past it its calls are refused, and another connection's are
+// answered.
+func TestMaxInFlightPerConnection(t *testing.T) {
+	t.Parallel()
+	s := startInProcess(t, "-max-in-flight", "16")
+	greedy := grpcDial(t, s.grpcAddr, insecure.NewCredentials())
+	openWatch(t, greedy)
+	openWatch(t, greedy)
+	if _, err := grpcCall(greedy, "third"); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a third call on a connection holding its share (2 of 16): %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if _, err := grpcCall(grpcDial(t, s.grpcAddr, insecure.NewCredentials()), "other"); err != nil {
+		t.Errorf("a call on another connection: %v", err)
+	}
+}
+
+// BenchmarkInflight takes and gives back a place, from callers spread over
+// 8 connections.
+func BenchmarkInflight(b *testing.B) {
+	l := newInflightLimit(4096, 512, nil)
+	var next atomic.Int64
+	peers := make([]context.Context, 8)
+	for i := range peers {
+		peers[i] = peer.NewContext(context.Background(), &peer.Peer{})
+	}
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := peers[next.Add(1)%int64(len(peers))]
+		for pb.Next() {
+			p, ok := l.take(ctx)
+			if !ok {
+				b.Fatal("refused")
+			}
+			l.give(p)
+		}
+	})
 }

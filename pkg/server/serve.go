@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -202,7 +203,7 @@ func (r *running) build() error {
 // reflection.
 func (r *running) grpcServer() {
 	o := r.o
-	calls := newInflightLimit(int64(o.maxInFlight), func() { r.m.Refused(metrics.RefusedGRPCCall) })
+	calls := newInflightLimit(int64(o.maxInFlight), int64(perConnInFlight(o)), func() { r.m.Refused(metrics.RefusedGRPCCall) })
 	gopts := []grpc.ServerOption{
 		// Envoy keeps a few long-lived HTTP/2 connections and may ping them;
 		// do not punish that.
@@ -216,9 +217,11 @@ func (r *running) grpcServer() {
 		grpc.NumStreamWorkers(streamWorkers),
 	}
 	gopts = append(gopts, grpcBounds(o, calls)...)
+	creds := insecure.NewCredentials()
 	if r.gtls != nil {
-		gopts = append(gopts, grpc.Creds(credentials.NewTLS(r.gtls.config)))
+		creds = credentials.NewTLS(r.gtls.config)
 	}
+	gopts = append(gopts, grpc.Creds(boundResets(creds, o.grpcMaxResets, func() { r.m.Refused(metrics.RefusedGRPCResets) }))) // resets.go
 	r.gs = grpc.NewServer(gopts...)
 	rlsv3.RegisterRateLimitServiceServer(r.gs, r.svc)
 	r.hs = health.NewServer()

@@ -144,16 +144,6 @@ func (a *h2Attacker) rapidReset(stop <-chan struct{}, max, batch, perSecond int)
 	return sent
 }
 
-// isClosed reports whether the server closed the connection within bound.
-func (a *h2Attacker) isClosed(bound time.Duration) bool {
-	select {
-	case <-a.closed:
-		return true
-	case <-time.After(bound):
-		return false
-	}
-}
-
 // answerBound is how long a normal client's call may take to count as
 // answered beside an attack: hundreds of times a call's usual time, so
 // that only a client starved of the cores misses it.

@@ -28,7 +28,8 @@ import (
 // it: a second, a wide margin on a loaded machine over what a call may
 // take besides its decision's round trip, which is what the test checks
 // (the calls that wait for none). A call that queues behind a merged flush
-// in flight waits for it, a refused hit's undo is a flush more (a wait and
+// in flight waits for it (maxStall at most, or for a slot when every flush
+// is out), a refused hit's undo is a flush more (a wait and
 // a round trip), and a connection the pool opens under load costs a round
 // trip more before its first command (go-redis's HELLO), all within the
 // deadline of the call that needed it. TestFarColdStart and TestFarCurve

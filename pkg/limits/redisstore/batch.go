@@ -32,28 +32,39 @@ const DefaultFlushes = 4
 // beside it (see batcher).
 const minStall = 500 // µs
 
+// maxStall is the most time a flush is out before another may start beside
+// it, however long the round trip: on a far Redis (a round trip of several
+// ms) a call that arrives while a flush is out waits at most this long for
+// one of its own, not the rest of that round trip and then the next one's.
+// A near Redis's four round trips (under 500 µs each) stay under it and
+// govern.
+const maxStall = 2000 // µs
+
 // maxBatchRuns bounds the decisions of one merged pipeline; what is left
 // goes with the next flush.
 const maxBatchRuns = 512
 
 // A batcher merges the work of concurrent Decide calls: a call queues its
 // work, and a flusher sends everything queued at once (one write, one
-// read): the native commands of every call. One flush is in flight at a time, so that everything that queues
-// while it is out goes in the next: Redis then reads and answers many
-// decisions per round trip, where its cost is the syscalls of the round
-// trip. A second flush (up to max) starts beside it only once the newest in
-// flight has been out for longer than four round trips (at least minStall),
-// so that a connection that stalls (a lost packet, a slow reply) holds the
-// calls behind it up no longer than that. The flush's pipeline carries every
-// call's native commands, charges and undos alike; on a cluster the client
-// splits it by node. A flusher wakes when a call queues and a slot is to
-// spare, and goes on with whatever queued while its previous pipeline was
-// out, until the queue is empty: no timer, so a call on an idle store goes
-// out at once, and under load the batches grow with the time a round trip
-// takes. A call that finds the queue empty and a flush to spare sends its
-// own pipeline from its goroutine, with the calls that queued while it
-// yielded once (sendFirst), and hands its slot to a flusher if calls queued
-// behind it.
+// read): the native commands of every call. One flush is in flight at a
+// time, so that everything that queues while it is out goes in the next:
+// Redis then reads and answers many decisions per round trip, where its
+// cost is the syscalls of the round trip. A second flush (up to max) starts
+// beside it only once the newest in flight has been out for longer than
+// four round trips (at least minStall, at most maxStall), so that a
+// connection that stalls (a lost packet, a slow reply) holds the calls
+// behind it up no longer than that, and on a far Redis, where a round trip
+// is mostly the network's and a pipeline more in flight costs Redis
+// little, a call waits for a flush of its own at most maxStall. The
+// flush's pipeline carries every call's native commands, charges and undos
+// alike; on a cluster the client splits it by node. A flusher wakes when a
+// call queues and a slot is to spare, and goes on with whatever queued
+// while its previous pipeline was out, until the queue is empty: no timer,
+// so a call on an idle store goes out at once, and under load the batches
+// grow with the time a round trip takes. A call that finds the queue empty
+// and a flush to spare sends its own pipeline from its goroutine, with the
+// calls that queued while it yielded once (sendFirst), and hands its slot
+// to a flusher if calls queued behind it.
 type batcher struct {
 	store *Store
 	max   int
@@ -259,13 +270,20 @@ func (b *batcher) canStart() bool {
 	case b.busy >= b.max:
 		return false
 	}
-	return localMicros()-b.started > max(minStall, 4*b.rtt)
+	return localMicros()-b.started > b.stall()
+}
+
+// stall is how long, in µs, the newest flush is out before another may
+// start beside it: four round trips, within minStall and maxStall; b.mu is
+// held.
+func (b *batcher) stall() int64 {
+	return min(max(minStall, 4*b.rtt), maxStall)
 }
 
 // start records that a flush starts, and returns when; b.mu is held.
 func (b *batcher) start() int64 {
 	b.started = localMicros()
-	d := time.Duration(max(minStall, 4*b.rtt)+1) * time.Microsecond
+	d := time.Duration(b.stall()+1) * time.Microsecond
 	if b.watch == nil {
 		b.watch = time.AfterFunc(d, b.unstall)
 	} else {

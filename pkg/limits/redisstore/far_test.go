@@ -28,7 +28,8 @@ import (
 // it: a second, a wide margin on a loaded machine over what a call may
 // take besides its decision's round trip, which is what the test checks
 // (the calls that wait for none). A call that queues behind a merged flush
-// in flight waits for it, a refused hit's undo is a flush more (a wait and
+// in flight waits for it (maxStall at most, or for a slot when every flush
+// is out), a refused hit's undo is a flush more (a wait and
 // a round trip), and a connection the pool opens under load costs a round
 // trip more before its first command (go-redis's HELLO), all within the
 // deadline of the call that needed it. TestFarColdStart and TestFarCurve
@@ -285,6 +286,28 @@ func TestFarCluster(t *testing.T) {
 	f.farExact(t, "{far}:cluster", allowing(limits.FixedWindow, 60), 0)
 	if f.hook.times.Load() == 0 {
 		t.Error("no TIME seen on the cluster's nodes: the hook is not where the clock's samples go")
+	}
+}
+
+// TestFarCallers: 16 callers, each on its own key, on one store 20 ms
+// from its Redis: the median decision takes well under two round trips. A
+// call that arrives while a merged pipeline is out waits for it no longer
+// than maxStall before one of its own may start, instead of the rest of
+// its round trip and then the next one's.
+func TestFarCallers(t *testing.T) {
+	srv := redistest.Start(t)
+	fc := farCases[1]
+	p := redistest.StartDelayProxy(t, srv.Addr(), fc.rtt/2)
+	f := newFarStores(t, 1, fc.timeout, func() redis.UniversalClient {
+		return newClient(t, ClientOptions{URL: "redis://" + p.Addr(), Timeout: fc.timeout})
+	})
+	r := f.curve(16, 3*time.Second)
+	t.Logf("%s, 16 callers: %.0f decisions/s, p50 %.1f ms, p99 %.1f ms, %.2f %% failed", fc, r.rate, r.p50, r.p99, r.failed)
+	if r.failed > 0 {
+		t.Errorf("%.2f %% of the decisions failed", r.failed)
+	}
+	if bound := 1.6 * float64(fc.rtt) / 1e6; r.p50 >= bound {
+		t.Errorf("the median decision took %.1f ms, want under %.1f ms (1.6 round trips): calls wait for the pipeline in flight", r.p50, bound)
 	}
 }
 

@@ -16,7 +16,8 @@ import (
 // down the calls for the live ones would wait behind those for the dead
 // one; per master, a dead one holds up only the calls for its own keys. A
 // call whose keys span masters is split: each master's share goes with that
-// master's flushes.
+// master's flushes. Each master also has a gate (failfast.go): once calls
+// have kept timing out on it, the calls for its keys fail at once.
 //
 // The flushes still go through the cluster client, which routes them (all
 // to the one master) and follows MOVED and ASK; a key that moved between
@@ -113,6 +114,9 @@ func (n *nodeBatchers) doOn(ctx context.Context, addr string, wk *work) bool {
 	}
 	probe, ok := m.gate.admit()
 	if !ok {
+		// As a call that timed out would: the next reload may find the
+		// slots moved to a replica, or the master answering again.
+		n.store.topo.kick()
 		wk.err = errMasterDown
 		return true
 	}

@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/envoy-rls/envoy-rls/internal/redistest"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
@@ -26,17 +23,9 @@ const (
 // the other masters are decided throughout; and once the master answers
 // again its keys are decided again within seconds.
 func TestClusterHungMasterFailsFast(t *testing.T) {
-	cl := redistest.StartCluster(t, 3)
-	c := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: hungTimeout}).(*redis.ClusterClient)
 	// Neither master is the clock's: losing that one is the clock's
 	// business (clusterclock.go).
-	clockAddr := masterOf(t, c, clockKey(0))
-	var others []string
-	for _, a := range cl.Addrs() {
-		if a != clockAddr {
-			others = append(others, a)
-		}
-	}
+	c, cl, _, others := startClockClusterTimeout(t, hungTimeout)
 	hungAddr, liveAddr := others[0], others[1]
 	s := New(c, Options{})
 	defer s.Close()
@@ -63,19 +52,10 @@ func TestClusterHungMasterFailsFast(t *testing.T) {
 			cl.Node(hungAddr).Resume()
 		}
 	}()
-	// The first calls wait out the store timeout; a wide bound on how many
-	// before the gate shuts (two, a store timeout apart).
-	var before []time.Duration
-	for start := time.Now(); time.Since(start) < 5*time.Second; {
-		r, took := decide(hungKey)
-		if r.Err == nil {
-			t.Fatalf("a hit on the hung master's keys was decided: %+v", r)
-		}
-		if took < fastBound {
-			break
-		}
-		before = append(before, took)
-	}
+	before := untilFast(t, func() limits.Result {
+		r, _ := decide(hungKey)
+		return r
+	})
 	var fast []time.Duration
 	for range 20 {
 		r, took := decide(hungKey)
@@ -108,6 +88,30 @@ func TestClusterHungMasterFailsFast(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("the master's keys decided again %v after it was resumed", time.Since(back))
+}
+
+// untilFast calls decide, on the keys of a master that is down, until a
+// call fails under fastBound, and returns how long each slower one took:
+// the first calls on a hung master wait out the store timeout, until its
+// gate shuts (after two, a store timeout apart; a wide bound here). It
+// fails the test if a call is decided, or if none is fast within 5 s.
+func untilFast(t *testing.T, decide func() limits.Result) []time.Duration {
+	t.Helper()
+	var slow []time.Duration
+	for start := time.Now(); time.Since(start) < 5*time.Second; {
+		begun := time.Now()
+		r := decide()
+		took := time.Since(begun)
+		if r.Err == nil {
+			t.Fatalf("a hit on the keys of a master that is down was decided: %+v", r)
+		}
+		if took < fastBound {
+			return slow
+		}
+		slow = append(slow, took)
+	}
+	t.Fatalf("calls on the keys of a master that is down still wait after 5 s: %v", slow)
+	return nil
 }
 
 // median is the middle of ds.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,6 +90,45 @@ func TestClusterHungMasterFailsFast(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("the master's keys decided again %v after it was resumed", time.Since(back))
+}
+
+// A stall shorter than two store timeouts does not shut a master's gate:
+// the calls in flight when it started all time out together, which is one
+// store timeout's evidence, and the first call once it is over is decided.
+func TestClusterShortStallKeepsGateOpen(t *testing.T) {
+	c, cl, _, others := startClockClusterTimeout(t, hungTimeout)
+	s := New(c, Options{})
+	defer s.Close()
+	keys := keysOn(t, c, others[0], 8)
+	l := allowing(limits.FixedWindow, 1_000_000)
+	decide := func(key string) limits.Result {
+		res := make([]limits.Result, 1)
+		ctx, cancel := context.WithTimeout(context.Background(), hungTimeout)
+		defer cancel()
+		s.Decide(ctx, []limits.Hit{{Key: key, Limit: l, Cost: 1}}, res)
+		return res[0]
+	}
+	if r := decide(keys[0]); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	cl.Node(others[0]).Pause()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for _, k := range keys {
+		wg.Go(func() {
+			if decide(k).Err != nil {
+				failed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	cl.Node(others[0]).Resume()
+	if failed.Load() == 0 {
+		t.Fatal("no call failed during the stall")
+	}
+	if r := decide(keys[0]); r.Err != nil || !r.Allowed {
+		t.Errorf("the first call after a stall of one store timeout: %+v, want it decided", r)
+	}
 }
 
 // untilFast calls decide, on the keys of a master that is down, until a

@@ -104,8 +104,8 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 	// store timeout, then backing off to twice a second. Each call's finding
 	// sets rls_store_up when it changes. Not for a cluster: the breaker
 	// sees one store, and calls that find one dead master would open it for
-	// the keys of the live masters too; there, each call fails on its own
-	// within -store-timeout.
+	// the keys of the live masters too; there, the store has a breaker per
+	// master of its own.
 	var store limits.Store = s
 	if len(seeds) > 0 {
 		m.Registry.MustRegister(metrics.NewClusterMastersCollector(func() (int, int) {

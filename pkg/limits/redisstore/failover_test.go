@@ -92,6 +92,9 @@ func testFailover(t *testing.T, fail func(*redistest.Server)) {
 		t.Fatalf("a hit on the failed master's keys was decided: %+v", r)
 	}
 	checkDown(t, s, addr)
+	// A hung master's gate shuts (failfast.go): the promotion must bring
+	// its keys back all the same.
+	untilFast(t, decide)
 
 	promoted := cl.Promote(t, victim)
 	healed := time.Duration(-1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -15,7 +16,8 @@ import (
 // down the calls for the live ones would wait behind those for the dead
 // one; per master, a dead one holds up only the calls for its own keys. A
 // call whose keys span masters is split: each master's share goes with that
-// master's flushes.
+// master's flushes. Each master also has a gate (failfast.go): once calls
+// have kept timing out on it, the calls for its keys fail at once.
 //
 // The flushes still go through the cluster client, which routes them (all
 // to the one master) and follows MOVED and ASK; a key that moved between
@@ -24,9 +26,11 @@ type nodeBatchers struct {
 	store   *Store
 	cluster *redis.ClusterClient
 	flushes int
+	// timeout is the store's (the client's read timeout), for the gates.
+	timeout time.Duration
 
-	// byAddr holds each master's *batcher by address; mu guards adding
-	// one, retiring one, and closed.
+	// byAddr holds each *master by address; mu guards adding one,
+	// retiring one, and closed.
 	byAddr sync.Map
 	mu     sync.Mutex
 	closed bool
@@ -35,7 +39,11 @@ type nodeBatchers struct {
 }
 
 func newNodeBatchers(s *Store, c *redis.ClusterClient, flushes int) *nodeBatchers {
-	return &nodeBatchers{store: s, cluster: c, flushes: flushes}
+	timeout := c.Options().ReadTimeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return &nodeBatchers{store: s, cluster: c, flushes: flushes, timeout: timeout}
 }
 
 // do sends wk with the flushes of the masters that hold its keys, and
@@ -64,8 +72,7 @@ func (n *nodeBatchers) do(ctx context.Context, wk *work) bool {
 	case addr == "":
 		return false
 	case !spans:
-		b := n.batcher(addr)
-		return b != nil && b.do(ctx, wk)
+		return n.doOn(ctx, addr, wk)
 	}
 	parts, ok := n.split(wk, m)
 	if !ok {
@@ -75,7 +82,7 @@ func (n *nodeBatchers) do(ctx context.Context, wk *work) bool {
 	for i := range parts {
 		p := &parts[i]
 		send := func() {
-			if b := n.batcher(p.addr); b == nil || !b.do(ctx, p.work) {
+			if !n.doOn(ctx, p.addr, p.work) {
 				n.store.exec(ctx, p.work)
 			}
 		}
@@ -94,6 +101,30 @@ func (n *nodeBatchers) do(ctx context.Context, wk *work) bool {
 			return true
 		}
 	}
+	return true
+}
+
+// doOn sends wk with the flushes of the master at addr, through its gate:
+// refused at once, wk.err set, while the gate is shut (failfast.go). False,
+// having done nothing, once the batchers are closed.
+func (n *nodeBatchers) doOn(ctx context.Context, addr string, wk *work) bool {
+	m := n.master(addr)
+	if m == nil {
+		return false
+	}
+	probe, ok := m.gate.admit()
+	if !ok {
+		// As a call that timed out would: the next reload may find the
+		// slots moved to a replica, or the master answering again.
+		n.store.topo.kick()
+		wk.err = errMasterDown
+		return true
+	}
+	if !m.batcher.do(ctx, wk) {
+		m.gate.record(probe, unknown)
+		return false
+	}
+	m.gate.record(probe, outcomeOf(ctx, wk))
 	return true
 }
 
@@ -174,40 +205,51 @@ func (wk *work) keys(yield func(key string) bool) {
 	}
 }
 
-// batcher returns the batcher of the master at addr, started at first use;
-// nil once closed. A master's batcher is found without a lock: new masters
-// are rare, calls are not.
-func (n *nodeBatchers) batcher(addr string) *batcher {
-	if b, ok := n.byAddr.Load(addr); ok {
-		return b.(*batcher)
+// master is one master's batcher and gate.
+type master struct {
+	batcher *batcher
+	gate    *gate
+}
+
+// master returns the batcher and gate of the master at addr, started at
+// first use; nil once closed. A master's are found without a lock: new
+// masters are rare, calls are not.
+func (n *nodeBatchers) master(addr string) *master {
+	if m, ok := n.byAddr.Load(addr); ok {
+		return m.(*master)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
 		return nil
 	}
-	if b, ok := n.byAddr.Load(addr); ok {
-		return b.(*batcher) // another call started it meanwhile
+	if m, ok := n.byAddr.Load(addr); ok {
+		return m.(*master) // another call started it meanwhile
 	}
-	b := newBatcher(n.store, n.flushes)
-	n.byAddr.Store(addr, b)
-	return b
+	m := &master{batcher: newBatcher(n.store, n.flushes), gate: newGate(n.timeout)}
+	n.byAddr.Store(addr, m)
+	return m
 }
 
-// retire closes the batchers of the nodes that are no longer masters (a
-// master failed over to its replica), once their flushes in flight are
-// done, so that no batcher outlives its master. A call that found one
-// just before sends its work on its own.
-func (n *nodeBatchers) retire(masters []MasterState) {
+// found is told the masters a reload of the map found. It opens the gate
+// of each that answered its PING, and closes the batchers of the nodes
+// that are no longer masters (a master failed over to its replica), once
+// their flushes in flight are done, so that no batcher outlives its
+// master. A call that found one just before sends its work on its own.
+func (n *nodeBatchers) found(masters []MasterState) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
 		return
 	}
-	n.byAddr.Range(func(addr, b any) bool {
-		if !slices.ContainsFunc(masters, func(m MasterState) bool { return m.Addr == addr }) {
+	n.byAddr.Range(func(addr, m any) bool {
+		i := slices.IndexFunc(masters, func(ms MasterState) bool { return ms.Addr == addr })
+		switch {
+		case i < 0:
 			n.byAddr.Delete(addr)
-			n.retiring.Go(b.(*batcher).close)
+			n.retiring.Go(m.(*master).batcher.close)
+		case masters[i].Err == nil:
+			m.(*master).gate.heard()
 		}
 		return true
 	})
@@ -218,8 +260,8 @@ func (n *nodeBatchers) close() {
 	n.mu.Lock()
 	n.closed = true
 	n.mu.Unlock()
-	n.byAddr.Range(func(_, b any) bool {
-		b.(*batcher).close()
+	n.byAddr.Range(func(_, m any) bool {
+		m.(*master).batcher.close()
 		return true
 	})
 	n.retiring.Wait()

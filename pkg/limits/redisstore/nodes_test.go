@@ -64,8 +64,15 @@ func clockCluster(t *testing.T) (*redis.ClusterClient, string, []string) {
 // startClockCluster is clockCluster, with the cluster.
 func startClockCluster(t *testing.T) (*redis.ClusterClient, *redistest.Cluster, string, []string) {
 	t.Helper()
+	return startClockClusterTimeout(t, testTimeout)
+}
+
+// startClockClusterTimeout is startClockCluster with a client whose
+// timeout is timeout.
+func startClockClusterTimeout(t *testing.T, timeout time.Duration) (*redis.ClusterClient, *redistest.Cluster, string, []string) {
+	t.Helper()
 	cl := redistest.StartCluster(t, 3)
-	c := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: testTimeout}).(*redis.ClusterClient)
+	c := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: timeout}).(*redis.ClusterClient)
 	clockAddr := masterOf(t, c, clockKey(0))
 	var others []string
 	for _, a := range cl.Addrs() {

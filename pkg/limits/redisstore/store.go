@@ -169,7 +169,7 @@ func New(client redisClient, opts Options) *Store {
 	if cluster {
 		s.topo = newTopology(client.(*redis.ClusterClient), func(masters []MasterState) {
 			if s.nodes != nil {
-				s.nodes.retire(masters)
+				s.nodes.found(masters)
 			}
 		})
 	}

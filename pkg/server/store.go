@@ -64,6 +64,10 @@ type storeHandle struct {
 	onConfigChange func()
 }
 
+// openStore opens the store the options name: the embedded store, or a
+// Redis (single, Sentinel or Cluster) behind the breaker and the
+// over-limit cache, with the embedded store beside it for failure_mode
+// local.
 func openStore(o *Options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, error) {
 	mem := memory.New(memory.Options{MaxKeys: o.maxKeys})
 	m.Registry.MustRegister(metrics.NewMemoryStoreCollector(func() (int, uint64, uint64) {
@@ -76,23 +80,7 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 	}
 	seeds := splitAddrs(o.redisCluster)
 	redis.SetLogger(redisLogger{log.Named("go-redis")})
-	client, err := redisstore.NewClient(redisstore.ClientOptions{
-		URL:              o.redisURL,
-		Cluster:          seeds,
-		Sentinel:         splitAddrs(o.redisSentinel),
-		SentinelMaster:   o.redisSentinelMaster,
-		SentinelPassword: o.redisSentinelPassword,
-		Username:         o.redisUsername,
-		Password:         o.redisPassword,
-		TLS:              o.redisTLS,
-		TLSCA:            o.redisTLSCA,
-		TLSCert:          o.redisTLSCert,
-		TLSKey:           o.redisTLSKey,
-		TLSSkipHostname:  o.redisTLSSkipHostname,
-		SentinelUsername: o.redisSentinelUsername,
-		Timeout:          o.storeTimeout,
-		PoolSize:         o.redisPoolSize,
-	})
+	client, err := redisstore.NewClient(redisClientOptions(o, seeds))
 	if err != nil {
 		mem.Close()
 		return nil, err
@@ -147,6 +135,29 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 		mem.Close()
 		return client.Close()
 	}}, nil
+}
+
+// redisClientOptions are the options of the Redis client that o names;
+// seeds are a cluster's addresses (none: a single Redis or a Sentinel's
+// master).
+func redisClientOptions(o *Options, seeds []string) redisstore.ClientOptions {
+	return redisstore.ClientOptions{
+		URL:              o.redisURL,
+		Cluster:          seeds,
+		Sentinel:         splitAddrs(o.redisSentinel),
+		SentinelMaster:   o.redisSentinelMaster,
+		SentinelPassword: o.redisSentinelPassword,
+		Username:         o.redisUsername,
+		Password:         o.redisPassword,
+		TLS:              o.redisTLS,
+		TLSCA:            o.redisTLSCA,
+		TLSCert:          o.redisTLSCert,
+		TLSKey:           o.redisTLSKey,
+		TLSSkipHostname:  o.redisTLSSkipHostname,
+		SentinelUsername: o.redisSentinelUsername,
+		Timeout:          o.storeTimeout,
+		PoolSize:         o.redisPoolSize,
+	}
 }
 
 // warmUpBound is how long the start waits for Redis to answer a first PING.

@@ -39,7 +39,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
@@ -82,27 +81,9 @@ type Options struct {
 // Breaker wraps a store. It is safe for concurrent use.
 type Breaker struct {
 	inner     limits.Store
-	failures  int
-	timeout   time.Duration
-	cooldown  time.Duration
+	circuit   *Circuit
 	onChange  func(bool)
 	onStoreUp func(bool)
-	now       func() time.Time
-
-	// These are written under mu and read without it: a closed breaker
-	// whose calls succeed, and an open one that refuses, take no lock.
-	// down is set while the latest call that told found the store
-	// unavailable; open implies down. probeAt (Unix nanoseconds) is stored
-	// before open is set, and before probing is cleared.
-	open    atomic.Bool
-	down    atomic.Bool
-	probing atomic.Bool  // a probe is in flight
-	probeAt atomic.Int64 // when the next probe may go
-
-	mu          sync.Mutex
-	failed      int           // calls in a row that found the store unavailable
-	firstFailed time.Time     // when the first of them was recorded
-	wait        time.Duration // the wait after the next failed probe
 
 	notifyMu     sync.Mutex // serializes the callbacks
 	reportedOpen bool       // what OnChange last said
@@ -113,30 +94,15 @@ var _ limits.Store = (*Breaker)(nil)
 
 // New wraps inner.
 func New(inner limits.Store, opts Options) *Breaker {
-	if opts.Failures <= 0 {
-		opts.Failures = 3
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = 50 * time.Millisecond
-	}
-	if opts.Cooldown <= 0 {
-		opts.Cooldown = 500 * time.Millisecond
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	return &Breaker{
-		inner: inner, failures: opts.Failures, timeout: opts.Timeout, cooldown: max(opts.Cooldown, opts.Timeout),
-		onChange: opts.OnChange, onStoreUp: opts.OnStoreUp, now: opts.Now,
-	}
+	return &Breaker{inner: inner, circuit: NewCircuit(opts), onChange: opts.OnChange, onStoreUp: opts.OnStoreUp}
 }
 
 // Open reports whether the breaker is failing fast.
-func (b *Breaker) Open() bool { return b.open.Load() }
+func (b *Breaker) Open() bool { return b.circuit.Open() }
 
 // Decide implements limits.Store.
 func (b *Breaker) Decide(ctx context.Context, hits []limits.Hit, results []limits.Result) {
-	probe, ok := b.admit()
+	probe, ok := b.circuit.Admit()
 	if !ok {
 		for i := range results[:len(hits)] {
 			results[i] = limits.Result{Err: ErrOpen}
@@ -144,77 +110,9 @@ func (b *Breaker) Decide(ctx context.Context, hits []limits.Hit, results []limit
 		return
 	}
 	b.inner.Decide(ctx, hits, results)
-	b.record(probe, outcomeOf(ctx, results[:len(hits)]))
-}
-
-// admit reports whether a call may reach the store, and whether it is the
-// probe of an open breaker. It takes no lock: during an outage every call
-// comes here, and each must be refused at once.
-func (b *Breaker) admit() (probe, ok bool) {
-	if !b.open.Load() {
-		return false, true
+	if b.circuit.Record(probe, outcomeOf(ctx, results[:len(hits)])) {
+		b.notify()
 	}
-	if b.probing.Load() || b.now().UnixNano() < b.probeAt.Load() {
-		return false, false
-	}
-	if !b.probing.CompareAndSwap(false, true) {
-		return false, false // another call took the probe
-	}
-	// A call held up between the loads above and the swap may have read
-	// probeAt before the last probe failed and moved it.
-	if b.now().UnixNano() < b.probeAt.Load() {
-		b.probing.Store(false)
-		return false, false
-	}
-	return true, true
-}
-
-// outcome is what one call tells of the store.
-type outcome uint8
-
-const (
-	answered outcome = iota // the store answered
-	down                    // the store was unavailable
-	unknown                 // the call proves nothing either way
-)
-
-func (b *Breaker) record(probe bool, o outcome) {
-	if !probe && (o == unknown || o == answered && !b.down.Load()) {
-		return // closed, and nothing to reset: the hot path
-	}
-	b.mu.Lock()
-	switch o {
-	case answered:
-		b.failed = 0
-		b.open.Store(false)
-		b.down.Store(false)
-	case down:
-		b.down.Store(true)
-		now := b.now()
-		switch {
-		case probe && b.open.Load():
-			b.probeAt.Store(now.Add(b.wait).UnixNano())
-			b.wait = min(2*b.wait, b.cooldown)
-		case b.open.Load():
-			// A call let through before the breaker opened: it says
-			// nothing the opening did not, and must not delay the probe.
-		default:
-			b.failed++
-			if b.failed == 1 {
-				b.firstFailed = now
-			}
-			if b.failed >= b.failures && now.Sub(b.firstFailed) >= b.timeout {
-				b.probeAt.Store(now.Add(b.timeout).UnixNano())
-				b.wait = min(2*b.timeout, b.cooldown)
-				b.open.Store(true)
-			}
-		}
-	}
-	if probe {
-		b.probing.Store(false)
-	}
-	b.mu.Unlock()
-	b.notify()
 }
 
 // notify reports the state to the callbacks if it differs from what they
@@ -227,13 +125,13 @@ func (b *Breaker) notify() {
 	}
 	b.notifyMu.Lock()
 	defer b.notifyMu.Unlock()
-	if isDown := b.down.Load(); isDown != b.reportedDown {
+	if isDown := b.circuit.Down(); isDown != b.reportedDown {
 		b.reportedDown = isDown
 		if b.onStoreUp != nil {
 			b.onStoreUp(!isDown)
 		}
 	}
-	if open := b.open.Load(); open != b.reportedOpen {
+	if open := b.circuit.Open(); open != b.reportedOpen {
 		b.reportedOpen = open
 		if b.onChange != nil {
 			b.onChange(open)
@@ -247,17 +145,17 @@ func (b *Breaker) notify() {
 // down), which is left to the per-hit failure modes, not held against the
 // whole store. A call whose own context was cancelled first, or that had no
 // hits, proves nothing.
-func outcomeOf(ctx context.Context, results []limits.Result) outcome {
+func outcomeOf(ctx context.Context, results []limits.Result) Outcome {
 	if len(results) == 0 {
-		return unknown
+		return Unknown
 	}
 	for _, r := range results {
 		if r.Err == nil || !errors.Is(r.Err, limits.ErrUnavailable) {
-			return answered
+			return Answered
 		}
 	}
 	if errors.Is(ctx.Err(), context.Canceled) {
-		return unknown
+		return Unknown
 	}
-	return down
+	return Down
 }

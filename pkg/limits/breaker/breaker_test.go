@@ -444,8 +444,8 @@ func benchStore(b *testing.B, s limits.Store) {
 // The open breaker's path, which every call takes during an outage.
 func BenchmarkOpen(b *testing.B) {
 	br := New(okStore{}, Options{})
-	br.down.Store(true)
-	br.probeAt.Store(time.Now().Add(time.Hour).UnixNano())
-	br.open.Store(true)
+	br.circuit.down.Store(true)
+	br.circuit.probeAt.Store(time.Now().Add(time.Hour).UnixNano())
+	br.circuit.open.Store(true)
 	benchStore(b, br)
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits/breaker"
 )
 
 // nodeBatchers merges calls on a Redis Cluster one master at a time: each
@@ -112,7 +114,7 @@ func (n *nodeBatchers) doOn(ctx context.Context, addr string, wk *work) bool {
 	if m == nil {
 		return false
 	}
-	probe, ok := m.gate.admit()
+	probe, ok := m.gate.Admit()
 	if !ok {
 		// As a call that timed out would: the next reload may find the
 		// slots moved to a replica, or the master answering again.
@@ -121,10 +123,10 @@ func (n *nodeBatchers) doOn(ctx context.Context, addr string, wk *work) bool {
 		return true
 	}
 	if !m.batcher.do(ctx, wk) {
-		m.gate.record(probe, unknown)
+		m.gate.Record(probe, breaker.Unknown)
 		return false
 	}
-	m.gate.record(probe, outcomeOf(ctx, wk))
+	m.gate.Record(probe, outcomeOf(ctx, wk))
 	return true
 }
 
@@ -208,7 +210,7 @@ func (wk *work) keys(yield func(key string) bool) {
 // master is one master's batcher and gate.
 type master struct {
 	batcher *batcher
-	gate    *gate
+	gate    *breaker.Circuit
 }
 
 // master returns the batcher and gate of the master at addr, started at
@@ -249,7 +251,7 @@ func (n *nodeBatchers) found(masters []MasterState) {
 			n.byAddr.Delete(addr)
 			n.retiring.Go(m.(*master).batcher.close)
 		case masters[i].Err == nil:
-			m.(*master).gate.heard()
+			m.(*master).gate.Heard()
 		}
 		return true
 	})

@@ -71,25 +71,29 @@ var (
 		"Masters of the Redis Cluster that hold slots, as the last check of them found (every health check, and a reload of the cluster's map after a call found a node unreachable).", nil, nil)
 	mastersDownDesc = prometheus.NewDesc("rls_store_masters_unreachable",
 		"Masters of the Redis Cluster that did not answer the last check: the keys of their slots take the failure mode until they answer or their replicas take over.", nil, nil)
+	mastersFastDesc = prometheus.NewDesc("rls_store_masters_failing_fast",
+		"Masters of the Redis Cluster whose calls kept timing out, so that calls for their keys now take the failure mode at once, without waiting, until a probe is answered.", nil, nil)
 )
 
 // NewClusterMastersCollector returns a collector of what the last check of
 // a Redis Cluster's masters found, read from masters at each scrape
-// (redisstore.Store.Masters): how many hold slots, how many of those did
-// not answer.
-func NewClusterMastersCollector(masters func() (total, unreachable int)) prometheus.Collector {
+// (redisstore.Store.Masters and MastersFailingFast): how many hold slots,
+// how many of those did not answer, how many fail their calls fast.
+func NewClusterMastersCollector(masters func() (total, unreachable, failingFast int)) prometheus.Collector {
 	return clusterMastersCollector(masters)
 }
 
-type clusterMastersCollector func() (int, int)
+type clusterMastersCollector func() (int, int, int)
 
 func (c clusterMastersCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- mastersDesc
 	ch <- mastersDownDesc
+	ch <- mastersFastDesc
 }
 
 func (c clusterMastersCollector) Collect(ch chan<- prometheus.Metric) {
-	total, down := c()
+	total, down, fast := c()
 	ch <- prometheus.MustNewConstMetric(mastersDesc, prometheus.GaugeValue, float64(total))
 	ch <- prometheus.MustNewConstMetric(mastersDownDesc, prometheus.GaugeValue, float64(down))
+	ch <- prometheus.MustNewConstMetric(mastersFastDesc, prometheus.GaugeValue, float64(fast))
 }

@@ -114,16 +114,18 @@ func TestOverLimitCacheCollector(t *testing.T) {
 }
 
 func TestClusterMastersCollector(t *testing.T) {
-	var total, down int
+	var total, down, fast int
 	m := metrics.New()
-	m.Registry.MustRegister(metrics.NewClusterMastersCollector(func() (int, int) { return total, down }))
-	for _, c := range [][2]int{{0, 0}, {3, 1}, {3, 0}} {
-		total, down = c[0], c[1]
+	m.Registry.MustRegister(metrics.NewClusterMastersCollector(func() (int, int, int) { return total, down, fast }))
+	for _, c := range [][3]int{{0, 0, 0}, {3, 1, 1}, {3, 0, 1}, {3, 0, 0}} {
+		total, down, fast = c[0], c[1], c[2]
 		wantLines(t, scrape(t, m),
 			"# TYPE rls_store_masters gauge",
 			fmt.Sprint("rls_store_masters ", total),
 			"# TYPE rls_store_masters_unreachable gauge",
 			fmt.Sprint("rls_store_masters_unreachable ", down),
+			"# TYPE rls_store_masters_failing_fast gauge",
+			fmt.Sprint("rls_store_masters_failing_fast ", fast),
 		)
 	}
 }

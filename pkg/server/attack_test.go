@@ -32,6 +32,8 @@ type h2Attacker struct {
 	next   uint32
 	closed chan struct{} // closed once the server has closed the connection
 	resets atomic.Int64  // RST_STREAM frames received from the server
+	// goAway is the last GOAWAY the server sent, nil before one.
+	goAway atomic.Pointer[http2.GoAwayFrame]
 }
 
 func newH2Attacker(t *testing.T, addr string) *h2Attacker {
@@ -78,6 +80,8 @@ func (a *h2Attacker) read() {
 			}
 		case *http2.RSTStreamFrame:
 			a.resets.Add(1)
+		case *http2.GoAwayFrame:
+			a.goAway.Store(f)
 		}
 		a.w.Flush() //nolint:errcheck // as above
 		a.mu.Unlock()
@@ -271,5 +275,29 @@ func TestRapidReset(t *testing.T) {
 	// each attacker has gone through several in the attack's seconds.
 	if n := closed.Load(); n < 12 {
 		t.Errorf("the server closed %d of the attackers' connections, want at least 3 for each attacker", n)
+	}
+}
+
+// A connection past its budget of resets is told why before it is
+// closed: a GOAWAY with ENHANCE_YOUR_CALM, naming the last stream the
+// server read.
+func TestRapidResetGoAway(t *testing.T) {
+	t.Parallel()
+	s := startInProcess(t)
+	a := newH2Attacker(t, s.grpcAddr)
+	stop := make(chan struct{})
+	defer close(stop)
+	sent := a.rapidReset(stop, 100_000, 100, 50_000)
+	select {
+	case <-a.closed:
+	case <-time.After(callBound):
+		t.Fatalf("the connection is still open %v after %d resets", callBound, sent)
+	}
+	f := a.goAway.Load()
+	if f == nil {
+		t.Fatalf("the server closed the connection after %d resets without a GOAWAY", sent)
+	}
+	if f.ErrCode != http2.ErrCodeEnhanceYourCalm || f.LastStreamID == 0 || f.LastStreamID >= a.next {
+		t.Errorf("GOAWAY %v, last stream %d (of %d opened): want ENHANCE_YOUR_CALM and a stream the client opened", f.ErrCode, f.LastStreamID, a.next/2)
 	}
 }

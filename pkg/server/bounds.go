@@ -112,6 +112,15 @@ func newInflightLimit(max, perConn int64, onRefuse func()) *inflightLimit {
 	return &inflightLimit{max: max, perConn: min(perConn, max), onRefuse: onRefuse, conns: make(map[*peer.Peer]int64)}
 }
 
+// streamsPerConn is how many streaming calls one connection may hold open
+// (of -max-open-streams). A streaming call (a health Watch, reflection)
+// lasts as long as its client wants, so it is bounded apart from the
+// decisions, which are unary: were streams counted in -max-in-flight, a
+// few connections opening their share of Watch streams would hold the
+// whole bound and every decision would be refused. A gRPC health client
+// opens one Watch per connection; sixteen leaves room to spare.
+const streamsPerConn = 16
+
 // perConnInFlight is the share of -max-in-flight one connection may hold:
 // the flag's, or an eighth of the bound (at least one call).
 func perConnInFlight(o *Options) int {
@@ -209,7 +218,8 @@ func (l *inflightLimit) unary(ctx context.Context, req any, _ *grpc.UnaryServerI
 }
 
 // stream counts a streaming call from its first request message until
-// its handler returns.
+// its handler returns (under -max-open-streams: a limit of its own, apart
+// from the unary calls').
 func (l *inflightLimit) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	cs := &countedStream{ServerStream: ss, l: l}
 	defer func() {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -135,21 +136,122 @@ func TestGRPCMessageBound(t *testing.T) {
 	}
 }
 
-// Calls past -max-in-flight are refused at once; the bound is given back
-// when a call's stream ends, however it ends. (One connection holds the
-// whole bound here: its share is raised to all of it.)
+// holdCalls starts n unary calls from the connection of peer p through
+// l's interceptor, each held in its handler until release is closed, and
+// returns once all hold their place.
+func holdCalls(t *testing.T, l *inflightLimit, p *peer.Peer, n int, release <-chan struct{}) {
+	t.Helper()
+	ctx := peer.NewContext(context.Background(), p)
+	held := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := l.unary(ctx, nil, nil, func(context.Context, any) (any, error) {
+				held <- nil
+				<-release
+				return nil, nil
+			})
+			if err != nil {
+				held <- err
+			}
+		}()
+	}
+	for range n {
+		if err := <-held; err != nil {
+			t.Fatalf("a held call: %v", err)
+		}
+	}
+}
+
+// callThrough makes one unary call from the connection of p through l's
+// interceptor, answered at once.
+func callThrough(l *inflightLimit, p *peer.Peer) error {
+	_, err := l.unary(peer.NewContext(context.Background(), p), nil, nil, func(context.Context, any) (any, error) { return nil, nil })
+	return err
+}
+
+// Calls past -max-in-flight are refused at once, and the place of a call
+// is given back when it is answered. (One connection holds the whole
+// bound here: its share is all of it.)
 func TestMaxInFlight(t *testing.T) {
 	t.Parallel()
-	s := startInProcess(t, "-max-in-flight", "2", "-max-in-flight-per-connection", "2")
-	conn := grpcDial(t, s.grpcAddr, insecure.NewCredentials())
-	// Two Watch streams stay open, holding the two places.
-	_, cancel := openWatch(t, conn)
-	openWatch(t, conn)
-	if _, err := grpcCall(conn, "third"); status.Code(err) != codes.ResourceExhausted {
+	l := newInflightLimit(2, 2, nil)
+	p := &peer.Peer{}
+	release := make(chan struct{})
+	holdCalls(t, l, p, 2, release)
+	if err := callThrough(l, p); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("a third call: %v, want RESOURCE_EXHAUSTED", err)
 	}
-	cancel()
-	answeredWithin(t, conn, "after a stream ended")
+	if _, err := l.admit(context.Background(), nil); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a third call's headers while the bound is full: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	close(release)
+	deadline := time.Now().Add(callBound)
+	for callThrough(l, p) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("calls are still refused after the held ones were answered")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// One connection holds at most its share of the bound (an eighth by
+// default); the others' calls are answered beside it.
+func TestMaxInFlightPerConnection(t *testing.T) {
+	t.Parallel()
+	l := newInflightLimit(16, int64(perConnInFlight(&Options{maxInFlight: 16})), nil)
+	greedy := &peer.Peer{}
+	release := make(chan struct{})
+	defer close(release)
+	holdCalls(t, l, greedy, 2, release)
+	if err := callThrough(l, greedy); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a third call on a connection holding its share (2 of 16): %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if err := callThrough(l, &peer.Peer{}); err != nil {
+		t.Errorf("a call on another connection: %v", err)
+	}
+}
+
+// Streaming calls (health Watch) last as long as their clients want, so
+// they hold no place of -max-in-flight: connections holding every Watch
+// stream they may do not keep one decision from being answered. They have
+// a bound of their own, -max-open-streams, of which one connection holds
+// at most streamsPerConn.
+func TestStreamsBoundApart(t *testing.T) {
+	t.Parallel()
+	s := startInProcess(t, "-max-in-flight", "16", "-max-open-streams", fmt.Sprint(streamsPerConn+4))
+	greedy := grpcDial(t, s.grpcAddr, insecure.NewCredentials())
+	for range streamsPerConn {
+		openWatch(t, greedy)
+	}
+	if err := watchRefused(greedy); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a Watch past a connection's %d: %v, want RESOURCE_EXHAUSTED", streamsPerConn, err)
+	}
+	if _, err := grpcCall(greedy, "beside-watches"); err != nil {
+		t.Errorf("a decision on a connection holding %d Watch streams: %v", streamsPerConn, err)
+	}
+	other := grpcDial(t, s.grpcAddr, insecure.NewCredentials())
+	for range 4 {
+		openWatch(t, other)
+	}
+	if err := watchRefused(other); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a Watch past -max-open-streams: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if _, err := grpcCall(other, "all-streams-open"); err != nil {
+		t.Errorf("a decision while every stream place is held: %v", err)
+	}
+}
+
+// watchRefused opens a health Watch on conn and returns the error of its
+// first answer.
+func watchRefused(conn *grpc.ClientConn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), callBound)
+	defer cancel()
+	w, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return err
+	}
+	_, err = w.Recv()
+	return err
 }
 
 // openWatch opens a health Watch stream on conn and reads its first
@@ -301,23 +403,6 @@ func TestGRPCLogRouted(t *testing.T) {
 	grpclog.Warning("transport: something went wrong")
 	if logs.Len() != 1 || logs.All()[0].ContextMap()["from"] != "grpc" || !strings.Contains(logs.All()[0].Message, "something went wrong") {
 		t.Errorf("logged %v, want the warning alone", logs.All())
-	}
-}
-
-// One connection holds at most its share of -max-in-flight (an eighth by
-// default): past it its calls are refused, and another connection's are
-// answered.
-func TestMaxInFlightPerConnection(t *testing.T) {
-	t.Parallel()
-	s := startInProcess(t, "-max-in-flight", "16")
-	greedy := grpcDial(t, s.grpcAddr, insecure.NewCredentials())
-	openWatch(t, greedy)
-	openWatch(t, greedy)
-	if _, err := grpcCall(greedy, "third"); status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("a third call on a connection holding its share (2 of 16): %v, want RESOURCE_EXHAUSTED", err)
-	}
-	if _, err := grpcCall(grpcDial(t, s.grpcAddr, insecure.NewCredentials()), "other"); err != nil {
-		t.Errorf("a call on another connection: %v", err)
 	}
 }
 

@@ -64,6 +64,7 @@ type Options struct {
 	grpcMaxResets         int
 	maxInFlight           int
 	maxInFlightPerConn    int
+	maxOpenStreams        int
 	grpcMaxConnections    int
 	httpMaxConnections    int
 	httpIdleTimeout       time.Duration
@@ -228,9 +229,10 @@ func serverFlags(o *Options, h Help) *cli.CommandLine {
 	fs.DurationVar(&o.grpcMaxConnectionIdle, "grpc-max-connection-idle", 2*time.Minute, "close a gRPC connection that has had no call for this long (the client reconnects when it needs to); 0: never")
 	fs.IntVar(&o.grpcMaxMessageBytes, "grpc-max-message-bytes", defaultMaxMessageBytes, "largest gRPC request read; a larger one is refused with RESOURCE_EXHAUSTED before it is read")
 	fs.IntVar(&o.grpcMaxStreams, "grpc-max-streams", 1024, "most calls at once on one gRPC connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)")
-	fs.IntVar(&o.grpcMaxResets, "grpc-max-resets", 1000, "most streams a client may reset on one gRPC connection a second, in bursts of as many (the HTTP/2 rapid reset); past it the connection is closed; 0: no bound")
+	fs.IntVar(&o.grpcMaxResets, "grpc-max-resets", 1000, "most streams a client may reset on one gRPC connection a second, in bursts of as many (the HTTP/2 rapid reset); past it the connection is sent GOAWAY (ENHANCE_YOUR_CALM) and closed; 0: no bound")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", 4096, "most gRPC calls in flight at once, over all connections, counted from their decoded request until answered; past it a call is refused with RESOURCE_EXHAUSTED")
 	fs.IntVar(&o.maxInFlightPerConn, "max-in-flight-per-connection", 0, "most gRPC calls in flight at once on one connection, counted as -max-in-flight; past it a call is refused with RESOURCE_EXHAUSTED (0: an eighth of -max-in-flight)")
+	fs.IntVar(&o.maxOpenStreams, "max-open-streams", 1024, "most streaming gRPC calls (health Watch, reflection) open at once, over all connections, counted apart from -max-in-flight since each lasts as long as its client wants; one connection may hold 16 of them; past it a new one is refused with RESOURCE_EXHAUSTED")
 	fs.IntVar(&o.grpcMaxConnections, "grpc-max-connections", 0, "most connections open at once on -grpc-addr; past it a new one is closed at once (0: three quarters of the file descriptors the process may open)")
 	fs.IntVar(&o.httpMaxConnections, "http-max-connections", 0, "most connections open at once on -http-addr, counted apart from gRPC's so that health checks are still answered (0: an eighth of the file descriptors the process may open)")
 	fs.DurationVar(&o.httpIdleTimeout, "http-idle-timeout", 60*time.Second, "close a keep-alive HTTP connection that has sent no request for this long")
@@ -305,6 +307,8 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), h Help) (*
 		return nil, errors.New("-grpc-max-streams must be positive")
 	case o.maxInFlight <= 0:
 		return nil, errors.New("-max-in-flight must be positive")
+	case o.maxOpenStreams <= 0:
+		return nil, errors.New("-max-open-streams must be positive")
 	case o.grpcMaxResets < 0:
 		return nil, errors.New("-grpc-max-resets must not be negative (0 turns it off)")
 	case o.maxInFlightPerConn < 0:

@@ -203,13 +203,15 @@ func (r *running) build() error {
 // reflection.
 func (r *running) grpcServer() {
 	o := r.o
-	calls := newInflightLimit(int64(o.maxInFlight), int64(perConnInFlight(o)), func() { r.m.Refused(metrics.RefusedGRPCCall) })
+	refused := func() { r.m.Refused(metrics.RefusedGRPCCall) }
+	calls := newInflightLimit(int64(o.maxInFlight), int64(perConnInFlight(o)), refused)
+	streams := newInflightLimit(int64(o.maxOpenStreams), streamsPerConn, refused) // bounds.go
 	gopts := []grpc.ServerOption{
 		// Envoy keeps a few long-lived HTTP/2 connections and may ping them;
 		// do not punish that.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 		grpc.ChainUnaryInterceptor(calls.unary, callStats(r.m), r.inflight.interceptor), // callStats: stats.go
-		grpc.ChainStreamInterceptor(calls.stream, r.watches.interceptor),
+		grpc.ChainStreamInterceptor(streams.stream, r.watches.interceptor),
 		// Every call on a goroutine of its own grows a fresh stack, which
 		// shows as runtime.newstack in a profile under load (BENCHMARKS.md
 		// has the share). Workers keep their grown stacks; past this many

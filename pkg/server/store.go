@@ -85,7 +85,13 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 		mem.Close()
 		return nil, err
 	}
-	s := redisstore.New(client, redisstore.Options{OnPipeline: m.RedisPipeline})
+	s := redisstore.New(client, redisstore.Options{OnPipeline: m.RedisPipeline, OnGate: func(addr string, shut bool) {
+		if shut {
+			log.Warn("cluster master not answering: its keys take the failure mode at once until a probe is answered", zap.String("master", addr))
+		} else {
+			log.Info("cluster master answers again, or its slots moved: its keys are decided again", zap.String("master", addr))
+		}
+	}})
 	warmUp(s.Ping, log)
 	// Once Redis is found down for a store timeout, stop waiting on it:
 	// answer by the failure mode at once, and probe it, first after one
@@ -96,7 +102,7 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 	// master of its own.
 	var store limits.Store = s
 	if len(seeds) > 0 {
-		m.Registry.MustRegister(metrics.NewClusterMastersCollector(func() (int, int) {
+		m.Registry.MustRegister(metrics.NewClusterMastersCollector(func() (int, int, int) {
 			masters := s.Masters()
 			down := 0
 			for _, ms := range masters {
@@ -104,7 +110,7 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 					down++
 				}
 			}
-			return len(masters), down
+			return len(masters), down, s.MastersFailingFast()
 		}))
 	}
 	if len(seeds) == 0 {

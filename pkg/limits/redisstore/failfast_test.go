@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,8 +30,19 @@ func TestClusterHungMasterFailsFast(t *testing.T) {
 	// business (clusterclock.go).
 	c, cl, _, others := startClockClusterTimeout(t, hungTimeout)
 	hungAddr, liveAddr := others[0], others[1]
-	s := New(c, Options{})
+	var gateMu sync.Mutex
+	var gates []string
+	s := New(c, Options{OnGate: func(addr string, shut bool) {
+		gateMu.Lock()
+		defer gateMu.Unlock()
+		gates = append(gates, fmt.Sprintf("%s shut=%v", addr, shut))
+	}})
 	defer s.Close()
+	told := func() []string {
+		gateMu.Lock()
+		defer gateMu.Unlock()
+		return slices.Clone(gates)
+	}
 	hungKey, liveKey := keysOn(t, c, hungAddr, 1)[0], keysOn(t, c, liveAddr, 1)[0]
 	l := allowing(limits.FixedWindow, 1_000_000)
 	decide := func(key string) (limits.Result, time.Duration) {
@@ -71,6 +83,12 @@ func TestClusterHungMasterFailsFast(t *testing.T) {
 	}
 	t.Logf("calls on the hung master's keys: %v before the gate shut, then median %v of %d",
 		before, median(fast), len(fast))
+	if got, want := told(), []string{hungAddr + " shut=true"}; !slices.Equal(got, want) {
+		t.Errorf("OnGate was told %q while the master hung, want %q", got, want)
+	}
+	if n := s.MastersFailingFast(); n != 1 {
+		t.Errorf("MastersFailingFast = %d while one master hung, want 1", n)
+	}
 	if m := median(fast); m >= fastBound {
 		t.Fatalf("after %d calls timed out on the hung master, its keys' median call takes %v, want under %v",
 			len(before), m, fastBound)
@@ -90,6 +108,12 @@ func TestClusterHungMasterFailsFast(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("the master's keys decided again %v after it was resumed", time.Since(back))
+	if got, want := told(), []string{hungAddr + " shut=true", hungAddr + " shut=false"}; !slices.Equal(got, want) {
+		t.Errorf("OnGate was told %q once the master answered again, want %q", got, want)
+	}
+	if n := s.MastersFailingFast(); n != 0 {
+		t.Errorf("MastersFailingFast = %d once the master answered again, want 0", n)
+	}
 }
 
 // A stall shorter than two store timeouts does not shut a master's gate:

@@ -38,6 +38,8 @@ type nodeBatchers struct {
 	closed bool
 	// retiring counts the batchers of former masters being closed.
 	retiring sync.WaitGroup
+	// onGate is Options.OnGate.
+	onGate func(addr string, shut bool)
 }
 
 func newNodeBatchers(s *Store, c *redis.ClusterClient, flushes int) *nodeBatchers {
@@ -126,8 +128,52 @@ func (n *nodeBatchers) doOn(ctx context.Context, addr string, wk *work) bool {
 		m.gate.Record(probe, breaker.Unknown)
 		return false
 	}
-	m.gate.Record(probe, outcomeOf(ctx, wk))
+	if m.gate.Record(probe, outcomeOf(ctx, wk)) {
+		n.report(addr, m)
+	}
 	return true
+}
+
+// report tells onGate of m's gate if it differs from what it was last
+// told. Reading the state under m.reportMu, rather than passing each
+// change along, keeps two changes made at once by two calls from reaching
+// it in the wrong order.
+func (n *nodeBatchers) report(addr string, m *master) {
+	if n.onGate == nil {
+		return
+	}
+	m.reportMu.Lock()
+	defer m.reportMu.Unlock()
+	if shut := m.gate.Open(); shut != m.reported {
+		m.reported = shut
+		n.onGate(addr, shut)
+	}
+}
+
+// retired tells onGate that m, no longer a master, fails no call fast:
+// its slots are another node's now, behind that node's gate.
+func (n *nodeBatchers) retired(addr string, m *master) {
+	if n.onGate == nil {
+		return
+	}
+	m.reportMu.Lock()
+	defer m.reportMu.Unlock()
+	if m.reported {
+		m.reported = false
+		n.onGate(addr, false)
+	}
+}
+
+// shut counts the masters whose gate is shut.
+func (n *nodeBatchers) shut() int {
+	count := 0
+	n.byAddr.Range(func(_, m any) bool {
+		if m.(*master).gate.Open() {
+			count++
+		}
+		return true
+	})
+	return count
 }
 
 // masters returns the function that names the master of a key: its
@@ -211,6 +257,9 @@ func (wk *work) keys(yield func(key string) bool) {
 type master struct {
 	batcher *batcher
 	gate    *breaker.Circuit
+
+	reportMu sync.Mutex
+	reported bool // what onGate was last told: shut
 }
 
 // master returns the batcher and gate of the master at addr, started at
@@ -250,8 +299,10 @@ func (n *nodeBatchers) found(masters []MasterState) {
 		case i < 0:
 			n.byAddr.Delete(addr)
 			n.retiring.Go(m.(*master).batcher.close)
+			n.retired(addr.(string), m.(*master))
 		case masters[i].Err == nil:
 			m.(*master).gate.Heard()
+			n.report(addr.(string), m.(*master))
 		}
 		return true
 	})

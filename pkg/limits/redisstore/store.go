@@ -122,6 +122,11 @@ type Options struct {
 	// joint runs) each pipeline sent to Redis carried (a metric of how well
 	// calls are merged). It must be fast and safe for concurrent use.
 	OnPipeline func(runs int)
+	// OnGate, if set, is told when the gate of a cluster's master shuts
+	// (shut true: calls for its keys fail fast) and when it opens again
+	// (failfast.go), each change once and in order. It is called outside
+	// the store's locks but on a caller's goroutine: it must be fast.
+	OnGate func(addr string, shut bool)
 }
 
 // Store decides hits in Redis. It is safe for concurrent use by many
@@ -163,6 +168,7 @@ func New(client redisClient, opts Options) *Store {
 	case opts.Batching == BatchOff:
 	case cluster:
 		s.nodes = newNodeBatchers(s, client.(*redis.ClusterClient), opts.Flushes)
+		s.nodes.onGate = opts.OnGate
 	default:
 		s.batch = newBatcher(s, opts.Flushes)
 	}
@@ -221,6 +227,16 @@ func (s *Store) Masters() []MasterState {
 		return nil
 	}
 	return s.topo.lastMasters()
+}
+
+// MastersFailingFast is how many masters of a cluster have their gate shut
+// now (failfast.go): calls for their keys fail at once. Zero on a single
+// Redis or without batching.
+func (s *Store) MastersFailingFast() int {
+	if s.nodes == nil {
+		return 0
+	}
+	return s.nodes.shut()
 }
 
 // Decide implements limits.Store. All hits go out in one pipeline, which a

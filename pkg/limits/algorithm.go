@@ -71,6 +71,11 @@ func Decide(l Limit, s State, cost int64, now int64) Decision {
 // microseconds for a leaky bucket's turn (its deadline); a longer wait is a
 // refusal. Zero means no bound beyond the bucket's own queue.
 func DecideWithin(l Limit, s State, cost, now, maxDelay int64) Decision {
+	if l.Blocks() {
+		// Nothing is counted and nothing would ever fit: the key is left
+		// as it is, and its remaining, 0, is already its maximum.
+		return Decision{}
+	}
 	switch l.Algorithm {
 	case FixedWindow:
 		return fixedWindow(l, s, cost, now)

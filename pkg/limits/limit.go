@@ -108,10 +108,19 @@ func (l Limit) String() string {
 	return s
 }
 
+// Blocks reports whether the limit is a block rule: requests_per_unit 0,
+// envoyproxy/ratelimit's way to refuse every request. Every hit of a
+// block rule is refused, whatever its algorithm, burst or cost, and no
+// store keeps anything for it.
+func (l Limit) Blocks() bool { return l.Requests == 0 }
+
 // Capacity is the largest value remaining can take: B for the buckets (N
-// for a token bucket whose Burst is zero), N for the windows and the log.
+// for a token bucket whose Burst is zero), N for the windows and the log;
+// 0 for a block rule.
 func (l Limit) Capacity() int64 {
 	switch {
+	case l.Blocks():
+		return 0
 	case l.Algorithm == LeakyBucket:
 		return l.Burst
 	case l.Algorithm == TokenBucket && l.Burst > 0:
@@ -123,7 +132,7 @@ func (l Limit) Capacity() int64 {
 // MaxCost is the largest cost a hit can ever be allowed: Capacity, except
 // for a leaky bucket, whose request in service is not in the queue.
 func (l Limit) MaxCost() int64 {
-	if l.Algorithm == LeakyBucket {
+	if l.Algorithm == LeakyBucket && !l.Blocks() {
 		return l.Burst + 1
 	}
 	return l.Capacity()
@@ -132,7 +141,7 @@ func (l Limit) MaxCost() int64 {
 // MaxWait is the longest a leaky bucket may delay a request, B × T/N; zero
 // for the other algorithms.
 func (l Limit) MaxWait() time.Duration {
-	if l.Algorithm != LeakyBucket || l.Requests <= 0 {
+	if l.Algorithm != LeakyBucket || l.Blocks() {
 		return 0
 	}
 	return time.Duration(float64(l.Burst) * float64(l.Period) / float64(l.Requests))
@@ -150,8 +159,8 @@ func (l Limit) Validate() error {
 	switch {
 	case !l.Algorithm.Implemented():
 		return bad("algorithm", "%s is not implemented yet", l.Algorithm)
-	case l.Requests <= 0:
-		return bad("requests_per_unit", "must be positive, got %d", l.Requests)
+	case l.Requests < 0:
+		return bad("requests_per_unit", "must not be negative, got %d", l.Requests)
 	case l.Requests > MaxRequests:
 		return bad("requests_per_unit", "%d is above the maximum %d", l.Requests, MaxRequests)
 	case l.Period < time.Microsecond:
@@ -162,6 +171,9 @@ func (l Limit) Validate() error {
 		return bad("burst", "must not be negative, got %d", l.Burst)
 	case l.Burst > MaxRequests:
 		return bad("burst", "%d is above the maximum %d", l.Burst, MaxRequests)
+	case l.Blocks():
+		// The bounds below divide by N; a block rule refuses all alike.
+		return nil
 	case l.Algorithm == LeakyBucket && l.Period < MinLeakyInterval*time.Duration(l.Requests):
 		// The queue's drain time is a float64 of absolute microseconds (a
 		// quarter-microsecond resolution today): turns much shorter than a

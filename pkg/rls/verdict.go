@@ -116,25 +116,27 @@ func (d *planned) reported(allowed bool) int {
 }
 
 // wait is the duration_until_reset of limit j: RetryAfter on a refusal,
-// ResetAfter on an allowed hit. A hit that can never fit has no wait after
-// which it would be allowed; it is told to wait a whole period at least
-// (longer if the key needs longer to be full again), so that a client that
-// obeys does not retry at once, and forever.
+// ResetAfter on an allowed hit. A hit that can never fit, and any hit of a
+// block rule, has no wait after which it would be allowed; it is told to
+// wait a whole period at least (longer if the key needs longer to be full
+// again), so that a client that obeys does not retry at once, and forever.
 func (d *planned) wait(j int) time.Duration {
 	r := d.results[j]
 	switch {
 	case r.Allowed:
 		return r.ResetAfter
-	case d.neverFits(j):
+	case d.neverFits(j), d.rules[j].Limit.Blocks():
 		return max(r.ResetAfter, d.rules[j].Limit.Period)
 	}
 	return r.RetryAfter
 }
 
 // neverFits reports whether the descriptor's cost is above what limit j
-// can ever allow.
+// can ever allow. A block rule allows nothing, but refuses as a limit
+// does, not for the cost: it is over the limit.
 func (d *planned) neverFits(j int) bool {
-	return d.cost > d.rules[j].Limit.MaxCost()
+	l := d.rules[j].Limit
+	return !l.Blocks() && d.cost > l.MaxCost()
 }
 
 // overall reports whether the request is refused: a descriptor over that

@@ -283,3 +283,22 @@ func TestNewRefuses(t *testing.T) {
 		})
 	}
 }
+
+// A requests_per_unit of 0 is a block rule (Envoy Gateway's requests: 0),
+// not a missing field: the snapshot is applied and ACKed, not NACKed.
+func TestBlockRuleSnapshotApplied(t *testing.T) {
+	m := xdstest.NewMTLS(t, "ratelimit")
+	srv := xdstest.Start(t, xdstest.Options{TLS: m.ServerTLS(t, m.CA)})
+	srv.Set(t, node, "1", limit("api", "api", "path", 0))
+	var a applied
+	run(t, xds.Options{Server: srv.Addr, NodeID: node, TLS: clientTLS(m), Apply: a.apply,
+		Backoff: xds.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond, Factor: 2}})
+	eventually(t, "snapshot 1 ACKed", func() bool { return srv.Find(ackOf("1")) != nil })
+	versions, cfg := a.get()
+	if len(versions) != 1 || requestsPerUnit(cfg, "api") != 0 || !cfg.Domains["api"].Descriptors[0].Rules[0].Limit.Blocks() {
+		t.Errorf("applied: got %v with api at %d, want version 1 with api's block rule", versions, requestsPerUnit(cfg, "api"))
+	}
+	if nack := srv.Find(func(r *discoveryv3.DiscoveryRequest) bool { return r.GetErrorDetail() != nil }); nack != nil {
+		t.Errorf("got a NACK: %v", nack.GetErrorDetail())
+	}
+}

@@ -19,8 +19,10 @@ import (
 // The message has a subset of the file's fields (no algorithm, burst,
 // unit_multiplier, failure_mode, count_refused or rate_limits), so its
 // limits have the file's defaults for those. In proto3 a
-// zero is no value: an empty domain or key, requests_per_unit 0 and unit
-// UNKNOWN read as missing. FromProto checks the message against
+// zero is no value: an empty domain or key and unit UNKNOWN read as
+// missing. requests_per_unit is the exception: 0 is a block rule, as it is
+// in a file and in envoyproxy/ratelimit, so a rate_limit that is not
+// unlimited always has one. FromProto checks the message against
 // DefaultOptions.
 func FromProto(resource string, m *rlsconfv3.RateLimitConfig) (*Domain, error) {
 	return DefaultOptions().FromProto(resource, m)
@@ -72,7 +74,7 @@ func protoRule(m *rlsconfv3.RateLimitPolicy, path string) *rawRule {
 	r := &rawRule{
 		at:              pos{name: "rate_limit", path: path},
 		name:            m.GetName(),
-		requestsPerUnit: protoField(int64(m.GetRequestsPerUnit()), m.GetRequestsPerUnit() != 0, "requests_per_unit", path+".requests_per_unit"),
+		requestsPerUnit: protoField(int64(m.GetRequestsPerUnit()), !m.GetUnlimited(), "requests_per_unit", path+".requests_per_unit"),
 		unit:            protoField(strings.ToLower(unit.String()), unit != rlsconfv3.RateLimitUnit_UNKNOWN, "unit", path+".unit"),
 		unlimited:       protoField(m.GetUnlimited(), m.GetUnlimited(), "unlimited", path+".unlimited"),
 	}

@@ -1,7 +1,9 @@
 package config
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	rlsconfv3 "github.com/envoyproxy/go-control-plane/ratelimit/config/ratelimit/v3"
 )
@@ -115,11 +117,6 @@ func TestFromProtoErrors(t *testing.T) {
 			"x.yaml:4: rate_limit: has no unit", "res: descriptors[0].rate_limit: has no unit",
 		},
 		{
-			"no requests", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second}\n",
-			rule(&rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_SECOND}),
-			"x.yaml:4: rate_limit: has no requests_per_unit", "res: descriptors[0].rate_limit: has no requests_per_unit",
-		},
-		{
 			"unknown unit", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: \"9\", requests_per_unit: 1}\n",
 			rule(&rlsconfv3.RateLimitPolicy{Unit: 9, RequestsPerUnit: 1}),
 			`x.yaml:4: unit: want second, minute, hour, day, week, month or year, got "9"`,
@@ -147,11 +144,11 @@ func TestFromProtoErrors(t *testing.T) {
 			"x.yaml:4: a.k: duplicate descriptor, first at line 3", "res: descriptors[1] (a.k): duplicate descriptor, first at descriptors[0]",
 		},
 		{
-			"nested", "domain: a\ndescriptors:\n  - key: k\n    descriptors:\n      - key: j\n        rate_limit: {unit: day}\n",
+			"nested", "domain: a\ndescriptors:\n  - key: k\n    descriptors:\n      - key: j\n        rate_limit: {requests_per_unit: 3}\n",
 			&rlsconfv3.RateLimitConfig{Domain: "a", Descriptors: []*rlsconfv3.RateLimitDescriptor{{Key: "k", Descriptors: []*rlsconfv3.RateLimitDescriptor{
-				{Key: "j", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_DAY}},
+				{Key: "j", RateLimit: &rlsconfv3.RateLimitPolicy{RequestsPerUnit: 3}},
 			}}}},
-			"x.yaml:6: rate_limit: has no requests_per_unit", "res: descriptors[0].descriptors[0].rate_limit: has no requests_per_unit",
+			"x.yaml:6: rate_limit: has no unit", "res: descriptors[0].descriptors[0].rate_limit: has no unit",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,6 +157,35 @@ func TestFromProtoErrors(t *testing.T) {
 			_, err = FromProto("res", tc.message)
 			checkError(t, "FromProto", err, tc.msgError)
 		})
+	}
+}
+
+// requests_per_unit 0 is a block rule in a message as in a file, where
+// proto3 cannot tell it from a missing field: a snapshot of Envoy
+// Gateway's requests: 0 loads rather than being NACKed.
+func TestFromProtoBlockRule(t *testing.T) {
+	rule := func(p *rlsconfv3.RateLimitPolicy) *rlsconfv3.RateLimitConfig {
+		return &rlsconfv3.RateLimitConfig{Domain: "a", Descriptors: []*rlsconfv3.RateLimitDescriptor{{Key: "k", RateLimit: p}}}
+	}
+	d, err := FromProto("res", rule(&rlsconfv3.RateLimitPolicy{Name: "closed", Unit: rlsconfv3.RateLimitUnit_MINUTE}))
+	if err != nil {
+		t.Fatalf("FromProto: %v", err)
+	}
+	f, err := Parse("x.yaml", []byte("domain: a\ndescriptors:\n  - key: k\n    rate_limit: {name: closed, unit: minute, requests_per_unit: 0}\n"))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	for what, d := range map[string]*Domain{"message": d, "file": f} {
+		var r *Rule
+		if rs := d.Descriptors[0].Rules; len(rs) == 1 {
+			r = rs[0]
+		}
+		if r == nil || !r.Limit.Blocks() || r.Limit.Period != time.Minute || r.Name != "closed" {
+			t.Errorf("%s: got rule %+v, want the block rule closed, 0 per minute", what, r)
+		}
+	}
+	if _, err := FromProto("res", rule(&rlsconfv3.RateLimitPolicy{})); err == nil || !strings.Contains(err.Error(), "has no unit") {
+		t.Errorf("FromProto of an empty rate_limit: got %v, want has no unit", err)
 	}
 }
 

@@ -225,7 +225,8 @@ func (v validator) ruleFields(r *Rule, raw *rawRule) (ruleFields, error) {
 	rf := ruleFields{algorithm: v.algorithm, multiplier: 1}
 	var err error
 	if f := raw.requestsPerUnit; f.set {
-		if err := bounds(f, 1); err != nil {
+		// 0 is a block rule, envoyproxy/ratelimit's: every request refused.
+		if err := bounds(f, 0); err != nil {
 			return rf, err
 		}
 	}
@@ -316,6 +317,9 @@ func (v validator) limit(r *Rule, raw *rawRule, rf ruleFields) error {
 	}
 	burst, requests := raw.burst.v, raw.requestsPerUnit.v
 	if f := raw.burst; f.set {
+		if requests == 0 {
+			return f.at.nameErrorf("a block rule (requests_per_unit 0, every request refused) takes no burst")
+		}
 		switch algorithm {
 		case limits.TokenBucket:
 			if burst < 1 {

@@ -260,7 +260,7 @@ func TestInvalidLimitIsAnError(t *testing.T) {
 	s := memory.New(memory.Options{SweepInterval: -1})
 	defer s.Close()
 	hits := []limits.Hit{
-		{Key: "zero", Limit: limits.Limit{Algorithm: limits.FixedWindow, Period: time.Second}, Cost: 1},
+		{Key: "negative", Limit: limits.Limit{Algorithm: limits.FixedWindow, Requests: -1, Period: time.Second}, Cost: 1},
 		{Key: "ok", Limit: hour, Cost: 1},
 		{Key: "no period", Limit: limits.Limit{Algorithm: limits.TokenBucket, Requests: 1}, Cost: 1},
 	}
@@ -345,7 +345,7 @@ func TestJointRunWithAnInvalidLimitIsNotDecided(t *testing.T) {
 	defer s.Close()
 	hits := []limits.Hit{
 		{Key: "{t}a", Limit: hour, Cost: 1, Joint: true},
-		{Key: "{t}b", Limit: limits.Limit{Algorithm: limits.FixedWindow, Period: time.Second}, Cost: 1, Joint: true},
+		{Key: "{t}b", Limit: limits.Limit{Algorithm: limits.FixedWindow, Requests: -1, Period: time.Second}, Cost: 1, Joint: true},
 		{Key: "{t}c", Limit: hour, Cost: 1},
 		{Key: "alone", Limit: hour, Cost: 1},
 	}

@@ -44,7 +44,8 @@
 //   - count_refused limits keep their charge, refused or not, also in a
 //     refused run: a window's count stops at 2N, a log keeps members up to
 //     2N, a bucket's debt stops at one period's worth.
-//   - A peek, and a hit that can never fit, read and write nothing.
+//   - A peek, and a hit that can never fit, read and write nothing; a
+//     hit of a block rule (requests_per_unit 0) sends no command at all.
 //
 // Native commands cannot read TIME: they take the instant from the store's
 // estimate of the Redis server's clock (clock.go), which the TIME that a
@@ -296,8 +297,16 @@ type pending interface {
 }
 
 func (wh *windowHit) refundLater() []redis.Cmder { return wh.refund }
-func (bh *bucketHit) refundLater() []redis.Cmder { return bh.refund }
-func (lh *logHit) refundLater() []redis.Cmder    { return lh.refund }
+func (blockHit) refundLater() []redis.Cmder      { return nil }
+
+// blockHit is a hit of a block rule (limits.Limit.Blocks): refused
+// without a command, since Redis keeps nothing for it; its run is refused
+// with it.
+type blockHit struct{}
+
+func (blockHit) undo(context.Context, *work, undoing) func() (limits.Result, error) { return nil }
+func (bh *bucketHit) refundLater() []redis.Cmder                                    { return bh.refund }
+func (lh *logHit) refundLater() []redis.Cmder                                       { return lh.refund }
 
 // undoing is what an undo needs beyond the hit: whether the hit itself was
 // allowed, and the latest instant (µs) a concurrent hit may have been
@@ -332,7 +341,9 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 	if wk.decisions == 0 {
 		return end
 	}
-	s.send(ctx, wk)
+	if len(wk.cmds) > 0 { // none when every run is a block rule's
+		s.send(ctx, wk)
+	}
 	if wk.err != nil {
 		s.expiries.forget()
 		// The call stopped waiting: its commands may still be running, and
@@ -378,10 +389,12 @@ func (s *Store) plan(ctx context.Context, hits []limits.Hit, results []limits.Re
 			// A count_refused limit keeps what its hit does, whatever the
 			// run's verdict: its refund need not wait.
 			later := refunds && h.Cost < 0 && !h.Limit.CountRefused
-			switch h.Limit.Algorithm {
-			case limits.FixedWindow, limits.SlidingWindow:
+			switch {
+			case h.Limit.Blocks():
+				pend[i] = blockHit{}
+			case isWindow(h.Limit.Algorithm):
 				pend[i] = newWindowHit(ctx, i, h, now, s.expiries, s.prevs, wk, later)
-			case limits.TokenBucket, limits.LeakyBucket:
+			case h.Limit.Algorithm == limits.TokenBucket || h.Limit.Algorithm == limits.LeakyBucket:
 				pend[i] = newBucketHit(ctx, i, h, now, wk, later)
 			default:
 				pend[i] = newLogHit(ctx, i, h, now, s.members, wk, later)
@@ -421,6 +434,8 @@ func (s *Store) decideHits(ctx context.Context, hits []limits.Hit, results []lim
 			var res limits.Result
 			var err error
 			switch h := pend[i].(type) {
+			case blockHit:
+				res = limits.Result{}
 			case *windowHit:
 				res, err = h.decide(ctx, s, back)
 			case *logHit:

@@ -165,7 +165,7 @@ func TestPerHitErrors(t *testing.T) {
 	fw := hourly(limits.FixedWindow, 5)
 	sl := hourly(limits.SlidingLog, 5)
 	lb := allowing(limits.LeakyBucket, 5)
-	invalid := limits.Limit{Algorithm: limits.FixedWindow, Requests: 0, Period: time.Hour}
+	invalid := limits.Limit{Algorithm: limits.FixedWindow, Requests: -1, Period: time.Hour}
 	hits := []limits.Hit{
 		{Key: "a", Limit: good, Cost: 1},
 		{Key: "list", Limit: good, Cost: 1},

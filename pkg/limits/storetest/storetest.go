@@ -311,6 +311,40 @@ func cases() []testCase {
 		leakyCase(), leakyCostCase(), leakyNoQueueCase(), maxDelayCase(),
 		countRefusedCase(), countRefusedLeakyCase(),
 		jointCase(), jointCountRefusedCase(), jointLeakyCase(), jointRepeatedKeyCase(),
+		blockCase(), blockJointCase(),
+	}
+}
+
+// blockCase is a block rule (requests_per_unit 0), of every algorithm:
+// every hit refused, whatever its cost, with nothing to wait for (no
+// RetryAfter) and nothing to reset (remaining 0 is its maximum), and
+// nothing kept, counting refused hits or not.
+func blockCase() testCase {
+	blocked := all(no(0, 0, 0))
+	return testCase{
+		name: "block rule refuses every hit", algs: algorithms, n: 0, period: time.Minute,
+		steps: []step{
+			{cost: 1, want: blocked},
+			{cost: 0, want: blocked},
+			{cost: 5, with: withCountRefused, want: blocked},
+			{same: true, key: "b", cost: 1, want: blocked},
+			{cost: -1, want: blocked},
+			{wait: time.Minute, cost: 1, with: withCountRefused, want: blocked},
+		},
+	}
+}
+
+// blockJointCase: a block rule in a joint run refuses the run, so the
+// other limits keep no charge.
+func blockJointCase() testCase {
+	fresh := per{fw: ok(1, 40*s), sw: ok(1, 100*s), tb: ok(1, 30*s), sl: ok(1, time.Minute)}
+	return testCase{
+		name: "block rule refuses its joint run", n: 0, period: time.Minute, // 20 s into the window
+		steps: []step{
+			{key: "b", n: 2, cost: 1, joint: true, want: fresh},
+			{same: true, cost: 1, want: all(no(0, 0, 0))},
+			{key: "b", n: 2, cost: 0, want: all(ok(2, 0))},
+		},
 	}
 }
 

@@ -96,6 +96,9 @@ func run(args []string, lookupEnv func(string) (string, bool), stdout, stderr io
 	if o.WantsVersion() {
 		return versionCommand(nil, lookupEnv, stdout, stderr)
 	}
+	// The process's own environment: an RLS_ variable of no flag is a
+	// typo the operator set, whatever the drop-in translated.
+	o.NoteEnvironment(os.Environ())
 	return server.Main(o, stderr)
 }
 

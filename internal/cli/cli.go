@@ -10,8 +10,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/envoy-rls/envoy-rls/internal/suggest"
 )
 
 // CommandLine is one command's flags, read the same way by the server and
@@ -241,6 +244,31 @@ func (c *CommandLine) Parse(args []string, lookupEnv func(string) (string, bool)
 		return nil, err
 	}
 	return rest, c.FillEnv(lookupEnv)
+}
+
+// UnknownTwins returns, for each RLS_ variable of environ (NAME=VALUE
+// entries, as os.Environ gives them) that is no flag's twin, a warning
+// naming it, with the twin a typo most likely meant: RLS_REDIS_ULR is
+// nothing, and a start that ignored it silently would use no Redis.
+func (c *CommandLine) UnknownTwins(environ []string) []string {
+	if !c.Env {
+		return nil
+	}
+	var twins []string
+	c.FS.VisitAll(func(f *flag.Flag) {
+		if !c.NoEnv[f.Name] {
+			twins = append(twins, EnvName(f.Name))
+		}
+	})
+	var warnings []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "RLS_") || slices.Contains(twins, name) {
+			continue
+		}
+		warnings = append(warnings, suggest.DidYouMean(name+" is set but is no flag's twin: ignored", name, twins))
+	}
+	return warnings
 }
 
 // EnvName turns a flag name into its environment twin: -redis-url is

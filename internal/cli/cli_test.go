@@ -50,3 +50,24 @@ func TestWrap(t *testing.T) {
 		t.Errorf("a long word: %q", got)
 	}
 }
+
+// An RLS_ variable that is no flag's twin is warned about, with the twin
+// it most likely meant; the twins themselves, a flag without one and other
+// variables are not.
+func TestUnknownTwins(t *testing.T) {
+	cl := New("test", "", "")
+	cl.Env = true
+	cl.NoEnv = map[string]bool{"version": true}
+	cl.FS.String("redis-url", "", "")
+	cl.FS.String("redis-cluster", "", "")
+	cl.FS.Bool("version", false, "")
+	got := cl.UnknownTwins([]string{"RLS_REDIS_URL=redis://a", "RLS_REDIS_ULR=redis://b", "RLS_VERSION=1", "RLS_WHATEVER=x", "REDIS_ULR=c", "PATH=/bin"})
+	want := []string{
+		"RLS_REDIS_ULR is set but is no flag's twin: ignored, did you mean RLS_REDIS_URL?",
+		"RLS_VERSION is set but is no flag's twin: ignored",
+		"RLS_WHATEVER is set but is no flag's twin: ignored",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("UnknownTwins:\n got  %q\n want %q", got, want)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -96,6 +97,16 @@ type Options struct {
 
 	// version asks for the version instead of the server.
 	version bool
+	// envWarnings are the RLS_ variables that are no flag's twin
+	// (NoteEnvironment), logged at the start.
+	envWarnings []string
+}
+
+// NoteEnvironment notes the RLS_ variables of environ (os.Environ's
+// entries) that are no flag's twin, for the start to warn about each, with
+// the twin it most likely meant.
+func (o *Options) NoteEnvironment(environ []string) {
+	o.envWarnings = CommandLine(Help{}).UnknownTwins(environ)
 }
 
 // WantsVersion reports whether -version asks for the version instead of
@@ -208,7 +219,7 @@ func serverFlags(o *Options, h Help) *cli.CommandLine {
 	fs.StringVar(&o.grpcAddr, "grpc-addr", ":8081", "address of Envoy's RateLimitService v3, gRPC health and reflection (unix:PATH for a unix socket)")
 	fs.StringVar(&o.httpAddr, "http-addr", ":8080", "address of the HTTP endpoints (/healthz, /json, /metrics, /rlconfig)")
 	fs.StringVar(&o.debugAddr, "debug-addr", "127.0.0.1:6070", "address of pprof; empty turns it off")
-	fs.StringVar(&o.redisURL, "redis-url", "", "redis://[user:pass@]host:port[/db] or rediss:// (empty: the embedded in-process store)")
+	fs.StringVar(&o.redisURL, "redis-url", "", "redis://[user:pass@]host:port[/db], rediss:// for TLS, or host:port (empty: the embedded in-process store)")
 	redisFlags(fs, o)
 	fs.DurationVar(&o.storeTimeout, "store-timeout", 50*time.Millisecond, "longest a store call may take")
 	fs.Var(failureModeFlag{&o.failureMode}, "failure-mode", "when the store fails: allow (fail open), deny (fail closed), local (this instance's embedded store) or error (gRPC UNAVAILABLE)")
@@ -365,6 +376,7 @@ func (o *Options) checkRedis() error {
 	if err := o.readSecretFiles(); err != nil {
 		return err
 	}
+	o.redisURL = redisURLOf(o.redisURL)
 	var set []string
 	for _, f := range []struct{ name, value string }{
 		{"-redis-url", o.redisURL}, {"-redis-cluster", o.redisCluster}, {"-redis-sentinel", o.redisSentinel},
@@ -384,6 +396,18 @@ func (o *Options) checkRedis() error {
 		return errors.New("-redis-sentinel-master needs -redis-sentinel, the Sentinels to ask for it")
 	}
 	return nil
+}
+
+// redisURLOf is -redis-url as a URL: a bare host:port, which the
+// drop-in's REDIS_URL and redis-cli take, is redis://host:port.
+func redisURLOf(s string) string {
+	if strings.Contains(s, "://") {
+		return s
+	}
+	if host, port, err := net.SplitHostPort(s); err == nil && host != "" && port != "" {
+		return "redis://" + s
+	}
+	return s
 }
 
 // usesRedis reports whether the flags name a Redis (else the embedded

@@ -74,3 +74,36 @@ func TestFlagsErrors(t *testing.T) {
 		}
 	}
 }
+
+// -redis-url takes a bare host:port, as the drop-in's REDIS_URL and
+// redis-cli do; a URL is kept as it is.
+func TestRedisURLHostPort(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:6379":         "redis://127.0.0.1:6379",
+		"redis:6379":             "redis://redis:6379",
+		"[::1]:6379":             "redis://[::1]:6379",
+		"redis://u:p@r:6379/2":   "redis://u:p@r:6379/2",
+		"rediss://r:6380":        "rediss://r:6380",
+		"redis-without-a-port":   "redis-without-a-port",
+		"unix:///run/redis.sock": "unix:///run/redis.sock",
+	} {
+		o, err := parseFlags([]string{"-redis-url", in}, env(nil))
+		if err != nil {
+			t.Errorf("-redis-url %s: %v", in, err)
+			continue
+		}
+		if o.redisURL != want {
+			t.Errorf("-redis-url %s: got %q, want %q", in, o.redisURL, want)
+		}
+	}
+}
+
+// An RLS_ variable that is no flag's twin is noted for the start's warning,
+// with the twin it most likely meant.
+func TestNoteEnvironment(t *testing.T) {
+	o := &Options{}
+	o.NoteEnvironment([]string{"RLS_REDIS_ULR=redis:6379", "RLS_REDIS_URL=redis:6379", "HOME=/"})
+	if want := []string{"RLS_REDIS_ULR is set but is no flag's twin: ignored, did you mean RLS_REDIS_URL?"}; len(o.envWarnings) != 1 || o.envWarnings[0] != want[0] {
+		t.Errorf("warnings: got %q, want %q", o.envWarnings, want)
+	}
+}

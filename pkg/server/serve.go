@@ -69,6 +69,9 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 // answers only once it is loaded: limits that do not load are a
 // *ConfigError, and ctx done before the first xDS snapshot is no error.
 func Run(ctx context.Context, o *Options, log *zap.Logger) error {
+	for _, w := range o.envWarnings {
+		log.Warn(w)
+	}
 	start, err := loadConfig(o, log, nil)
 	if err != nil {
 		return &ConfigError{err}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+
+	"github.com/envoy-rls/envoy-rls/internal/suggest"
 )
 
 // level is a kind of mapping of the limits file with its known fields.
@@ -66,35 +68,5 @@ func (l *level) unknown(name string) string {
 			return fmt.Sprintf("%s (%s)", msg, h.says)
 		}
 	}
-	best, dist := "", 3
-	for _, f := range l.fields {
-		if d := editDistance(strings.ToLower(name), f); d < dist {
-			best, dist = f, d
-		}
-	}
-	if best != "" {
-		return fmt.Sprintf("%s, did you mean %s?", msg, best)
-	}
-	return msg
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return suggest.DidYouMean(msg, name, l.fields)
 }

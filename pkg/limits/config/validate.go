@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/envoy-rls/envoy-rls/internal/suggest"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
@@ -140,29 +141,44 @@ func (v validator) rules(list field[[]*rawRule]) ([]*Rule, error) {
 }
 
 var (
-	unitNamesWant        = oneOf(func(i int) string { return Unit(i).String() }, "unit(")
-	algorithmNamesWant   = oneOf(func(i int) string { return limits.Algorithm(i).String() }, "algorithm(")
-	failureModeNamesWant = oneOf(func(i int) string { return FailureMode(i).String() }, "failure_mode(")
+	unitChoice        = choiceOf(func(i int) string { return Unit(i).String() }, "unit(")
+	algorithmChoice   = choiceOf(func(i int) string { return limits.Algorithm(i).String() }, "algorithm(")
+	failureModeChoice = choiceOf(func(i int) string { return FailureMode(i).String() }, "failure_mode(")
 )
 
-// oneOf joins name(0), name(1), … up to the first name starting with end
-// ("algorithm(" for an out-of-range Algorithm), skipping "default" and
+// choice is the names a field takes (unit, algorithm, failure_mode).
+type choice struct{ names []string }
+
+// choiceOf lists name(0), name(1), … up to the first name starting with
+// end ("algorithm(" for an out-of-range Algorithm), skipping "default" and
 // "unknown", the zero values that no file can name.
-func oneOf(name func(int) string, end string) string {
-	var names []string
+func choiceOf(name func(int) string, end string) choice {
+	var c choice
 	for i := 0; i < 256; i++ {
 		s := name(i)
 		if strings.HasPrefix(s, end) {
 			break
 		}
 		if s != "default" && s != "unknown" {
-			names = append(names, s)
+			c.names = append(c.names, s)
 		}
 	}
-	if len(names) < 2 {
-		return strings.Join(names, "")
+	return c
+}
+
+// want is "a, b or c".
+func (c choice) want() string {
+	if len(c.names) < 2 {
+		return strings.Join(c.names, "")
 	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return strings.Join(c.names[:len(c.names)-1], ", ") + " or " + c.names[len(c.names)-1]
+}
+
+// refuse is the error of f, none of c's names: what was wanted, and the
+// name a typo most likely meant (sliding-window, minutes), as an unknown
+// field gets.
+func (c choice) refuse(f field[string]) *Error {
+	return f.at.errorf("%s", suggest.DidYouMean(fmt.Sprintf("want %s, got %q", c.want(), f.v), f.v, c.names))
 }
 
 // rule validates one rate limit body, an item of a rate_limits list when
@@ -232,12 +248,12 @@ func (v validator) ruleFields(r *Rule, raw *rawRule) (ruleFields, error) {
 	}
 	if f := raw.unit; f.set {
 		if rf.unit, err = ParseUnit(f.v); err != nil {
-			return rf, f.at.errorf("want %s, got %q", unitNamesWant, f.v)
+			return rf, unitChoice.refuse(f)
 		}
 	}
 	if f := raw.algorithm; f.set {
 		if rf.algorithm, err = limits.ParseAlgorithm(f.v); err != nil {
-			return rf, f.at.errorf("want %s, got %q", algorithmNamesWant, f.v)
+			return rf, algorithmChoice.refuse(f)
 		}
 	}
 	if f := raw.burst; f.set {
@@ -252,7 +268,7 @@ func (v validator) ruleFields(r *Rule, raw *rawRule) (ruleFields, error) {
 	}
 	if f := raw.failureMode; f.set {
 		if r.FailureMode, err = ParseFailureMode(f.v); err != nil {
-			return rf, f.at.errorf("want %s, got %q", failureModeNamesWant, f.v)
+			return rf, failureModeChoice.refuse(f)
 		}
 	}
 	for _, name := range raw.replaces {

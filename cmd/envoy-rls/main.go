@@ -85,6 +85,12 @@ func subcommand(args []string, lookupEnv func(string) (string, bool), stdout, st
 
 // run is main with its inputs and outputs passed in, and an exit status out.
 func run(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
+	return runNaming(args, lookupEnv, nil, stdout, stderr)
+}
+
+// runNaming is run, the settings the environment sets named by names
+// (server.Options.NameSettings) when it is not nil.
+func runNaming(args []string, lookupEnv func(string) (string, bool), names func(string) string, stdout, stderr io.Writer) int {
 	if code, ok := subcommand(args, lookupEnv, stdout, stderr); ok {
 		return code
 	}
@@ -99,6 +105,9 @@ func run(args []string, lookupEnv func(string) (string, bool), stdout, stderr io
 	// The process's own environment: an RLS_ variable of no flag is a
 	// typo the operator set, whatever the drop-in translated.
 	o.NoteEnvironment(os.Environ())
+	if names != nil {
+		o.NameSettings(names)
+	}
 	return server.Main(o, stderr)
 }
 
@@ -110,14 +119,15 @@ func dropIn(args []string, lookupEnv func(string) (string, bool), stdout, stderr
 	if code, ok := subcommand(args, lookupEnv, stdout, stderr); ok {
 		return code
 	}
-	env, err := dropin.Environment(lookupEnv, server.CommandLine(serverHelp()))
+	cl := server.CommandLine(serverHelp())
+	env, err := dropin.Environment(lookupEnv, cl)
 	if err != nil {
 		for _, line := range strings.Split(err.Error(), "\n") {
 			fmt.Fprintf(stderr, "%s: %s\n", dropin.Name, line)
 		}
 		return 2
 	}
-	return run(args, env, stdout, stderr)
+	return runNaming(args, env, dropin.Settings(lookupEnv, cl), stdout, stderr)
 }
 
 // about is the start of `envoy-rls -h`; the commands (serverHelp) and

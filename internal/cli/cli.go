@@ -45,7 +45,12 @@ type CommandLine struct {
 	// refused is the first value a flag refused while parsing args: the
 	// flag package keeps only the text of a Set error.
 	refused error
+	// filled are the flags FillEnv set from their twins.
+	filled map[string]bool
 }
+
+// FromEnv reports whether FillEnv set flag name from its RLS_ twin.
+func (c *CommandLine) FromEnv(name string) bool { return c.filled[name] }
 
 // New returns the command line of the command name, whose usage line is
 // name and args, and whose help says about.
@@ -232,7 +237,12 @@ func (c *CommandLine) FillEnv(lookupEnv func(string) (string, bool)) error {
 		}
 		if err := f.Value.(*checkedValue).set(v); err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: %w", EnvName(f.Name), v, err))
+			return
 		}
+		if c.filled == nil {
+			c.filled = map[string]bool{}
+		}
+		c.filled[f.Name] = true
 	})
 	return errors.Join(errs...)
 }

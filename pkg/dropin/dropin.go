@@ -46,6 +46,23 @@ func Environment(lookupEnv func(string) (string, bool), flags *cli.CommandLine) 
 	return e.environment(flags)
 }
 
+// Settings names, for a flag of the server's command line (flags) that
+// the environment sets, the variable of envoyproxy/ratelimit's that
+// stands for it, as the operator would look for it: REDIS_AUTH for
+// -redis-password, RUNTIME_ROOT for -config (with RUNTIME_SUBDIRECTORY and
+// RUNTIME_APPDIRECTORY beside it). "" for a flag whose RLS_ twin is set,
+// which names itself, or that no variable sets.
+func Settings(lookupEnv func(string) (string, bool), flags *cli.CommandLine) func(flag string) string {
+	e := newUpstreamEnv(lookupEnv)
+	e.translate()
+	return func(flag string) string {
+		if from := e.from[flag]; len(from) > 0 && !flags.TwinSet(flag, lookupEnv) {
+			return from[0]
+		}
+		return ""
+	}
+}
+
 // dropInDefaults are the flags the drop-in sets whatever the environment
 // says, so that decisions mean what they mean in envoyproxy/ratelimit: its
 // profile (rls.RatelimitProfile) answers, and gives the limits' defaults (a

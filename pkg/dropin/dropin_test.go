@@ -2,8 +2,6 @@ package dropin
 
 import (
 	"maps"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -185,72 +183,5 @@ func TestDropInFlagsExist(t *testing.T) {
 				t.Errorf("%s: the drop-in translates it to -%s, which the server does not have yet", strings.Join(e.from[name], ", "), name)
 			}
 		}
-	}
-}
-
-// mkfile writes a file, making its directory.
-func mkfile(t *testing.T, path, data string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// configMapDir lays out dir as the kubelet mounts a ConfigMap with the key
-// config.yaml.
-func configMapDir(t *testing.T, dir string) {
-	t.Helper()
-	mkfile(t, filepath.Join(dir, "..2026_12_01_00_00_00.1", "config.yaml"), "domain: d\n")
-	for _, l := range [][2]string{{"..2026_12_01_00_00_00.1", "..data"}, {"..data/config.yaml", "config.yaml"}} {
-		if err := os.Symlink(l[0], filepath.Join(dir, l[1])); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func TestCheckRuntimeDir(t *testing.T) {
-	// A ConfigMap: loaded the same by both, with or without dotfiles.
-	root := t.TempDir()
-	configMapDir(t, filepath.Join(root, "rl", "config"))
-	for _, ignoreDot := range []bool{true, false} {
-		if err := checkRuntimeDir(root, "rl", "config", ignoreDot, false); err != nil {
-			t.Errorf("ConfigMap, ignore dotfiles %v: %v", ignoreDot, err)
-		}
-	}
-	// A directory that does not exist is the loader's to report.
-	if err := checkRuntimeDir(root, "none", "config", true, true); err != nil {
-		t.Errorf("missing directory: %v", err)
-	}
-
-	for _, c := range []struct {
-		name, file           string
-		ignoreDot, watchRoot bool
-		stray                bool
-	}{
-		{"not yaml", "config/limits.conf", true, false, true},
-		{"in a subdirectory", "config/team/limits.yaml", true, false, true},
-		{"dotfile kept", "config/.limits.yaml", false, false, true},
-		{"dotfile skipped", "config/.limits.yaml", true, false, false},
-		{"dot directory skipped", "config/.git/limits.yaml", true, false, false},
-		{"beside the app directory, root watched", "config.extra", true, true, true},
-		{"beside the app directory, root not watched", "config.extra", true, false, false},
-		{"another name beside it", "other.yaml", true, true, false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			root := t.TempDir()
-			mkfile(t, filepath.Join(root, "rl", "config", "limits.yaml"), "domain: d\n")
-			path := filepath.Join(root, "rl", c.file)
-			mkfile(t, path, "domain: e\n")
-			err := checkRuntimeDir(root, "rl", "config", c.ignoreDot, c.watchRoot)
-			switch {
-			case c.stray && (err == nil || !strings.HasPrefix(err.Error(), path+": envoyproxy/ratelimit would load this file")):
-				t.Errorf("got %v, want the error naming %s", err, path)
-			case !c.stray && err != nil:
-				t.Errorf("got %v, want none", err)
-			}
-		})
 	}
 }

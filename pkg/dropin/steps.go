@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"github.com/envoy-rls/envoy-rls/internal/cli"
 )
 
 // The steps of translate that combine several variables into flags. Each
@@ -35,12 +33,10 @@ func (e *upstreamEnv) limitsSource() {
 		return // refused as read, or xDS
 	}
 	root, sub, app := e.val("RUNTIME_ROOT"), e.val("RUNTIME_SUBDIRECTORY"), e.val("RUNTIME_APPDIRECTORY")
+	// What the directory holds besides its limits files is reported at
+	// every load, the start's and each reload's alike (config.NotLoaded),
+	// and served through.
 	e.set("config", filepath.Join(root, sub, app), "RUNTIME_ROOT", "RUNTIME_SUBDIRECTORY", "RUNTIME_APPDIRECTORY")
-	if twin, _ := e.lookup(cli.EnvName("config")); twin == "" {
-		if err := checkRuntimeDir(root, sub, app, e.on("RUNTIME_IGNOREDOTFILES"), e.on("RUNTIME_WATCH_ROOT")); err != nil {
-			e.errs = append(e.errs, err)
-		}
-	}
 }
 
 // grpcTLS is GRPC_SERVER_USE_TLS with its certificate and key, and the

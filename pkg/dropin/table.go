@@ -108,15 +108,15 @@ var variables = []variable{
 	{name: "PROMETHEUS_PATH", def: "/metrics", kind: asFlag, flag: "prometheus-path", needs: withPrometheus},
 	{name: "PROMETHEUS_MAPPER_YAML", kind: text, flag: "prometheus-mapper-yaml", needs: withPrometheus},
 	{name: "PROMETHEUS_RESPONSE_TIME_AS_MILLISECONDS", def: "false", kind: boolean, needs: withPrometheus, refused: "envoy-rls reports the response time in seconds only"},
-	{name: "RUNTIME_ROOT", def: upstreamRuntimeRoot, kind: text, does: "with `RUNTIME_SUBDIRECTORY` and `RUNTIME_APPDIRECTORY`, `-config`: the `*.yaml` and `*.yml` files directly in their path"},
+	{name: "RUNTIME_ROOT", def: upstreamRuntimeRoot, kind: text, does: "with `RUNTIME_SUBDIRECTORY` and `RUNTIME_APPDIRECTORY`, `-config`: the `*.yaml` and `*.yml` files directly in their path; any other file there, and a subdirectory (goruntime loads both), is served through and reported at every load, in the log and in `rls_config_not_loaded_files`"},
 	{name: "RUNTIME_SUBDIRECTORY", kind: text, does: "part of `-config`'s path"},
 	{name: "RUNTIME_APPDIRECTORY", def: "config", kind: text, does: "part of `-config`'s path"},
-	{name: "RUNTIME_IGNOREDOTFILES", def: "false", kind: boolean, does: "names starting with a dot are never loaded; with `false`, one that goruntime would load stops the start"},
+	{name: "RUNTIME_IGNOREDOTFILES", def: "false", kind: boolean, does: "names starting with a dot are never loaded, whatever it says (goruntime loads them with `false`)"},
 	// Honoured whatever it says: envoy-rls watches the application
 	// directory and, through the symlinks it resolves, a swap of the whole
 	// root (package watch), both of which envoyproxy/ratelimit watches one
 	// at a time.
-	{name: "RUNTIME_WATCH_ROOT", def: "true", kind: boolean, does: "both the application directory and a swap of the root reload, whichever it says; with `true`, a `RUNTIME_APPDIRECTORY.*` file beside the application directory stops the start"},
+	{name: "RUNTIME_WATCH_ROOT", def: "true", kind: boolean, does: "both the application directory and a swap of the root reload, whichever it says; a `RUNTIME_APPDIRECTORY.*` file beside the application directory, which goruntime loads with `true`, is not"},
 	{name: "EXPIRATION_JITTER_MAX_SECONDS", def: "300", kind: size, does: "ignored: a key's expiry changes no decision"},
 	{name: "LOCAL_CACHE_SIZE_IN_BYTES", def: "0", kind: size, does: "`-over-limit-cache`: `0` off, any size on. envoy-rls's cache of refused keys holds them until their reset, sized in keys rather than bytes"},
 	{name: "NEAR_LIMIT_RATIO", def: "0.8", kind: ratio, flag: "near-limit-ratio"},
@@ -127,7 +127,7 @@ var variables = []variable{
 	{name: "LIMIT_LIMIT_HEADER", def: "RateLimit-Limit", kind: text, flag: "ratelimit-header-limit"},
 	{name: "LIMIT_REMAINING_HEADER", def: "RateLimit-Remaining", kind: text, flag: "ratelimit-header-remaining"},
 	{name: "LIMIT_RESET_HEADER", def: "RateLimit-Reset", kind: text, flag: "ratelimit-header-reset"},
-	{name: "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", def: "false", kind: boolean, flag: "xds-healthy-needs-config", needs: withXDS},
+	{name: "HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", def: "false", kind: boolean, flag: "healthy-needs-config", does: "`-healthy-needs-config`: `/healthcheck` and gRPC health not serving while the config in force has no domain, from the runtime directory (empty) as from xDS"},
 	{name: "REDIS_SOCKET_TYPE", def: "unix", kind: socketType, does: "`tcp` or `unix` (any case); `unix` for a single Redis only"},
 	{name: "REDIS_TYPE", def: "SINGLE", kind: redisType, does: "`single`, `sentinel` or `cluster` in any case: `-redis-url`, `-redis-sentinel` with `-redis-sentinel-master`, `-redis-cluster`"},
 	{name: "REDIS_URL", def: upstreamRedisSocket, kind: text, does: "single: `host:port` or `redis://[user:pass@]host:port[/db]` (its `username`, `password` and `db` query too), or with `unix` the socket's absolute path; sentinel: `MASTER,host:port,host:port…`; cluster: `host:port,host:port…`"},

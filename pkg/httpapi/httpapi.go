@@ -88,7 +88,9 @@ func Handler(o Options) http.Handler {
 // mode, and restarting it would not help. The body says which: ok,
 // unreachable, or degraded when the store answers for some keys only (a
 // Redis Cluster with a master down, whose error says so with a Degraded
-// method).
+// method). A store that answers but refuses the service's settings (a
+// wrong password, whose error says so with a Refused method) is a
+// configuration error, not an outage: 503, until the settings are fixed.
 func serveHealth(w http.ResponseWriter, r *http.Request, o Options) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if o.Serving != nil && !o.Serving() {
@@ -101,7 +103,12 @@ func serveHealth(w http.ResponseWriter, r *http.Request, o Options) {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		defer cancel()
 		var partial interface{ Degraded() bool }
-		if err := o.StorePing(ctx); errors.As(err, &partial) && partial.Degraded() {
+		var refused interface{ Refused() bool }
+		if err := o.StorePing(ctx); errors.As(err, &refused) && refused.Refused() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "store: refused: "+err.Error()+"\n")
+			return
+		} else if errors.As(err, &partial) && partial.Degraded() {
 			storeState = "store: degraded: " + err.Error()
 		} else if err != nil {
 			storeState = "store: unreachable: " + err.Error()

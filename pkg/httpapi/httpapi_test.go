@@ -100,11 +100,27 @@ func TestHealth(t *testing.T) {
 	if code, body := do(t, h, "GET", "/healthz", ""); code != 200 || !strings.Contains(body, "store: unreachable: 1 of 3 masters") {
 		t.Errorf("every master down: got %d %q, want 200 saying unreachable", code, body)
 	}
+	// A store that refuses the settings is a configuration error: 503
+	// until they are fixed, the body saying what to check.
+	pingErr = fmt.Errorf("ping: %w", refusedError{})
+	if code, body := do(t, h, "GET", "/healthz", ""); code != http.StatusServiceUnavailable || body != "store: refused: ping: WRONGPASS; check REDIS_AUTH\n" {
+		t.Errorf("store refusing the settings: got %d %q, want 503 saying refused", code, body)
+	}
+	pingErr = nil
+	if code, _ := do(t, h, "GET", "/healthz", ""); code != 200 {
+		t.Errorf("settings fixed: got %d, want 200", code)
+	}
 	serving = false
 	if code, _ := do(t, h, "GET", "/healthz", ""); code != http.StatusServiceUnavailable {
 		t.Errorf("shutting down: got %d, want 503", code)
 	}
 }
+
+// refusedError is the error of a store that refuses the settings.
+type refusedError struct{}
+
+func (refusedError) Error() string { return "WRONGPASS; check REDIS_AUTH" }
+func (refusedError) Refused() bool { return true }
 
 // partialError is the error of a store that may answer for some keys: a
 // cluster with masters down.

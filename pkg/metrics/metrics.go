@@ -60,6 +60,11 @@ type Metrics struct {
 	refused       *prometheus.CounterVec
 	ratelimit     *ratelimitStats // envoyproxy/ratelimit's stats (ratelimit.go); nil when off
 
+	// configNotLoaded and storeRefused: operators' mistakes the service
+	// serves through (ConfigNotLoaded, StoreRefused).
+	configNotLoaded prometheus.Gauge
+	storeRefused    prometheus.Gauge
+
 	storeUpMu sync.Mutex
 	// storeSeen is when a store call last set storeUp: a health check
 	// started before it is older news.
@@ -110,6 +115,14 @@ func New() *Metrics {
 			Name: "rls_config_limits",
 			Help: "Limits (rate_limit bodies, unlimited ones included) in the config in force.",
 		}),
+		configNotLoaded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rls_config_not_loaded_files",
+			Help: "Entries of the -config directory in force that were not loaded: files not named *.yaml or *.yml, and subdirectories (each logged at the load).",
+		}),
+		storeRefused: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rls_store_refused",
+			Help: "1 while Redis answers but refuses the service's settings (password, database, TLS), a configuration error that /healthz reports; 0 otherwise.",
+		}),
 		configTime: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rls_config_last_reload_success_timestamp_seconds",
 			Help: "When the config in effect was loaded.",
@@ -137,7 +150,7 @@ func New() *Metrics {
 		}, []string{"what"}),
 	}
 	r.MustRegister(m.decisions, m.storeErrors, m.requests, m.latency, m.storeLatency,
-		m.reloads, m.configSuccess, m.configTime, m.configDomains, m.configLimits, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns, m.refused,
+		m.reloads, m.configSuccess, m.configTime, m.configDomains, m.configLimits, m.configNotLoaded, m.storeRefused, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -254,6 +267,27 @@ func (m *Metrics) ConfigInForce(domains, limits int) {
 	}
 	m.configDomains.Set(float64(domains))
 	m.configLimits.Set(float64(limits))
+}
+
+// ConfigNotLoaded records how many entries of the config directory in
+// force were not loaded (config.Config.NotLoaded).
+func (m *Metrics) ConfigNotLoaded(n int) {
+	if m == nil {
+		return
+	}
+	m.configNotLoaded.Set(float64(n))
+}
+
+// StoreRefused records whether Redis refuses the service's settings.
+func (m *Metrics) StoreRefused(refused bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if refused {
+		v = 1
+	}
+	m.storeRefused.Set(v)
 }
 
 // StoreUp records what a store call found: the store answered, or was

@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -49,7 +51,7 @@ func loadConfig(o *Options, log *zap.Logger, loaded func()) (*startConfig, error
 		if werr == nil {
 			w.Close() //nolint:errcheck // nothing to do about a watch that fails to close
 		}
-		return nil, err
+		return nil, o.missingConfig(err)
 	}
 	if werr != nil {
 		log.Warn("config reload is off", zap.Error(werr))
@@ -58,6 +60,17 @@ func loadConfig(o *Options, log *zap.Logger, loaded func()) (*startConfig, error
 	// An empty config (only -allow-empty-config lets a directory load
 	// empty) is said once the metrics are there (configInForce).
 	return &startConfig{cfg: cfg, watch: w}, nil
+}
+
+// missingConfig is err, the load's error, naming the setting that names
+// the path when the path itself is missing: RUNTIME_ROOT in the drop-in,
+// -config (or RLS_CONFIG) otherwise.
+func (o *Options) missingConfig(err error) error {
+	var ce *config.Error
+	if errors.As(err, &ce) && ce.File == o.configPath && errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s names %s, which does not exist: %w", o.setting("config"), o.configPath, err)
+	}
+	return err
 }
 
 // close stops the watcher when the server stops, or does not start; after
@@ -72,14 +85,14 @@ func (s *startConfig) close() {
 }
 
 // startReload reloads the config from path whenever w, its watcher, calls
-// back: when the contents of its file or directory change, and once a change
+// back (then calls loaded): when the contents of its file or directory change, and once a change
 // written in place has settled, so that a file caught half written is not
 // served. A config that does not load is refused with the same
 // message as at startup, and the last good one stays in effect. A change
 // that leaves the files' bytes as they were (a touch, a ConfigMap update to
 // the same data) is no reload: the watcher does not call back, so the
 // snapshot and the over-limit cache stay, and nothing is logged or counted.
-func startReload(ctx context.Context, wg *sync.WaitGroup, w *watch.Watcher, path string, lo config.Options, svc *rls.Service, m *metrics.Metrics, log *zap.Logger) {
+func startReload(ctx context.Context, wg *sync.WaitGroup, w *watch.Watcher, path string, lo config.Options, svc *rls.Service, m *metrics.Metrics, log *zap.Logger, loaded func()) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -93,6 +106,7 @@ func startReload(ctx context.Context, wg *sync.WaitGroup, w *watch.Watcher, path
 			svc.SetIndex(descriptors.NewIndex(cfg))
 			m.Reload(true, time.Now())
 			configInForce(cfg, path, m, log, true)
+			loaded()
 		})
 	}()
 }
@@ -110,6 +124,14 @@ func startReload(ctx context.Context, wg *sync.WaitGroup, w *watch.Watcher, path
 func configInForce(cfg *config.Config, source string, m *metrics.Metrics, log *zap.Logger, reloaded bool) {
 	n := cfg.Count()
 	m.ConfigInForce(n.Domains, n.Limits)
+	m.ConfigNotLoaded(len(cfg.NotLoaded))
+	if len(cfg.NotLoaded) > 0 {
+		// Served all the same, at every load alike: a start that refused
+		// what a reload had taken would crash-loop every pod at its next
+		// restart.
+		log.Warn("not loaded from the config directory: only its *.yaml and *.yml files are, not other files nor subdirectories",
+			zap.String("source", source), zap.Strings("not_loaded", cfg.NotLoaded))
+	}
 	switch {
 	case n.Domains == 0:
 		// Empty means no limits, every request allowed: the rule stays, as

@@ -39,8 +39,16 @@ func checkConfigInForce(t *testing.T, httpAddr string, domains, healthLine strin
 // the test ends, and returns its HTTP address.
 func serveDir(t *testing.T, dir string, log *zap.Logger, args ...string) string {
 	t.Helper()
+	_, httpAddr := serveConfig(t, dir, log, nil, args...)
+	return httpAddr
+}
+
+// serveConfig is serveDir with the environment env, returning the gRPC
+// address too.
+func serveConfig(t *testing.T, dir string, log *zap.Logger, vars map[string]string, args ...string) (grpcAddr, httpAddr string) {
+	t.Helper()
 	o, err := parseFlags(append([]string{"-config", dir, "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0",
-		"-debug-addr", "", "-shutdown-timeout", "5s"}, args...), env(nil))
+		"-debug-addr", "", "-shutdown-timeout", "5s"}, args...), env(vars))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +63,7 @@ func serveDir(t *testing.T, dir string, log *zap.Logger, args ...string) string 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	serveLoggingUntilCleanup(t, ctx, cancel, o, start, ls, log)
-	return ls.http.Addr().String()
+	return ls.grpc.Addr().String(), ls.http.Addr().String()
 }
 
 // TestEmptiedConfigDirIsLoud: a config directory emptied under

@@ -46,11 +46,14 @@ type Options struct {
 	countRefused     bool
 	mergeDomains     bool
 	allowEmpty       bool
-	maxDelay         time.Duration
-	logLevel         string
-	logFormat        string
-	shutdownTimeout  time.Duration
-	maxKeys          int
+	// healthyNeedsConfig: not healthy while the config in force has no
+	// domain (health.go).
+	healthyNeedsConfig bool
+	maxDelay           time.Duration
+	logLevel           string
+	logFormat          string
+	shutdownTimeout    time.Duration
+	maxKeys            int
 
 	// gRPC TLS and connection lifetime.
 	grpcTLSCert          string
@@ -100,6 +103,30 @@ type Options struct {
 	// envWarnings are the RLS_ variables that are no flag's twin
 	// (NoteEnvironment), logged at the start.
 	envWarnings []string
+	// fromEnv are the flags the environment set; names, when set, names
+	// the variables that set them as the operator wrote them (NameSettings).
+	fromEnv func(flag string) bool
+	names   func(flag string) string
+}
+
+// NameSettings gives the names of the settings the operator wrote, for a
+// flag the environment set: the drop-in's (REDIS_AUTH for
+// -redis-password), so that what refuses a setting names it as it was
+// set. names returns "" for a flag it has no name for.
+func (o *Options) NameSettings(names func(flag string) string) { o.names = names }
+
+// setting names what set flag: the variable the operator set (NameSettings),
+// else its RLS_ twin when the environment set it, else the flag.
+func (o *Options) setting(flag string) string {
+	if o.fromEnv == nil || !o.fromEnv(flag) {
+		return "-" + flag
+	}
+	if o.names != nil {
+		if n := o.names(flag); n != "" {
+			return n
+		}
+	}
+	return cli.EnvName(flag)
 }
 
 // NoteEnvironment notes the RLS_ variables of environ (os.Environ's
@@ -227,6 +254,7 @@ func serverFlags(o *Options, h Help) *cli.CommandLine {
 	answerFlags(fs, &o.answers)
 	statsFlags(fs, &o.stats)
 	xdsFlags(fs, &o.xds)
+	fs.BoolVar(&o.healthyNeedsConfig, "healthy-needs-config", false, "report /healthz and gRPC health as not serving while the config in force has no domain (an empty -config directory, or no xDS snapshot with one), as envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")
 	fs.DurationVar(&o.maxDelay, "max-delay", config.DefaultMaxDelay, "longest wait a leaky_bucket may impose; a file whose worst wait is longer is refused")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or console")
@@ -290,6 +318,7 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), h Help) (*
 	if err := cl.FillEnv(lookupEnv); err != nil {
 		return nil, err
 	}
+	o.fromEnv = cl.FromEnv
 	if err := o.checkRedis(); err != nil {
 		return nil, err
 	}
@@ -335,6 +364,7 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), h Help) (*
 	if err := o.xds.check(cl.FS, o.configPath); err != nil {
 		return nil, err
 	}
+	o.xds.healthyNeedsConfig = o.xds.healthyNeedsConfig || o.healthyNeedsConfig
 	return o, nil
 }
 

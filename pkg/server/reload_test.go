@@ -158,7 +158,7 @@ func TestReloadSameContents(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	startReload(ctx, &wg, w, vol.dir, config.DefaultOptions(), svc, m, zap.New(core))
+	startReload(ctx, &wg, w, vol.dir, config.DefaultOptions(), svc, m, zap.New(core), func() {})
 	ix := svc.Index()
 
 	later := time.Now().Add(time.Hour)

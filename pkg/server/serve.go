@@ -156,10 +156,12 @@ type running struct {
 	// flight, and the health Watch streams that never end by themselves.
 	inflight inflightCounter
 	watches  watchDrain
-	// serving is what /healthz says until the drain begins.
-	serving    atomic.Bool
-	hsrv, dsrv *http.Server // dsrv nil when pprof is off
-	stopStats  func()
+	// serving is what /healthz says until the drain begins; storeRefused
+	// whether Redis refuses the settings, as the store's watch last found.
+	serving      atomic.Bool
+	storeRefused atomic.Bool
+	hsrv, dsrv   *http.Server // dsrv nil when pprof is off
+	stopStats    func()
 
 	wg   sync.WaitGroup
 	errc chan error
@@ -178,7 +180,7 @@ func (r *running) build() error {
 		r.gtls = gtls
 	}
 	r.m = metrics.New()
-	if err := enableStats(o, r.m); err != nil {
+	if err := enableStats(o, r.m, r.log); err != nil {
 		return err
 	}
 	if r.start.xds == nil { // xds.go counts each snapshot
@@ -197,7 +199,7 @@ func (r *running) build() error {
 		return err
 	}
 	r.grpcServer()
-	r.start.serving(r.svc, r.hs, r.m) // xds.go: snapshots swapped into svc, health by -xds-healthy-needs-config
+	r.start.serving(r.svc, r.hs, r.m, r.storeRefused.Load) // xds.go: snapshots swapped into svc, health by -xds-healthy-needs-config
 	r.httpServer()
 	return nil
 }
@@ -234,8 +236,7 @@ func (r *running) grpcServer() {
 	if o.grpcReflection {
 		reflection.Register(r.gs)
 	}
-	r.hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	r.hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	r.updateHealth()
 }
 
 // httpServer makes the server of the HTTP endpoints (package httpapi).
@@ -246,7 +247,7 @@ func (r *running) httpServer() {
 	r.m.JSONBodies(bodies.Held)
 	api := httpapi.Handler(httpapi.Options{
 		Limiter:      r.svc,
-		Serving:      func() bool { return r.serving.Load() && r.start.healthy() },
+		Serving:      func() bool { return r.serving.Load() && r.configHealthy() },
 		StorePing:    r.store.ping,
 		ConfigLines:  func() []string { return r.svc.Index().Config().Lines() },
 		ConfigHealth: func() string { return configHealth(r.svc.Index()) },
@@ -274,19 +275,28 @@ func (r *running) serve(bg context.Context) {
 	}
 	r.stopStats = serveStats(o, r.m, r.ls.stats, r.log, &r.wg, r.errc)
 	if r.start.watch != nil {
-		startReload(bg, &r.wg, r.start.watch, o.configPath, o.loadOptions(), r.svc, r.m, r.log)
+		startReload(bg, &r.wg, r.start.watch, o.configPath, o.loadOptions(), r.svc, r.m, r.log, r.updateHealth)
 	}
 	if r.gtls != nil {
 		r.gtls.run(bg, &r.wg)
 	}
 	if r.store.ping != nil {
 		r.wg.Add(1)
-		go func() { defer r.wg.Done(); watchStore(bg, r.store.ping, r.m, r.log) }()
+		go func() { defer r.wg.Done(); watchStore(bg, r.store.ping, r.m, r.log, r.storeRefusedChanged) }()
 	}
 	r.log.Info("serving", zap.String("grpc", r.grpcLis.Addr().String()), zap.String("http", r.httpLis.Addr().String()),
-		zap.String("config", o.configPath), zap.String("failure_mode", o.failureMode.String()),
+		zap.String("config", r.configSource()), zap.String("failure_mode", o.failureMode.String()),
 		zap.Bool("grpc_tls", o.grpcTLSCert != ""), zap.Bool("grpc_mtls", o.grpcTLSClientCA != ""),
 		zap.Bool("shadow_mode", o.shadowMode), zap.String("profile", o.answers.profile().Name))
+}
+
+// configSource names where the limits come from: the xDS server, or the
+// -config path.
+func (r *running) configSource() string {
+	if r.start.xds != nil {
+		return "xds " + r.o.xds.server
+	}
+	return r.o.configPath
 }
 
 // goServe runs a server's Serve, its error to errc.

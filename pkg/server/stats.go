@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/envoy-rls/envoy-rls/internal/cli"
+	"io/fs"
 	"math"
 	"net"
 	"net/http"
@@ -115,10 +116,13 @@ func listenStats(o *Options, log *zap.Logger) (net.Listener, error) {
 	return l, nil
 }
 
+// noMappings is a mapper config without a mapping.
+const noMappings = "mappings: []\n"
+
 // enableStats turns envoyproxy/ratelimit's stats on in m when they are
 // served, with the mapper file read now: one that does not load stops the
-// start.
-func enableStats(o *Options, m *metrics.Metrics) error {
+// start, and one that does not exist is no mapping, as there.
+func enableStats(o *Options, m *metrics.Metrics, log *zap.Logger) error {
 	s := &o.stats
 	if !s.on() {
 		return nil
@@ -132,8 +136,15 @@ func enableStats(o *Options, m *metrics.Metrics) error {
 	}
 	if s.mapperFile != "" {
 		b, err := os.ReadFile(s.mapperFile)
-		if err != nil {
-			return fmt.Errorf("-prometheus-mapper-yaml: %w", err)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			// As envoyproxy/ratelimit's sink, which ignores the file it
+			// cannot read: no mapping, every stat a family of its own
+			// named as statsd_exporter escapes it. Said at the start.
+			b = []byte(noMappings)
+			log.Warn(fmt.Sprintf("%s names %s, which does not exist: envoyproxy/ratelimit's stats are served without a mapper, each under its own escaped name, as there", o.setting("prometheus-mapper-yaml"), s.mapperFile))
+		case err != nil:
+			return fmt.Errorf("%s: %w", o.setting("prometheus-mapper-yaml"), err)
 		}
 		if len(strings.TrimSpace(string(b))) == 0 {
 			return fmt.Errorf("-prometheus-mapper-yaml %s: the file is empty", s.mapperFile)

@@ -12,6 +12,8 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -238,12 +240,19 @@ func TestStatsMapperFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := enableStats(o, metrics.New()); err == nil || !strings.Contains(err.Error(), "-prometheus-mapper-yaml") {
+	if err := enableStats(o, metrics.New(), zap.NewNop()); err == nil || !strings.Contains(err.Error(), "-prometheus-mapper-yaml") {
 		t.Errorf("a mapper without a name: %v", err)
 	}
+	// A missing file is no mapping, as envoyproxy/ratelimit's sink takes
+	// it: served, and said once.
 	o.stats.mapperFile = filepath.Join(t.TempDir(), "missing.yaml")
-	if err := enableStats(o, metrics.New()); err == nil {
-		t.Error("a missing mapper file: no error")
+	core, logs := observer.New(zapcore.WarnLevel)
+	m := metrics.New()
+	if err := enableStats(o, m, zap.New(core)); err != nil {
+		t.Errorf("a missing mapper file: %v, want it served without a mapper", err)
+	}
+	if w := logs.All(); len(w) != 1 || !strings.HasPrefix(w[0].Message, "-prometheus-mapper-yaml names "+o.stats.mapperFile+", which does not exist") {
+		t.Errorf("a missing mapper file: got warnings %v, want one naming -prometheus-mapper-yaml", w)
 	}
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -92,7 +93,8 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 			log.Info("cluster master answers again, or its slots moved: its keys are decided again", zap.String("master", addr))
 		}
 	}})
-	warmUp(s.Ping, log)
+	ping := func(ctx context.Context) error { return o.refusal(s.Ping(ctx)) }
+	warmUp(ping, log)
 	// Once Redis is found down for a store timeout, stop waiting on it:
 	// answer by the failure mode at once, and probe it, first after one
 	// store timeout, then backing off to twice a second. Each call's finding
@@ -136,7 +138,7 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 	}
 	log.Info("using Redis", zap.Bool("cluster", len(seeds) > 0), zap.Bool("sentinel", o.redisSentinel != ""),
 		zap.Bool("over_limit_cache", o.overLimitCache))
-	return &storeHandle{Store: store, local: mem, ping: s.Ping, onConfigChange: onConfigChange, close: func() error {
+	return &storeHandle{Store: store, local: mem, ping: ping, onConfigChange: onConfigChange, close: func() error {
 		s.Close() // the merged pipelines in flight, before their client
 		mem.Close()
 		return client.Close()
@@ -172,27 +174,45 @@ const warmUpBound = time.Second
 // warmUp opens the first Redis connection before the service answers, so
 // that the first decisions do not wait on a dial, a TLS handshake and AUTH
 // that -store-timeout may not cover (they would take the failure mode).
-// A Redis that does not answer is logged and left to the failure mode.
+// A Redis that does not answer is logged and left to the failure mode; one
+// that refuses the settings is a configuration error, said in one line
+// that names them, and health reports it until they are fixed.
 func warmUp(ping func(context.Context) error, log *zap.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), warmUpBound)
 	defer cancel()
-	if err := ping(ctx); err != nil {
+	err := ping(ctx)
+	var refused *refusedStore
+	switch {
+	case errors.As(err, &refused):
+		log.Error("Redis refuses the settings: deciding by the failure mode, and reporting unhealthy, until they are fixed",
+			zap.String("check", refused.settings), zap.Error(err))
+	case err != nil:
 		log.Warn("Redis does not answer yet: deciding by the failure mode until it does", zap.Error(err))
 	}
 }
 
 // watchStore keeps the store-up gauge current while no calls come (the
-// breaker sets it from the calls), and on a cluster.
-func watchStore(ctx context.Context, ping func(context.Context) error, m *metrics.Metrics, log *zap.Logger) {
+// breaker sets it from the calls), and on a cluster; and tells refused
+// whenever a Redis starts or stops refusing the settings.
+func watchStore(ctx context.Context, ping func(context.Context) error, m *metrics.Metrics, log *zap.Logger, refused func(bool)) {
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
-	wasUp := true
+	wasUp, wasRefused := true, false
 	for {
 		start := time.Now()
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		err := ping(pctx)
 		cancel()
 		m.StoreChecked(start, err == nil)
+		var rs *refusedStore
+		if is := errors.As(err, &rs); is != wasRefused {
+			wasRefused = is
+			m.StoreRefused(is)
+			refused(is)
+			if !is && err == nil {
+				log.Info("Redis accepts the settings again")
+			}
+		}
 		if (err == nil) != wasUp {
 			if err != nil {
 				log.Warn("store unreachable", zap.Error(err))

@@ -12,10 +12,8 @@ import (
 	"sync"
 	"time"
 
-	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
@@ -172,6 +170,9 @@ type xdsSource struct {
 	hs  *health.Server
 	m   *metrics.Metrics
 	log *zap.Logger
+	// storeRefused reports a Redis refusing the settings, which gRPC
+	// health reports too (health.go); nil before serving.
+	storeRefused func() bool
 	// loads are the snapshots applied (true) and refused (false) before
 	// the metrics were there, for them to count.
 	loads []load
@@ -251,18 +252,21 @@ func (s *xdsSource) healthyLocked() bool {
 	return !s.o.healthyNeedsConfig || s.cfg != nil && len(s.cfg.Domains) > 0
 }
 
+// healthChanged gives gRPC health the say of something besides the config
+// (a Redis refusing the settings).
+func (s *xdsSource) healthChanged() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.setHealth()
+}
+
 // setHealth gives gRPC health the config's say (s.mu held). Once the
 // server shuts down, the health server ignores it.
 func (s *xdsSource) setHealth() {
 	if s.hs == nil {
 		return
 	}
-	st := healthpb.HealthCheckResponse_SERVING
-	if !s.healthyLocked() {
-		st = healthpb.HealthCheckResponse_NOT_SERVING
-	}
-	s.hs.SetServingStatus("", st)
-	s.hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, st)
+	setGRPCHealth(s.hs, s.healthyLocked() && (s.storeRefused == nil || !s.storeRefused()))
 }
 
 // stats are the client's counts, for the metrics.
@@ -300,7 +304,7 @@ func (s *startConfig) waitFirst(ctx context.Context, log *zap.Logger) bool {
 // to the xDS client's snapshots: a snapshot applied since the service
 // was built is swapped in, the loads so far are counted, and gRPC health
 // follows -xds-healthy-needs-config. Nothing to do for a file.
-func (s *startConfig) serving(svc *rls.Service, hs *health.Server, m *metrics.Metrics) {
+func (s *startConfig) serving(svc *rls.Service, hs *health.Server, m *metrics.Metrics, storeRefused func() bool) {
 	x := s.xds
 	if x == nil {
 		return
@@ -308,7 +312,7 @@ func (s *startConfig) serving(svc *rls.Service, hs *health.Server, m *metrics.Me
 	m.Registry.MustRegister(metrics.NewXDSCollector(x.stats))
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.svc, x.hs, x.m = svc, hs, m
+	x.svc, x.hs, x.m, x.storeRefused = svc, hs, m, storeRefused
 	if x.cfg != nil && x.cfg != s.cfg {
 		svc.SetIndex(descriptors.NewIndex(x.cfg))
 	}
@@ -320,10 +324,4 @@ func (s *startConfig) serving(svc *rls.Service, hs *health.Server, m *metrics.Me
 	}
 	x.loads = nil
 	x.setHealth()
-}
-
-// healthy reports whether the config lets /healthz say the service is
-// serving (xdsSource.healthy); a file's always does.
-func (s *startConfig) healthy() bool {
-	return s.xds == nil || s.xds.healthy()
 }

@@ -20,6 +20,9 @@ import (
 type Config struct {
 	// Domains maps a domain name to its tree, one domain per file.
 	Domains map[string]*Domain
+	// NotLoaded are the entries of a directory Load read that it did not
+	// load (NotLoaded): none for a file, or from xDS.
+	NotLoaded []string
 }
 
 // Domain is the descriptor tree of one domain.

@@ -59,3 +59,38 @@ func DirFiles(dir string) ([]string, error) {
 	}
 	return files, first
 }
+
+// NotLoaded lists what directory dir holds besides its limits files and
+// the names skipped by design (those starting with a dot): a file that is
+// not *.yaml or *.yml (notes.txt), a subdirectory (team/, whose files are
+// not read), anything else that is no regular file. They are the
+// operator's to know of, since envoyproxy/ratelimit's runtime loads every
+// file, subdirectories too. Paths in name order, a directory's ending in
+// a slash; none when dir cannot be read.
+func NotLoaded(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		info, err := os.Stat(path) // symlinks followed, as DirFiles does
+		switch {
+		case err != nil:
+			// A dangling limits file is Load's error; any other, not loaded.
+			if !IsLimitsFileName(name) {
+				out = append(out, path)
+			}
+		case info.IsDir():
+			out = append(out, path+string(filepath.Separator))
+		case !info.Mode().IsRegular() || !IsLimitsFileName(name):
+			out = append(out, path)
+		}
+	}
+	return out
+}

@@ -89,3 +89,40 @@ func baseNames(files []string) []string {
 	}
 	return out
 }
+
+// What a directory holds besides its limits files is listed, and carried
+// by the config Load reads from it; dot names are not.
+func TestNotLoaded(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.yaml", "domain: a\n")
+	write("notes.txt", "remember\n")
+	write("team/limits.yaml", "domain: team\n")
+	write(".hidden", "x")
+	write("..2026_11_30.1/a.yaml", "domain: a\n")
+	if err := os.Symlink("nowhere", filepath.Join(dir, "gone.txt")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(dir, "gone.txt"), filepath.Join(dir, "notes.txt"), filepath.Join(dir, "team") + "/"}
+	if got := NotLoaded(dir); !slices.Equal(got, want) {
+		t.Errorf("NotLoaded: got %q, want %q", got, want)
+	}
+	c, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Domains) != 1 || !slices.Equal(c.NotLoaded, want) {
+		t.Errorf("Load: got domains %v, not loaded %q; want a alone, and %q", c.Domains, c.NotLoaded, want)
+	}
+	if c, err := Load(filepath.Join(dir, "a.yaml")); err != nil || c.NotLoaded != nil {
+		t.Errorf("Load of a file: got %v, not loaded %q; want none", err, c.NotLoaded)
+	}
+}

@@ -95,6 +95,9 @@ func (o Options) Load(path string) (*Config, error) {
 			return nil, err
 		}
 	}
+	if len(files) != 1 || files[0] != path {
+		j.c.NotLoaded = NotLoaded(path)
+	}
 	return j.c, nil
 }
 

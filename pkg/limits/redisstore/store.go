@@ -135,6 +135,7 @@ type Options struct {
 type Store struct {
 	members    *logMembers // names of the sliding log members this store adds
 	client     redisClient
+	single     singleAddr // a single Redis over TCP (refusal.go)
 	cluster    bool
 	clock      func() int64  // Options.Clock
 	redisClock redisClock    // Redis's clock, estimated, when clock is nil
@@ -163,7 +164,7 @@ func New(client redisClient, opts Options) *Store {
 		onPipeline = func(int) {}
 	}
 	_, cluster := client.(*redis.ClusterClient)
-	s := &Store{members: newLogMembers(), client: client, cluster: cluster, clock: opts.Clock, onPipeline: onPipeline,
+	s := &Store{members: newLogMembers(), client: client, single: singleOf(client), cluster: cluster, clock: opts.Clock, onPipeline: onPipeline,
 		expiries: newExpirySeen(), prevs: newPrevCounts()}
 	switch {
 	case opts.Batching == BatchOff:
@@ -198,7 +199,8 @@ func (s *Store) Close() {
 	s.probes.Wait()
 }
 
-// Ping reports whether Redis answers, for health checks. On a cluster it
+// Ping reports whether Redis answers, for health checks: a Redis that
+// answers but refuses the client's settings is a *RefusedError. On a cluster it
 // reloads the client's map of the slots and PINGs every master (or answers
 // what such a check found less than reloadEvery ago, so that health checks
 // cost Redis little however many come): if some do not answer, the error is
@@ -215,7 +217,7 @@ func (s *Store) Ping(ctx context.Context) error {
 		return nil
 	}
 	if err := s.client.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("redisstore: ping: %w", err)
+		return s.refusal(ctx, fmt.Errorf("redisstore: ping: %w", err))
 	}
 	return nil
 }

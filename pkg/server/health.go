@@ -1,0 +1,52 @@
+package server
+
+import (
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+// Health, beyond serving until the drain: /healthz and gRPC health report
+// not serving while the config in force has no domain under
+// -healthy-needs-config (or -xds-healthy-needs-config), as
+// envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED, and
+// while Redis refuses the settings (refused.go): /healthz finds that at
+// each check, gRPC health from the store's watch.
+
+// setGRPCHealth sets both of gRPC health's names to serving or not. Once
+// the drain has shut hs down, it ignores this.
+func setGRPCHealth(hs *health.Server, serving bool) {
+	st := healthpb.HealthCheckResponse_SERVING
+	if !serving {
+		st = healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	hs.SetServingStatus("", st)
+	hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, st)
+}
+
+// configHealthy reports whether the config in force lets the service
+// report healthy: an xDS snapshot's say (xdsSource.healthy), or, from
+// files, a domain in force when -healthy-needs-config asks for one.
+func (r *running) configHealthy() bool {
+	if r.start.xds != nil {
+		return r.start.xds.healthy()
+	}
+	return !r.o.healthyNeedsConfig || len(r.svc.Index().Config().Domains) > 0
+}
+
+// updateHealth gives gRPC health the say of the config in force and of the
+// store.
+func (r *running) updateHealth() {
+	if r.start.xds != nil {
+		r.start.xds.healthChanged()
+		return
+	}
+	setGRPCHealth(r.hs, r.configHealthy() && !r.storeRefused.Load())
+}
+
+// storeRefusedChanged records whether Redis refuses the settings, for
+// gRPC health.
+func (r *running) storeRefusedChanged(refused bool) {
+	r.storeRefused.Store(refused)
+	r.updateHealth()
+}

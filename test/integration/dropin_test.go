@@ -343,8 +343,15 @@ func TestDropInEnvoyGatewayXDS(t *testing.T) {
 	mtls := credentials.NewTLS(&tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{redistest.KeyPair(t, cert, key)}})
 	c := s.client(t, mtls)
 
+	// The serving line names the limits' source: the xDS server.
+	if out := s.stderr.String(); !strings.Contains(out, `"config": "xds `+xs.Addr+`"`) {
+		t.Errorf("the serving line does not name the xDS server %s as the limits' source; stderr:\n%s", xs.Addr, out)
+	}
+	// Envoy Gateway's requests: 0 is a block rule, not a NACK.
 	xs.Set(t, "envoy-ratelimit", "1", &rlsconfv3.RateLimitConfig{Name: "eg", Domain: "eg", Descriptors: []*rlsconfv3.RateLimitDescriptor{{
 		Key: "tokens", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_HOUR, RequestsPerUnit: 10},
+	}, {
+		Key: "blocked", RateLimit: &rlsconfv3.RateLimitPolicy{Unit: rlsconfv3.RateLimitUnit_HOUR},
 	}}})
 	tokens := limit("", 10, rlsv3.RateLimitResponse_RateLimit_HOUR)
 	// Until the snapshot is applied every call is UNAVAILABLE, as
@@ -356,6 +363,10 @@ func TestDropInEnvoyGatewayXDS(t *testing.T) {
 		return err == nil && r.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit() == 10
 	}) {
 		t.Fatalf("the snapshot not in force within %s; stderr:\n%s", startBound, s.stderr.String())
+	}
+	for range 2 {
+		checkResponse(t, decideWith(t, c, request("eg", desc("blocked", "b1"))), codeOver,
+			want{codeOver, limit("", 0, rlsv3.RateLimitResponse_RateLimit_HOUR), 0})
 	}
 	checkResponse(t, decideWith(t, c, request("eg", withHits(desc("tokens", "t1"), 25))), codeOver, want{codeOver, tokens, 0})
 	checkResponse(t, decideWith(t, c, request("eg", desc("tokens", "t1"))), codeOver, want{codeOver, tokens, 0})

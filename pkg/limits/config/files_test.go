@@ -93,21 +93,13 @@ func baseNames(files []string) []string {
 // What a directory holds besides its limits files is listed, and carried
 // by the config Load reads from it; dot names are not.
 func TestNotLoaded(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, data string) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("a.yaml", "domain: a\n")
-	write("notes.txt", "remember\n")
-	write("team/limits.yaml", "domain: team\n")
-	write(".hidden", "x")
-	write("..2026_11_30.1/a.yaml", "domain: a\n")
+	dir := writeFiles(t, map[string]string{
+		"a.yaml":                "domain: a\n",
+		"notes.txt":             "remember\n",
+		"team/limits.yaml":      "domain: team\n",
+		".hidden":               "x",
+		"..2026_11_30.1/a.yaml": "domain: a\n",
+	})
 	if err := os.Symlink("nowhere", filepath.Join(dir, "gone.txt")); err != nil {
 		t.Fatal(err)
 	}

@@ -158,12 +158,26 @@ func nativeCluster(t *testing.T) map[string]bool {
 }
 
 // dropIn runs the service as ratelimit with Envoy Gateway's stats
-// settings and drives every family of envoyproxy/ratelimit's: hits
-// within, near and over a limit, shadow mode, an invalid request, a
-// refused reload, and a Redis error under failure mode error.
+// settings, its mapper included (envoy-rls's built-in one without the
+// response time's scale, which is all Envoy Gateway's changes), and drives
+// every family of envoyproxy/ratelimit's: hits within, near and over a
+// limit, shadow mode, an invalid request, a refused reload, and a Redis
+// error under failure mode error.
 func dropIn(t *testing.T) map[string]bool {
+	builtin, err := os.ReadFile("../pkg/metrics/ratelimit_mapper.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gateway := strings.Replace(string(builtin), "    scale: 0.001\n", "", 1)
+	if gateway == string(builtin) {
+		t.Fatal("the built-in mapper has no line `    scale: 0.001` to take out")
+	}
+	mapper := filepath.Join(t.TempDir(), "mapper.yaml")
+	if err := os.WriteFile(mapper, []byte(gateway), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	redis := redistest.Start(t)
-	s, configDir := startDropIn(t, redis.Addr(), "RLS_FAILURE_MODE=error")
+	s, configDir := startDropIn(t, redis.Addr(), "RLS_FAILURE_MODE=error", "PROMETHEUS_MAPPER_YAML="+mapper)
 	c := s.client(t)
 	for range 3 {
 		decide(t, c, "shop", "user", "alice")
@@ -189,7 +203,8 @@ func dropIn(t *testing.T) map[string]bool {
 }
 
 // dropInShadow runs the drop-in with SHADOW_MODE=true, which alone counts
-// requests let through in the service-wide shadow mode.
+// requests let through in the service-wide shadow mode, and the built-in
+// mapper.
 func dropInShadow(t *testing.T) map[string]bool {
 	redis := redistest.Start(t)
 	s, _ := startDropIn(t, redis.Addr(), "SHADOW_MODE=true")

@@ -287,7 +287,7 @@ func start(t *testing.T, path string, launch func(addrs []string) (args, env []s
 			return s
 		}
 		p.kill()
-		if attempt < 3 && strings.Contains(p.stderr.String(), "address already in use") {
+		if attempt < 3 && strings.Contains(p.output(), "address already in use") {
 			continue
 		}
 		t.Fatalf("%s %s: %v", path, strings.Join(args, " "), err)
@@ -304,23 +304,34 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// proc is one run of the binary.
+// proc is one run of the binary, its output written to a file.
 type proc struct {
-	cmd    *exec.Cmd
-	stderr buffer
-	done   chan struct{} // closed once it has exited
+	cmd  *exec.Cmd
+	out  string        // the file of its stdout and stderr
+	done chan struct{} // closed once it has exited
 }
 
 func startProc(t *testing.T, path string, args, env []string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(path, args...), done: make(chan struct{})}
+	p := &proc{cmd: exec.Command(path, args...), out: filepath.Join(t.TempDir(), "output"), done: make(chan struct{})}
+	f, err := os.Create(p.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close() // the child has its own copy
 	p.cmd.Env = env
-	p.cmd.Stdout, p.cmd.Stderr = &p.stderr, &p.stderr
+	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
 	return p
+}
+
+// output is what the process has written so far.
+func (p *proc) output() string {
+	b, _ := os.ReadFile(p.out)
+	return string(b)
 }
 
 func (p *proc) exited() bool {
@@ -345,11 +356,11 @@ func (p *proc) stop(t *testing.T) {
 	select {
 	case <-p.done:
 		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-			t.Errorf("exit status %d after SIGTERM, want 0; output:\n%s", code, p.stderr.String())
+			t.Errorf("exit status %d after SIGTERM, want 0; output:\n%s", code, p.output())
 		}
 	case <-time.After(exitBound):
 		p.kill()
-		t.Errorf("no exit within %s of SIGTERM; output:\n%s", exitBound, p.stderr.String())
+		t.Errorf("no exit within %s of SIGTERM; output:\n%s", exitBound, p.output())
 	}
 }
 
@@ -366,31 +377,13 @@ func waitServing(p *proc, url string) error {
 			}
 		}
 		if p.exited() {
-			return fmt.Errorf("exited before serving; output:\n%s", p.stderr.String())
+			return fmt.Errorf("exited before serving; output:\n%s", p.output())
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: no 200 within %s (last error: %v); output:\n%s", url, startBound, err, p.stderr.String())
+			return fmt.Errorf("%s: no 200 within %s (last error: %v); output:\n%s", url, startBound, err, p.output())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// buffer is an io.Writer safe to read while a process writes to it.
-type buffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 var httpClient = &http.Client{Timeout: callBound}

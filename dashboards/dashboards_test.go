@@ -2,6 +2,7 @@ package dashboards
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -10,6 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
+	"github.com/grafana/grafana-foundation-sdk/go/stat"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -319,6 +325,9 @@ func checkShape(t *testing.T, b *board) {
 		if p.Type == "row" {
 			continue
 		}
+		if !slices.Contains(panelTypes, p.Type) {
+			t.Errorf("panel %q: type %q, want one of %v (TestDashboardsSchema checks those)", p.Title, p.Type, panelTypes)
+		}
 		if p.Datasource == nil || *p.Datasource != wantDatasource {
 			t.Errorf("panel %q: datasource %v, want %v", p.Title, p.Datasource, wantDatasource)
 		}
@@ -361,4 +370,46 @@ func TestChecksCatchMistakes(t *testing.T) {
 			t.Errorf("%s: got error %v, want one saying %q", c.q.text, err, c.want)
 		}
 	}
+}
+
+// panelTypes are the kinds of panel the dashboards use, besides rows:
+// those whose options TestDashboardsSchema knows.
+var panelTypes = []string{"timeseries", "stat"}
+
+// Each dashboard decodes strictly into the types of Grafana's dashboard
+// schema (its foundation SDK's, generated from the schema): no field it
+// does not know, none it requires missing, in the dashboard, its
+// variables, its panels' options and its Prometheus queries.
+func TestDashboardsSchema(t *testing.T) {
+	rt := cog.NewRuntime()
+	rt.RegisterPanelcfgVariant(timeseries.VariantConfig())
+	rt.RegisterPanelcfgVariant(stat.VariantConfig())
+	rt.RegisterDataqueryVariant(prometheus.VariantConfig())
+	for _, name := range boards {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The classic schema, which every Grafana imports; v2 is Grafana
+		// 12's other format.
+		//lint:ignore SA1019 the dashboards are in the classic format
+		var d dashboard.Dashboard
+		if err := buildErrors(d.UnmarshalJSONStrict(data)); err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if err := buildErrors(d.Validate()); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// buildErrors is err, or nil for an empty cog.BuildErrors: the SDK
+// returns its list of errors as an error even when the list is empty.
+func buildErrors(err error) error {
+	var errs cog.BuildErrors
+	if errors.As(err, &errs) && len(errs) == 0 {
+		return nil
+	}
+	return err
 }

@@ -5,6 +5,7 @@ go 1.26.7
 require (
 	github.com/envoy-rls/envoy-rls v0.0.0-00010101000000-000000000000
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
+	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/prometheus/common v0.72.1
 	github.com/prometheus/prometheus v0.316.0
 	google.golang.org/grpc v1.85.0

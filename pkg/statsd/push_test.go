@@ -90,7 +90,9 @@ func TestPlainLines(t *testing.T) {
 				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 			}
 			if !slices.Contains(srv.Lines(), "ratelimit.go.numGC.__env=prod_eu.__team=edge:0|c") &&
-				!slices.ContainsFunc(srv.Lines(), func(l string) bool { return strings.HasPrefix(l, "ratelimit.go.numGoroutine.__env=prod_eu.__team=edge:") && strings.HasSuffix(l, "|g") }) {
+				!slices.ContainsFunc(srv.Lines(), func(l string) bool {
+					return strings.HasPrefix(l, "ratelimit.go.numGoroutine.__env=prod_eu.__team=edge:") && strings.HasSuffix(l, "|g")
+				}) {
 				t.Errorf("no runtime gauge in %q", srv.Lines())
 			}
 			before := len(srv.Lines())
@@ -151,7 +153,9 @@ func TestDogStatsdTags(t *testing.T) {
 		"ratelimit.service.global_shadow_mode|#env:prod":                       1,
 		"ratelimit_server.ShouldRateLimit.total_requests|#env:prod":            2,
 	}
-	notRuntime := func(n string) bool { return !strings.HasPrefix(n, "ratelimit.go.") && !strings.HasPrefix(n, "datadog.") }
+	notRuntime := func(n string) bool {
+		return !strings.HasPrefix(n, "ratelimit.go.") && !strings.HasPrefix(n, "datadog.")
+	}
 	if !srv.WaitFor(5*time.Second, func([]string) bool { return len(srv.Counts(notRuntime)) >= len(want) }) {
 		t.Fatalf("got %q", srv.Lines())
 	}

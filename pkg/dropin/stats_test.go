@@ -25,9 +25,9 @@ func TestDropInStatsSinks(t *testing.T) {
 		{"DogStatsD with tags and mogrifiers", map[string]string{
 			"USE_STATSD": "false", "USE_DOG_STATSD": "true", "STATSD_HOST": "127.0.0.1", "EXTRA_TAGS": "env:prod",
 			"STATS_FLUSH_INTERVAL": "2s", "USE_DOG_STATSD_MOGRIFIERS": "hits, server",
-			"DOG_STATSD_MOGRIFIER_HITS_PATTERN": `^ratelimit\.service\.rate_limit\.([^.]+)\.(.*)\.([^.]+)$`,
-			"DOG_STATSD_MOGRIFIER_HITS_NAME":    "ratelimit.service.rate_limit.$3",
-			"DOG_STATSD_MOGRIFIER_HITS_TAGS":    "domain:$1,descriptor:$2",
+			"DOG_STATSD_MOGRIFIER_HITS_PATTERN":   `^ratelimit\.service\.rate_limit\.([^.]+)\.(.*)\.([^.]+)$`,
+			"DOG_STATSD_MOGRIFIER_HITS_NAME":      "ratelimit.service.rate_limit.$3",
+			"DOG_STATSD_MOGRIFIER_HITS_TAGS":      "domain:$1,descriptor:$2",
 			"DOG_STATSD_MOGRIFIER_SERVER_PATTERN": `^ratelimit_server\.(.*)$`, "DOG_STATSD_MOGRIFIER_SERVER_NAME": "server.$1",
 		}, map[string]string{"statsd-addr": "127.0.0.1:8125", "dogstatsd": "true", "statsd-tags": "env:prod",
 			"statsd-flush-interval": "2s", "dogstatsd-mogrifiers": mogs}},

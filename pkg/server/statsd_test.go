@@ -29,8 +29,8 @@ var statsdWant = func() map[string]uint64 {
 		"ratelimit_server.Check.total_requests":           1,
 	}
 	for key, c := range map[string][5]uint64{ // total_hits, within_limit, near_limit, over_limit, shadow_mode
-		"rl.api_key_gold":                                 {4, 3, 1, 1, 0},
-		"rl.remote_address":                               {5, 5, 1, 0, 0},
+		"rl.api_key_gold":   {4, 3, 1, 1, 0},
+		"rl.remote_address": {5, 5, 1, 0, 0},
 		"rl.source_cluster_proxy.destination_cluster_bar": {11, 10, 2, 1, 0},
 		"rl.shadow":          {2, 1, 1, 1, 1},
 		"rl.client_10_0_0_1": {1, 1, 0, 0, 0},

@@ -137,6 +137,16 @@ func Parse(line string) (Stat, bool) {
 	return st, true
 }
 
+// Key is the stat's name, with its tags, sorted, as |#TAGS.
+func (st Stat) Key() string {
+	if len(st.Tags) == 0 {
+		return st.Name
+	}
+	tags := slices.Clone(st.Tags)
+	slices.Sort(tags)
+	return st.Name + "|#" + strings.Join(tags, ",")
+}
+
 // Counts adds up the counters received whose names keep says to keep, by
 // name (DogStatsD's tags, sorted, appended as |#tags).
 func (s *Server) Counts(keep func(name string) bool) map[string]uint64 {
@@ -150,13 +160,7 @@ func (s *Server) Counts(keep func(name string) bool) map[string]uint64 {
 		if err != nil {
 			continue
 		}
-		key := st.Name
-		if len(st.Tags) > 0 {
-			tags := slices.Clone(st.Tags)
-			slices.Sort(tags)
-			key += "|#" + strings.Join(tags, ",")
-		}
-		out[key] += n
+		out[st.Key()] += n
 	}
 	return out
 }

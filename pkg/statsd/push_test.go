@@ -1,9 +1,11 @@
 package statsd
 
 import (
+	"io"
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -207,20 +209,7 @@ func TestDeadStatsd(t *testing.T) {
 	if n := logs.FilterLevelExact(zap.WarnLevel).Len(); n != 1 {
 		t.Errorf("%d warnings, want 1: %v", n, logs.All())
 	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("listening again on %s: %v", addr, err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = c.Read(make([]byte, 1<<16)) }()
-		}
-	}()
+	listenTCP(t, addr, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
 	record(m)
 	p.Flush()
 	if logs.FilterMessage("statsd: stats go through again").Len() != 1 {
@@ -228,24 +217,45 @@ func TestDeadStatsd(t *testing.T) {
 	}
 }
 
-// TestSlowStatsd: a statsd that takes the connection but reads nothing
-// holds a flush no longer than the write timeout, and what it did not
-// take is dropped and counted.
-func TestSlowStatsd(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// listenTCP listens on addr until the test ends, and hands each
+// connection to each, on a goroutine of its own; the connections close
+// when the test ends.
+func listenTCP(t *testing.T, addr string, each func(net.Conn)) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("listening on %s: %v", addr, err)
 	}
-	t.Cleanup(func() { l.Close() })
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
-			t.Cleanup(func() { c.Close() }) // never read
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			go each(c)
 		}
 	}()
+	return l
+}
+
+// TestSlowStatsd: a statsd that takes the connection but reads nothing
+// holds a flush no longer than the write timeout, and what it did not
+// take is dropped and counted.
+func TestSlowStatsd(t *testing.T) {
+	l := listenTCP(t, "127.0.0.1:0", func(net.Conn) {}) // never read
 	m := kept(t)
 	p := pusher(t, Options{Addr: l.Addr().String(), Timeout: 200 * time.Millisecond}, m, zap.NewNop())
 	// Enough lines to fill the connection's buffers many times over.

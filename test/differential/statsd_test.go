@@ -29,24 +29,30 @@ import (
 func TestDropInStatsdAsEnvoyproxyRatelimit(t *testing.T) {
 	for _, c := range []struct {
 		name, network string
+		limits        string
+		steps         []*rlsv3.RateLimitRequest
 		env           []string
 	}{
-		{"statsd", "tcp", []string{"USE_STATSD=true", "EXTRA_TAGS=team:edge,env:prod"}},
-		{"DogStatsD", "udp", []string{"USE_STATSD=false", "USE_DOG_STATSD=true", "EXTRA_TAGS=team:edge",
+		{"statsd", "tcp", statsLimits, statsSteps(), []string{"USE_STATSD=true", "EXTRA_TAGS=team:edge,env:prod"}},
+		// The local cache's refusals (over_limit_with_local_cache) and the
+		// global shadow mode's (global_shadow_mode).
+		{"statsd, local cache, shadow mode", "tcp", localCacheLimits, localCacheSteps(),
+			[]string{"USE_STATSD=true", "LOCAL_CACHE_SIZE_IN_BYTES=1048576", "SHADOW_MODE=true"}},
+		{"DogStatsD", "udp", statsLimits, statsSteps(), []string{"USE_STATSD=false", "USE_DOG_STATSD=true", "EXTRA_TAGS=team:edge",
 			"USE_DOG_STATSD_MOGRIFIERS=HITS",
 			`DOG_STATSD_MOGRIFIER_HITS_PATTERN=^ratelimit\.service\.rate_limit\.([^.]+)\.(.*)\.([^.]+)$`,
 			"DOG_STATSD_MOGRIFIER_HITS_NAME=ratelimit.service.rate_limit.$3",
 			"DOG_STATSD_MOGRIFIER_HITS_TAGS=domain:$1,descriptor:$2"}},
 	} {
-		t.Run(c.name, func(t *testing.T) { compareStatsd(t, c.network, c.env) })
+		t.Run(c.name, func(t *testing.T) { compareStatsd(t, c.network, c.limits, c.steps, c.env) })
 	}
 }
 
-// compareStatsd runs both services with the statsd environment extra,
-// each pushing to a statsd of its own on network, sends both statsSteps
-// and a health check, and compares what they pushed.
-func compareStatsd(t *testing.T, network string, extra []string) {
-	peer, ours, root := setup(t, statsLimits)
+// compareStatsd runs both services on limitsFile with the statsd
+// environment extra, each pushing to a statsd of its own on network, sends
+// both the steps and a health check, and compares what they pushed.
+func compareStatsd(t *testing.T, network, limitsFile string, steps []*rlsv3.RateLimitRequest, extra []string) {
+	peer, ours, root := setup(t, limitsFile)
 	statsdEnv := func(redisAddr string, ports [3]int, sd *statsdtest.Server) []string {
 		base := slices.DeleteFunc(env(root, redisAddr, ports), func(v string) bool { return strings.HasPrefix(v, "USE_STATSD=") })
 		host, port, _ := strings.Cut(sd.Addr(), ":")
@@ -57,7 +63,6 @@ func compareStatsd(t *testing.T, network string, extra []string) {
 	peerRedis, ourRedis := redistest.Start(t), redistest.Start(t)
 	theirs := startStats(t, "envoyproxy/ratelimit", peer, statsdEnv(peerRedis.Addr(), peerPorts, peerSD), peerPorts)
 	mine := startStats(t, "envoy-rls", ours, statsdEnv(ourRedis.Addr(), ourPorts, ourSD), ourPorts)
-	steps := statsSteps()
 	for _, conn := range []*grpc.ClientConn{theirs, mine} {
 		c := rlsv3.NewRateLimitServiceClient(conn)
 		for _, r := range steps {
@@ -72,24 +77,7 @@ func compareStatsd(t *testing.T, network string, extra []string) {
 		cancel()
 	}
 	a, b := settledStatsd(t, "envoyproxy/ratelimit", peerSD, len(steps)), settledStatsd(t, "envoy-rls", ourSD, len(steps))
-	onlyTheirs, onlyOurs, same := diffLines(a, b)
-	known := 0
-	report := func(who string, lines []string) {
-		for _, l := range lines {
-			if why := knownStatsdDifference(l); why != "" {
-				known++
-				t.Logf("%s only (known: %s): %s", who, why, l)
-				continue
-			}
-			t.Errorf("%s only: %s", who, l)
-		}
-	}
-	report("envoyproxy/ratelimit", onlyTheirs)
-	report("envoy-rls", onlyOurs)
-	t.Logf("%d stats alike, %d only envoyproxy/ratelimit's, %d only envoy-rls's (%d of them known)", same, len(onlyTheirs), len(onlyOurs), known)
-	if testing.Verbose() {
-		t.Logf("envoyproxy/ratelimit:\n%s", strings.Join(a, "\n"))
-	}
+	reportDifferences(t, "stats", a, b, knownStatsdDifference)
 }
 
 // settledStatsd waits until sd has received calls ShouldRateLimit calls'
@@ -124,13 +112,7 @@ func summed(lines []string) (out []string, calls int) {
 		if !ok {
 			continue
 		}
-		name := st.Name
-		if len(st.Tags) > 0 {
-			tags := slices.Clone(st.Tags)
-			slices.Sort(tags)
-			name += "|#" + strings.Join(tags, ",")
-		}
-		k := stat{name, st.Type}
+		k := stat{st.Key(), st.Type}
 		switch {
 		case st.Type == "ms":
 			counts[k]++
@@ -157,10 +139,10 @@ func summed(lines []string) (out []string, calls int) {
 }
 
 // runtimeStat reports a stat whose value is the process's, not the
-// decisions': the Go runtime's, the Redis pool's, the runtime loader's,
-// the DogStatsD client's own.
+// decisions': the Go runtime's, the Redis pool's, the local cache's, the
+// runtime loader's, the DogStatsD client's own.
 func runtimeStat(name string) bool {
-	for _, p := range []string{"ratelimit.go.", "ratelimit.redis_pool.", "runtime.", "datadog."} {
+	for _, p := range []string{"ratelimit.go.", "ratelimit.redis_pool.", "ratelimit.localcache.", "runtime.", "datadog."} {
 		if strings.HasPrefix(name, p) {
 			return true
 		}
@@ -182,6 +164,7 @@ var knownStatsdDifferences = []struct{ part, why string }{
 	{"over_limit|#descriptor:tokens,", "a charged refusal's count before is not known"},
 	{"near_limit|#descriptor:tokens,", "a charged refusal's count before is not known"},
 	{"ratelimit.redis_pool.", "envoy-rls's Redis client is not envoyproxy/ratelimit's; rls_store_* says how the store does"},
+	{"ratelimit.localcache.", "freecache's own gauges; envoy-rls's over-limit cache has rls_over_limit_cache_keys and rls_over_limit_cache_answers_total"},
 	{"runtime.load_attempts", "goruntime's own stats: the limits are loaded by envoy-rls's loader (rls_config_reloads_total)"},
 	{"runtime.num_values", "goruntime's own stats: the limits are loaded by envoy-rls's loader (rls_config_reloads_total)"},
 	{"client_transport:", "the DogStatsD client's telemetry names its transport: udp there, custom here (envoy-rls's writer counts what it drops)"},

@@ -128,11 +128,14 @@ type counterRef struct {
 }
 
 func (c counterRef) add(v uint64) {
+	if v == 0 {
+		return
+	}
 	if c.sd != nil {
 		c.sd.n.Add(v)
 	}
 	switch {
-	case c.s == nil || v == 0:
+	case c.s == nil:
 	case !c.scaled:
 		c.s.ints.Add(v)
 	default:

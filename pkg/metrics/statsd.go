@@ -56,6 +56,9 @@ type statsdStats struct {
 	samplesMu sync.Mutex
 	samples   []timerSample
 	dropped   uint64 // samples past maxTimerSamples, under samplesMu
+	// spare is the last flush's samples, handed over and reused, so that
+	// keeping a sample allocates nothing once the two have grown.
+	spare []timerSample
 
 	flushMu sync.Mutex // one flush at a time
 	runtime runtimeStats
@@ -127,10 +130,11 @@ func (m *Metrics) FlushStatsd(sink StatsdSink) {
 		}
 	}
 	sd.runtime.flush(sink)
-	samples, dropped := sd.takeSamples(nil)
+	samples, dropped := sd.takeSamples(sd.spare)
 	for _, s := range samples {
 		sink.Timer(s.m.timerName, uint64(s.ms))
 	}
+	sd.spare = samples
 	m.StatsdDropped(dropped)
 }
 

@@ -107,3 +107,43 @@ func counterOf(t *testing.T, m *Metrics, name string) float64 {
 	t.Fatalf("no %s", name)
 	return 0
 }
+
+// discard is a StatsdSink that keeps nothing.
+type discard struct{}
+
+func (discard) Counter(string, uint64) {}
+func (discard) Gauge(string, uint64)   {}
+func (discard) Timer(string, uint64)   {}
+
+// BenchmarkStatsdCall is the stats' part of one gRPC call and of one
+// decision with the statsd sink on, beside the families or alone; a flush
+// every 2^16 calls keeps the response times under their bound.
+func BenchmarkStatsdCall(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		o    RatelimitOptions
+	}{
+		{"families", RatelimitOptions{}},
+		{"statsd", RatelimitOptions{Statsd: true, NoFamilies: true}},
+		{"both", RatelimitOptions{Statsd: true}},
+	} {
+		m := enabled(b, bc.o)
+		h := within(walk(b, descriptors.Entry{Key: "remote_address", Value: "10.0.0.1"}), 1, 8)
+		b.Run(bc.name+"/call", func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				m.RatelimitCall("/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", 700*time.Microsecond)
+				if i++; i%(1<<16) == 0 {
+					m.FlushStatsd(discard{})
+				}
+			}
+		})
+		b.Run(bc.name+"/hit", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				m.ratelimit.hit(h)
+			}
+		})
+	}
+}

@@ -149,3 +149,27 @@ func TestStatsdDead(t *testing.T) {
 		return strings.Contains(body, "\nrls_statsd_dropped_total ") && !strings.Contains(body, "\nrls_statsd_dropped_total 0\n")
 	})
 }
+
+// TestStatsdDropIn: the drop-in's DogStatsD environment, mogrifier and
+// tags included, becomes the statsd flags, through their RLS_ twins.
+func TestStatsdDropIn(t *testing.T) {
+	o := dropInOptions(t, map[string]string{
+		"USE_STATSD": "false", "USE_DOG_STATSD": "true", "STATSD_HOST": "dd-agent", "STATSD_PORT": "9125",
+		"EXTRA_TAGS": "env:prod,team:edge", "STATS_FLUSH_INTERVAL": "3s", "USE_DOG_STATSD_MOGRIFIERS": "hits",
+		"DOG_STATSD_MOGRIFIER_HITS_PATTERN": `^ratelimit\.service\.rate_limit\.([^.]+)\.(.*)\.([^.]+)$`,
+		"DOG_STATSD_MOGRIFIER_HITS_NAME":    "ratelimit.service.rate_limit.$3",
+		"DOG_STATSD_MOGRIFIER_HITS_TAGS":    "domain:$1,descriptor:$2",
+		"RUNTIME_ROOT":                      t.TempDir(),
+	})
+	s := &o.statsd
+	if s.addr != "dd-agent:9125" || !s.dog || s.interval != 3*time.Second || len(s.tags.t) != 2 || len(s.mogs.m) != 1 {
+		t.Errorf("got addr %q, dogstatsd %v, interval %v, tags %v, %d mogrifiers", s.addr, s.dog, s.interval, s.tags.t, len(s.mogs.m))
+	}
+	if m := s.mogs.m[0]; m.Name != "ratelimit.service.rate_limit.$3" || m.Tags["descriptor"] != "$2" {
+		t.Errorf("mogrifier %+v", m)
+	}
+	// Unset, USE_STATSD is true, as there: localhost:8125 over TCP.
+	if o := dropInOptions(t, map[string]string{"RUNTIME_ROOT": t.TempDir()}); o.statsd.addr != "localhost:8125" || o.statsd.dog {
+		t.Errorf("USE_STATSD unset: -statsd-addr %q, -dogstatsd %v", o.statsd.addr, o.statsd.dog)
+	}
+}

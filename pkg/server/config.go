@@ -62,13 +62,14 @@ func loadConfig(o *Options, log *zap.Logger, loaded func()) (*startConfig, error
 	return &startConfig{cfg: cfg, watch: w}, nil
 }
 
-// missingConfig is err, the load's error, naming the setting that names
-// the path when the path itself is missing: RUNTIME_ROOT in the drop-in,
-// -config (or RLS_CONFIG) otherwise.
+// missingConfig is err, the load's error, naming the setting to check
+// when the path itself is missing: RUNTIME_ROOT in the drop-in, -config
+// (or RLS_CONFIG) otherwise. The line still starts with the path, as
+// every error of a limits file does.
 func (o *Options) missingConfig(err error) error {
 	var ce *config.Error
 	if errors.As(err, &ce) && ce.File == o.configPath && errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%s names %s, which does not exist: %w", o.setting("config"), o.configPath, err)
+		return fmt.Errorf("%w: check %s", err, o.setting("config"))
 	}
 	return err
 }

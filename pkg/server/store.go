@@ -175,25 +175,22 @@ const warmUpBound = time.Second
 // that the first decisions do not wait on a dial, a TLS handshake and AUTH
 // that -store-timeout may not cover (they would take the failure mode).
 // A Redis that does not answer is logged and left to the failure mode; one
-// that refuses the settings is a configuration error, said in one line
-// that names them, and health reports it until they are fixed.
+// that refuses the settings is a configuration error, which the store's
+// watch says (watchStore) and health reports until they are fixed.
 func warmUp(ping func(context.Context) error, log *zap.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), warmUpBound)
 	defer cancel()
-	err := ping(ctx)
 	var refused *refusedStore
-	switch {
-	case errors.As(err, &refused):
-		log.Error("Redis refuses the settings: deciding by the failure mode, and reporting unhealthy, until they are fixed",
-			zap.String("check", refused.settings), zap.Error(err))
-	case err != nil:
+	if err := ping(ctx); err != nil && !errors.As(err, &refused) {
 		log.Warn("Redis does not answer yet: deciding by the failure mode until it does", zap.Error(err))
 	}
 }
 
 // watchStore keeps the store-up gauge current while no calls come (the
 // breaker sets it from the calls), and on a cluster; and tells refused
-// whenever a Redis starts or stops refusing the settings.
+// whenever a Redis starts or stops refusing the settings. Its first check
+// is at once: a Redis that refuses the settings is said there, in one
+// line that names them, however slow the start's warm-up found it.
 func watchStore(ctx context.Context, ping func(context.Context) error, m *metrics.Metrics, log *zap.Logger, refused func(bool)) {
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
@@ -205,22 +202,24 @@ func watchStore(ctx context.Context, ping func(context.Context) error, m *metric
 		cancel()
 		m.StoreChecked(start, err == nil)
 		var rs *refusedStore
-		if is := errors.As(err, &rs); is != wasRefused {
-			wasRefused = is
-			m.StoreRefused(is)
-			refused(is)
-			if !is && err == nil {
-				log.Info("Redis accepts the settings again")
-			}
+		up, isRefused := err == nil, errors.As(err, &rs)
+		if isRefused != wasRefused {
+			m.StoreRefused(isRefused)
+			refused(isRefused)
 		}
-		if (err == nil) != wasUp {
-			if err != nil {
-				log.Warn("store unreachable", zap.Error(err))
-			} else {
-				log.Info("store reachable again")
-			}
-			wasUp = err == nil
+		switch {
+		case isRefused && !wasRefused:
+			log.Error("Redis refuses the settings: deciding by the failure mode, and reporting unhealthy, until they are fixed",
+				zap.String("check", rs.settings), zap.Error(err))
+		case isRefused:
+		case wasRefused && up:
+			log.Info("Redis accepts the settings again")
+		case !up && (wasUp || wasRefused):
+			log.Warn("store unreachable", zap.Error(err))
+		case up && !wasUp:
+			log.Info("store reachable again")
 		}
+		wasUp, wasRefused = up, isRefused
 		select {
 		case <-ctx.Done():
 			return

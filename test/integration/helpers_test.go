@@ -297,12 +297,20 @@ func startServer(t *testing.T, config string, flags ...string) *server {
 // binding is retried with new ones.
 func startServerWith(t *testing.T, launch func(grpcAddr, httpAddr string) (args, env []string)) *server {
 	t.Helper()
+	return startServerHealth(t, healthpb.HealthCheckResponse_SERVING, launch)
+}
+
+// startServerHealth is startServerWith waiting for gRPC health to answer
+// want: NOT_SERVING for a server that serves but reports unhealthy (a
+// Redis that refuses its settings).
+func startServerHealth(t *testing.T, want healthpb.HealthCheckResponse_ServingStatus, launch func(grpcAddr, httpAddr string) (args, env []string)) *server {
+	t.Helper()
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
 		grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
 		args, env := launch(grpcAddr, httpAddr)
 		p := startProc(t, args, env)
-		err := waitServing(t, p, grpcAddr)
+		err := waitHealth(t, p, grpcAddr, want)
 		if err == nil {
 			s := &server{proc: p, grpcAddr: grpcAddr, httpAddr: httpAddr}
 			t.Cleanup(func() { s.stop(t) })
@@ -323,6 +331,12 @@ func startServerWith(t *testing.T, launch func(grpcAddr, httpAddr string) (args,
 // process exits, or startBound passes.
 func waitServing(t *testing.T, p *proc, addr string) error {
 	t.Helper()
+	return waitHealth(t, p, addr, healthpb.HealthCheckResponse_SERVING)
+}
+
+// waitHealth is waitServing for the status want.
+func waitHealth(t *testing.T, p *proc, addr string, want healthpb.HealthCheckResponse_ServingStatus) error {
+	t.Helper()
 	conn := dial(t, addr)
 	defer conn.Close()
 	hc := healthpb.NewHealthClient(conn)
@@ -332,13 +346,13 @@ func waitServing(t *testing.T, p *proc, addr string) error {
 		resp, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
 		cancel()
 		switch {
-		case err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING:
+		case err == nil && resp.GetStatus() == want:
 			return nil
 		case p.exited():
 			return fmt.Errorf("exited with status %d before serving; stderr:\n%s", p.exitCode(), p.stderr.String())
 		case time.Now().After(deadline):
-			return fmt.Errorf("gRPC health at %s: not SERVING after %s (last answer: %v, error: %v); stderr:\n%s",
-				addr, startBound, resp.GetStatus(), err, p.stderr.String())
+			return fmt.Errorf("gRPC health at %s: not %v after %s (last answer: %v, error: %v); stderr:\n%s",
+				addr, want, startBound, resp.GetStatus(), err, p.stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

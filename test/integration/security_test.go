@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	"github.com/envoy-rls/envoy-rls/internal/redistest"
 )
 
@@ -73,10 +75,11 @@ func TestRedisTLSAndAuth(t *testing.T) {
 	})
 
 	// A wrong password does not stop the service: it answers by its failure
-	// mode, and says why on /healthz and in its log, without the password.
+	// mode, and says why on /healthz (503: a configuration error, not an
+	// outage), in gRPC health and in its log, without the password.
 	t.Run("wrong password", func(t *testing.T) {
 		const wrong = "not-the-password"
-		s := startServer(t, config,
+		s := startServerRefused(t, config,
 			"-redis-url", srv.URLWithUser(user, wrong),
 			"-redis-tls-ca", srv.TLS().CA.File,
 			"-failure-mode", "deny")
@@ -85,8 +88,8 @@ func TestRedisTLSAndAuth(t *testing.T) {
 			t.Errorf("decision with a wrong password and -failure-mode deny: %v, want OVER_LIMIT", resp)
 		}
 		code, body := s.get(t, "/healthz")
-		if code != http.StatusOK || !strings.Contains(body, "WRONGPASS") {
-			t.Errorf("/healthz: %d %q, want 200 naming WRONGPASS", code, body)
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, "WRONGPASS") || !strings.Contains(body, "check -redis-url") {
+			t.Errorf("/healthz: %d %q, want 503 naming WRONGPASS and -redis-url", code, body)
 		}
 		if !poll(reloadBound, func() bool { return strings.Contains(s.stderr.String(), "WRONGPASS") }) {
 			t.Errorf("the log does not say WRONGPASS; stderr:\n%s", s.stderr.String())
@@ -98,14 +101,23 @@ func TestRedisTLSAndAuth(t *testing.T) {
 
 	// A CA that did not sign the server's certificate: refused, and said so.
 	t.Run("wrong CA", func(t *testing.T) {
-		s := startServer(t, config,
+		s := startServerRefused(t, config,
 			"-redis-url", srv.URLWithUser(user, password),
 			"-redis-tls-ca", redistest.NewCA(t).File)
 		if resp := s.decide(t, request("sec", desc("api_key", "ca"))); resp.GetOverallCode() != codeOK {
 			t.Errorf("decision with an untrusted Redis and -failure-mode allow: %v, want OK", resp)
 		}
-		if _, body := s.get(t, "/healthz"); !strings.Contains(body, "certificate signed by unknown authority") {
-			t.Errorf("/healthz: %q, want it to name the unknown authority", body)
+		if code, body := s.get(t, "/healthz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "certificate signed by unknown authority") || !strings.Contains(body, "-redis-tls-ca") {
+			t.Errorf("/healthz: %d %q, want 503 naming the unknown authority and -redis-tls-ca", code, body)
 		}
+	})
+}
+
+// startServerRefused starts the service as startServer does, against a
+// Redis that refuses its settings: serving, and reporting NOT_SERVING.
+func startServerRefused(t *testing.T, config string, flags ...string) *server {
+	t.Helper()
+	return startServerHealth(t, healthpb.HealthCheckResponse_NOT_SERVING, func(grpcAddr, httpAddr string) ([]string, []string) {
+		return append(standardFlags(config, grpcAddr, httpAddr), flags...), nil
 	})
 }

@@ -269,7 +269,9 @@ func TestDecisionSeriesAreBounded(t *testing.T) {
 	if requests := series["rls_requests_total"]; len(requests) > 4 {
 		t.Errorf("rls_requests_total has %d series: %q", len(requests), requests)
 	}
-	if total > 20 {
-		t.Errorf("%d rls_ series after %d requests, want at most 20", total, 2*n)
+	// The series that do not depend on requests (gauges, counters
+	// without labels) and the few above: a bound that does not grow.
+	if total > 22 {
+		t.Errorf("%d rls_ series after %d requests, want at most 22", total, 2*n)
 	}
 }

@@ -74,6 +74,8 @@ descriptors:
     descriptors:
       - key: user
         rate_limit: {unit: hour, requests_per_unit: 2}
+  - key: blocked
+    rate_limit: {name: closed, unit: hour, requests_per_unit: 0}
 `
 
 // env is what both services are given, as Envoy Gateway's Deployment
@@ -185,22 +187,24 @@ func steps() []*rlsv3.RateLimitRequest {
 			s = append(s, r)
 		}
 	}
-	add(req(d("remote_address", "10.0.0.1")), 5)                               // over after 3; refused hits count
-	add(req(d("api_key", "gold")), 2)                                          // named, exact value
-	add(req(d("api_key", "k1")), 3)                                            // bare key
-	add(req(d("path", "/health")), 2)                                          // unlimited
-	add(req(d("tokens", "t1")), 1)                                             // Envoy Gateway's costs: a peek,
-	add(req(withHits(d("tokens", "t1"), 0)), 1)                                // a peek (hits 0)
-	add(req(withHits(d("tokens", "t1"), 25)), 1)                               // then 25 on a limit of 10,
-	add(req(withHits(d("tokens", "t1"), 0)), 1)                                // so the next peek is refused
-	add(req(d("route", "/api/x")), 5)                                          // wildcard
-	add(req(d("route", "/api/x"), d("route", "/api/admin")), 3)                // replaces across descriptors
-	add(req(d("dry", "a")), 3)                                                 // shadow mode
-	add(req(d("quota", "q1"), d("remote_address", "10.0.0.2")), 2)             // one quota over, other fine
-	add(req(d("quota", "q1"), d("quota", "q2")), 2)                            // every quota over
-	add(req(d("team", "a", "user", "u")), 3)                                   // nested
-	add(req(d("team", "a"), d("quota", "q3"), d("team", "b", "user", "v")), 2) // metadata merge
-	add(req(d("unknown", "x")), 1)                                             // no rule
+	add(req(d("remote_address", "10.0.0.1")), 5)                                 // over after 3; refused hits count
+	add(req(d("api_key", "gold")), 2)                                            // named, exact value
+	add(req(d("api_key", "k1")), 3)                                              // bare key
+	add(req(d("path", "/health")), 2)                                            // unlimited
+	add(req(d("tokens", "t1")), 1)                                               // Envoy Gateway's costs: a peek,
+	add(req(withHits(d("tokens", "t1"), 0)), 1)                                  // a peek (hits 0)
+	add(req(withHits(d("tokens", "t1"), 25)), 1)                                 // then 25 on a limit of 10,
+	add(req(withHits(d("tokens", "t1"), 0)), 1)                                  // so the next peek is refused
+	add(req(d("route", "/api/x")), 5)                                            // wildcard
+	add(req(d("route", "/api/x"), d("route", "/api/admin")), 3)                  // replaces across descriptors
+	add(req(d("dry", "a")), 3)                                                   // shadow mode
+	add(req(d("quota", "q1"), d("remote_address", "10.0.0.2")), 2)               // one quota over, other fine
+	add(req(d("quota", "q1"), d("quota", "q2")), 2)                              // every quota over
+	add(req(d("team", "a", "user", "u")), 3)                                     // nested
+	add(req(d("team", "a"), d("quota", "q3"), d("team", "b", "user", "v")), 2)   // metadata merge
+	add(req(d("blocked", "b")), 2)                                               // the block rule, requests_per_unit 0
+	add(req(withHits(d("blocked", "b"), 0), d("remote_address", "10.0.0.5")), 1) // a peek of it, beside a limit with room
+	add(req(d("unknown", "x")), 1)                                               // no rule
 	add(&rlsv3.RateLimitRequest{Domain: "other", Descriptors: []*ratelimitv3.RateLimitDescriptor{d("a", "b")}}, 1)
 	add(&rlsv3.RateLimitRequest{Domain: "diff", HitsAddend: 2, Descriptors: []*ratelimitv3.RateLimitDescriptor{d("remote_address", "10.0.0.3")}}, 2)
 	over := d("remote_address", "10.0.0.4")

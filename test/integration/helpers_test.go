@@ -327,14 +327,8 @@ func startServerHealth(t *testing.T, want healthpb.HealthCheckResponse_ServingSt
 	}
 }
 
-// waitServing polls gRPC health at addr until it answers SERVING, the
+// waitHealth polls gRPC health at addr until it answers want, the
 // process exits, or startBound passes.
-func waitServing(t *testing.T, p *proc, addr string) error {
-	t.Helper()
-	return waitHealth(t, p, addr, healthpb.HealthCheckResponse_SERVING)
-}
-
-// waitHealth is waitServing for the status want.
 func waitHealth(t *testing.T, p *proc, addr string, want healthpb.HealthCheckResponse_ServingStatus) error {
 	t.Helper()
 	conn := dial(t, addr)

@@ -15,6 +15,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
+	"github.com/envoy-rls/envoy-rls/pkg/topk"
 )
 
 // Outcomes of one descriptor's decision, the values of the outcome label.
@@ -59,6 +62,8 @@ type Metrics struct {
 	redisRuns     prometheus.Histogram
 	refused       *prometheus.CounterVec
 	ratelimit     *ratelimitStats // envoyproxy/ratelimit's stats (ratelimit.go); nil when off
+	admin         *prometheus.CounterVec
+	top           *topk.Board // the refusals GET /top reports; nil when off
 
 	storeUpMu sync.Mutex
 	// storeSeen is when a store call last set storeUp: a health check
@@ -135,9 +140,13 @@ func New() *Metrics {
 			Name: "rls_refused_total",
 			Help: "Connections and calls refused at a bound before any work: grpc_connection and http_connection (the listener's -*-max-connections), grpc_call (-max-in-flight, -max-in-flight-per-connection), grpc_resets (a gRPC connection closed past -grpc-max-resets), json_body (a /json body past the bound of the bodies being read).",
 		}, []string{"what"}),
+		admin: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rls_admin_requests_total",
+			Help: "Calls of the admin endpoints (GET /top, POST /reset) by endpoint and result: ok, unauthorized (no token or a wrong one: nothing done), not_found (a reset no limit matches), bad_request, error.",
+		}, []string{"endpoint", "result"}),
 	}
 	r.MustRegister(m.decisions, m.storeErrors, m.requests, m.latency, m.storeLatency,
-		m.reloads, m.configSuccess, m.configTime, m.configDomains, m.configLimits, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns, m.refused,
+		m.reloads, m.configSuccess, m.configTime, m.configDomains, m.configLimits, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns, m.refused, m.admin,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -158,6 +167,9 @@ type Decision struct {
 	// decision's stack.)
 	Stats bool
 	Hit   RatelimitHit
+	// Entries are the descriptor's, which the refusals' board counts
+	// (EnableTop).
+	Entries []descriptors.Entry
 }
 
 // Decided records one descriptor's decision.
@@ -169,6 +181,22 @@ func (m *Metrics) Decided(d *Decision) {
 	if m.ratelimit != nil && d.Stats {
 		m.ratelimit.hit(&d.Hit)
 	}
+	if m.top != nil && (d.Outcome == OutcomeOverLimit || d.Outcome == OutcomeNeverFits) {
+		m.top.Add(time.Now(), d.Domain, d.Rule, d.Entries)
+	}
+}
+
+// EnableTop has every descriptor a limit refuses counted on b, by its
+// rule, for GET /top. It is called at start-up, before any decision.
+func (m *Metrics) EnableTop(b *topk.Board) { m.top = b }
+
+// Admin counts one call of an admin endpoint (top, reset) by its result
+// (ok, unauthorized, not_found, bad_request, error).
+func (m *Metrics) Admin(endpoint, result string) {
+	if m == nil {
+		return
+	}
+	m.admin.WithLabelValues(endpoint, result).Inc()
 }
 
 // Request records one ShouldRateLimit call: its overall code (ok,

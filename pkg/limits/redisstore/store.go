@@ -97,10 +97,11 @@ type redisClient interface {
 }
 
 var (
-	_ redisClient  = (*redis.Client)(nil)
-	_ redisClient  = (*redis.ClusterClient)(nil)
-	_ redisClient  = redis.UniversalClient(nil)
-	_ limits.Store = (*Store)(nil)
+	_ redisClient     = (*redis.Client)(nil)
+	_ redisClient     = (*redis.ClusterClient)(nil)
+	_ redisClient     = redis.UniversalClient(nil)
+	_ limits.Store    = (*Store)(nil)
+	_ limits.Resetter = (*Store)(nil)
 )
 
 // Options tune a Store. The zero value is what production uses.

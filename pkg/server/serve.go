@@ -115,7 +115,9 @@ func serveOn(ctx context.Context, o *Options, start *startConfig, log *zap.Logge
 	defer ls.close()
 	defer start.close()
 	routeGRPCLog(log)
-	r := &running{o: o, start: start, log: log, ls: ls, errc: make(chan error, 4)}
+	// One place in errc for each server that may stop: gRPC, HTTP, pprof,
+	// the stats and the admin endpoints.
+	r := &running{o: o, start: start, log: log, ls: ls, errc: make(chan error, 5)}
 	defer r.close()
 	if err := r.build(); err != nil {
 		return err
@@ -156,6 +158,7 @@ type running struct {
 	// serving is what /healthz says until the drain begins.
 	serving    atomic.Bool
 	hsrv, dsrv *http.Server // dsrv nil when pprof is off
+	admin      *admin       // nil when GET /top and POST /reset are off
 	stopStats  func()
 
 	wg   sync.WaitGroup
@@ -191,6 +194,9 @@ func (r *running) build() error {
 	}
 	r.store = store
 	if r.svc, err = rls.New(descriptors.NewIndex(r.start.cfg), o.serviceOptions(store, r.log, r.m)); err != nil {
+		return err
+	}
+	if r.admin, err = newAdmin(o, r.svc, r.m, r.log); err != nil { // admin.go
 		return err
 	}
 	r.grpcServer()
@@ -256,6 +262,7 @@ func (r *running) httpServer() {
 	if !o.jsonEndpoint {
 		api = withoutJSON(api)
 	}
+	api = r.admin.onHTTP(api)
 	r.hsrv = newHTTPServer(api, o, o.httpReadTimeout, r.log)
 }
 
@@ -270,6 +277,7 @@ func (r *running) serve(bg context.Context) {
 		r.goServe(func() error { return serveHTTP(r.dsrv, r.ls.debug) })
 	}
 	r.stopStats = serveStats(o, r.m, r.ls.stats, r.log, &r.wg, r.errc)
+	r.admin.serve(bg, o, r.ls.admin, r.m, &r.wg, r.errc)
 	if r.start.watch != nil {
 		startReload(bg, &r.wg, r.start.watch, o.configPath, o.loadOptions(), r.svc, r.m, r.log)
 	}
@@ -311,6 +319,7 @@ func (r *running) drain(stopBG func()) {
 		r.dsrv.Close()
 	}
 	r.stopStats()
+	r.admin.stop()
 	r.wg.Wait()
 }
 
@@ -346,6 +355,7 @@ func (r *running) close() {
 	if r.gtls != nil {
 		r.gtls.close()
 	}
+	r.admin.close()
 }
 
 func serveGRPC(s *grpc.Server, l net.Listener) error {

@@ -43,12 +43,19 @@ const callBound = 5 * time.Second
 type inProcess struct {
 	grpcAddr, httpAddr, debugAddr string
 	statsAddr                     string // -prometheus-addr's, when on
+	adminAddr                     string // -admin-addr's, when on
 }
 
 // startInProcess runs the server with the standard test flags and more
 // (later flags win), and stops it when the test ends, failing the test
 // unless it stops cleanly.
 func startInProcess(t *testing.T, args ...string) *inProcess {
+	t.Helper()
+	return startInProcessLogging(t, zap.NewNop(), args...)
+}
+
+// startInProcessLogging is startInProcess with the server's log to log.
+func startInProcessLogging(t *testing.T, log *zap.Logger, args ...string) *inProcess {
 	t.Helper()
 	cfgPath := filepath.Join(t.TempDir(), "limits.yaml")
 	if err := os.WriteFile(cfgPath, []byte(serveLimits), 0o644); err != nil {
@@ -75,8 +82,11 @@ func startInProcess(t *testing.T, args ...string) *inProcess {
 	if ls.stats != nil {
 		s.statsAddr = ls.stats.Addr().String()
 	}
+	if ls.admin != nil {
+		s.adminAddr = ls.admin.Addr().String()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	serveUntilCleanup(t, ctx, cancel, o, start, ls)
+	serveLoggingUntilCleanup(t, ctx, cancel, o, start, ls, log)
 	return s
 }
 

@@ -234,3 +234,12 @@ func writeLabel(l *Label, entries []descriptors.Entry, hashValues bool) {
 		l.Append(e.Value)
 	}
 }
+
+// Describe is what a board shows of entries (for a log line): key=value
+// pairs joined by commas, values hashed as with BoardOptions.HashValues
+// when hashValues is set, cut at LabelMax bytes.
+func Describe(entries []descriptors.Entry, hashValues bool) string {
+	var l Label
+	writeLabel(&l, entries, hashValues)
+	return l.String()
+}

@@ -2,7 +2,9 @@ package topk
 
 import (
 	"encoding/hex"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -170,5 +172,36 @@ func BenchmarkBoardAdd(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		board.Add(t0, "edge", "per_ip", values[i&(len(values)-1)])
+	}
+}
+
+// TestBoardConcurrent: refusals of many goroutines on a few rules, with
+// reports read meanwhile, add up (run with -race).
+func TestBoardConcurrent(t *testing.T) {
+	b := NewBoard(BoardOptions{})
+	const goroutines, adds = 8, 2000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 50 {
+			b.Report(t0, 5)
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range adds {
+				b.Add(t0, "edge", string(rune('a'+g%3)), ip(strconv.Itoa(i%100)))
+			}
+		})
+	}
+	wg.Wait()
+	<-done
+	var total uint64
+	for _, r := range b.Report(t0, 5).Rules {
+		total += r.Refused
+	}
+	if total != goroutines*adds {
+		t.Fatalf("got %d refusals, want %d", total, goroutines*adds)
 	}
 }

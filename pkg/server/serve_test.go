@@ -90,14 +90,9 @@ func startInProcessLogging(t *testing.T, log *zap.Logger, args ...string) *inPro
 	return s
 }
 
-// serveUntilCleanup runs serveOn until the test ends, then cancels ctx and
-// fails the test unless the server stops cleanly and in time.
-func serveUntilCleanup(t *testing.T, ctx context.Context, cancel context.CancelFunc, o *Options, start *startConfig, ls *listeners) {
-	t.Helper()
-	serveLoggingUntilCleanup(t, ctx, cancel, o, start, ls, zap.NewNop())
-}
-
-// serveLoggingUntilCleanup is serveUntilCleanup with the server's log to log.
+// serveLoggingUntilCleanup runs serveOn, its log to log, until the test
+// ends, then cancels ctx and fails the test unless the server stops
+// cleanly and in time.
 func serveLoggingUntilCleanup(t *testing.T, ctx context.Context, cancel context.CancelFunc, o *Options, start *startConfig, ls *listeners, log *zap.Logger) {
 	t.Helper()
 	done := make(chan error, 1)

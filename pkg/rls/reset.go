@@ -45,13 +45,11 @@ func (s *Service) Reset(ctx context.Context, domain string, entries []descriptor
 		_, err := s.Explain(ctx, domain, entries) // its error says which
 		return ResetDone{}, err
 	}
-	ix := s.index.Load()
-	p := newPlan(ix, domain, 1)
-	defer p.release()
-	if err := p.add(s, ix, descriptorInput{entries: entries, cost: 0}); err != nil {
+	p, err := s.planOne(s.index.Load(), domain, entries)
+	if err != nil {
 		return ResetDone{}, err
 	}
-	p.finish(s, s.maxDelay)
+	defer p.release()
 	d := &p.descs[0]
 	if len(d.hits) == 0 {
 		ex, err := s.Explain(ctx, domain, entries) // no limit: no store call
@@ -67,7 +65,7 @@ func (s *Service) Reset(ctx context.Context, domain string, entries []descriptor
 	for j, r := range d.rules {
 		done.Limits = append(done.Limits, ResetLimit{Name: r.Name, Algorithm: r.Limit.Algorithm.String(), Key: d.hits[j].Key})
 	}
-	err := limits.Reset(ctx, s.store, d.hits)
+	err = limits.Reset(ctx, s.store, d.hits)
 	if s.local != nil && s.local != s.store {
 		if lerr := limits.Reset(ctx, s.local, d.hits); lerr != nil {
 			err = errors.Join(err, fmt.Errorf("the embedded store of failure mode local: %w", lerr))

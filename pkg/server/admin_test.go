@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -38,23 +37,11 @@ func tokenFile(t *testing.T, content string) string {
 // adminDo sends an admin call with token ("" for none).
 func adminDo(t *testing.T, method, url, token, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	var h http.Header
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		h = http.Header{"Authorization": {"Bearer " + token}}
 	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
+	return httpDoWith(t, method, url, body, h)
 }
 
 // metric reads one sample of the server's /metrics, "" when absent.

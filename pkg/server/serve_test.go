@@ -115,9 +115,18 @@ var httpClient = &http.Client{Timeout: callBound}
 // httpDo sends a request and returns the status and body.
 func httpDo(t *testing.T, method, url, body string) (int, string) {
 	t.Helper()
+	return httpDoWith(t, method, url, body, nil)
+}
+
+// httpDoWith is httpDo with headers.
+func httpDoWith(t *testing.T, method, url, body string, header http.Header) (int, string) {
+	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	resp, err := httpClient.Do(req)
 	if err != nil {

@@ -221,3 +221,41 @@ func TestAdminTokenFileRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminResetHeardByOthers: two instances on one Redis; the second's
+// over-limit cache holds the refusal of k=a, which would refuse it for the
+// rest of the hour; a reset sent to the first reaches the second's cache
+// through Redis, and the second lets k=a through.
+func TestAdminResetHeardByOthers(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	tokens := tokenFile(t, opsToken+"\n")
+	a := startInProcess(t, "-redis-url", srv.URL(), "-admin-token-file", tokens)
+	b := startInProcess(t, "-redis-url", srv.URL(), "-admin-token-file", tokens)
+	connB := grpcDial(t, b.grpcAddr, insecure.NewCredentials())
+	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT, rlsv3.RateLimitResponse_OVER_LIMIT} {
+		if resp, err := grpcCall(connB, "a"); err != nil || resp.OverallCode != want {
+			t.Fatalf("call %d on b: %v, %v; want %v", i, resp, err, want)
+		}
+	}
+	if got := metric(t, b.httpAddr, "rls_over_limit_cache_answers_total"); got != "1" {
+		t.Fatalf("b's over-limit cache answered %q refusals, want 1", got)
+	}
+	if code, body := adminDo(t, "POST", "http://"+a.httpAddr+"/reset", opsToken, jsonRequest("a", "")); code != http.StatusOK {
+		t.Fatalf("reset on a: %d %s", code, body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := grpcCall(connB, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.OverallCode == rlsv3.RateLimitResponse_OK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("b still refuses k=a 10 s after the reset on a")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -85,7 +85,7 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 		mem.Close()
 		return nil, err
 	}
-	s := redisstore.New(client, redisstore.Options{OnPipeline: m.RedisPipeline, OnGate: func(addr string, shut bool) {
+	s := redisstore.New(client, redisstore.Options{OnPipeline: m.RedisPipeline, ResetChannel: o.redisKeyPrefix + "resets", OnGate: func(addr string, shut bool) {
 		if shut {
 			log.Warn("cluster master not answering: its keys take the failure mode at once until a probe is answered", zap.String("master", addr))
 		} else {
@@ -127,13 +127,17 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 	// without a round trip (-over-limit-cache); every config change
 	// forgets them.
 	var onConfigChange func()
+	var onReset func(keys []string)
 	if o.overLimitCache {
 		c := overlimit.New(store, overlimit.Options{})
-		store, onConfigChange = c, c.Clear
+		store, onConfigChange, onReset = c, c.Clear, c.Forget
 		m.Registry.MustRegister(metrics.NewOverLimitCacheCollector(func() (int, uint64) {
 			return c.Len(), c.LocalAnswers()
 		}))
 	}
+	// The keys another instance resets (POST /reset) leave this one's
+	// caches too.
+	s.HearResets(onReset)
 	log.Info("using Redis", zap.Bool("cluster", len(seeds) > 0), zap.Bool("sentinel", o.redisSentinel != ""),
 		zap.Bool("over_limit_cache", o.overLimitCache))
 	return &storeHandle{Store: store, local: mem, ping: s.Ping, onConfigChange: onConfigChange, close: func() error {

@@ -291,14 +291,26 @@ func (c *Cache) lookup(hits []limits.Hit, i int, now time.Time, r *limits.Result
 }
 
 // Reset forgets the refusals cached of the hits' keys and resets them on
-// the store it wraps. Another instance's cache is its own: it may go on
-// refusing a key until its T.
+// the store it wraps. Another instance's cache is its own: it goes on
+// refusing a key until its T unless told to Forget it.
 func (c *Cache) Reset(ctx context.Context, hits []limits.Hit) error {
 	for i := range hits {
-		s := c.shardOf(hits[i].Key)
-		s.mu.Lock()
-		delete(s.m, hits[i].Key)
-		s.mu.Unlock()
+		c.forget(hits[i].Key)
 	}
 	return limits.Reset(ctx, c.store, hits)
+}
+
+// Forget drops the refusals cached of keys (a reset another instance
+// announced); keys the cache does not hold are ignored.
+func (c *Cache) Forget(keys []string) {
+	for _, k := range keys {
+		c.forget(k)
+	}
+}
+
+func (c *Cache) forget(key string) {
+	s := c.shardOf(key)
+	s.mu.Lock()
+	delete(s.m, key)
+	s.mu.Unlock()
 }

@@ -3,7 +3,9 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/envoy-rls/envoy-rls/internal/redistest"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
@@ -46,6 +48,76 @@ func TestResetCluster(t *testing.T) {
 		}
 		if r := decide(b); !r.Allowed || r.Remaining != 0 {
 			t.Errorf("%s: the other key got %+v, want its second hit allowed with 0 remaining", alg, r)
+		}
+	}
+}
+
+// TestResetHeard: a reset on one store is announced on the channel, and
+// another store on the same Redis that hears it forgets the keys (a
+// sliding window's previous count kept) and hands them on.
+func TestResetHeard(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout})
+	a := New(c, Options{ResetChannel: "test:resets"})
+	defer a.Close()
+	b := New(c, Options{ResetChannel: "test:resets"})
+	defer b.Close()
+	type heardKeys struct {
+		keys []string
+		kept []string // those b still kept a previous count of
+	}
+	heard := make(chan heardKeys, 16)
+	b.HearResets(func(keys []string) {
+		h := heardKeys{keys: keys}
+		for _, k := range keys {
+			if _, ok := b.prevs.get(k); ok {
+				h.kept = append(h.kept, k)
+			}
+		}
+		heard <- h
+	})
+	hit := limits.Hit{Key: "{heard}:a\n1:b", Limit: allowing(limits.SlidingWindow, 2), Cost: 1}
+	ctx := context.Background()
+	deadline := time.After(10 * time.Second)
+	for {
+		// Kept by b as previous windows' final counts, to be forgotten.
+		w := time.Now().UnixMicro() / hit.Limit.PeriodMicros()
+		for i := w - 2; i <= w+2; i++ {
+			b.prevs.put(windowKey(hit.Key, i), 5)
+		}
+		if err := a.Reset(ctx, []limits.Hit{hit}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case h := <-heard:
+			if len(h.keys) != 4 || h.keys[0] != hit.Key || !slices.Contains(h.keys[1:], windowKey(hit.Key, w)) {
+				t.Fatalf("heard %q, want the hit's key and its 3 window counters around %d", h.keys, w)
+			}
+			if len(h.kept) != 0 {
+				t.Fatalf("b still keeps the counts of %q", h.kept)
+			}
+			return
+		case <-time.After(200 * time.Millisecond): // b not subscribed yet: again
+		case <-deadline:
+			t.Fatal("the reset was not heard within 10 s")
+		}
+	}
+}
+
+func TestKeysEncoding(t *testing.T) {
+	keys := []string{"rls:{1}:fw:1:0:4:edge1:k3:a\n:", "", "12:x"}
+	got, ok := decodeKeys(encodeKeys(keys))
+	if !ok || len(got) != len(keys) {
+		t.Fatalf("got %q, %v", got, ok)
+	}
+	for i := range keys {
+		if got[i] != keys[i] {
+			t.Errorf("key %d: got %q, want %q", i, got[i], keys[i])
+		}
+	}
+	for _, bad := range []string{"x", "5:ab", "-1:", "3"} {
+		if _, ok := decodeKeys(bad); ok {
+			t.Errorf("decodeKeys(%q) accepted it", bad)
 		}
 	}
 }

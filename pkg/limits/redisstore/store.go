@@ -94,6 +94,7 @@ import (
 type redisClient interface {
 	Pipeline() redis.Pipeliner
 	Ping(ctx context.Context) *redis.StatusCmd
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
 var (
@@ -128,6 +129,11 @@ type Options struct {
 	// (failfast.go), each change once and in order. It is called outside
 	// the store's locks but on a caller's goroutine: it must be fast.
 	OnGate func(addr string, shut bool)
+	// ResetChannel, when set, is the pub/sub channel on which Reset
+	// announces the keys it cleared, and HearResets hears those that the
+	// other stores on the same Redis cleared (reset.go). Stores that share
+	// counters must share it.
+	ResetChannel string
 }
 
 // Store decides hits in Redis. It is safe for concurrent use by many
@@ -152,6 +158,11 @@ type Store struct {
 	// when none is.
 	askMu  sync.Mutex
 	asking *clockAsk
+	// resetChannel is Options.ResetChannel; hearing is its subscription
+	// (HearResets), nil until then, and heard ends with its goroutine.
+	resetChannel string
+	hearing      *redis.PubSub
+	heard        sync.WaitGroup
 }
 
 // New returns a Store on client: a *redis.Client, a *redis.ClusterClient or
@@ -164,7 +175,7 @@ func New(client redisClient, opts Options) *Store {
 	}
 	_, cluster := client.(*redis.ClusterClient)
 	s := &Store{members: newLogMembers(), client: client, cluster: cluster, clock: opts.Clock, onPipeline: onPipeline,
-		expiries: newExpirySeen(), prevs: newPrevCounts()}
+		expiries: newExpirySeen(), prevs: newPrevCounts(), resetChannel: opts.ResetChannel}
 	switch {
 	case opts.Batching == BatchOff:
 	case cluster:
@@ -206,6 +217,10 @@ func (s *Store) Close() {
 	}
 	if s.nodes != nil {
 		s.nodes.close()
+	}
+	if s.hearing != nil {
+		s.hearing.Close() //nolint:errcheck // its goroutine ends either way
+		s.heard.Wait()
 	}
 	s.probes.Wait()
 }

@@ -26,6 +26,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		code = "unavailable"
 	}
 	s.metrics.Request(code, time.Since(start), errType(err)) // errType: stats.go
+	if s.tracer != nil {
+		annotateCall(ctx, req, resp) // trace.go
+	}
 	return resp, err
 }
 
@@ -48,7 +51,11 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	}
 	if len(p.hits) > 0 {
 		t0 := time.Now()
-		s.callStore(ctx, t0, p.hits, p.results)
+		if s.tracer != nil {
+			s.tracedCallStore(ctx, t0, p) // trace.go
+		} else {
+			s.callStore(ctx, t0, p.hits, p.results)
+		}
 		s.metrics.StoreCall(time.Since(t0))
 		if err := s.applyFailureModes(ctx, p); err != nil {
 			return nil, err
@@ -56,6 +63,9 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	}
 	p.settle(s)
 	resp, delay := s.respond(p, req)
+	if s.tracer != nil {
+		annotateRule(ctx, p, resp) // trace.go
+	}
 	if delay > 0 {
 		// A leaky bucket shapes: the answer goes out at the request's turn.
 		// The store refused any turn beyond the deadline; a store call that

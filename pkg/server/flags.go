@@ -93,6 +93,8 @@ type Options struct {
 	stats statsOptions
 	// xds: the xDS client, the limits' other source (xds.go).
 	xds xdsOptions
+	// tracing: OpenTelemetry traces of the calls (tracing.go).
+	tracing tracingOptions
 
 	// version asks for the version instead of the server.
 	version bool
@@ -216,6 +218,7 @@ func serverFlags(o *Options, h Help) *cli.CommandLine {
 	answerFlags(fs, &o.answers)
 	statsFlags(fs, &o.stats)
 	xdsFlags(fs, &o.xds)
+	tracingFlags(fs, &o.tracing)
 	fs.DurationVar(&o.maxDelay, "max-delay", config.DefaultMaxDelay, "longest wait a leaky_bucket may impose; a file whose worst wait is longer is refused")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or console")

@@ -85,6 +85,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
@@ -127,6 +128,10 @@ type Options struct {
 	// (failfast.go), each change once and in order. It is called outside
 	// the store's locks but on a caller's goroutine: it must be fast.
 	OnGate func(addr string, shut bool)
+	// Tracer, when set, traces every pipeline sent for a call whose
+	// context holds a sampled span (trace.go): one span per pipeline,
+	// however many calls it serves. Nil, the default, traces nothing.
+	Tracer trace.Tracer
 }
 
 // Store decides hits in Redis. It is safe for concurrent use by many
@@ -151,6 +156,7 @@ type Store struct {
 	// when none is.
 	askMu  sync.Mutex
 	asking *clockAsk
+	tracer trace.Tracer // Options.Tracer
 }
 
 // New returns a Store on client: a *redis.Client, a *redis.ClusterClient or
@@ -163,7 +169,7 @@ func New(client redisClient, opts Options) *Store {
 	}
 	_, cluster := client.(*redis.ClusterClient)
 	s := &Store{members: newLogMembers(), client: client, cluster: cluster, clock: opts.Clock, onPipeline: onPipeline,
-		expiries: newExpirySeen(), prevs: newPrevCounts()}
+		expiries: newExpirySeen(), prevs: newPrevCounts(), tracer: opts.Tracer}
 	switch {
 	case opts.Batching == BatchOff:
 	case cluster:
@@ -713,6 +719,9 @@ func storeError(what string, err error) error {
 // send runs wk, merged with the work of concurrent calls if batching is
 // on.
 func (s *Store) send(ctx context.Context, wk *work) {
+	if s.tracer != nil {
+		wk.caller = callerSpan(ctx) // trace.go
+	}
 	switch {
 	case ctx.Err() != nil:
 	case s.batch != nil && s.batch.do(ctx, wk):

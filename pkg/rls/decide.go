@@ -127,11 +127,16 @@ func (s *Service) maxDelayFor(ctx context.Context) time.Duration {
 // Any other call shares a bound with the calls that start about when it
 // does (deadline.go).
 func (s *Service) callStore(ctx context.Context, t0 time.Time, hits []limits.Hit, results []limits.Result) {
+	s.store.Decide(s.storeContext(ctx, t0), hits, results)
+}
+
+// storeContext is the context of a store call of ctx's request started at
+// t0: ctx itself, or the bound it shares (callStore).
+func (s *Service) storeContext(ctx context.Context, t0 time.Time) context.Context {
 	if dl, ok := ctx.Deadline(); s.inProcess || ok && dl.Sub(t0) <= s.storeTimeout {
-		s.store.Decide(ctx, hits, results)
-		return
+		return ctx
 	}
-	s.store.Decide(s.deadlines.context(t0), hits, results)
+	return s.deadlines.context(t0)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -64,7 +64,13 @@ func (s *Service) tracedCallStore(ctx context.Context, t0 time.Time, p *plan) {
 	}
 	ctx, span := s.tracer.Start(ctx, StoreSpanName, trace.WithAttributes(attrHits.Int(len(p.hits))))
 	defer span.End()
-	s.callStore(ctx, t0, p.hits, p.results)
+	sctx := s.storeContext(ctx, t0)
+	if sctx != ctx {
+		// The bound shared with other calls, holding this call's span for
+		// the store's own spans to hang under.
+		sctx = trace.ContextWithSpan(sctx, span)
+	}
+	s.store.Decide(sctx, p.hits, p.results)
 	failed := 0
 	var first error
 	for i := range p.results {

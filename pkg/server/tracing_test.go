@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,5 +152,42 @@ func TestTracingPropagated(t *testing.T) {
 			tracedCall(t, s.grpcAddr, value+"-single", "b3", singleTrace+"-"+singleParent+"-1")
 			checkCallSpan(t, traceOf(t, r, singleTrace, singleParent), "OK", value, resource)
 		})
+	}
+}
+
+// TestTracingEndpointDown traces to an OTLP endpoint where nothing
+// listens: every call is decided as without tracing, and the spans are
+// dropped and counted in rls_trace_spans_dropped_total.
+func TestTracingEndpointDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String()
+	ln.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+down)
+	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "200")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20")
+	s := startInProcess(t, "-tracing")
+	for i := range 20 {
+		value := fmt.Sprint("v", i)
+		for j, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
+			tp := fmt.Sprintf("00-%032x-%016x-01", i+1, 2*i+j+1)
+			if got := tracedCall(t, s.grpcAddr, value, "traceparent", tp).GetOverallCode(); got != want {
+				t.Fatalf("call %d of %s: %v, want %v", j, value, got, want)
+			}
+		}
+	}
+	const series = `rls_trace_spans_dropped_total{reason="export_failed"}`
+	deadline := time.Now().Add(spanBound)
+	for {
+		line := metricLine(t, s, series) // cluster_test.go
+		if v, err := strconv.ParseFloat(strings.TrimPrefix(line, series+" "), 64); err == nil && v > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no span counted as dropped within %v: %q", spanBound, line)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -82,6 +82,7 @@ type Options struct {
 // safe for concurrent use.
 type Tracing struct {
 	provider    *sdktrace.TracerProvider
+	drops       *dropLog
 	propagators propagation.TextMapPropagator
 	instanceID  string
 }
@@ -129,6 +130,7 @@ func New(ctx context.Context, o Options) (*Tracing, error) {
 	)
 	return &Tracing{
 		provider:    tp,
+		drops:       drops,
 		propagators: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, b3.New(), propagation.Baggage{}),
 		instanceID:  o.InstanceID,
 	}, nil
@@ -154,9 +156,15 @@ func (t *Tracing) Tracer(name string) trace.Tracer { return t.provider.Tracer(na
 func (t *Tracing) InstanceID() string { return t.instanceID }
 
 // Shutdown exports the spans still queued, within ctx, and stops the
-// exporter.
+// exporter. The spans it could not export by then are counted as
+// dropped.
 func (t *Tracing) Shutdown(ctx context.Context) error {
-	return t.provider.Shutdown(ctx)
+	err := t.provider.Shutdown(ctx)
+	t.drops.closed.Store(true)
+	if n := t.drops.held.Swap(0); n > 0 {
+		t.drops.dropped(DroppedExport, int(n), err)
+	}
+	return err
 }
 
 // randomID is a random UUID (version 4), as envoyproxy/ratelimit names an
@@ -210,6 +218,9 @@ type countingExporter struct {
 
 func (e *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
 	err := e.SpanExporter.ExportSpans(ctx, spans)
+	if e.drops.closed.Load() {
+		return nil // Shutdown gave up on it, and counted it
+	}
 	e.drops.held.Add(-int64(len(spans)))
 	if err != nil {
 		e.drops.dropped(DroppedExport, len(spans), err)
@@ -223,8 +234,10 @@ type dropLog struct {
 	onDropped func(reason string, n int)
 	log       *zap.Logger
 	every     int64 // ns
-	// held is the spans the batch processor holds (the gate's count).
-	held atomic.Int64
+	// held is the spans the batch processor holds (the gate's count);
+	// closed is set once Shutdown has counted those left as dropped.
+	held   atomic.Int64
+	closed atomic.Bool
 	// last is when the last line was logged (ns of the monotonic clock
 	// since epoch), since the spans dropped since then.
 	last  atomic.Int64

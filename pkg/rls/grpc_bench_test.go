@@ -21,11 +21,11 @@ func (noopService) ShouldRateLimit(context.Context, *rlsv3.RateLimitRequest) (*r
 }
 
 // bufconnClient serves srv over an in-memory listener, on a gRPC server with
-// the settings the binary uses, and returns a client of it.
-func bufconnClient(b *testing.B, srv rlsv3.RateLimitServiceServer) rlsv3.RateLimitServiceClient {
+// the settings the binary uses and opts, and returns a client of it.
+func bufconnClient(b *testing.B, srv rlsv3.RateLimitServiceServer, opts ...grpc.ServerOption) rlsv3.RateLimitServiceClient {
 	b.Helper()
 	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer(grpc.NumStreamWorkers(256))
+	gs := grpc.NewServer(append([]grpc.ServerOption{grpc.NumStreamWorkers(256)}, opts...)...)
 	rlsv3.RegisterRateLimitServiceServer(gs, srv)
 	go gs.Serve(lis) //nolint:errcheck // ends with Stop
 	b.Cleanup(gs.Stop)

@@ -29,13 +29,14 @@ func (t *Tracing) UnaryServerInterceptor(traced func(service string) bool) grpc.
 		if !traced(service) {
 			return handler(ctx, req)
 		}
-		ctx = t.Extract(ctx)
-		ctx, span := tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
-			attribute.String("rpc.system", "grpc"),
-			attribute.String("rpc.service", service),
-			attribute.String("rpc.method", method),
-		))
+		ctx, span := tracer.Start(t.Extract(ctx), name, serverKind)
 		defer span.End()
+		if !span.IsRecording() {
+			// Not sampled: the trace goes on downstream of Envoy without
+			// this call, and the handler adds nothing to it.
+			return handler(ctx, req)
+		}
+		span.SetAttributes(rpcSystem, attribute.String("rpc.service", service), attribute.String("rpc.method", method))
 		resp, err := handler(ctx, req)
 		code := status.Code(err)
 		span.SetAttributes(attribute.Int("rpc.grpc.status_code", int(code)))
@@ -45,6 +46,11 @@ func (t *Tracing) UnaryServerInterceptor(traced func(service string) bool) grpc.
 		return resp, err
 	}
 }
+
+var (
+	serverKind = trace.WithSpanKind(trace.SpanKindServer)
+	rpcSystem  = attribute.String("rpc.system", "grpc")
+)
 
 // serverError reports whether code is an error of the server's, as
 // OpenTelemetry's conventions for gRPC count it: a refusal of the
@@ -62,29 +68,28 @@ func serverError(code grpccodes.Code) bool {
 // gRPC metadata of ctx carries: traceparent and tracestate, B3 (the
 // single b3 header or the x-b3-* ones), baggage.
 func (t *Tracing) Extract(ctx context.Context) context.Context {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
-		return ctx
-	}
-	return t.propagators.Extract(ctx, metadataCarrier(md))
+	return t.propagators.Extract(ctx, metadataCarrier{ctx})
 }
 
-// metadataCarrier reads gRPC metadata as a propagator's carrier; its keys
-// are lower case, as propagators ask for them.
-type metadataCarrier metadata.MD
+// metadataCarrier reads the incoming gRPC metadata of ctx as a
+// propagator's carrier, a key at a time (the propagators ask for a few
+// keys, in lower case): the whole metadata is not copied for it.
+type metadataCarrier struct{ ctx context.Context }
 
 func (c metadataCarrier) Get(key string) string {
-	if v := metadata.MD(c).Get(key); len(v) > 0 {
+	if v := metadata.ValueFromIncomingContext(c.ctx, key); len(v) > 0 {
 		return v[0]
 	}
 	return ""
 }
 
-func (c metadataCarrier) Set(key, value string) { metadata.MD(c).Set(key, value) }
+// Set does nothing: incoming metadata is read, never written.
+func (c metadataCarrier) Set(string, string) {}
 
 func (c metadataCarrier) Keys() []string {
-	keys := make([]string, 0, len(c))
-	for k := range c {
+	md, _ := metadata.FromIncomingContext(c.ctx)
+	keys := make([]string, 0, len(md))
+	for k := range md {
 		keys = append(keys, k)
 	}
 	return keys

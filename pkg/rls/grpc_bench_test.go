@@ -49,26 +49,31 @@ func BenchmarkShouldRateLimitGRPC(b *testing.B) {
 		name string
 		srv  rlsv3.RateLimitServiceServer
 	}{{"noop", noopService{}}, {"embedded", svc}} {
-		client := bufconnClient(b, c.srv)
-		b.Run(c.name+"/serial", func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
+		benchCalls(b, c.name, bufconnClient(b, c.srv), req)
+	}
+}
+
+// benchCalls runs req on client as name/serial, one call at a time, and
+// as name/parallel, 16 callers per CPU.
+func benchCalls(b *testing.B, name string, client rlsv3.RateLimitServiceClient, req *rlsv3.RateLimitRequest) {
+	b.Run(name+"/serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := client.ShouldRateLimit(context.Background(), req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run(name+"/parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetParallelism(16)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
 				if _, err := client.ShouldRateLimit(context.Background(), req); err != nil {
-					b.Fatal(err)
+					b.Error(err)
+					return
 				}
 			}
 		})
-		b.Run(c.name+"/parallel", func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetParallelism(16)
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := client.ShouldRateLimit(context.Background(), req); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		})
-	}
+	})
 }

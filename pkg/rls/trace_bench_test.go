@@ -37,26 +37,6 @@ func BenchmarkShouldRateLimitTraced(b *testing.B) {
 				return s == rlsv3.RateLimitService_ServiceDesc.ServiceName
 			})))
 		}
-		client := bufconnClient(b, svc, opts...)
-		b.Run(name+"/serial", func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := client.ShouldRateLimit(context.Background(), req); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-		b.Run(name+"/parallel", func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetParallelism(16)
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := client.ShouldRateLimit(context.Background(), req); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		})
+		benchCalls(b, name, bufconnClient(b, svc, opts...), req) // grpc_bench_test.go
 	}
 }

@@ -96,6 +96,11 @@ func New(ctx context.Context, o Options) (*Tracing, error) {
 	if !(o.SamplingRate >= 0 && o.SamplingRate <= 1) {
 		return nil, fmt.Errorf("tracing: sampling rate %v: want a number from 0 to 1", o.SamplingRate)
 	}
+	drops := newDropLog(o)
+	// Errors the SDK reports by itself (a variable it refuses, an
+	// exporter's partial success) go to the log, at the drops' pace,
+	// rather than to the standard library's logger.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(drops.report))
 	var exp sdktrace.SpanExporter
 	var err error
 	switch o.Protocol {
@@ -116,11 +121,6 @@ func New(ctx context.Context, o Options) (*Tracing, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tracing: the resource: %w", err)
 	}
-	drops := newDropLog(o)
-	// Errors the SDK reports by itself (a refused variable, an exporter's
-	// partial success) go to the log, at the same pace as the drops,
-	// rather than to the standard library's logger.
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(drops.report))
 	queue := queueSize()
 	bsp := sdktrace.NewBatchSpanProcessor(&countingExporter{SpanExporter: exp, drops: drops}, sdktrace.WithMaxQueueSize(queue))
 	tp := sdktrace.NewTracerProvider(

@@ -120,3 +120,34 @@ func contains(ids []trace.SpanID, id trace.SpanID) bool {
 	}
 	return false
 }
+
+// On a cluster, a call whose keys span two masters is split between their
+// pipelines: each is a span under the call's.
+func TestPipelineSpansCluster(t *testing.T) {
+	c, _, others := clockCluster(t)
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	defer tp.Shutdown(context.Background()) //nolint:errcheck // in memory
+	tracer := tp.Tracer("test")
+	s := New(c, Options{Tracer: tracer})
+	defer s.Close()
+	a, b := keysOn(t, c, others[0], 1)[0], keysOn(t, c, others[1], 1)[0]
+	ctx, span := tracer.Start(context.Background(), "call")
+	res := make([]limits.Result, 2)
+	s.Decide(ctx, []limits.Hit{{Key: a, Limit: hourly(limits.TokenBucket, 10), Cost: 1}, {Key: b, Limit: hourly(limits.TokenBucket, 10), Cost: 1}}, res)
+	span.End()
+	for i, r := range res {
+		if r.Err != nil || !r.Allowed {
+			t.Fatalf("hit %d: %+v, want allowed", i, r)
+		}
+	}
+	under := 0
+	for _, sp := range exp.GetSpans() {
+		if sp.Name == PipelineSpanName && sp.Parent.SpanID() == span.SpanContext().SpanID() {
+			under++
+		}
+	}
+	if under < 2 {
+		t.Errorf("%d pipeline spans under the call's, want one per master (2) at least", under)
+	}
+}

@@ -104,6 +104,7 @@ func (e *upstreamEnv) translate() {
 	e.grpcTLS()
 	e.redis()
 	e.localCache()
+	e.statsSinks() // stats.go
 }
 
 // read looks the variable up and checks it by its kind. An empty

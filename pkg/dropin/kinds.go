@@ -55,6 +55,25 @@ var (
 		}
 		return v, nil
 	}}
+	// tagPairs is EXTRA_TAGS' (a map there): each pair one colon, the key
+	// not empty.
+	tagPairs = kind{"key:value,…", func(v string) (string, error) {
+		for _, pair := range strings.Split(v, ",") {
+			if k, val, ok := strings.Cut(pair, ":"); !ok || k == "" || strings.Contains(val, ":") {
+				return "", errors.New("want key:value pairs separated by commas, one colon each")
+			}
+		}
+		return v, nil
+	}}
+	// interval is STATS_FLUSH_INTERVAL's: a duration above zero (there
+	// zero stops the start too).
+	interval = kind{"duration", func(v string) (string, error) {
+		d, err := duration.check(v)
+		if err == nil && d == "0s" {
+			err = errors.New("want a duration above zero, such as 10s")
+		}
+		return d, err
+	}}
 	// storeTimeout is REDIS_TIMEOUT's: a duration, and one above zero,
 	// since envoy-rls bounds every Redis call.
 	storeTimeout = kind{"duration", func(v string) (string, error) {

@@ -51,7 +51,6 @@ const (
 	memcacheOnly  = "ignored: it serves `BACKEND_TYPE=memcache` only, which is refused"
 	pipelining    = "ignored: envoy-rls pipelines concurrent requests its own way"
 	startupWait   = "ignored: envoy-rls does not wait for Redis to start; it serves at once, by the failure mode until Redis answers"
-	statsdOnly    = "ignored: statsd's"
 )
 
 // variables is envoyproxy/ratelimit's environment, in the order of its
@@ -92,16 +91,15 @@ var variables = []variable{
 	{name: "XDS_CLIENT_BACKOFF_RANDOM_FACTOR", def: "0.5", kind: number, flag: "xds-retry-factor", needs: withXDS, does: "with `CONFIG_TYPE=GRPC_XDS_SOTW`, `-xds-retry-factor`: with 0.5, every wait is the initial one, as there"},
 	{name: "XDS_CLIENT_BACKOFF_JITTER", def: "true", kind: boolean, flag: "xds-retry-jitter", needs: withXDS},
 	{name: "XDS_CLIENT_MAX_MSG_SIZE_IN_BYTES", kind: size, flag: "xds-max-message-bytes", needs: withXDS, does: "with `CONFIG_TYPE=GRPC_XDS_SOTW`, `-xds-max-message-bytes`; unset, gRPC's 4 MiB, as there"},
-	{name: "USE_DOG_STATSD", def: "false", kind: boolean, refused: "envoy-rls has no DogStatsD sink; use USE_PROMETHEUS=true"},
-	{name: "USE_DOG_STATSD_MOGRIFIERS", kind: text, does: "ignored: DogStatsD's"},
-	// Unset, its default true pushes to a statsd that envoy-rls does not
-	// feed: that changes no decision. Asked for, it cannot be honoured.
-	{name: "USE_STATSD", def: "true", kind: boolean, refused: "envoy-rls has no statsd sink; set USE_STATSD=false and USE_PROMETHEUS=true", allow: "false",
-		does: "refused when set to true: envoy-rls has no statsd sink. Unset, nothing is pushed to a statsd (stats change no decision)"},
-	{name: "STATSD_HOST", def: "localhost", kind: text, does: statsdOnly},
-	{name: "STATSD_PORT", def: "8125", kind: port, does: statsdOnly},
-	{name: "EXTRA_TAGS", kind: pairs, does: "ignored: not added to the families"},
-	{name: "STATS_FLUSH_INTERVAL", def: "10s", kind: duration, does: statsdOnly},
+	// The stats sinks: plain statsd (USE_STATSD, on by default there),
+	// DogStatsD, and Prometheus, combined by the stats step (stats.go).
+	{name: "USE_DOG_STATSD", def: "false", kind: boolean, does: "`-dogstatsd` with `-statsd-addr STATSD_HOST:STATSD_PORT`: DogStatsD, with tags, over UDP, as there; with `USE_STATSD=true` set too, it stops the start, as there"},
+	{name: "USE_DOG_STATSD_MOGRIFIERS", kind: text, does: "with `USE_DOG_STATSD=true`, `-dogstatsd-mogrifiers`: the mogrifiers named (`A,B`), each from `DOG_STATSD_MOGRIFIER_A_PATTERN`, `_NAME` and `_TAGS`; one that is malformed stops the start, naming the variable"},
+	{name: "USE_STATSD", def: "true", kind: boolean, does: "`-statsd-addr STATSD_HOST:STATSD_PORT`: envoyproxy/ratelimit's stats pushed to a statsd over TCP, as there. Unset, on unless `USE_PROMETHEUS` or `USE_DOG_STATSD` is true (there the start stops); `USE_STATSD=true` with `USE_PROMETHEUS=true` feeds both"},
+	{name: "STATSD_HOST", def: "localhost", kind: text, does: "with `STATSD_PORT`, `-statsd-addr`"},
+	{name: "STATSD_PORT", def: "8125", kind: port, does: "with `STATSD_HOST`, `-statsd-addr`"},
+	{name: "EXTRA_TAGS", kind: tagPairs, flag: "statsd-tags", does: "`-statsd-tags`: on every stat pushed to statsd (folded into the name) or DogStatsD; not added to the Prometheus families"},
+	{name: "STATS_FLUSH_INTERVAL", def: "10s", kind: interval, flag: "statsd-flush-interval"},
 	{name: "DISABLE_STATS", def: "false", kind: boolean, flag: "disable-stats"},
 	{name: "USE_PROMETHEUS", def: "false", kind: boolean, does: "turns on `PROMETHEUS_ADDR`, `PROMETHEUS_PATH` and `PROMETHEUS_MAPPER_YAML`: envoyproxy/ratelimit's families, served as Envoy Gateway's statsd mapper names them"},
 	{name: "PROMETHEUS_ADDR", def: ":9090", kind: text, flag: "prometheus-addr", needs: withPrometheus},

@@ -58,6 +58,8 @@ type Metrics struct {
 	breakerOpen   prometheus.Gauge
 	redisRuns     prometheus.Histogram
 	refused       *prometheus.CounterVec
+	statsdSent    prometheus.Counter
+	statsdDropped prometheus.Counter
 	ratelimit     *ratelimitStats // envoyproxy/ratelimit's stats (ratelimit.go); nil when off
 
 	storeUpMu sync.Mutex
@@ -135,9 +137,18 @@ func New() *Metrics {
 			Name: "rls_refused_total",
 			Help: "Connections and calls refused at a bound before any work: grpc_connection and http_connection (the listener's -*-max-connections), grpc_call (-max-in-flight, -max-in-flight-per-connection), grpc_resets (a gRPC connection closed past -grpc-max-resets), json_body (a /json body past the bound of the bodies being read).",
 		}, []string{"what"}),
+		statsdSent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rls_statsd_sent_total",
+			Help: "Stat lines written to the statsd (-statsd-addr).",
+		}),
+		statsdDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "rls_statsd_dropped_total",
+			Help: "Stats dropped on the way to the statsd (-statsd-addr): lines it did not take within the write timeout or refused, and response times past the bound kept between two flushes.",
+		}),
 	}
 	r.MustRegister(m.decisions, m.storeErrors, m.requests, m.latency, m.storeLatency,
 		m.reloads, m.configSuccess, m.configTime, m.configDomains, m.configLimits, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns, m.refused,
+		m.statsdSent, m.statsdDropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

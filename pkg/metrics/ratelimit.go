@@ -61,6 +61,12 @@ type RatelimitOptions struct {
 	// near_limit; zero means DefaultNearLimitRatio (the smallest float32
 	// above zero gives every limit a threshold of 0). It must be at most 1.
 	NearLimitRatio float32
+	// Statsd keeps the stats for a statsd sink as well, by their stat
+	// names, which FlushStatsd hands over at each flush (statsd.go).
+	Statsd bool
+	// NoFamilies leaves the Prometheus families out (RatelimitGatherer is
+	// nil): the stats go to the statsd sink alone.
+	NoFamilies bool
 }
 
 // RatelimitHit is one descriptor's part in envoyproxy/ratelimit's stats
@@ -112,16 +118,24 @@ var statSuffixes = [statCount]string{".total_hits", ".over_limit", ".near_limit"
 type statSet [statCount]counterRef
 
 // counterRef is where a stat's counts go: a series, with the mapping's
-// scale. A zero counterRef counts nothing (a mapping that drops the stat).
+// scale, and the stat's statsd counter. A zero counterRef counts nothing
+// (a mapping that drops the stat, and no statsd sink).
 type counterRef struct {
 	s      *series
 	scale  float64
 	scaled bool
+	sd     *statsdCounter
 }
 
 func (c counterRef) add(v uint64) {
+	if v == 0 {
+		return
+	}
+	if c.sd != nil {
+		c.sd.n.Add(v)
+	}
 	switch {
-	case c.s == nil || v == 0:
+	case c.s == nil:
 	case !c.scaled:
 		c.s.ints.Add(v)
 	default:
@@ -190,6 +204,10 @@ type ratelimitStats struct {
 	redisErrors, serviceErrors, loadSuccess, loadError, globalShadow counterRef
 	// methods holds the call stats of each gRPC method, by its full name.
 	methods map[string]*methodStats
+	// withFamilies reports that the Prometheus families are kept; sd holds
+	// the statsd sink's counters and samples, nil without one.
+	withFamilies bool
+	sd           *statsdStats
 
 	keyBufs sync.Pool // *[]byte
 }
@@ -236,6 +254,11 @@ func newRatelimitStats(o RatelimitOptions) (*ratelimitStats, error) {
 		series:    make(map[string]*series),
 		families:  make(map[string]familyInfo),
 		methods:   make(map[string]*methodStats),
+
+		withFamilies: !o.NoFamilies,
+	}
+	if o.Statsd {
+		r.sd = newStatsdStats()
 	}
 	r.keyBufs.New = func() any { b := make([]byte, 0, 128); return &b }
 	r.redisErrors = r.counter("ratelimit.service.call.should_rate_limit.redis_error")
@@ -252,7 +275,7 @@ func newRatelimitStats(o RatelimitOptions) (*ratelimitStats, error) {
 // RatelimitGatherer returns envoyproxy/ratelimit's families beside the
 // service's own, for the listener that serves them; nil when they are off.
 func (m *Metrics) RatelimitGatherer() prometheus.Gatherer {
-	if m == nil || m.ratelimit == nil {
+	if m == nil || m.ratelimit == nil || !m.ratelimit.withFamilies {
 		return nil
 	}
 	return prometheus.Gatherers{m.Registry, m.ratelimit.registry}
@@ -281,6 +304,9 @@ func (m *Metrics) RatelimitCall(fullMethod string, d time.Duration) {
 	if ms.responseTime != nil {
 		// envoyproxy/ratelimit times calls in whole milliseconds.
 		ms.responseTime.Observe(float64(d.Milliseconds()) * ms.scale)
+	}
+	if r.sd != nil {
+		r.sd.time(ms, d)
 	}
 }
 
@@ -438,14 +464,21 @@ func (r *ratelimitStats) counter(name string) counterRef {
 
 // counterLocked maps the counter name as the exporter does: a mapping
 // names the family and its labels (or drops it); a name no mapping matches
-// is a family of its own, its name escaped, without labels.
+// is a family of its own, its name escaped, without labels. With a statsd
+// sink the name has a statsd counter too, whatever the mapping says.
 func (r *ratelimitStats) counterLocked(name string) counterRef {
+	var c counterRef
+	if r.sd != nil {
+		c.sd = r.sd.counterLocked(name)
+	}
+	if !r.withFamilies {
+		return c
+	}
 	mp, labels, ok := r.mapper.GetMapping(name, mapper.MetricTypeCounter)
 	family, help := mapper.EscapeMetricName(name), defaultHelp
-	var c counterRef
 	if ok {
 		if mp.Action == mapper.ActionTypeDrop || mp.Name == "" {
-			return counterRef{}
+			return c
 		}
 		family = mapper.EscapeMetricName(mp.Name)
 		if mp.HelpText != "" {
@@ -457,7 +490,7 @@ func (r *ratelimitStats) counterLocked(name string) counterRef {
 	}
 	help, claimed := r.claim(family, kindCounter, help)
 	if !claimed {
-		return counterRef{}
+		return counterRef{sd: c.sd}
 	}
 	c.s = r.seriesLocked(family, help, labels)
 	return c
@@ -498,11 +531,12 @@ func (r *ratelimitStats) seriesLocked(family, help string, labels prometheus.Lab
 
 // methodStats are the call stats of one gRPC method: its requests, and
 // the observer of its response times (nil when dropped) with the mapping's
-// scale.
+// scale; timerName is the response time's stat name, for a statsd sink.
 type methodStats struct {
 	requests     counterRef
 	responseTime prometheus.Observer
 	scale        float64
+	timerName    string
 }
 
 // newMethodStats maps the stat names of fullMethod's calls and keeps them.
@@ -517,8 +551,11 @@ func (r *ratelimitStats) newMethodStats(fullMethod string) *methodStats {
 	if ms, ok := r.methods[fullMethod]; ok {
 		return ms
 	}
-	ms := &methodStats{requests: r.counterLocked("ratelimit_server." + method + ".total_requests")}
-	ms.responseTime, ms.scale = r.observerLocked("ratelimit_server." + method + ".response_time")
+	ms := &methodStats{requests: r.counterLocked("ratelimit_server." + method + ".total_requests"),
+		timerName: "ratelimit_server." + method + ".response_time"}
+	if r.withFamilies {
+		ms.responseTime, ms.scale = r.observerLocked(ms.timerName)
+	}
 	r.methods[fullMethod] = ms
 	return ms
 }

@@ -89,8 +89,10 @@ type Options struct {
 
 	// answers: what an answer carries, and in which form (answers.go).
 	answers answerOptions
-	// stats: envoyproxy/ratelimit's stats (stats.go).
-	stats statsOptions
+	// stats: envoyproxy/ratelimit's stats (stats.go), and statsd, where
+	// they are pushed to (statsd.go).
+	stats  statsOptions
+	statsd statsdOptions
 	// xds: the xDS client, the limits' other source (xds.go).
 	xds xdsOptions
 	// tracing: OpenTelemetry traces of the calls (tracing.go).
@@ -217,6 +219,7 @@ func serverFlags(o *Options, h Help) *cli.CommandLine {
 	limitDefaultFlags(fs, o)
 	answerFlags(fs, &o.answers)
 	statsFlags(fs, &o.stats)
+	statsdFlags(fs, &o.statsd)
 	xdsFlags(fs, &o.xds)
 	tracingFlags(fs, &o.tracing)
 	fs.DurationVar(&o.maxDelay, "max-delay", config.DefaultMaxDelay, "longest wait a leaky_bucket may impose; a file whose worst wait is longer is refused")
@@ -320,6 +323,9 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), h Help) (*
 		return nil, errors.New("-http-idle-timeout and -http-read-timeout must be positive")
 	case o.grpcMaxConnections < 0 || o.httpMaxConnections < 0:
 		return nil, errors.New("-grpc-max-connections and -http-max-connections must not be negative (0 derives them from the file descriptor limit)")
+	}
+	if err := o.statsd.check(); err != nil {
+		return nil, err
 	}
 	if err := descriptors.CheckKeyPrefix(o.redisKeyPrefix); err != nil {
 		return nil, fmt.Errorf("-redis-key-prefix: %w", err)

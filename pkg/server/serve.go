@@ -29,6 +29,7 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/httpapi"
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
 	"github.com/envoy-rls/envoy-rls/pkg/rls"
+	"github.com/envoy-rls/envoy-rls/pkg/statsd"
 	"github.com/envoy-rls/envoy-rls/pkg/tracing"
 )
 
@@ -160,6 +161,7 @@ type running struct {
 	serving    atomic.Bool
 	hsrv, dsrv *http.Server // dsrv nil when pprof is off
 	stopStats  func()
+	pusher     *statsd.Pusher // nil without -statsd-addr
 
 	wg   sync.WaitGroup
 	errc chan error
@@ -181,6 +183,11 @@ func (r *running) build() error {
 	if err := enableStats(o, r.m); err != nil {
 		return err
 	}
+	pusher, err := newPusher(o, r.m, r.log) // statsd.go
+	if err != nil {
+		return err
+	}
+	r.pusher = pusher
 	if r.start.xds == nil { // xds.go counts each snapshot
 		r.m.Reload(true, time.Now())
 		configInForce(r.start.cfg, o.configPath, r.m, r.log, false)
@@ -283,7 +290,8 @@ func (r *running) serve(bg context.Context) {
 		r.dsrv = debugServer(o, r.log)
 		r.goServe(func() error { return serveHTTP(r.dsrv, r.ls.debug) })
 	}
-	r.stopStats = serveStats(o, r.m, r.ls.stats, r.log, &r.wg, r.errc)
+	stopFamilies, stopPush := serveStats(o, r.m, r.ls.stats, r.log, &r.wg, r.errc), startPush(r.pusher)
+	r.stopStats = func() { stopPush(); stopFamilies() } // after the last decision: its stats are pushed
 	if r.start.watch != nil {
 		startReload(bg, &r.wg, r.start.watch, o.configPath, o.loadOptions(), r.svc, r.m, r.log)
 	}

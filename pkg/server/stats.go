@@ -48,7 +48,7 @@ func statsFlags(fs *flag.FlagSet, o *statsOptions) {
 	fs.Var(statsPathFlag{&o.path}, "prometheus-path", "path at -prometheus-addr that serves them")
 	fs.StringVar(&o.mapperFile, "prometheus-mapper-yaml", "", "statsd_exporter mapper config that names the families and labels of envoyproxy/ratelimit's stats (empty: the built-in one, envoyproxy/ratelimit's default)")
 	fs.Var(ratioFlag{&o.nearLimitRatio}, "near-limit-ratio", "share of a limit past which hits count as near_limit in envoyproxy/ratelimit's stats")
-	fs.BoolVar(&o.disable, "disable-stats", false, "count none of envoyproxy/ratelimit's stats and serve no -prometheus-addr, whatever it says")
+	fs.BoolVar(&o.disable, "disable-stats", false, "count none of envoyproxy/ratelimit's stats: serve no -prometheus-addr and push to no -statsd-addr, whatever they say")
 }
 
 // on reports whether the stats are counted and served.
@@ -116,21 +116,22 @@ func listenStats(o *Options, log *zap.Logger) (net.Listener, error) {
 }
 
 // enableStats turns envoyproxy/ratelimit's stats on in m when they are
-// served, with the mapper file read now: one that does not load stops the
-// start.
+// served or pushed to a statsd, with the mapper file read now: one that
+// does not load stops the start.
 func enableStats(o *Options, m *metrics.Metrics) error {
 	s := &o.stats
-	if !s.on() {
+	families, pushed := s.on(), o.statsd.addr != "" && !s.disable
+	if !families && !pushed {
 		return nil
 	}
-	ro := metrics.RatelimitOptions{NearLimitRatio: s.nearLimitRatio}
+	ro := metrics.RatelimitOptions{NearLimitRatio: s.nearLimitRatio, Statsd: pushed, NoFamilies: !families}
 	if ro.NearLimitRatio == 0 {
 		// 0 asks for every hit to be near the limit. The options' zero
 		// means the default; the smallest ratio above 0 gives a threshold
 		// of 0 for any limit.
 		ro.NearLimitRatio = math.SmallestNonzeroFloat32
 	}
-	if s.mapperFile != "" {
+	if families && s.mapperFile != "" {
 		b, err := os.ReadFile(s.mapperFile)
 		if err != nil {
 			return fmt.Errorf("-prometheus-mapper-yaml: %w", err)
@@ -141,7 +142,7 @@ func enableStats(o *Options, m *metrics.Metrics) error {
 		ro.MapperYAML = string(b)
 	}
 	if err := m.EnableRatelimit(ro); err != nil {
-		if s.mapperFile != "" {
+		if ro.MapperYAML != "" {
 			return fmt.Errorf("-prometheus-mapper-yaml %s: %w", s.mapperFile, err)
 		}
 		return err

@@ -222,6 +222,12 @@ descriptors:
 // request its limits refuse is answered OK and counted in
 // global_shadow_mode.
 func TestDropInLocalCacheStatsAsEnvoyproxyRatelimit(t *testing.T) {
+	compareStats(t, localCacheLimits, localCacheSteps(), "LOCAL_CACHE_SIZE_IN_BYTES=1048576", "SHADOW_MODE=true")
+}
+
+// localCacheSteps are keys refused after one or two hits, and a request
+// whose descriptors are refused and in shadow mode.
+func localCacheSteps() []*rlsv3.RateLimitRequest {
 	var steps []*rlsv3.RateLimitRequest
 	for _, s := range []struct {
 		n int
@@ -236,7 +242,7 @@ func TestDropInLocalCacheStatsAsEnvoyproxyRatelimit(t *testing.T) {
 			steps = append(steps, s.r)
 		}
 	}
-	compareStats(t, localCacheLimits, steps, "LOCAL_CACHE_SIZE_IN_BYTES=1048576", "SHADOW_MODE=true")
+	return steps
 }
 
 // compareStats runs both services on limitsFile with Envoy Gateway's
@@ -273,12 +279,20 @@ func compareStats(t *testing.T, limitsFile string, steps []*rlsv3.RateLimitReque
 	}
 	a := settled(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", prom[0]), len(steps))
 	b := settled(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", prom[1]), len(steps))
+	reportDifferences(t, "series", a, b, knownDifference)
+}
+
+// reportDifferences fails the test for every line of a (envoyproxy/ratelimit's)
+// or b (envoy-rls's) that the other lacks, unless known says why it
+// differs, and logs the tally of what, stats or series.
+func reportDifferences(t *testing.T, what string, a, b []string, known func(line string) string) {
+	t.Helper()
 	onlyTheirs, onlyOurs, same := diffLines(a, b)
-	known := 0
+	nKnown := 0
 	report := func(who string, lines []string) {
 		for _, l := range lines {
-			if why := knownDifference(l); why != "" {
-				known++
+			if why := known(l); why != "" {
+				nKnown++
 				t.Logf("%s only (known: %s): %s", who, why, l)
 				continue
 			}
@@ -287,7 +301,7 @@ func compareStats(t *testing.T, limitsFile string, steps []*rlsv3.RateLimitReque
 	}
 	report("envoyproxy/ratelimit", onlyTheirs)
 	report("envoy-rls", onlyOurs)
-	t.Logf("%d series alike, %d only envoyproxy/ratelimit's, %d only envoy-rls's (%d of them known)", same, len(onlyTheirs), len(onlyOurs), known)
+	t.Logf("%d %s alike, %d only envoyproxy/ratelimit's, %d only envoy-rls's (%d of them known)", same, what, len(onlyTheirs), len(onlyOurs), nKnown)
 	if testing.Verbose() {
 		t.Logf("envoyproxy/ratelimit:\n%s", strings.Join(a, "\n"))
 	}

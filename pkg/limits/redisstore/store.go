@@ -188,6 +188,18 @@ func New(client redisClient, opts Options) *Store {
 	return s
 }
 
+// poolSize is the connections the client keeps for each node, 0 when it
+// does not say.
+func (s *Store) poolSize() int {
+	switch c := s.client.(type) {
+	case *redis.Client:
+		return c.Options().PoolSize
+	case *redis.ClusterClient:
+		return c.Options().PoolSize
+	}
+	return 0
+}
+
 // Close waits for the merged pipelines in flight; calls after it send
 // pipelines of their own. It does not close the client.
 func (s *Store) Close() {

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -24,7 +21,7 @@ import (
 type tracingOptions struct {
 	on                                        bool
 	protocol                                  string
-	samplingRate                              float64
+	samplingRate                              float32
 	serviceName, serviceNamespace, instanceID string
 }
 
@@ -33,7 +30,7 @@ func tracingFlags(fs *flag.FlagSet, o *tracingOptions) {
 	o.protocol, o.samplingRate = tracing.ProtocolHTTP, 1
 	fs.BoolVar(&o.on, "tracing", false, "export a span of every rate limit call over OTLP, continuing the trace its gRPC metadata carries (W3C traceparent, B3, baggage); the endpoint and its settings are the OTEL_EXPORTER_OTLP_* variables")
 	fs.Var(protocolFlag{&o.protocol}, "tracing-protocol", "OTLP transport of -tracing: http (protobuf over HTTP, port 4318) or grpc (port 4317)")
-	fs.Var(samplingRateFlag{&o.samplingRate}, "tracing-sampling-rate", "share of the traces started here that -tracing samples; a call whose trace was started upstream keeps its parent's choice")
+	fs.Var(ratioFlag{&o.samplingRate}, "tracing-sampling-rate", "share of the traces started here that -tracing samples; a call whose trace was started upstream keeps its parent's choice")
 	fs.StringVar(&o.serviceName, "tracing-service-name", "envoy-rls", "service.name of the spans")
 	fs.StringVar(&o.serviceNamespace, "tracing-service-namespace", "", "service.namespace of the spans (empty: none)")
 	fs.StringVar(&o.instanceID, "tracing-service-instance-id", "", "service.instance.id of the spans (empty: a random id; a pod's name is a good one)")
@@ -61,29 +58,6 @@ func (f protocolFlag) Kind() cli.ValueKind {
 	return cli.ValueKind{Word: "protocol", Want: cli.OneOf([]string{tracing.ProtocolHTTP, tracing.ProtocolGRPC})}
 }
 
-// samplingRateFlag is -tracing-sampling-rate, a share from 0 to 1.
-type samplingRateFlag struct{ r *float64 }
-
-func (f samplingRateFlag) String() string {
-	if f.r == nil {
-		return ""
-	}
-	return strconv.FormatFloat(*f.r, 'g', -1, 64)
-}
-
-func (f samplingRateFlag) Set(s string) error {
-	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil || math.IsNaN(v) || v < 0 || v > 1 {
-		return errors.New("want a number from 0 to 1")
-	}
-	*f.r = v
-	return nil
-}
-
-func (f samplingRateFlag) Kind() cli.ValueKind {
-	return cli.ValueKind{Word: "ratio", Want: "a number from 0 to 1"}
-}
-
 // tracedServices are the gRPC services whose calls get a server span:
 // the rate limit service, not health checks or reflection.
 func tracedService(service string) bool {
@@ -98,7 +72,7 @@ func startTracing(o *tracingOptions, m *metrics.Metrics, log *zap.Logger) (*trac
 	}
 	tr, err := tracing.New(context.Background(), tracing.Options{
 		Protocol:         o.protocol,
-		SamplingRate:     o.samplingRate,
+		SamplingRate:     float64(o.samplingRate),
 		ServiceName:      o.serviceName,
 		ServiceNamespace: o.serviceNamespace,
 		InstanceID:       o.instanceID,
@@ -108,7 +82,7 @@ func startTracing(o *tracingOptions, m *metrics.Metrics, log *zap.Logger) (*trac
 	if err != nil {
 		return nil, err
 	}
-	log.Info("tracing", zap.String("protocol", o.protocol), zap.Float64("sampling_rate", o.samplingRate),
+	log.Info("tracing", zap.String("protocol", o.protocol), zap.String("sampling_rate", ratioFlag{&o.samplingRate}.String()),
 		zap.String("service_name", o.serviceName), zap.String("service_namespace", o.serviceNamespace),
 		zap.String("service_instance_id", tr.InstanceID()))
 	return tr, nil

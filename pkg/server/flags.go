@@ -196,6 +196,7 @@ var serverChoices = map[string]cli.Choice{
 		_, err := zapcore.ParseLevel(s)
 		return err == nil
 	}},
+	"tracing-protocol": tracingProtocols, // tracing.go
 }
 
 // serverFlags defines the server's flags on a new command line that fills

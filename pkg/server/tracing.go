@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"time"
 
@@ -25,37 +24,21 @@ type tracingOptions struct {
 	serviceName, serviceNamespace, instanceID string
 }
 
+// tracingProtocols is -tracing-protocol's choice (serverChoices).
+var tracingProtocols = cli.Choice{
+	Want: cli.OneOf([]string{tracing.ProtocolHTTP, tracing.ProtocolGRPC}),
+	OK:   func(s string) bool { return s == tracing.ProtocolHTTP || s == tracing.ProtocolGRPC },
+}
+
 // tracingFlags defines the flags of tracing.
 func tracingFlags(fs *flag.FlagSet, o *tracingOptions) {
-	o.protocol, o.samplingRate = tracing.ProtocolHTTP, 1
+	o.samplingRate = 1
 	fs.BoolVar(&o.on, "tracing", false, "export a span of every rate limit call over OTLP, continuing the trace its gRPC metadata carries (W3C traceparent, B3, baggage); the endpoint and its settings are the OTEL_EXPORTER_OTLP_* variables")
-	fs.Var(protocolFlag{&o.protocol}, "tracing-protocol", "OTLP transport of -tracing: http (protobuf over HTTP, port 4318) or grpc (port 4317)")
+	fs.StringVar(&o.protocol, "tracing-protocol", tracing.ProtocolHTTP, "OTLP transport of -tracing: http (protobuf over HTTP, port 4318) or grpc (port 4317)")
 	fs.Var(ratioFlag{&o.samplingRate}, "tracing-sampling-rate", "share of the traces started here that -tracing samples; a call whose trace was started upstream keeps its parent's choice")
 	fs.StringVar(&o.serviceName, "tracing-service-name", "envoy-rls", "service.name of the spans")
 	fs.StringVar(&o.serviceNamespace, "tracing-service-namespace", "", "service.namespace of the spans (empty: none)")
 	fs.StringVar(&o.instanceID, "tracing-service-instance-id", "", "service.instance.id of the spans (empty: a random id; a pod's name is a good one)")
-}
-
-// protocolFlag is -tracing-protocol: http or grpc, as written.
-type protocolFlag struct{ p *string }
-
-func (f protocolFlag) String() string {
-	if f.p == nil {
-		return ""
-	}
-	return *f.p
-}
-
-func (f protocolFlag) Set(s string) error {
-	if s != tracing.ProtocolHTTP && s != tracing.ProtocolGRPC {
-		return errors.New("want http or grpc")
-	}
-	*f.p = s
-	return nil
-}
-
-func (f protocolFlag) Kind() cli.ValueKind {
-	return cli.ValueKind{Word: "protocol", Want: cli.OneOf([]string{tracing.ProtocolHTTP, tracing.ProtocolGRPC})}
 }
 
 // tracedServices are the gRPC services whose calls get a server span:

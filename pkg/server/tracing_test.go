@@ -191,3 +191,18 @@ func TestTracingEndpointDown(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A malformed tracing flag stops the start with one line naming it and
+// what was wanted.
+func TestTracingFlagsRefused(t *testing.T) {
+	for _, c := range []struct{ args []string }{
+		{[]string{"-tracing-protocol", "zipkin"}},
+		{[]string{"-tracing-sampling-rate", "1.5"}},
+		{[]string{"-tracing-sampling-rate", "half"}},
+	} {
+		_, err := parseFlags(c.args, env(nil))
+		if err == nil || !strings.Contains(err.Error(), c.args[0]) || !strings.Contains(err.Error(), "want") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: got %v, want one line naming %s and what it wants", c.args, err, c.args[0])
+		}
+	}
+}

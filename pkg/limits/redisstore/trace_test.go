@@ -55,7 +55,15 @@ func TestPipelineSpans(t *testing.T) {
 	res := make([]limits.Result, 1)
 	s.Decide(context.Background(), []limits.Hit{{Key: "untraced", Limit: hourly(limits.TokenBucket, 10), Cost: 1}}, res)
 
-	spans := exp.GetSpans()
+	checkPipelineSpans(t, exp.GetSpans(), callers, pipelinesSent)
+}
+
+// checkPipelineSpans checks the pipeline spans of TestPipelineSpans: each
+// under a call's span and linked to the others it carried, each of which
+// links back, every call reached, fewer spans than calls.
+func checkPipelineSpans(t *testing.T, spans tracetest.SpanStubs, callers map[trace.SpanID]bool, pipelinesSent int64) {
+	t.Helper()
+	calls := len(callers)
 	var pipelines, merged int
 	reached := map[trace.SpanID]int{}
 	backLinks := map[trace.SpanID][]trace.SpanID{} // call → pipelines it links to

@@ -95,6 +95,8 @@ type Options struct {
 	statsd statsdOptions
 	// xds: the xDS client, the limits' other source (xds.go).
 	xds xdsOptions
+	// tracing: OpenTelemetry traces of the calls (tracing.go).
+	tracing tracingOptions
 	// admin: GET /top and POST /reset (admin.go).
 	admin adminOptions
 
@@ -196,6 +198,7 @@ var serverChoices = map[string]cli.Choice{
 		_, err := zapcore.ParseLevel(s)
 		return err == nil
 	}},
+	"tracing-protocol": tracingProtocols, // tracing.go
 }
 
 // serverFlags defines the server's flags on a new command line that fills
@@ -221,6 +224,7 @@ func serverFlags(o *Options, h Help) *cli.CommandLine {
 	statsFlags(fs, &o.stats)
 	statsdFlags(fs, &o.statsd)
 	xdsFlags(fs, &o.xds)
+	tracingFlags(fs, &o.tracing)
 	adminFlags(fs, &o.admin)
 	fs.DurationVar(&o.maxDelay, "max-delay", config.DefaultMaxDelay, "longest wait a leaky_bucket may impose; a file whose worst wait is longer is refused")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")

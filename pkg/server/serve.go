@@ -14,6 +14,7 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
@@ -29,6 +30,7 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
 	"github.com/envoy-rls/envoy-rls/pkg/rls"
 	"github.com/envoy-rls/envoy-rls/pkg/statsd"
+	"github.com/envoy-rls/envoy-rls/pkg/tracing"
 )
 
 // Main is the server command: it runs the server until SIGTERM or SIGINT
@@ -145,7 +147,8 @@ type running struct {
 	log   *zap.Logger
 	ls    *listeners
 
-	gtls             *grpcTLS // nil without -grpc-tls-cert
+	gtls             *grpcTLS         // nil without -grpc-tls-cert
+	tracing          *tracing.Tracing // nil without -tracing
 	m                *metrics.Metrics
 	grpcLis, httpLis net.Listener // ls's, bounded
 	store            *storeHandle
@@ -195,12 +198,23 @@ func (r *running) build() error {
 	grpcConns, httpConns := connectionBounds(o)
 	r.grpcLis = newLimitListener(r.ls.grpc, grpcConns, func() { r.m.Refused(metrics.RefusedGRPCConnection) })
 	r.httpLis = newLimitListener(r.ls.http, httpConns, func() { r.m.Refused(metrics.RefusedHTTPConnection) })
-	store, err := openStore(o, r.m, r.log)
+	tr, err := startTracing(&o.tracing, r.m, r.log) // tracing.go
+	if err != nil {
+		return err
+	}
+	r.tracing = tr
+	var tracer trace.Tracer // nil: no tracing
+	if r.tracing != nil {
+		tracer = r.tracing.Tracer(tracing.ServerScope)
+	}
+	store, err := openStore(o, r.m, r.log, tracer)
 	if err != nil {
 		return err
 	}
 	r.store = store
-	if r.svc, err = rls.New(descriptors.NewIndex(r.start.cfg), o.serviceOptions(store, r.log, r.m)); err != nil {
+	so := o.serviceOptions(store, r.log, r.m)
+	so.Tracer = tracer
+	if r.svc, err = rls.New(descriptors.NewIndex(r.start.cfg), so); err != nil {
 		return err
 	}
 	if r.admin, err = newAdmin(o, r.svc, r.m, r.log); err != nil { // admin.go
@@ -223,7 +237,7 @@ func (r *running) grpcServer() {
 		// Envoy keeps a few long-lived HTTP/2 connections and may ping them;
 		// do not punish that.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(calls.unary, callStats(r.m), r.inflight.interceptor), // callStats: stats.go
+		grpc.ChainUnaryInterceptor(append(tracingInterceptors(r.tracing), calls.unary, callStats(r.m), r.inflight.interceptor)...), // callStats: stats.go
 		grpc.ChainStreamInterceptor(streams.stream, r.watches.interceptor),
 		// Every call on a goroutine of its own grows a fresh stack, which
 		// shows as runtime.newstack in a profile under load (BENCHMARKS.md
@@ -360,6 +374,7 @@ func (r *running) close() {
 	if r.store != nil {
 		r.store.close() //nolint:errcheck // closing at exit
 	}
+	stopTracing(r.tracing, r.log) // the spans of the last calls
 	if r.gtls != nil {
 		r.gtls.close()
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
@@ -67,8 +68,8 @@ type storeHandle struct {
 // openStore opens the store the options name: the embedded store, or a
 // Redis (single, Sentinel or Cluster) behind the breaker and the
 // over-limit cache, with the embedded store beside it for failure_mode
-// local.
-func openStore(o *Options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, error) {
+// local. A tracer, when set, traces the pipelines sent to Redis.
+func openStore(o *Options, m *metrics.Metrics, log *zap.Logger, tracer trace.Tracer) (*storeHandle, error) {
 	mem := memory.New(memory.Options{MaxKeys: o.maxKeys})
 	m.Registry.MustRegister(metrics.NewMemoryStoreCollector(func() (int, uint64, uint64) {
 		st := mem.Stats()
@@ -85,7 +86,7 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 		mem.Close()
 		return nil, err
 	}
-	s := redisstore.New(client, redisstore.Options{OnPipeline: m.RedisPipeline, ResetChannel: o.redisKeyPrefix + "resets", OnGate: func(addr string, shut bool) {
+	s := redisstore.New(client, redisstore.Options{OnPipeline: m.RedisPipeline, Tracer: tracer, ResetChannel: o.redisKeyPrefix + "resets", OnGate: func(addr string, shut bool) {
 		if shut {
 			log.Warn("cluster master not answering: its keys take the failure mode at once until a probe is answered", zap.String("master", addr))
 		} else {

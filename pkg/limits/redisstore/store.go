@@ -85,6 +85,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
@@ -129,6 +130,10 @@ type Options struct {
 	// (failfast.go), each change once and in order. It is called outside
 	// the store's locks but on a caller's goroutine: it must be fast.
 	OnGate func(addr string, shut bool)
+	// Tracer, when set, traces every pipeline sent for a call whose
+	// context holds a sampled span (trace.go): one span per pipeline,
+	// however many calls it serves. Nil, the default, traces nothing.
+	Tracer trace.Tracer
 	// ResetChannel, when set, is the pub/sub channel on which Reset
 	// announces the keys it cleared, and HearResets hears those that the
 	// other stores on the same Redis cleared (reset.go). Stores that share
@@ -158,6 +163,7 @@ type Store struct {
 	// when none is.
 	askMu  sync.Mutex
 	asking *clockAsk
+	tracer trace.Tracer // Options.Tracer
 	// resetChannel is Options.ResetChannel; hearing is its subscription
 	// (HearResets), nil until then, and heard ends with its goroutine.
 	resetChannel string
@@ -175,7 +181,7 @@ func New(client redisClient, opts Options) *Store {
 	}
 	_, cluster := client.(*redis.ClusterClient)
 	s := &Store{members: newLogMembers(), client: client, cluster: cluster, clock: opts.Clock, onPipeline: onPipeline,
-		expiries: newExpirySeen(), prevs: newPrevCounts(), resetChannel: opts.ResetChannel}
+		expiries: newExpirySeen(), prevs: newPrevCounts(), tracer: opts.Tracer, resetChannel: opts.ResetChannel}
 	switch {
 	case opts.Batching == BatchOff:
 	case cluster:
@@ -741,6 +747,9 @@ func storeError(what string, err error) error {
 // send runs wk, merged with the work of concurrent calls if batching is
 // on.
 func (s *Store) send(ctx context.Context, wk *work) {
+	if s.tracer != nil {
+		wk.caller = callerSpan(ctx) // trace.go
+	}
 	switch {
 	case ctx.Err() != nil:
 	case s.batch != nil && s.batch.do(ctx, wk):

@@ -136,6 +136,12 @@ func appendHashed(dst []byte, s string) []byte {
 	return hex.AppendEncode(dst, sum[:])
 }
 
+// ValueHash is what stands for a value in a store key when it is hashed
+// (a value longer than MaxValueLen, or every value with
+// KeyInput.HashValues): the first 128 bits of its SHA-256, shown in hex
+// after a `#`.
+func ValueHash(s string) [16]byte { return valueHash(s) }
+
 func valueHash(s string) [16]byte {
 	sum := sha256.Sum256([]byte(s))
 	return [16]byte(sum[:16])

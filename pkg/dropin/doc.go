@@ -26,7 +26,8 @@ translates it into its own flags, as if given by their ` + "`RLS_`" + ` twins; a
 the start with one line naming the variable. An empty variable is as good
 as unset; a blank default is an empty or unset one. "Ignored" variables
 change no decision, and their form is still checked. The OpenTelemetry
-SDK's ` + "`OTEL_*`" + `, which serve only envoyproxy/ratelimit's tracer, are not read.
+SDK's ` + "`OTEL_*`" + ` variables (the OTLP endpoint, its headers, TLS and timeout,
+the batching) are the SDK's to read, as there, once ` + "`TRACING_ENABLED=true`" + `.
 
 | variable | its default | envoy-rls |
 |---|---|---|

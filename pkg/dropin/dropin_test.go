@@ -114,7 +114,6 @@ func TestDropInRefused(t *testing.T) {
 		{map[string]string{"BACKEND_TYPE": "etcd"}, `BACKEND_TYPE="etcd": want redis`},
 		{map[string]string{"REDIS_PERSECOND": "true"}, `REDIS_PERSECOND="true": envoy-rls counts every limit in one Redis; point REDIS_URL at the Redis to use`},
 		{map[string]string{"USE_STATSD": "true", "USE_DOG_STATSD": "1"}, `USE_DOG_STATSD="1": and USE_STATSD=true both push to STATSD_HOST:STATSD_PORT: set USE_STATSD=false for DogStatsD`},
-		{map[string]string{"TRACING_ENABLED": "true"}, `TRACING_ENABLED="true": envoy-rls has no tracing yet`},
 		{map[string]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT": "true"}, `STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT="true": envoy-rls has no such counting rule; RLS_COUNT_REFUSED=false counts only the hits it allows`},
 		{map[string]string{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION": "true"}, `REDIS_HEALTH_CHECK_ACTIVE_CONNECTION="true": envoy-rls stays healthy while Redis is down and answers by its failure mode (RLS_FAILURE_MODE)`},
 		{map[string]string{"REDIS_POOL_ON_EMPTY_BEHAVIOR": "create"}, `REDIS_POOL_ON_EMPTY_BEHAVIOR="create": envoyproxy/ratelimit refuses it too: a full pool waits; want WAIT`},
@@ -149,9 +148,12 @@ func TestDropInRefused(t *testing.T) {
 		{map[string]string{"REDIS_TYPE": "cluster", "REDIS_URL": "a:1"}, `REDIS_SOCKET_TYPE="unix": REDIS_TYPE=cluster reaches its nodes over tcp: want REDIS_SOCKET_TYPE=tcp`},
 		{map[string]string{"REDIS_URL": "redis.sock"}, `REDIS_URL="redis.sock": want the absolute path of Redis's unix socket for REDIS_SOCKET_TYPE=unix`},
 		{map[string]string{"CACHE_KEY_PREFIX": "a{b}"}, `CACHE_KEY_PREFIX="a{b}": `},
+		{map[string]string{"TRACING_ENABLED": "yes"}, `TRACING_ENABLED="yes": want true or false`},
+		{map[string]string{"TRACING_SAMPLING_RATE": "half"}, `TRACING_SAMPLING_RATE="half": want a number, from 0 (no trace started here is sampled) to 1 (all are)`},
 		// Checked by the flag it becomes, and refused in its own name.
 		{map[string]string{"USE_PROMETHEUS": "true", "PROMETHEUS_PATH": "metrics"}, `PROMETHEUS_PATH="metrics": want a path that starts with /`},
 		{map[string]string{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_NODE_METADATA": "zone"}, `CONFIG_GRPC_XDS_NODE_METADATA="zone": want comma-separated key=value pairs, such as a=1,b=2`},
+		{map[string]string{"TRACING_ENABLED": "true", "TRACING_EXPORTER_PROTOCOL": "GRPC"}, `TRACING_EXPORTER_PROTOCOL="GRPC": want http or grpc`},
 	} {
 		_, err := Environment(env(c.vars), server.CommandLine(server.Help{}))
 		if err == nil || strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), c.want) {
@@ -171,7 +173,8 @@ func TestDropInFlagsExist(t *testing.T) {
 			"REDIS_TLS": "true", "REDIS_TLS_CACERT": "/ca", "REDIS_POOL_SIZE": "3", "REDIS_TIMEOUT": "1s", "CACHE_KEY_PREFIX": "p",
 			"LOCAL_CACHE_SIZE_IN_BYTES": "1", "MERGE_DOMAIN_CONFIG": "true", "SHADOW_MODE": "true", "QUOTA_MODE": "true",
 			"RESPONSE_DYNAMIC_METADATA": "true", "LIMIT_RESPONSE_HEADERS_ENABLED": "true", "LIMIT_LIMIT_HEADER": "a",
-			"LIMIT_REMAINING_HEADER": "b", "LIMIT_RESET_HEADER": "c"},
+			"LIMIT_REMAINING_HEADER": "b", "LIMIT_RESET_HEADER": "c", "TRACING_ENABLED": "true", "TRACING_SERVICE_NAME": "s",
+			"TRACING_SERVICE_NAMESPACE": "ns", "TRACING_SERVICE_INSTANCE_ID": "pod", "TRACING_EXPORTER_PROTOCOL": "grpc", "TRACING_SAMPLING_RATE": "0.5"},
 		{"CONFIG_TYPE": "GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_URL": "x:1", "CONFIG_GRPC_XDS_NODE_ID": "n",
 			"CONFIG_GRPC_XDS_NODE_METADATA": "a=b", "CONFIG_GRPC_XDS_CLIENT_ADDITIONAL_HEADERS": "h:v",
 			"CONFIG_GRPC_XDS_SERVER_USE_TLS": "true", "CONFIG_GRPC_XDS_CLIENT_TLS_CERT": "/c", "CONFIG_GRPC_XDS_CLIENT_TLS_KEY": "/k",

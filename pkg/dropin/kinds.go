@@ -83,6 +83,15 @@ var (
 		}
 		return d, err
 	}}
+	// samplingRate is TRACING_SAMPLING_RATE: any number, as there, where
+	// the sampler takes one above 1 as 1 and one below 0 as 0.
+	samplingRate = kind{"number", func(v string) (string, error) {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return "", errors.New("want a number, from 0 (no trace started here is sampled) to 1 (all are)")
+		}
+		return strconv.FormatFloat(min(max(f, 0), 1), 'g', -1, 64), nil
+	}}
 	keyPrefix = kind{"key prefix", func(v string) (string, error) {
 		return v, descriptors.CheckKeyPrefix(v)
 	}}

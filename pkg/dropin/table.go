@@ -42,13 +42,13 @@ var (
 	withXDSTLS     = []string{"CONFIG_TYPE=GRPC_XDS_SOTW", "CONFIG_GRPC_XDS_SERVER_USE_TLS"}
 	withRedisTLS   = []string{"REDIS_TLS"}
 	withPrometheus = []string{"USE_PROMETHEUS"}
+	withTracing    = []string{"TRACING_ENABLED"}
 )
 
 // What the variables that change no decision are ignored for.
 const (
 	perSecondOnly = "ignored: it serves `REDIS_PERSECOND=true` only, there as here"
 	memcacheOnly  = "ignored: it serves `BACKEND_TYPE=memcache` only, which is refused"
-	tracerOnly    = "ignored: the tracer's only"
 	pipelining    = "ignored: envoy-rls pipelines concurrent requests its own way"
 	startupWait   = "ignored: envoy-rls does not wait for Redis to start; it serves at once, by the failure mode until Redis answers"
 )
@@ -179,12 +179,12 @@ var variables = []variable{
 	{name: "QUOTA_MODE", def: "false", kind: boolean, flag: "quota-mode"},
 	{name: "RESPONSE_DYNAMIC_METADATA", def: "false", kind: boolean, flag: "dynamic-metadata"},
 	{name: "MERGE_DOMAIN_CONFIG", def: "false", kind: boolean, flag: "merge-domains", does: "`-merge-domains`: a domain in several files is one, their top-level descriptors joined; one that two files both define is refused, as there"},
-	{name: "TRACING_ENABLED", def: "false", kind: boolean, refused: "envoy-rls has no tracing yet"},
-	{name: "TRACING_SERVICE_NAME", def: "RateLimit", kind: text, does: tracerOnly},
-	{name: "TRACING_SERVICE_NAMESPACE", kind: text, does: tracerOnly},
-	{name: "TRACING_SERVICE_INSTANCE_ID", kind: text, does: tracerOnly},
-	{name: "TRACING_EXPORTER_PROTOCOL", def: "http", kind: text, does: tracerOnly},
-	{name: "TRACING_SAMPLING_RATE", def: "1", kind: number, does: tracerOnly},
+	{name: "TRACING_ENABLED", def: "false", kind: boolean, flag: "tracing", does: "`-tracing`: a span of every call over OTLP, to the endpoint the OpenTelemetry SDK's `OTEL_EXPORTER_OTLP_*` variables name, as there"},
+	{name: "TRACING_SERVICE_NAME", def: "RateLimit", kind: text, flag: "tracing-service-name", needs: withTracing},
+	{name: "TRACING_SERVICE_NAMESPACE", kind: text, flag: "tracing-service-namespace", needs: withTracing},
+	{name: "TRACING_SERVICE_INSTANCE_ID", kind: text, flag: "tracing-service-instance-id", needs: withTracing, does: "with `TRACING_ENABLED=true`, `-tracing-service-instance-id`; unset, a random id, as there"},
+	{name: "TRACING_EXPORTER_PROTOCOL", def: "http", kind: asFlag, flag: "tracing-protocol", needs: withTracing, does: "with `TRACING_ENABLED=true`, `-tracing-protocol`: `http` or `grpc`, in lower case as there"},
+	{name: "TRACING_SAMPLING_RATE", def: "1", kind: samplingRate, flag: "tracing-sampling-rate", needs: withTracing, does: "with `TRACING_ENABLED=true`, `-tracing-sampling-rate` for the traces started here (a call's own trace keeps its parent's choice); above 1 samples all, below 0 none, as there"},
 	// Envoy Gateway's name for GRPC_CLIENT_TLS_CACERT.
 	{name: "GRPC_SERVER_TLS_CA_CERT", kind: text, does: "Envoy Gateway's name for `GRPC_CLIENT_TLS_CACERT`, meaning the same (envoyproxy/ratelimit reads only the first); two different files stop the start"},
 }

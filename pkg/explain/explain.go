@@ -2,7 +2,9 @@
 // which node of the limits each entry matches, the limits that apply, the
 // store key of each and its current state, read with a peek. The service
 // it asks is built as the server builds its own (package server), so that
-// what it shows is what the server does.
+// what it shows is what the server does. It is `envoy-rls top` too
+// (top.go), which asks a running server which descriptors its limits
+// refuse most.
 package explain
 
 import (

@@ -3,6 +3,7 @@ package limits
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -112,4 +113,26 @@ type Store interface {
 	// Neither slice is used after Decide returns, even if work it started
 	// goes on (a script still in Redis after ctx ended): callers reuse them.
 	Decide(ctx context.Context, hits []Hit, results []Result)
+}
+
+// Resetter is a Store that can forget keys' state: what lets a client that
+// a limit refuses through again (POST /reset). Every store implements it,
+// and every layer of a store stack passes it on to the store it wraps
+// (clearing what it holds of the keys itself).
+type Resetter interface {
+	// Reset forgets the state each hit's key holds for its limit, in every
+	// form the store keeps it under (a window's counters, a bucket, a log),
+	// so that the next hit on it is decided as on a new key. The hits'
+	// Cost and MaxDelay are not read. An error means some state may be
+	// left: calling Reset again is harmless.
+	Reset(ctx context.Context, hits []Hit) error
+}
+
+// Reset resets hits on s, which must be a Resetter.
+func Reset(ctx context.Context, s Store, hits []Hit) error {
+	r, ok := s.(Resetter)
+	if !ok {
+		return fmt.Errorf("store %T cannot reset keys", s)
+	}
+	return r.Reset(ctx, hits)
 }

@@ -15,6 +15,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
+	"github.com/envoy-rls/envoy-rls/pkg/topk"
 )
 
 // Outcomes of one descriptor's decision, the values of the outcome label.
@@ -61,6 +64,8 @@ type Metrics struct {
 	statsdSent    prometheus.Counter
 	statsdDropped prometheus.Counter
 	ratelimit     *ratelimitStats // envoyproxy/ratelimit's stats (ratelimit.go); nil when off
+	admin         *prometheus.CounterVec
+	top           *topk.Board // the refusals GET /top reports; nil when off
 
 	// configNotLoaded and storeRefused: operators' mistakes the service
 	// serves through (ConfigNotLoaded, StoreRefused).
@@ -158,10 +163,14 @@ func New() *Metrics {
 			Name: "rls_statsd_dropped_total",
 			Help: "Stats dropped on the way to the statsd (-statsd-addr): lines it did not take within the write timeout or refused, and response times past the bound kept between two flushes.",
 		}),
+		admin: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "rls_admin_requests_total",
+			Help: "Calls of the admin endpoints (GET /top, POST /reset) by endpoint and result: ok, unauthorized (no token or a wrong one: nothing done), not_found (a reset no limit matches), bad_request, error.",
+		}, []string{"endpoint", "result"}),
 	}
 	r.MustRegister(m.decisions, m.storeErrors, m.requests, m.latency, m.storeLatency,
 		m.reloads, m.configSuccess, m.configTime, m.configDomains, m.configLimits, m.configNotLoaded, m.storeRefused, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns, m.refused,
-		m.statsdSent, m.statsdDropped,
+		m.statsdSent, m.statsdDropped, m.admin,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -182,6 +191,9 @@ type Decision struct {
 	// decision's stack.)
 	Stats bool
 	Hit   RatelimitHit
+	// Entries are the descriptor's, which the refusals' board counts
+	// (EnableTop).
+	Entries []descriptors.Entry
 }
 
 // Decided records one descriptor's decision.
@@ -193,6 +205,22 @@ func (m *Metrics) Decided(d *Decision) {
 	if m.ratelimit != nil && d.Stats {
 		m.ratelimit.hit(&d.Hit)
 	}
+	if m.top != nil && (d.Outcome == OutcomeOverLimit || d.Outcome == OutcomeNeverFits) {
+		m.top.Add(time.Now(), d.Domain, d.Rule, d.Entries)
+	}
+}
+
+// EnableTop has every descriptor a limit refuses counted on b, by its
+// rule, for GET /top. It is called at start-up, before any decision.
+func (m *Metrics) EnableTop(b *topk.Board) { m.top = b }
+
+// Admin counts one call of an admin endpoint (top, reset) by its result
+// (ok, unauthorized, not_found, bad_request, error).
+func (m *Metrics) Admin(endpoint, result string) {
+	if m == nil {
+		return
+	}
+	m.admin.WithLabelValues(endpoint, result).Inc()
 }
 
 // Request records one ShouldRateLimit call: its overall code (ok,

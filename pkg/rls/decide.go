@@ -26,6 +26,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 		code = "unavailable"
 	}
 	s.metrics.Request(code, time.Since(start), errType(err)) // errType: stats.go
+	if s.tracer != nil {
+		annotateCall(ctx, req, resp) // trace.go
+	}
 	return resp, err
 }
 
@@ -48,7 +51,11 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	}
 	if len(p.hits) > 0 {
 		t0 := time.Now()
-		s.callStore(ctx, t0, p.hits, p.results)
+		if s.tracer != nil {
+			s.tracedCallStore(ctx, t0, p) // trace.go
+		} else {
+			s.callStore(ctx, t0, p.hits, p.results)
+		}
 		s.metrics.StoreCall(time.Since(t0))
 		if err := s.applyFailureModes(ctx, p); err != nil {
 			return nil, err
@@ -56,6 +63,9 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 	}
 	p.settle(s)
 	resp, delay := s.respond(p, req)
+	if s.tracer != nil {
+		annotateRule(ctx, p, resp) // trace.go
+	}
 	if delay > 0 {
 		// A leaky bucket shapes: the answer goes out at the request's turn.
 		// The store refused any turn beyond the deadline; a store call that
@@ -117,11 +127,16 @@ func (s *Service) maxDelayFor(ctx context.Context) time.Duration {
 // Any other call shares a bound with the calls that start about when it
 // does (deadline.go).
 func (s *Service) callStore(ctx context.Context, t0 time.Time, hits []limits.Hit, results []limits.Result) {
+	s.store.Decide(s.storeContext(ctx, t0), hits, results)
+}
+
+// storeContext is the context of a store call of ctx's request started at
+// t0: ctx itself, or the bound it shares (callStore).
+func (s *Service) storeContext(ctx context.Context, t0 time.Time) context.Context {
 	if dl, ok := ctx.Deadline(); s.inProcess || ok && dl.Sub(t0) <= s.storeTimeout {
-		s.store.Decide(ctx, hits, results)
-		return
+		return ctx
 	}
-	s.store.Decide(s.deadlines.context(t0), hits, results)
+	return s.deadlines.context(t0)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

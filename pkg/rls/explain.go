@@ -138,17 +138,28 @@ func (s *Service) Explain(ctx context.Context, domain string, entries []descript
 		return Explanation{}, fmt.Errorf("the descriptor has %d entries, above the maximum of %d", len(entries), MaxEntries)
 	}
 	ix := s.index.Load()
-	p := newPlan(ix, domain, 1)
-	defer p.release()
-	if err := p.add(s, ix, descriptorInput{entries: entries, cost: 0}); err != nil {
+	p, err := s.planOne(ix, domain, entries)
+	if err != nil {
 		return Explanation{}, err
 	}
-	p.finish(s, s.maxDelay)
+	defer p.release()
 	if len(p.hits) > 0 {
 		s.callStore(ctx, time.Now(), p.hits, p.results)
 	}
 	p.settle(s)
 	return s.explanation(ix, p, &p.descs[0]), nil
+}
+
+// planOne plans a request of one descriptor at cost 0 on ix: what Explain
+// settles and Reset clears. The caller releases the plan.
+func (s *Service) planOne(ix *descriptors.Index, domain string, entries []descriptors.Entry) (*plan, error) {
+	p := newPlan(ix, domain, 1)
+	if err := p.add(s, ix, descriptorInput{entries: entries, cost: 0}); err != nil {
+		p.release()
+		return nil, err
+	}
+	p.finish(s, s.maxDelay)
+	return p, nil
 }
 
 // explanation reads what a settled plan says of its descriptor d.

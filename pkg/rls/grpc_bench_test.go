@@ -21,11 +21,11 @@ func (noopService) ShouldRateLimit(context.Context, *rlsv3.RateLimitRequest) (*r
 }
 
 // bufconnClient serves srv over an in-memory listener, on a gRPC server with
-// the settings the binary uses, and returns a client of it.
-func bufconnClient(b *testing.B, srv rlsv3.RateLimitServiceServer) rlsv3.RateLimitServiceClient {
+// the settings the binary uses and opts, and returns a client of it.
+func bufconnClient(b *testing.B, srv rlsv3.RateLimitServiceServer, opts ...grpc.ServerOption) rlsv3.RateLimitServiceClient {
 	b.Helper()
 	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer(grpc.NumStreamWorkers(256))
+	gs := grpc.NewServer(append([]grpc.ServerOption{grpc.NumStreamWorkers(256)}, opts...)...)
 	rlsv3.RegisterRateLimitServiceServer(gs, srv)
 	go gs.Serve(lis) //nolint:errcheck // ends with Stop
 	b.Cleanup(gs.Stop)
@@ -49,26 +49,31 @@ func BenchmarkShouldRateLimitGRPC(b *testing.B) {
 		name string
 		srv  rlsv3.RateLimitServiceServer
 	}{{"noop", noopService{}}, {"embedded", svc}} {
-		client := bufconnClient(b, c.srv)
-		b.Run(c.name+"/serial", func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
+		benchCalls(b, c.name, bufconnClient(b, c.srv), req)
+	}
+}
+
+// benchCalls runs req on client as name/serial, one call at a time, and
+// as name/parallel, 16 callers per CPU.
+func benchCalls(b *testing.B, name string, client rlsv3.RateLimitServiceClient, req *rlsv3.RateLimitRequest) {
+	b.Run(name+"/serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := client.ShouldRateLimit(context.Background(), req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run(name+"/parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetParallelism(16)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
 				if _, err := client.ShouldRateLimit(context.Background(), req); err != nil {
-					b.Fatal(err)
+					b.Error(err)
+					return
 				}
 			}
 		})
-		b.Run(c.name+"/parallel", func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetParallelism(16)
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := client.ShouldRateLimit(context.Background(), req); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		})
-	}
+	})
 }

@@ -37,7 +37,7 @@ func (s *Service) respond(p *plan, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimi
 		d := &p.descs[i]
 		v := &d.verdict
 		resp.Statuses[i] = statusOf(v)
-		rec := metrics.Decision{Domain: domainLabel, Rule: d.ruleLabel(), Outcome: v.outcome}
+		rec := metrics.Decision{Domain: domainLabel, Rule: d.ruleLabel(), Outcome: v.outcome, Entries: d.entries}
 		rec.Stats = statsHit(&rec.Hit, p, d) // stats.go
 		s.metrics.Decided(&rec)
 		delay = max(delay, v.delay)

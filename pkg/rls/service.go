@@ -19,6 +19,7 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
@@ -100,6 +101,13 @@ type Options struct {
 	// is in effect: a cache of decisions (overlimit.Cache.Clear) forgets
 	// what the old config decided.
 	OnConfigChange func()
+
+	// Tracer, when set, traces the calls that arrive in a recording span
+	// (the server span of package tracing): it is given the request's
+	// domain, number of descriptors, overall code and deciding rule, and
+	// the store call is a span of its own under it (trace.go). Nil, the
+	// default, turns tracing off at the cost of one test per call.
+	Tracer trace.Tracer
 }
 
 // Service implements RateLimitService. It is safe for concurrent use; the
@@ -131,6 +139,7 @@ type Service struct {
 	headers                     []HeaderDialect
 
 	onConfigChange func()
+	tracer         trace.Tracer
 }
 
 var _ rlsv3.RateLimitServiceServer = (*Service)(nil)
@@ -185,6 +194,7 @@ func New(ix *descriptors.Index, opts Options) (*Service, error) {
 		headers:            slices.Clone(opts.Headers),
 
 		onConfigChange: opts.OnConfigChange,
+		tracer:         opts.Tracer,
 	}
 	s.index.Store(ix)
 	return s, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
+	"github.com/envoy-rls/envoy-rls/pkg/topk"
 )
 
 func statsFixture(t *testing.T, wrap func(limits.Store) limits.Store, opts Options) (*fixture, *metrics.Metrics) {
@@ -207,6 +208,29 @@ func BenchmarkShouldRateLimitStats(b *testing.B) {
 			var ctx context.Context = soonCtx{context.Background()}
 			b.ReportAllocs()
 			for b.Loop() {
+				if _, err := svc.ShouldRateLimit(ctx, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkShouldRateLimitTop is BenchmarkShouldRateLimitStats's own
+// metrics on a descriptor its limit refuses, without and with the board of
+// refusals that GET /top reads: the difference is what counting a refusal
+// there costs a decision.
+func BenchmarkShouldRateLimitTop(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(map[bool]string{false: "off", true: "on"}[on], func(b *testing.B) {
+			svc, req := allocService(b)
+			svc.metrics = metrics.New()
+			if on {
+				svc.metrics.EnableTop(topk.NewBoard(topk.BoardOptions{}))
+			}
+			var ctx context.Context = soonCtx{context.Background()}
+			b.ReportAllocs()
+			for b.Loop() { // 1 a second, burst 2: all but one a second refused
 				if _, err := svc.ShouldRateLimit(ctx, req); err != nil {
 					b.Fatal(err)
 				}

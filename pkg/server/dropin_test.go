@@ -387,3 +387,38 @@ func awaitStatus(t *testing.T, s *inProcess, req string, was, want int, what str
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// envoyGatewayTracingEnv is what Envoy Gateway's Deployment adds to its
+// env once tracing is on (internal/infrastructure/kubernetes/ratelimit):
+// the instance id is the pod's name, the endpoint its collector's OTLP/HTTP
+// port.
+func envoyGatewayTracingEnv(endpoint string) map[string]string {
+	return map[string]string{
+		"TRACING_ENABLED": "true", "TRACING_SERVICE_NAME": "envoy-ratelimit",
+		"TRACING_SERVICE_NAMESPACE": "envoy-gateway-system", "TRACING_SERVICE_INSTANCE_ID": "envoy-ratelimit-6d4b9c7f5-x2k8q",
+		"TRACING_SAMPLING_RATE": "1.0", "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+	}
+}
+
+func TestDropInTracing(t *testing.T) {
+	vars := envoyGatewayFileEnv(t.TempDir())
+	maps.Copy(vars, envoyGatewayTracingEnv("http://trace-collector.envoy-gateway-system.svc.cluster.local:4318"))
+	want := tracingOptions{on: true, protocol: "http", samplingRate: 1, serviceName: "envoy-ratelimit",
+		serviceNamespace: "envoy-gateway-system", instanceID: "envoy-ratelimit-6d4b9c7f5-x2k8q"}
+	if got := dropInOptions(t, vars).tracing; got != want {
+		t.Errorf("Envoy Gateway's tracing env: got %+v, want %+v", got, want)
+	}
+	// envoyproxy/ratelimit's defaults, and a rate past 1 is 1 there.
+	vars = envoyGatewayFileEnv(t.TempDir())
+	vars["TRACING_ENABLED"], vars["TRACING_SAMPLING_RATE"], vars["TRACING_EXPORTER_PROTOCOL"] = "true", "2", "grpc"
+	want = tracingOptions{on: true, protocol: "grpc", samplingRate: 1, serviceName: "RateLimit"}
+	if got := dropInOptions(t, vars).tracing; got != want {
+		t.Errorf("defaults: got %+v, want %+v", got, want)
+	}
+	// Off, the others change nothing.
+	vars = envoyGatewayFileEnv(t.TempDir())
+	vars["TRACING_SERVICE_NAME"], vars["TRACING_SAMPLING_RATE"] = "x", "0.5"
+	if got := dropInOptions(t, vars).tracing; got.on || got.serviceName != "envoy-rls" || got.samplingRate != 1 {
+		t.Errorf("TRACING_ENABLED unset: got %+v, want tracing off with envoy-rls's defaults", got)
+	}
+}

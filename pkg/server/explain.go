@@ -62,7 +62,7 @@ func (o *Options) LoadConfig() (*config.Config, error) {
 // with the function that closes the store.
 func (o *Options) NewService(cfg *config.Config) (*rls.Service, func() error, error) {
 	m, log := metrics.New(), zap.NewNop()
-	store, err := openStore(o, m, log)
+	store, err := openStore(o, m, log, nil)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -99,6 +99,10 @@ type Options struct {
 	statsd statsdOptions
 	// xds: the xDS client, the limits' other source (xds.go).
 	xds xdsOptions
+	// tracing: OpenTelemetry traces of the calls (tracing.go).
+	tracing tracingOptions
+	// admin: GET /top and POST /reset (admin.go).
+	admin adminOptions
 
 	// version asks for the version instead of the server.
 	version bool
@@ -232,6 +236,7 @@ var serverChoices = map[string]cli.Choice{
 		_, err := zapcore.ParseLevel(s)
 		return err == nil
 	}},
+	"tracing-protocol": tracingProtocols, // tracing.go
 }
 
 // serverFlags defines the server's flags on a new command line that fills
@@ -258,6 +263,8 @@ func serverFlags(o *Options, h Help) *cli.CommandLine {
 	statsdFlags(fs, &o.statsd)
 	xdsFlags(fs, &o.xds)
 	fs.BoolVar(&o.healthyNeedsConfig, "healthy-needs-config", false, "report /healthz and gRPC health as not serving while the config in force has no domain (an empty -config directory, or no xDS snapshot with one), as envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")
+	tracingFlags(fs, &o.tracing)
+	adminFlags(fs, &o.admin)
 	fs.DurationVar(&o.maxDelay, "max-delay", config.DefaultMaxDelay, "longest wait a leaky_bucket may impose; a file whose worst wait is longer is refused")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or console")

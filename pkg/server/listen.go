@@ -14,6 +14,7 @@ type listeners struct {
 	grpc, http net.Listener
 	debug      net.Listener // nil when pprof is off
 	stats      net.Listener // nil when envoyproxy/ratelimit's stats are off (stats.go)
+	admin      net.Listener // nil without -admin-addr (admin.go)
 }
 
 func listen(o *Options, log *zap.Logger) (*listeners, error) {
@@ -36,13 +37,17 @@ func listen(o *Options, log *zap.Logger) (*listeners, error) {
 		ls.close()
 		return nil, err
 	}
+	if ls.admin, err = listenAdmin(o); err != nil {
+		ls.close()
+		return nil, err
+	}
 	return ls, nil
 }
 
 // close closes every listener; closing one that a server already closed
 // does nothing.
 func (ls *listeners) close() {
-	for _, l := range []net.Listener{ls.grpc, ls.http, ls.debug, ls.stats} {
+	for _, l := range []net.Listener{ls.grpc, ls.http, ls.debug, ls.stats, ls.admin} {
 		if l != nil {
 			l.Close()
 		}

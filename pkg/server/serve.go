@@ -14,6 +14,7 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
@@ -29,6 +30,7 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
 	"github.com/envoy-rls/envoy-rls/pkg/rls"
 	"github.com/envoy-rls/envoy-rls/pkg/statsd"
+	"github.com/envoy-rls/envoy-rls/pkg/tracing"
 )
 
 // Main is the server command: it runs the server until SIGTERM or SIGINT
@@ -119,7 +121,9 @@ func serveOn(ctx context.Context, o *Options, start *startConfig, log *zap.Logge
 	defer ls.close()
 	defer start.close()
 	routeGRPCLog(log)
-	r := &running{o: o, start: start, log: log, ls: ls, errc: make(chan error, 4)}
+	// One place in errc for each server that may stop: gRPC, HTTP, pprof,
+	// the stats and the admin endpoints.
+	r := &running{o: o, start: start, log: log, ls: ls, errc: make(chan error, 5)}
 	defer r.close()
 	if err := r.build(); err != nil {
 		return err
@@ -146,7 +150,8 @@ type running struct {
 	log   *zap.Logger
 	ls    *listeners
 
-	gtls             *grpcTLS // nil without -grpc-tls-cert
+	gtls             *grpcTLS         // nil without -grpc-tls-cert
+	tracing          *tracing.Tracing // nil without -tracing
 	m                *metrics.Metrics
 	grpcLis, httpLis net.Listener // ls's, bounded
 	store            *storeHandle
@@ -162,6 +167,7 @@ type running struct {
 	serving      atomic.Bool
 	storeRefused atomic.Bool
 	hsrv, dsrv   *http.Server // dsrv nil when pprof is off
+	admin        *admin       // nil when GET /top and POST /reset are off
 	stopStats    func()
 	pusher       *statsd.Pusher // nil without -statsd-addr
 
@@ -197,12 +203,26 @@ func (r *running) build() error {
 	grpcConns, httpConns := connectionBounds(o)
 	r.grpcLis = newLimitListener(r.ls.grpc, grpcConns, func() { r.m.Refused(metrics.RefusedGRPCConnection) })
 	r.httpLis = newLimitListener(r.ls.http, httpConns, func() { r.m.Refused(metrics.RefusedHTTPConnection) })
-	store, err := openStore(o, r.m, r.log)
+	tr, err := startTracing(&o.tracing, r.m, r.log) // tracing.go
+	if err != nil {
+		return err
+	}
+	r.tracing = tr
+	var tracer trace.Tracer // nil: no tracing
+	if r.tracing != nil {
+		tracer = r.tracing.Tracer(tracing.ServerScope)
+	}
+	store, err := openStore(o, r.m, r.log, tracer)
 	if err != nil {
 		return err
 	}
 	r.store = store
-	if r.svc, err = rls.New(descriptors.NewIndex(r.start.cfg), o.serviceOptions(store, r.log, r.m)); err != nil {
+	so := o.serviceOptions(store, r.log, r.m)
+	so.Tracer = tracer
+	if r.svc, err = rls.New(descriptors.NewIndex(r.start.cfg), so); err != nil {
+		return err
+	}
+	if r.admin, err = newAdmin(o, r.svc, r.m, r.log); err != nil { // admin.go
 		return err
 	}
 	r.grpcServer()
@@ -222,7 +242,7 @@ func (r *running) grpcServer() {
 		// Envoy keeps a few long-lived HTTP/2 connections and may ping them;
 		// do not punish that.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(calls.unary, callStats(r.m), r.inflight.interceptor), // callStats: stats.go
+		grpc.ChainUnaryInterceptor(append(tracingInterceptors(r.tracing), calls.unary, callStats(r.m), r.inflight.interceptor)...), // callStats: stats.go
 		grpc.ChainStreamInterceptor(streams.stream, r.watches.interceptor),
 		// Every call on a goroutine of its own grows a fresh stack, which
 		// shows as runtime.newstack in a profile under load (BENCHMARKS.md
@@ -267,6 +287,7 @@ func (r *running) httpServer() {
 	if !o.jsonEndpoint {
 		api = withoutJSON(api)
 	}
+	api = r.admin.onHTTP(api)
 	r.hsrv = newHTTPServer(api, o, o.httpReadTimeout, r.log)
 }
 
@@ -282,6 +303,7 @@ func (r *running) serve(bg context.Context) {
 	}
 	stopFamilies, stopPush := serveStats(o, r.m, r.ls.stats, r.log, &r.wg, r.errc), startPush(r.pusher)
 	r.stopStats = func() { stopPush(); stopFamilies() } // after the last decision: its stats are pushed
+	r.admin.serve(bg, o, r.ls.admin, r.m, &r.wg, r.errc)
 	if r.start.watch != nil {
 		startReload(bg, &r.wg, r.start.watch, o.configPath, o.loadOptions(), r.svc, r.m, r.log, r.updateHealth)
 	}
@@ -332,6 +354,7 @@ func (r *running) drain(stopBG func()) {
 		r.dsrv.Close()
 	}
 	r.stopStats()
+	r.admin.stop()
 	r.wg.Wait()
 }
 
@@ -364,9 +387,11 @@ func (r *running) close() {
 	if r.store != nil {
 		r.store.close() //nolint:errcheck // closing at exit
 	}
+	stopTracing(r.tracing, r.log) // the spans of the last calls
 	if r.gtls != nil {
 		r.gtls.close()
 	}
+	r.admin.close()
 }
 
 func serveGRPC(s *grpc.Server, l net.Listener) error {

@@ -43,12 +43,19 @@ const callBound = 5 * time.Second
 type inProcess struct {
 	grpcAddr, httpAddr, debugAddr string
 	statsAddr                     string // -prometheus-addr's, when on
+	adminAddr                     string // -admin-addr's, when on
 }
 
 // startInProcess runs the server with the standard test flags and more
 // (later flags win), and stops it when the test ends, failing the test
 // unless it stops cleanly.
 func startInProcess(t *testing.T, args ...string) *inProcess {
+	t.Helper()
+	return startInProcessLogging(t, zap.NewNop(), args...)
+}
+
+// startInProcessLogging is startInProcess with the server's log to log.
+func startInProcessLogging(t *testing.T, log *zap.Logger, args ...string) *inProcess {
 	t.Helper()
 	cfgPath := filepath.Join(t.TempDir(), "limits.yaml")
 	if err := os.WriteFile(cfgPath, []byte(serveLimits), 0o644); err != nil {
@@ -75,19 +82,17 @@ func startInProcess(t *testing.T, args ...string) *inProcess {
 	if ls.stats != nil {
 		s.statsAddr = ls.stats.Addr().String()
 	}
+	if ls.admin != nil {
+		s.adminAddr = ls.admin.Addr().String()
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	serveUntilCleanup(t, ctx, cancel, o, start, ls)
+	serveLoggingUntilCleanup(t, ctx, cancel, o, start, ls, log)
 	return s
 }
 
-// serveUntilCleanup runs serveOn until the test ends, then cancels ctx and
-// fails the test unless the server stops cleanly and in time.
-func serveUntilCleanup(t *testing.T, ctx context.Context, cancel context.CancelFunc, o *Options, start *startConfig, ls *listeners) {
-	t.Helper()
-	serveLoggingUntilCleanup(t, ctx, cancel, o, start, ls, zap.NewNop())
-}
-
-// serveLoggingUntilCleanup is serveUntilCleanup with the server's log to log.
+// serveLoggingUntilCleanup runs serveOn, its log to log, until the test
+// ends, then cancels ctx and fails the test unless the server stops
+// cleanly and in time.
 func serveLoggingUntilCleanup(t *testing.T, ctx context.Context, cancel context.CancelFunc, o *Options, start *startConfig, ls *listeners, log *zap.Logger) {
 	t.Helper()
 	done := make(chan error, 1)
@@ -110,9 +115,18 @@ var httpClient = &http.Client{Timeout: callBound}
 // httpDo sends a request and returns the status and body.
 func httpDo(t *testing.T, method, url, body string) (int, string) {
 	t.Helper()
+	return httpDoWith(t, method, url, body, nil)
+}
+
+// httpDoWith is httpDo with headers.
+func httpDoWith(t *testing.T, method, url, body string, header http.Header) (int, string) {
+	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	resp, err := httpClient.Do(req)
 	if err != nil {

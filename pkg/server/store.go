@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
@@ -68,8 +69,8 @@ type storeHandle struct {
 // openStore opens the store the options name: the embedded store, or a
 // Redis (single, Sentinel or Cluster) behind the breaker and the
 // over-limit cache, with the embedded store beside it for failure_mode
-// local.
-func openStore(o *Options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, error) {
+// local. A tracer, when set, traces the pipelines sent to Redis.
+func openStore(o *Options, m *metrics.Metrics, log *zap.Logger, tracer trace.Tracer) (*storeHandle, error) {
 	mem := memory.New(memory.Options{MaxKeys: o.maxKeys})
 	m.Registry.MustRegister(metrics.NewMemoryStoreCollector(func() (int, uint64, uint64) {
 		st := mem.Stats()
@@ -86,7 +87,7 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 		mem.Close()
 		return nil, err
 	}
-	s := redisstore.New(client, redisstore.Options{OnPipeline: m.RedisPipeline, OnGate: func(addr string, shut bool) {
+	s := redisstore.New(client, redisstore.Options{OnPipeline: m.RedisPipeline, Tracer: tracer, ResetChannel: o.redisKeyPrefix + "resets", OnGate: func(addr string, shut bool) {
 		if shut {
 			log.Warn("cluster master not answering: its keys take the failure mode at once until a probe is answered", zap.String("master", addr))
 		} else {
@@ -129,13 +130,17 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger) (*storeHandle, e
 	// without a round trip (-over-limit-cache); every config change
 	// forgets them.
 	var onConfigChange func()
+	var onReset func(keys []string)
 	if o.overLimitCache {
 		c := overlimit.New(store, overlimit.Options{})
-		store, onConfigChange = c, c.Clear
+		store, onConfigChange, onReset = c, c.Clear, c.Forget
 		m.Registry.MustRegister(metrics.NewOverLimitCacheCollector(func() (int, uint64) {
 			return c.Len(), c.LocalAnswers()
 		}))
 	}
+	// The keys another instance resets (POST /reset) leave this one's
+	// caches too.
+	s.HearResets(onReset)
 	log.Info("using Redis", zap.Bool("cluster", len(seeds) > 0), zap.Bool("sentinel", o.redisSentinel != ""),
 		zap.Bool("over_limit_cache", o.overLimitCache))
 	return &storeHandle{Store: store, local: mem, ping: ping, onConfigChange: onConfigChange, close: func() error {

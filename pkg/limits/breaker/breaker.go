@@ -90,7 +90,10 @@ type Breaker struct {
 	reportedDown bool       // what OnStoreUp last said, negated
 }
 
-var _ limits.Store = (*Breaker)(nil)
+var (
+	_ limits.Store    = (*Breaker)(nil)
+	_ limits.Resetter = (*Breaker)(nil)
+)
 
 // New wraps inner.
 func New(inner limits.Store, opts Options) *Breaker {
@@ -158,4 +161,10 @@ func outcomeOf(ctx context.Context, results []limits.Result) Outcome {
 		return Unknown
 	}
 	return Down
+}
+
+// Reset passes the reset on to the store it wraps, open or not: an
+// operator asked for it, and a store that is down fails it with an error.
+func (b *Breaker) Reset(ctx context.Context, hits []limits.Hit) error {
+	return limits.Reset(ctx, b.inner, hits)
 }

@@ -51,7 +51,10 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
-var _ limits.Store = (*Store)(nil)
+var (
+	_ limits.Store    = (*Store)(nil)
+	_ limits.Resetter = (*Store)(nil)
+)
 
 // Defaults for the zero Options.
 const (
@@ -352,4 +355,17 @@ func monotonicMicros() func() int64 {
 	start := time.Now()
 	base := start.UnixMicro()
 	return func() int64 { return base + time.Since(start).Microseconds() }
+}
+
+// Reset forgets the state of the hits' keys.
+func (s *Store) Reset(_ context.Context, hits []limits.Hit) error {
+	for i := range hits {
+		sh := &s.shards[s.shardIndex(&hits[i])]
+		sh.mu.Lock()
+		if e, ok := sh.index[hits[i].Key]; ok {
+			sh.remove(e)
+		}
+		sh.mu.Unlock()
+	}
+	return nil
 }

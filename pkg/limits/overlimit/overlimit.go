@@ -110,7 +110,10 @@ type scratch struct {
 	index   []int
 }
 
-var _ limits.Store = (*Cache)(nil)
+var (
+	_ limits.Store    = (*Cache)(nil)
+	_ limits.Resetter = (*Cache)(nil)
+)
 
 // New returns a Cache in front of store.
 func New(store limits.Store, o Options) *Cache {
@@ -285,4 +288,29 @@ func (c *Cache) lookup(hits []limits.Hit, i int, now time.Time, r *limits.Result
 	}
 	*r = limits.Result{Allowed: false, Remaining: 0, RetryAfter: e.until.Sub(now), ResetAfter: e.full.Sub(now), Local: true}
 	return true
+}
+
+// Reset forgets the refusals cached of the hits' keys and resets them on
+// the store it wraps. Another instance's cache is its own: it goes on
+// refusing a key until its T unless told to Forget it.
+func (c *Cache) Reset(ctx context.Context, hits []limits.Hit) error {
+	for i := range hits {
+		c.forget(hits[i].Key)
+	}
+	return limits.Reset(ctx, c.store, hits)
+}
+
+// Forget drops the refusals cached of keys (a reset another instance
+// announced); keys the cache does not hold are ignored.
+func (c *Cache) Forget(keys []string) {
+	for _, k := range keys {
+		c.forget(k)
+	}
+}
+
+func (c *Cache) forget(key string) {
+	s := c.shardOf(key)
+	s.mu.Lock()
+	delete(s.m, key)
+	s.mu.Unlock()
 }

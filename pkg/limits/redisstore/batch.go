@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Batching chooses whether concurrent Decide calls share pipelines.
@@ -210,6 +211,9 @@ type work struct {
 	// decisions is the runs the work decides, for OnPipeline.
 	decisions int
 	err       error
+	// caller is the sampled span of the call the work is for, when the
+	// store traces (trace.go); nil otherwise.
+	caller *trace.Span
 }
 
 // exec sends the work of every group as one pipeline, fills it, and feeds
@@ -234,6 +238,10 @@ func (s *Store) exec(ctx context.Context, groups ...*work) {
 			probe = s.newClockProbe()
 		}
 	}
+	var traced func(error)
+	if s.tracer != nil {
+		ctx, traced = s.pipelineSpan(ctx, groups) // trace.go
+	}
 	pipe := s.client.Pipeline()
 	if probe != nil {
 		probe.queue(ctx, pipe)
@@ -251,6 +259,9 @@ func (s *Store) exec(ctx context.Context, groups ...*work) {
 	sent := localMicros()
 	// Exec's error is also set on each command it concerns; read those.
 	_, err := pipe.Exec(ctx)
+	if traced != nil {
+		traced(err)
+	}
 	if probe != nil {
 		probe.observe(&s.redisClock, sent, localMicros())
 	}

@@ -84,3 +84,7 @@ func lengthen(cmd redis.Cmder) {
 		}
 	}
 }
+
+func (p persisting) Reset(ctx context.Context, hits []limits.Hit) error {
+	return p.store.Reset(ctx, hits)
+}

@@ -65,3 +65,9 @@ func (e *expirySeen) add(h uint64) {
 func (e *expirySeen) forget() {
 	e.epoch.Store(rand.Uint64())
 }
+
+// drop forgets that the counter of hash h had its expiry set (it was
+// deleted), so that its next hit sends its PEXPIRE again.
+func (e *expirySeen) drop(h uint64) {
+	e.slots[h%expirySlots].CompareAndSwap(h^e.epoch.Load(), 0)
+}

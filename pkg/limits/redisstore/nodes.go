@@ -219,7 +219,7 @@ func (n *nodeBatchers) split(wk *work, master func(key string) string) ([]part, 
 		i := slices.IndexFunc(parts, func(p part) bool { return p.addr == addr })
 		if i < 0 {
 			i = len(parts)
-			parts = append(parts, part{addr: addr, work: &work{}})
+			parts = append(parts, part{addr: addr, work: &work{caller: wk.caller}})
 		}
 		return &parts[i]
 	}

@@ -116,3 +116,11 @@ func (p *prevCounts) put(key string, n int64) {
 	s.m[key] = n
 	s.mu.Unlock()
 }
+
+// drop forgets the count kept for the window counter key, if any.
+func (p *prevCounts) drop(key string) {
+	s := p.shard(key)
+	s.mu.Lock()
+	delete(s.m, key)
+	s.mu.Unlock()
+}

@@ -86,6 +86,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
@@ -95,13 +96,15 @@ import (
 type redisClient interface {
 	Pipeline() redis.Pipeliner
 	Ping(ctx context.Context) *redis.StatusCmd
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
 var (
-	_ redisClient  = (*redis.Client)(nil)
-	_ redisClient  = (*redis.ClusterClient)(nil)
-	_ redisClient  = redis.UniversalClient(nil)
-	_ limits.Store = (*Store)(nil)
+	_ redisClient     = (*redis.Client)(nil)
+	_ redisClient     = (*redis.ClusterClient)(nil)
+	_ redisClient     = redis.UniversalClient(nil)
+	_ limits.Store    = (*Store)(nil)
+	_ limits.Resetter = (*Store)(nil)
 )
 
 // Options tune a Store. The zero value is what production uses.
@@ -128,6 +131,15 @@ type Options struct {
 	// (failfast.go), each change once and in order. It is called outside
 	// the store's locks but on a caller's goroutine: it must be fast.
 	OnGate func(addr string, shut bool)
+	// Tracer, when set, traces every pipeline sent for a call whose
+	// context holds a sampled span (trace.go): one span per pipeline,
+	// however many calls it serves. Nil, the default, traces nothing.
+	Tracer trace.Tracer
+	// ResetChannel, when set, is the pub/sub channel on which Reset
+	// announces the keys it cleared, and HearResets hears those that the
+	// other stores on the same Redis cleared (reset.go). Stores that share
+	// counters must share it.
+	ResetChannel string
 }
 
 // Store decides hits in Redis. It is safe for concurrent use by many
@@ -153,6 +165,12 @@ type Store struct {
 	// when none is.
 	askMu  sync.Mutex
 	asking *clockAsk
+	tracer trace.Tracer // Options.Tracer
+	// resetChannel is Options.ResetChannel; hearing is its subscription
+	// (HearResets), nil until then, and heard ends with its goroutine.
+	resetChannel string
+	hearing      *redis.PubSub
+	heard        sync.WaitGroup
 }
 
 // New returns a Store on client: a *redis.Client, a *redis.ClusterClient or
@@ -165,7 +183,7 @@ func New(client redisClient, opts Options) *Store {
 	}
 	_, cluster := client.(*redis.ClusterClient)
 	s := &Store{members: newLogMembers(), client: client, single: singleOf(client), cluster: cluster, clock: opts.Clock, onPipeline: onPipeline,
-		expiries: newExpirySeen(), prevs: newPrevCounts()}
+		expiries: newExpirySeen(), prevs: newPrevCounts(), tracer: opts.Tracer, resetChannel: opts.ResetChannel}
 	switch {
 	case opts.Batching == BatchOff:
 	case cluster:
@@ -207,6 +225,10 @@ func (s *Store) Close() {
 	}
 	if s.nodes != nil {
 		s.nodes.close()
+	}
+	if s.hearing != nil {
+		s.hearing.Close() //nolint:errcheck // its goroutine ends either way
+		s.heard.Wait()
 	}
 	s.probes.Wait()
 }
@@ -742,6 +764,9 @@ func storeError(what string, err error) error {
 // send runs wk, merged with the work of concurrent calls if batching is
 // on.
 func (s *Store) send(ctx context.Context, wk *work) {
+	if s.tracer != nil {
+		wk.caller = callerSpan(ctx) // trace.go
+	}
 	switch {
 	case ctx.Err() != nil:
 	case s.batch != nil && s.batch.do(ctx, wk):

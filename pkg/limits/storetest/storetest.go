@@ -64,6 +64,9 @@ type step struct {
 	// err, when set, is the error the hit must fail with (errors.Is); want
 	// is then ignored.
 	err error
+	// reset, instead of a hit, resets the key (limits.Resetter) with the
+	// step's limit; the step must be alone in its call.
+	reset bool
 }
 
 // per is a step's expected result for each algorithm.
@@ -311,6 +314,7 @@ func cases() []testCase {
 		leakyCase(), leakyCostCase(), leakyNoQueueCase(), maxDelayCase(),
 		countRefusedCase(), countRefusedLeakyCase(),
 		jointCase(), jointCountRefusedCase(), jointLeakyCase(), jointRepeatedKeyCase(),
+		resetCase(), resetSlidingCase(), resetLeakyCase(),
 		blockCase(), blockJointCase(),
 	}
 }
@@ -437,26 +441,12 @@ func (h *harness) run(a limits.Algorithm, c testCase) {
 			h.clock.Add(w.Microseconds())
 		}
 		call := c.steps[i:j]
-		hits := make([]limits.Hit, len(call))
-		for k, st := range call {
-			l := limits.Limit{Algorithm: a, Requests: c.n, Period: c.period, Burst: c.burst, CountRefused: c.countRefused}
-			if st.n != 0 {
-				l.Requests = st.n
-			}
-			if st.with != nil {
-				st.with(&l)
-			}
-			key := st.key
-			if key == "" {
-				key = "a"
-			}
-			if st.joint && (k+1 == len(call)) {
-				h.t.Fatalf("step %d: joint with no step after it in the same call", i+k)
-			}
-			// A case's keys share a hash tag, as one descriptor's keys do, so
-			// that any of them may form a joint run.
-			hits[k] = limits.Hit{Key: h.prefix + "{case}:" + key, Limit: l, Cost: st.cost, MaxDelay: st.maxDelay, Joint: st.joint}
+		if call[0].reset {
+			h.reset(i, h.hits(a, c, call))
+			i = j
+			continue
 		}
+		hits := h.hits(a, c, call)
 		results := h.decide(hits)
 		for k, st := range call {
 			if st.err != nil {
@@ -480,6 +470,45 @@ func (h *harness) run(a limits.Algorithm, c testCase) {
 		}
 		i = j
 	}
+}
+
+// hits are the hits of one call's steps, of algorithm a in case c.
+func (h *harness) hits(a limits.Algorithm, c testCase, call []step) []limits.Hit {
+	h.t.Helper()
+	hits := make([]limits.Hit, len(call))
+	for k, st := range call {
+		l := limits.Limit{Algorithm: a, Requests: c.n, Period: c.period, Burst: c.burst, CountRefused: c.countRefused}
+		if st.n != 0 {
+			l.Requests = st.n
+		}
+		if st.with != nil {
+			st.with(&l)
+		}
+		key := st.key
+		if key == "" {
+			key = "a"
+		}
+		if st.joint && (k+1 == len(call)) {
+			h.t.Fatalf("step %d of a call: joint with no step after it in the same call", k)
+		}
+		// A case's keys share a hash tag, as one descriptor's keys do, so
+		// that any of them may form a joint run.
+		hits[k] = limits.Hit{Key: h.prefix + "{case}:" + key, Limit: l, Cost: st.cost, MaxDelay: st.maxDelay, Joint: st.joint}
+	}
+	return hits
+}
+
+// reset resets the keys of hits (step i) on the store, and in the
+// reference model.
+func (h *harness) reset(i int, hits []limits.Hit) {
+	h.t.Helper()
+	if len(hits) != 1 {
+		h.t.Fatalf("step %d: a reset step must be alone in its call", i)
+	}
+	if err := limits.Reset(h.t.Context(), h.store, hits); err != nil {
+		h.t.Fatalf("step %d: reset %s: %v", i, h.name(hits[0].Key), err)
+	}
+	delete(h.ref, hits[0].Key)
 }
 
 // name is a key as the case names it.
@@ -803,4 +832,39 @@ func jointLeakyCase() testCase {
 			{cost: 0, want: all(ok(1, 100*ms))},
 		},
 	}
+}
+
+// resetCase: a key refused, once reset, decides as a new key at the same
+// instant, for every algorithm that counts; another key keeps its state.
+func resetCase() testCase {
+	c := countCase(time.Minute, 20*s)
+	steps := append([]step{}, c.steps[:6]...) // five allowed, one refused
+	steps = append(steps, step{key: "b", cost: 1, want: c.steps[0].want}, step{reset: true})
+	steps = append(steps, c.steps[:5]...)
+	steps = append(steps, step{key: "b", cost: 1, want: c.steps[1].want})
+	return testCase{name: "reset forgets a key", n: 5, period: time.Minute, steps: steps}
+}
+
+// resetSlidingCase: a reset forgets the previous window that a sliding
+// window weighs too.
+func resetSlidingCase() testCase {
+	c := countCase(time.Minute, 20*s)
+	steps := append([]step{}, c.steps[:5]...)
+	steps = append(steps,
+		// 20 s into the next window the last one's 5 hits weigh 3.33.
+		step{wait: time.Minute, cost: 0, want: all(ok(1, 40*s))},
+		step{reset: true},
+		step{cost: 1, want: all(ok(4, 100*s))},
+	)
+	return testCase{name: "reset forgets the previous window", algs: []limits.Algorithm{limits.SlidingWindow}, n: 5, period: time.Minute, steps: steps}
+}
+
+// resetLeakyCase: a reset empties a leaky bucket's queue.
+func resetLeakyCase() testCase {
+	c := leakyCase()
+	steps := append([]step{}, c.steps[:4]...) // the queue full, then refused
+	steps = append(steps, step{reset: true})
+	steps = append(steps, c.steps[:3]...)
+	c.name, c.steps = "reset empties a leaky bucket", steps
+	return c
 }

@@ -1,0 +1,75 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// PipelineSpanName names the span of one pipeline sent to Redis.
+const PipelineSpanName = "redis pipeline"
+
+// The pipeline span's attributes: how many calls it serves, their
+// decisions, its commands.
+var (
+	attrDBSystem  = attribute.String("db.system.name", "redis")
+	attrCalls     = attribute.Key("rls.pipeline.calls")
+	attrDecisions = attribute.Key("rls.pipeline.decisions")
+	attrCommands  = attribute.Key("db.operation.batch.size")
+)
+
+// callerSpan is the span of ctx if it is sampled and records, for the
+// work of its call to carry to the pipeline that sends it; nil otherwise.
+func callerSpan(ctx context.Context) *trace.Span {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() || !span.SpanContext().IsSampled() {
+		return nil
+	}
+	return &span
+}
+
+// pipelineSpan starts the span of one pipeline, which carries the work of
+// groups, when a call of them is traced: the child of the first such
+// call's span, linked to the others', each of which links back to it, so
+// that a pipeline merged for many calls is one span that each of their
+// traces reaches. It returns the context to send the pipeline in and the
+// function that ends the span with the pipeline's error; nil, and ctx as
+// it was, when no call is traced.
+func (s *Store) pipelineSpan(ctx context.Context, groups []*work) (context.Context, func(error)) {
+	var parent *trace.Span
+	var links []trace.Link
+	decisions, commands := 0, 0
+	for _, g := range groups {
+		decisions += g.decisions
+		commands += len(g.cmds)
+		switch {
+		case g.caller == nil:
+		case parent == nil:
+			parent = g.caller
+		case (*g.caller).SpanContext().SpanID() != (*parent).SpanContext().SpanID():
+			links = append(links, trace.Link{SpanContext: (*g.caller).SpanContext()})
+		}
+	}
+	if parent == nil {
+		return ctx, nil
+	}
+	ctx, span := s.tracer.Start(trace.ContextWithSpan(ctx, *parent), PipelineSpanName,
+		trace.WithSpanKind(trace.SpanKindClient), trace.WithLinks(links...),
+		trace.WithAttributes(attrDBSystem, attrCalls.Int(len(groups)), attrDecisions.Int(decisions), attrCommands.Int(commands)))
+	back := trace.Link{SpanContext: span.SpanContext()}
+	for _, g := range groups {
+		if g.caller != nil && g.caller != parent {
+			(*g.caller).AddLink(back)
+		}
+	}
+	return ctx, func(err error) {
+		if err != nil && !errors.Is(err, redis.Nil) {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
+}

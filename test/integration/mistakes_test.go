@@ -53,13 +53,17 @@ func TestDropInMistakes(t *testing.T) {
 		"RLS_REDIS_ULR=redis://elsewhere:6379", "USE_PROMETHEUS=true", "PROMETHEUS_ADDR=127.0.0.1:0", "PROMETHEUS_MAPPER_YAML=" + mapper,
 		"PORT=0", "GRPC_PORT=0", "DEBUG_PORT=0",
 	})
+	// The store's watch says Redis's refusal at its first check, which
+	// may come just after the serving line.
+	refusal := `Redis refuses the settings: deciding by the failure mode, and reporting unhealthy, until they are fixed	{"check": "REDIS_AUTH"`
+	poll(startBound, func() bool { return strings.Contains(s.stderr.String(), refusal) })
 	out := s.stderr.String()
 	for _, want := range []string{
 		"RLS_REDIS_ULR is set but is no flag's twin: ignored, did you mean RLS_REDIS_URL?",
 		"PROMETHEUS_MAPPER_YAML names " + mapper + ", which does not exist",
 		"not loaded from the config directory",
 		filepath.Join(dir, "notes.txt"), filepath.Join(dir, "team") + "/",
-		`Redis refuses the settings: deciding by the failure mode, and reporting unhealthy, until they are fixed	{"check": "REDIS_AUTH"`,
+		refusal,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the start's log does not say %q; stderr:\n%s", want, out)

@@ -122,13 +122,25 @@ descriptors:
         rate_limit: {unit: second, requests_per_unit: 1}
 `
 
-// nativeRedis runs the service on a single Redis and drives every family
-// that appears only after an event: decisions (allowed and refused),
-// calls, a refused connection, and store errors with local fallback while
-// Redis is paused.
+// nativeRedis runs the service on a single Redis, with statsd, tracing
+// and the admin endpoints on (their endpoints down: only the families
+// matter), and drives every family that appears only after an event:
+// decisions (allowed and refused), calls, a refused connection, an admin
+// call without its token, and store errors with local fallback while Redis
+// is paused.
 func nativeRedis(t *testing.T) map[string]bool {
 	redis := redistest.Start(t)
-	s := startNative(t, "-redis-url", redis.URL(), "-failure-mode", "local", "-grpc-max-connections", "1")
+	token := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(token, []byte("dashboards-test-token-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startNative(t, "-redis-url", redis.URL(), "-failure-mode", "local", "-grpc-max-connections", "1",
+		"-statsd-addr", freeAddr(t), "-tracing", "-admin-token-file", token)
+	waitFor(t, s.metricsURL, "rls_admin_requests_total", func() {
+		if resp, err := http.Get(strings.TrimSuffix(s.metricsURL, "/metrics") + "/top"); err == nil {
+			resp.Body.Close()
+		}
+	})
 	c := s.client(t)
 	for range 3 {
 		decide(t, c, "shop", "user", "alice")

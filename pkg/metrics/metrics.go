@@ -155,24 +155,31 @@ func New() *Metrics {
 			Name: "rls_refused_total",
 			Help: "Connections and calls refused at a bound before any work: grpc_connection and http_connection (the listener's -*-max-connections), grpc_call (-max-in-flight, -max-in-flight-per-connection), grpc_resets (a gRPC connection closed past -grpc-max-resets), json_body (a /json body past the bound of the bodies being read).",
 		}, []string{"what"}),
-		statsdSent: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "rls_statsd_sent_total",
-			Help: "Stat lines written to the statsd (-statsd-addr).",
-		}),
-		statsdDropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "rls_statsd_dropped_total",
-			Help: "Stats dropped on the way to the statsd (-statsd-addr): lines it did not take within the write timeout or refused, and response times past the bound kept between two flushes.",
-		}),
-		admin: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rls_admin_requests_total",
-			Help: "Calls of the admin endpoints (GET /top, POST /reset) by endpoint and result: ok, unauthorized (no token or a wrong one: nothing done), not_found (a reset no limit matches), bad_request, error.",
-		}, []string{"endpoint", "result"}),
 	}
+	m.statsdSent, m.statsdDropped, m.admin = sinkCounters()
 	r.MustRegister(m.decisions, m.storeErrors, m.requests, m.latency, m.storeLatency,
 		m.reloads, m.configSuccess, m.configTime, m.configDomains, m.configLimits, m.configNotLoaded, m.storeRefused, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns, m.refused,
 		m.statsdSent, m.statsdDropped, m.admin,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// sinkCounters are the counters of the statsd sink and of the admin
+// endpoints, which every server registers (at 0 when those are off).
+func sinkCounters() (sent, dropped prometheus.Counter, admin *prometheus.CounterVec) {
+	sent = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rls_statsd_sent_total",
+		Help: "Stat lines written to the statsd (-statsd-addr).",
+	})
+	dropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rls_statsd_dropped_total",
+		Help: "Stats dropped on the way to the statsd (-statsd-addr): lines it did not take within the write timeout or refused, and response times past the bound kept between two flushes.",
+	})
+	admin = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rls_admin_requests_total",
+		Help: "Calls of the admin endpoints (GET /top, POST /reset) by endpoint and result: ok, unauthorized (no token or a wrong one: nothing done), not_found (a reset no limit matches), bad_request, error.",
+	}, []string{"endpoint", "result"})
+	return sent, dropped, admin
 }
 
 // Decision is one descriptor's decision, as each family records it: the

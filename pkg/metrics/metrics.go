@@ -122,14 +122,6 @@ func New() *Metrics {
 			Name: "rls_config_limits",
 			Help: "Limits (rate_limit bodies, unlimited ones included) in the config in force.",
 		}),
-		configNotLoaded: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "rls_config_not_loaded_files",
-			Help: "Entries of the -config directory in force that were not loaded: files not named *.yaml or *.yml, and subdirectories (each logged at the load).",
-		}),
-		storeRefused: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "rls_store_refused",
-			Help: "1 while Redis answers but refuses the service's settings (password, database, TLS), a configuration error that /healthz reports; 0 otherwise.",
-		}),
 		configTime: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "rls_config_last_reload_success_timestamp_seconds",
 			Help: "When the config in effect was loaded.",
@@ -157,11 +149,27 @@ func New() *Metrics {
 		}, []string{"what"}),
 	}
 	m.statsdSent, m.statsdDropped, m.admin = sinkCounters()
+	m.configNotLoaded, m.storeRefused = mistakeGauges()
 	r.MustRegister(m.decisions, m.storeErrors, m.requests, m.latency, m.storeLatency,
 		m.reloads, m.configSuccess, m.configTime, m.configDomains, m.configLimits, m.configNotLoaded, m.storeRefused, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns, m.refused,
 		m.statsdSent, m.statsdDropped, m.admin,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// mistakeGauges are the gauges of operators' mistakes the service serves
+// through: files of the config directory not loaded, a Redis refusing
+// the settings.
+func mistakeGauges() (notLoaded, refused prometheus.Gauge) {
+	notLoaded = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rls_config_not_loaded_files",
+		Help: "Entries of the -config directory in force that were not loaded: files not named *.yaml or *.yml, and subdirectories (each logged at the load).",
+	})
+	refused = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rls_store_refused",
+		Help: "1 while Redis answers but refuses the service's settings (password, database, TLS), a configuration error that /healthz reports; 0 otherwise.",
+	})
+	return notLoaded, refused
 }
 
 // sinkCounters are the counters of the statsd sink and of the admin

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 )
@@ -145,4 +147,17 @@ func TestIdleBucketAbandoned(t *testing.T) {
 	if n := svc.Stats().Buckets.Load(); n != 0 {
 		t.Fatalf("%d buckets left, want 0", n)
 	}
+}
+
+// Drain ends the open streams with UNAVAILABLE.
+func TestDrain(t *testing.T) {
+	svc := newService(t, Options{ReportInterval: time.Second})
+	e := dial(t, serve(t, svc))
+	e.report(usage{bucket: api(), allowed: 1})
+	svc.Drain()
+	_, err := e.stream.Recv()
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("after Drain: %v, want UNAVAILABLE", err)
+	}
+	waitFor(t, func() bool { return svc.Stats().Streams.Load() == 0 && svc.Stats().Buckets.Load() == 0 })
 }

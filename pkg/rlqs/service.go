@@ -21,6 +21,8 @@ import (
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/rlqs/share"
@@ -71,6 +73,9 @@ type Service struct {
 	fraction  map[string]float64 // bucket key: this instance's last known part of the limit
 	failedLog time.Time
 
+	done      chan struct{}
+	drainOnce sync.Once
+
 	stats Stats
 }
 
@@ -111,7 +116,7 @@ func New(index func() *descriptors.Index, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{index: index, opts: opts, store: opts.Store, local: NewMemory(opts.Now),
-		instance: hex.EncodeToString(id[:]), fraction: make(map[string]float64)}
+		instance: hex.EncodeToString(id[:]), fraction: make(map[string]float64), done: make(chan struct{})}
 	if s.store == nil {
 		s.store = s.local
 	}
@@ -126,17 +131,44 @@ func (s *Service) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqspb.RateL
 	defer s.stats.Streams.Add(-1)
 	defer s.close(c)
 	ctx := st.Context()
+	msgs := make(chan *rlqspb.RateLimitQuotaUsageReports)
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			msg, err := st.Recv()
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case msgs <- msg:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	for {
-		msg, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
+		select {
+		case <-s.done:
+			// Envoy restarts its stream at its next report, on another
+			// instance or on this one once it is back.
+			return status.Error(codes.Unavailable, "envoy-rls is shutting down")
+		case err := <-errc:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
 			return err
-		}
-		resp := s.answer(ctx, c, msg, s.opts.Now())
-		if err := st.Send(resp); err != nil {
-			return err
+		case msg := <-msgs:
+			if err := st.Send(s.answer(ctx, c, msg, s.opts.Now())); err != nil {
+				return err
+			}
 		}
 	}
+}
+
+// Drain ends every stream, now and to come, with UNAVAILABLE, so that a
+// graceful stop need not wait for streams that last as long as Envoy
+// wants.
+func (s *Service) Drain() {
+	s.drainOnce.Do(func() { close(s.done) })
 }

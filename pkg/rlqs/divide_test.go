@@ -2,10 +2,13 @@ package rlqs
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -160,4 +163,32 @@ func TestDrain(t *testing.T) {
 		t.Fatalf("after Drain: %v, want UNAVAILABLE", err)
 	}
 	waitFor(t, func() bool { return svc.Stats().Streams.Load() == 0 && svc.Stats().Buckets.Load() == 0 })
+}
+
+func TestCollector(t *testing.T) {
+	svc := newService(t, Options{ReportInterval: time.Second})
+	e := dial(t, serve(t, svc))
+	e.report(usage{bucket: api(), allowed: 1}, usage{bucket: map[string]string{"path": "/x"}})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(svc.Collector())
+	want := `
+# HELP rls_rlqs_assignments_total Bucket actions sent, by strategy: token_bucket, allow_all, deny_all, abandon.
+# TYPE rls_rlqs_assignments_total counter
+rls_rlqs_assignments_total{strategy="abandon"} 0
+rls_rlqs_assignments_total{strategy="allow_all"} 1
+rls_rlqs_assignments_total{strategy="deny_all"} 0
+rls_rlqs_assignments_total{strategy="token_bucket"} 1
+# HELP rls_rlqs_buckets Buckets the open RLQS streams have reported and not abandoned.
+# TYPE rls_rlqs_buckets gauge
+rls_rlqs_buckets 1
+# HELP rls_rlqs_no_match_total Buckets reported that no limit matched, answered ALLOW_ALL.
+# TYPE rls_rlqs_no_match_total counter
+rls_rlqs_no_match_total 1
+# HELP rls_rlqs_streams RLQS streams open now: one per Envoy and domain.
+# TYPE rls_rlqs_streams gauge
+rls_rlqs_streams 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "rls_rlqs_assignments_total", "rls_rlqs_buckets", "rls_rlqs_no_match_total", "rls_rlqs_streams"); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -28,7 +28,8 @@ type client struct {
 type bucket struct {
 	share     float64 // requests per second last assigned, before rounding
 	idleSince time.Time
-	divided   bool // the bucket's demand is in the stores
+	divided   bool   // the bucket's demand is in the stores
+	rule      string // the metrics' label: domain and place in the tree
 }
 
 // Stats are the service's counts, read by the metrics: the streams and
@@ -73,7 +74,7 @@ func (s *Service) act(ctx context.Context, c *client, domain string, end *descri
 	key := bucketKey(domain, end, path, ordered)
 	b := c.buckets[key]
 	if b == nil {
-		b = &bucket{idleSince: now}
+		b = &bucket{idleSince: now, rule: domain + "." + end.Path}
 		c.buckets[key] = b
 		s.stats.Buckets.Add(1)
 	}
@@ -97,6 +98,7 @@ func (s *Service) act(ctx context.Context, c *client, domain string, end *descri
 	}
 	demand := share.Measure(u.GetNumRequestsAllowed(), u.GetNumRequestsDenied(), u.GetTimeElapsed().AsDuration())
 	next := s.divide(ctx, c.id, key, rate, demand)
+	first := !b.divided
 	b.divided = true
 	b.share = share.Steady(b.share, next, s.opts.Band)
 	tb, ok := s.opts.Shape.Tokens(b.share)
@@ -105,6 +107,7 @@ func (s *Service) act(ctx context.Context, c *client, domain string, end *descri
 		return blanket(typepb.RateLimitStrategy_DENY_ALL, ttl)
 	}
 	s.stats.TokenBuckets.Add(1)
+	s.rules.set(b.rule, c.id, key, float64(tb.TokensPerFill)/tb.FillInterval.Seconds(), rate, first)
 	return assign(&typepb.RateLimitStrategy{Strategy: &typepb.RateLimitStrategy_TokenBucket{TokenBucket: &typepb.TokenBucket{
 		MaxTokens:     tb.MaxTokens,
 		TokensPerFill: wrapperspb.UInt32(tb.TokensPerFill),
@@ -185,6 +188,7 @@ func (s *Service) drop(ctx context.Context, c *client, key string, b *bucket) {
 	if !b.divided {
 		return
 	}
+	s.rules.drop(b.rule, c.id, key)
 	_ = s.local.Forget(ctx, key, c.id)
 	if s.store != DemandStore(s.local) {
 		if err := s.store.Forget(ctx, key, c.id); err != nil {

@@ -70,6 +70,16 @@ func TestMaxMinFairAndLeave(t *testing.T) {
 	if sum := got[small] + got[big1] + got[big2]; sum > 100 {
 		t.Fatalf("shares sum to %v, over the limit 100", sum)
 	}
+	totals := 0
+	svc.rules.each(func(rule string, assigned, limit float64) {
+		totals++
+		if rule != "edge.path_/api" || assigned > 100 || assigned < 99 || limit != 100 {
+			t.Errorf("rule %q: assigned %v of %v, want 99 to 100 of 100", rule, assigned, limit)
+		}
+	})
+	if totals != 1 {
+		t.Errorf("%d rules with totals, want 1", totals)
+	}
 	big2.leave()
 	waitFor(t, func() bool { return svc.Stats().Streams.Load() == 2 })
 	s := perSecond(tokens(t, small.report(usage{bucket: api(), allowed: 10, elapsed: time.Second})[0]))
@@ -178,9 +188,15 @@ rls_rlqs_assignments_total{strategy="abandon"} 0
 rls_rlqs_assignments_total{strategy="allow_all"} 1
 rls_rlqs_assignments_total{strategy="deny_all"} 0
 rls_rlqs_assignments_total{strategy="token_bucket"} 1
+# HELP rls_rlqs_assigned_per_second Requests per second this instance's Envoys were last assigned, by rule (domain and place in the tree), summed over their buckets: sum it over instances.
+# TYPE rls_rlqs_assigned_per_second gauge
+rls_rlqs_assigned_per_second{rule="edge.path_/api"} 100
 # HELP rls_rlqs_buckets Buckets the open RLQS streams have reported and not abandoned.
 # TYPE rls_rlqs_buckets gauge
 rls_rlqs_buckets 1
+# HELP rls_rlqs_limit_per_second The limits, in requests per second, of the buckets this instance's Envoys hold, by rule, summed over the buckets: beside the assigned sum.
+# TYPE rls_rlqs_limit_per_second gauge
+rls_rlqs_limit_per_second{rule="edge.path_/api"} 100
 # HELP rls_rlqs_no_match_total Buckets reported that no limit matched, answered ALLOW_ALL.
 # TYPE rls_rlqs_no_match_total counter
 rls_rlqs_no_match_total 1
@@ -188,7 +204,7 @@ rls_rlqs_no_match_total 1
 # TYPE rls_rlqs_streams gauge
 rls_rlqs_streams 1
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "rls_rlqs_assignments_total", "rls_rlqs_buckets", "rls_rlqs_no_match_total", "rls_rlqs_streams"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "rls_rlqs_assignments_total", "rls_rlqs_assigned_per_second", "rls_rlqs_limit_per_second", "rls_rlqs_buckets", "rls_rlqs_no_match_total", "rls_rlqs_streams"); err != nil {
 		t.Fatal(err)
 	}
 }

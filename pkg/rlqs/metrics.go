@@ -15,6 +15,10 @@ var (
 		"Buckets reported that no limit matched, answered ALLOW_ALL.", nil, nil)
 	storeFailuresDesc = prometheus.NewDesc("rls_rlqs_store_failures_total",
 		"Divisions made without the demand store, on this instance's last known part of the limit.", nil, nil)
+	assignedDesc = prometheus.NewDesc("rls_rlqs_assigned_per_second",
+		"Requests per second this instance's Envoys were last assigned, by rule (domain and place in the tree), summed over their buckets: sum it over instances.", []string{"rule"}, nil)
+	limitDesc = prometheus.NewDesc("rls_rlqs_limit_per_second",
+		"The limits, in requests per second, of the buckets this instance's Envoys hold, by rule, summed over the buckets: beside the assigned sum.", []string{"rule"}, nil)
 )
 
 // Collector returns the service's metrics for a Prometheus registry.
@@ -23,7 +27,7 @@ func (s *Service) Collector() prometheus.Collector { return collector{s} }
 type collector struct{ s *Service }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{streamsDesc, bucketsDesc, reportsDesc, assignmentsDesc, noMatchDesc, storeFailuresDesc} {
+	for _, d := range []*prometheus.Desc{streamsDesc, bucketsDesc, reportsDesc, assignmentsDesc, noMatchDesc, storeFailuresDesc, assignedDesc, limitDesc} {
 		ch <- d
 	}
 }
@@ -45,4 +49,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(assignmentsDesc, st.Abandoned.Load(), "abandon")
 	counter(noMatchDesc, st.NoMatch.Load())
 	counter(storeFailuresDesc, st.StoreFailures.Load())
+	c.s.rules.each(func(rule string, assigned, limit float64) {
+		ch <- prometheus.MustNewConstMetric(assignedDesc, prometheus.GaugeValue, assigned, rule)
+		ch <- prometheus.MustNewConstMetric(limitDesc, prometheus.GaugeValue, limit, rule)
+	})
 }

@@ -77,6 +77,7 @@ type Service struct {
 	drainOnce sync.Once
 
 	stats Stats
+	rules *ruleTotals
 }
 
 var _ rlqspb.RateLimitQuotaServiceServer = (*Service)(nil)
@@ -116,7 +117,7 @@ func New(index func() *descriptors.Index, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{index: index, opts: opts, store: opts.Store, local: NewMemory(opts.Now),
-		instance: hex.EncodeToString(id[:]), fraction: make(map[string]float64), done: make(chan struct{})}
+		instance: hex.EncodeToString(id[:]), fraction: make(map[string]float64), done: make(chan struct{}), rules: newRuleTotals()}
 	if s.store == nil {
 		s.store = s.local
 	}

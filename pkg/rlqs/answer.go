@@ -97,22 +97,37 @@ func (s *Service) act(ctx context.Context, c *client, domain string, end *descri
 		return blanket(typepb.RateLimitStrategy_DENY_ALL, ttl)
 	}
 	demand := share.Measure(u.GetNumRequestsAllowed(), u.GetNumRequestsDenied(), u.GetTimeElapsed().AsDuration())
-	next := s.divide(ctx, c.id, key, rate, demand)
-	first := !b.divided
-	b.divided = true
-	b.share = share.Steady(b.share, next, s.opts.Band)
-	tb, ok := s.opts.Shape.Tokens(b.share)
-	if !ok {
+	tb, ok := s.bucketFor(ctx, c.id, key, b, rate, demand)
+	switch {
+	case kind == shadowed:
+		// What it would have assigned is in the per-rule metrics.
+		s.stats.AllowAll.Add(1)
+		return blanket(typepb.RateLimitStrategy_ALLOW_ALL, ttl)
+	case !ok:
 		s.stats.DenyAll.Add(1)
 		return blanket(typepb.RateLimitStrategy_DENY_ALL, ttl)
 	}
 	s.stats.TokenBuckets.Add(1)
-	s.rules.set(b.rule, c.id, key, float64(tb.TokensPerFill)/tb.FillInterval.Seconds(), rate, first)
 	return assign(&typepb.RateLimitStrategy{Strategy: &typepb.RateLimitStrategy_TokenBucket{TokenBucket: &typepb.TokenBucket{
 		MaxTokens:     tb.MaxTokens,
 		TokensPerFill: wrapperspb.UInt32(tb.TokensPerFill),
 		FillInterval:  durationpb.New(tb.FillInterval),
 	}}}, ttl)
+}
+
+// bucketFor divides rate for client id's bucket b and notes the token
+// bucket that enforces its share in the per-rule totals; ok is false when
+// the share is nothing.
+func (s *Service) bucketFor(ctx context.Context, id, key string, b *bucket, rate float64, d share.Demand) (_ share.Bucket, ok bool) {
+	next := s.divide(ctx, id, key, rate, d)
+	first := !b.divided
+	b.divided = true
+	b.share = share.Steady(b.share, next, s.opts.Band)
+	tb, ok := s.opts.Shape.Tokens(b.share)
+	if ok {
+		s.rules.set(b.rule, id, key, float64(tb.TokensPerFill)/tb.FillInterval.Seconds(), rate, first)
+	}
+	return tb, ok
 }
 
 // divide returns this client's share of rate: max-min fair over every live
@@ -204,15 +219,25 @@ const (
 	divided kind = iota
 	allowAll
 	denyAll
+	shadowed // divided for the metrics, answered ALLOW_ALL
 )
 
 // limitRate is the rate (requests per second) of the limits at end: the
-// tightest of its rules. A shadow-mode descriptor or an unlimited rule
-// allows all; a rule of zero requests denies all.
+// tightest of its rules. An unlimited rule allows all; a rule of zero
+// requests denies all, except on a shadow-mode descriptor, which allows all
+// and is divided only for the metrics.
 func limitRate(end *descriptors.Node) (float64, kind) {
-	if end.Descriptor.ShadowMode {
-		return 0, allowAll
+	rate, k := rulesRate(end)
+	switch {
+	case !end.Descriptor.ShadowMode:
+		return rate, k
+	case k == divided:
+		return rate, shadowed
 	}
+	return 0, allowAll
+}
+
+func rulesRate(end *descriptors.Node) (float64, kind) {
 	rate := -1.0
 	for _, r := range end.Descriptor.Rules {
 		if r.Unlimited {

@@ -127,6 +127,15 @@ func TestBlanketRules(t *testing.T) {
 			t.Errorf("%v: TTL %v, want %v", c.bucket, ttl, c.ttl)
 		}
 	}
+	shadow := 0.0
+	svc.rules.each(func(rule string, assigned, _ float64) {
+		if rule == "edge.path_/shadow" {
+			shadow = assigned
+		}
+	})
+	if shadow != 5 {
+		t.Errorf("shadow mode: %v per second would have been assigned, want 5", shadow)
+	}
 	if n := svc.Stats().NoMatch.Load(); n != 3 {
 		t.Errorf("%d buckets counted as matching no limit, want 3", n)
 	}

@@ -205,6 +205,13 @@ func (s *Service) drop(ctx context.Context, c *client, key string, b *bucket) {
 	}
 	s.rules.drop(b.rule, c.id, key)
 	_ = s.local.Forget(ctx, key, c.id)
+	if !s.local.holds(key) {
+		// No stream here holds the bucket: its part of the limit is
+		// read afresh if one comes back.
+		s.mu.Lock()
+		delete(s.fraction, key)
+		s.mu.Unlock()
+	}
 	if s.store != DemandStore(s.local) {
 		if err := s.store.Forget(ctx, key, c.id); err != nil {
 			// The entry expires by itself within three report intervals.

@@ -76,3 +76,11 @@ func (m *Memory) Forget(_ context.Context, bucket, client string) error {
 	}
 	return nil
 }
+
+// holds reports whether any client's demand of bucket is recorded, live or
+// not yet dropped.
+func (m *Memory) holds(bucket string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.buckets[bucket]) > 0
+}

@@ -169,6 +169,9 @@ func TestIdleBucketAbandoned(t *testing.T) {
 	if n := svc.Stats().Buckets.Load(); n != 0 {
 		t.Fatalf("%d buckets left, want 0", n)
 	}
+	if svc.local.holds(bucketKeyOf(t, svc, "/api")) {
+		t.Fatal("the abandoned bucket's demand is still held")
+	}
 }
 
 // Drain ends the open streams with UNAVAILABLE.
@@ -216,4 +219,13 @@ rls_rlqs_streams 1
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "rls_rlqs_assignments_total", "rls_rlqs_assigned_per_second", "rls_rlqs_limit_per_second", "rls_rlqs_buckets", "rls_rlqs_no_match_total", "rls_rlqs_streams"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func bucketKeyOf(t *testing.T, svc *Service, path string) string {
+	t.Helper()
+	end, _, p, o := svc.index().MatchSet("edge", []descriptors.Entry{{Key: "path", Value: path}}, nil, nil)
+	if end == nil {
+		t.Fatalf("%s matches nothing", path)
+	}
+	return bucketKey("edge", end, p, o)
 }

@@ -61,6 +61,14 @@ func TestTwoInstancesShareRedis(t *testing.T) {
 		t.Errorf("%d warnings within one interval, want 1", n)
 	}
 
+	// A divided on the part of the limit it held at the last good read.
+	a.mu.Lock()
+	_, held := a.fraction[bucketKeyOf(t, a, "/api")]
+	a.mu.Unlock()
+	if !held {
+		t.Fatal("A kept no part of the limit while Redis was down")
+	}
+
 	srv.Restart()
 	round()
 	check("Redis back", round())

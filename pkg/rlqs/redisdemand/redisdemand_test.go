@@ -15,15 +15,19 @@ import (
 
 var _ rlqs.DemandStore = (*redisdemand.Store)(nil)
 
-// The same behaviour from both stores: a record returns every live client's
+// The same behaviour from every store, a Redis Cluster's too: a record returns every live client's
 // demand, a forgotten or expired one is gone.
 func TestStores(t *testing.T) {
 	srv := redistest.Start(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
+	cluster := redistest.StartCluster(t, 3)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.Addrs()})
+	t.Cleanup(func() { _ = cc.Close() })
 	stores := map[string]rlqs.DemandStore{
-		"redis":  redisdemand.New(c, "envoy-rls:"),
-		"memory": rlqs.NewMemory(time.Now),
+		"redis":   redisdemand.New(c, "envoy-rls:"),
+		"cluster": redisdemand.New(cc, "envoy-rls:"),
+		"memory":  rlqs.NewMemory(time.Now),
 	}
 	for name, st := range stores {
 		t.Run(name, func(t *testing.T) {

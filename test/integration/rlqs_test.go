@@ -8,6 +8,8 @@ import (
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/envoy-rls/envoy-rls/internal/redistest"
@@ -93,5 +95,29 @@ func TestRLQSTwoInstancesShareRedis(t *testing.T) {
 	}
 	if v, ok := a.metric(t, "rls_rlqs_streams"); !ok || v != 2 {
 		t.Fatalf("rls_rlqs_streams on A: %v (%v), want 2", v, ok)
+	}
+}
+
+// A stopping instance ends its RLQS streams with UNAVAILABLE instead of
+// waiting on them, so it exits well within -shutdown-timeout, and an Envoy
+// that opens a new stream on the instance that replaces it (Redis holds
+// the demands) gets its share again at its first report.
+func TestRLQSRestart(t *testing.T) {
+	url := redistest.Start(t).URL()
+	cfg := writeConfig(t, rlqsLimits)
+	a := startServer(t, cfg, "-redis-url", url, "-rlqs-report-interval", "1s", "-shutdown-timeout", "10s")
+	c := newRLQSClient(t, a)
+	c.report(0, 0)
+	began := time.Now()
+	a.stop(t)
+	if took := time.Since(began); took > 5*time.Second {
+		t.Errorf("stopping with an RLQS stream open took %v", took)
+	}
+	if _, err := c.stream.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("the stream after the stop: %v, want UNAVAILABLE", err)
+	}
+	b := startServer(t, cfg, "-redis-url", url, "-rlqs-report-interval", "1s")
+	if got := newRLQSClient(t, b).report(50, time.Second); got != 100 {
+		t.Fatalf("on the new instance: %v per second, want 100", got)
 	}
 }

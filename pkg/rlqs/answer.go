@@ -46,32 +46,94 @@ func (s *Service) Stats() *Stats { return &s.stats }
 func (s *Service) answer(ctx context.Context, c *client, msg *rlqspb.RateLimitQuotaUsageReports, now time.Time) *rlqspb.RateLimitQuotaResponse {
 	s.stats.Reports.Add(1)
 	ix := s.index()
-	resp := &rlqspb.RateLimitQuotaResponse{}
+	usages := msg.GetBucketQuotaUsages()
+	items := make([]item, len(usages))
 	var path []*descriptors.Node
 	var entries, ordered []descriptors.Entry
-	for _, u := range msg.GetBucketQuotaUsages() {
-		id := u.GetBucketId()
+	for i, u := range usages {
 		entries = entries[:0]
-		for k, v := range id.GetBucket() {
+		for k, v := range u.GetBucketId().GetBucket() {
 			entries = append(entries, descriptors.Entry{Key: k, Value: v})
 		}
 		end, _, p, o := ix.MatchSet(msg.GetDomain(), entries, path[:0], ordered[:0])
 		path, ordered = p, o
-		action := s.act(ctx, c, msg.GetDomain(), end, path, ordered, u, now)
-		action.BucketId = id
-		resp.BucketAction = append(resp.BucketAction, action)
+		items[i] = item{u: u, end: end}
+		if end != nil && len(end.Descriptor.Rules) > 0 {
+			items[i].key = bucketKey(msg.GetDomain(), end, path, ordered)
+			items[i].rate, items[i].kind = limitRate(end)
+		}
+	}
+	rec := s.record(ctx, c.id, items)
+	resp := &rlqspb.RateLimitQuotaResponse{BucketAction: make([]*rlqspb.RateLimitQuotaResponse_BucketAction, len(items))}
+	for i, it := range items {
+		action := s.act(ctx, c, msg.GetDomain(), it, rec, now)
+		action.BucketId = it.u.GetBucketId()
+		resp.BucketAction[i] = action
 	}
 	return resp
 }
 
+// item is one bucket of a report, matched.
+type item struct {
+	u    *rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage
+	end  *descriptors.Node // nil, or without rules, when no limit matches
+	key  string
+	rate float64
+	kind kind
+}
+
+func (it item) divides() bool {
+	return it.key != "" && (it.kind == divided || it.kind == shadowed)
+}
+
+func (it item) demand() share.Demand {
+	return share.Measure(it.u.GetNumRequestsAllowed(), it.u.GetNumRequestsDenied(), it.u.GetTimeElapsed().AsDuration())
+}
+
+// recorded are the demands of the buckets of one report that are divided:
+// this instance's clients' and, with a shared store, everyone's (or the
+// store's error).
+type recorded struct {
+	at         map[string]int // bucket key: index in local and all
+	local, all []map[string]share.Demand
+	err        error
+}
+
+// record notes the client's demand of every divided bucket of a report, in
+// one call to each store.
+func (s *Service) record(ctx context.Context, id string, items []item) *recorded {
+	r := &recorded{at: make(map[string]int)}
+	var keys []string
+	var ds []share.Demand
+	for _, it := range items {
+		if !it.divides() {
+			continue
+		}
+		if _, dup := r.at[it.key]; !dup {
+			r.at[it.key] = len(keys)
+			keys = append(keys, it.key)
+			ds = append(ds, it.demand())
+		}
+	}
+	if len(keys) == 0 {
+		return r
+	}
+	ttl := 3 * s.opts.ReportInterval
+	r.local, _ = s.local.RecordAll(ctx, id, keys, ds, ttl)
+	if s.store != DemandStore(s.local) {
+		r.all, r.err = s.store.RecordAll(ctx, id, keys, ds, ttl)
+	}
+	return r
+}
+
 // act decides one bucket of one report.
-func (s *Service) act(ctx context.Context, c *client, domain string, end *descriptors.Node, path []*descriptors.Node, ordered []descriptors.Entry, u *rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage, now time.Time) *rlqspb.RateLimitQuotaResponse_BucketAction {
-	if end == nil || len(end.Descriptor.Rules) == 0 {
+func (s *Service) act(ctx context.Context, c *client, domain string, it item, rec *recorded, now time.Time) *rlqspb.RateLimitQuotaResponse_BucketAction {
+	end, key, u := it.end, it.key, it.u
+	if key == "" {
 		s.stats.NoMatch.Add(1)
 		s.stats.AllowAll.Add(1)
 		return blanket(typepb.RateLimitStrategy_ALLOW_ALL, s.opts.NoMatchTTL)
 	}
-	key := bucketKey(domain, end, path, ordered)
 	b := c.buckets[key]
 	if b == nil {
 		b = &bucket{idleSince: now, rule: domain + "." + end.Path}
@@ -87,7 +149,7 @@ func (s *Service) act(ctx context.Context, c *client, domain string, end *descri
 			AbandonAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction{}}}
 	}
 	ttl := share.TTL(s.opts.AssignmentTTL, s.opts.ReportInterval)
-	rate, kind := limitRate(end)
+	rate, kind := it.rate, it.kind
 	switch kind {
 	case allowAll:
 		s.stats.AllowAll.Add(1)
@@ -96,8 +158,7 @@ func (s *Service) act(ctx context.Context, c *client, domain string, end *descri
 		s.stats.DenyAll.Add(1)
 		return blanket(typepb.RateLimitStrategy_DENY_ALL, ttl)
 	}
-	demand := share.Measure(u.GetNumRequestsAllowed(), u.GetNumRequestsDenied(), u.GetTimeElapsed().AsDuration())
-	tb, ok := s.bucketFor(ctx, c.id, key, b, rate, demand)
+	tb, ok := s.bucketFor(c.id, key, b, rate, rec)
 	switch {
 	case kind == shadowed:
 		// What it would have assigned is in the per-rule metrics.
@@ -118,8 +179,8 @@ func (s *Service) act(ctx context.Context, c *client, domain string, end *descri
 // bucketFor divides rate for client id's bucket b and notes the token
 // bucket that enforces its share in the per-rule totals; ok is false when
 // the share is nothing.
-func (s *Service) bucketFor(ctx context.Context, id, key string, b *bucket, rate float64, d share.Demand) (_ share.Bucket, ok bool) {
-	next := s.divide(ctx, id, key, rate, d)
+func (s *Service) bucketFor(id, key string, b *bucket, rate float64, rec *recorded) (_ share.Bucket, ok bool) {
+	next := s.divide(id, key, rate, rec)
 	first := !b.divided
 	b.divided = true
 	b.share = share.Steady(b.share, next, s.opts.Band)
@@ -134,16 +195,15 @@ func (s *Service) bucketFor(ctx context.Context, id, key string, b *bucket, rate
 // client of the bucket in the shared store, or, with the store out of
 // reach, over this instance's own clients within the part of the limit
 // this instance held at the last good read.
-func (s *Service) divide(ctx context.Context, id, key string, rate float64, d share.Demand) float64 {
-	ttl := 3 * s.opts.ReportInterval
-	local, _ := s.local.Record(ctx, key, id, d, ttl)
+func (s *Service) divide(id, key string, rate float64, rec *recorded) float64 {
+	i := rec.at[key]
+	local := rec.local[i]
 	if s.store == DemandStore(s.local) {
 		return mine(rate, local, id)
 	}
-	all, err := s.store.Record(ctx, key, id, d, ttl)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err != nil {
+	if err := rec.err; err != nil {
 		s.stats.StoreFailures.Add(1)
 		now := s.opts.Now()
 		if now.Sub(s.failedLog) >= s.opts.ReportInterval {
@@ -156,7 +216,7 @@ func (s *Service) divide(ctx context.Context, id, key string, rate float64, d sh
 		}
 		return mine(rate*f, local, id)
 	}
-	shares := divideMap(rate, all)
+	shares := divideMap(rate, rec.all[i])
 	held := 0.0
 	for cid := range local {
 		held += shares[cid]

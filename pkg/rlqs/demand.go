@@ -13,9 +13,11 @@ import (
 // limit. An entry lives for the ttl given at its last Record, so a client
 // that stops reporting gives its share back by itself.
 type DemandStore interface {
-	// Record notes client's demand of bucket for ttl and returns the
-	// demand of every live client of bucket, client's own included.
-	Record(ctx context.Context, bucket, client string, d share.Demand, ttl time.Duration) (map[string]share.Demand, error)
+	// RecordAll notes client's demand of each bucket (demands[i] of
+	// buckets[i]) for ttl, and returns, per bucket in the same order, the
+	// demand of every live client of it, client's own included: all the
+	// buckets of one report at once, one round trip on Redis.
+	RecordAll(ctx context.Context, client string, buckets []string, demands []share.Demand, ttl time.Duration) ([]map[string]share.Demand, error)
 	// Forget drops client's demand of bucket at once (its stream closed).
 	Forget(ctx context.Context, bucket, client string) error
 }
@@ -41,8 +43,17 @@ func NewMemory(now func() time.Time) *Memory {
 	return &Memory{now: now, buckets: make(map[string]map[string]memoryEntry)}
 }
 
-// Record implements DemandStore; expired entries of bucket are dropped on
-// the way.
+// RecordAll implements DemandStore.
+func (m *Memory) RecordAll(ctx context.Context, client string, buckets []string, demands []share.Demand, ttl time.Duration) ([]map[string]share.Demand, error) {
+	out := make([]map[string]share.Demand, len(buckets))
+	for i, b := range buckets {
+		out[i], _ = m.Record(ctx, b, client, demands[i], ttl)
+	}
+	return out, nil
+}
+
+// Record is RecordAll for one bucket; expired entries of bucket are
+// dropped on the way.
 func (m *Memory) Record(_ context.Context, bucket, client string, d share.Demand, ttl time.Duration) (map[string]share.Demand, error) {
 	now := m.now()
 	m.mu.Lock()

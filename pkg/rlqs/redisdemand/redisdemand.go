@@ -13,7 +13,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -27,6 +26,7 @@ import (
 // both fit.
 type commands interface {
 	redis.Scripter
+	Pipeline() redis.Pipeliner
 	HDel(ctx context.Context, key string, fields ...string) *redis.IntCmd
 }
 
@@ -71,24 +71,45 @@ func (s *Store) Key(bucket string) string {
 	return s.prefix + "rlqs:{" + hex.EncodeToString(sum[:12]) + "}"
 }
 
-// Record implements rlqs.DemandStore.
-func (s *Store) Record(ctx context.Context, bucket, client string, d share.Demand, ttl time.Duration) (map[string]share.Demand, error) {
+// RecordAll implements rlqs.DemandStore: one pipeline of EVALSHA, the
+// script loaded and the pipeline sent again if Redis did not know it.
+func (s *Store) RecordAll(ctx context.Context, client string, buckets []string, demands []share.Demand, ttl time.Duration) ([]map[string]share.Demand, error) {
 	ms := ttl.Milliseconds()
 	if ms < 1 {
 		ms = 1
 	}
-	v, err := record.Run(ctx, s.client, []string{s.Key(bucket)}, client, encode(d), ms).StringSlice()
+	cmds, err := s.pipeline(ctx, client, buckets, demands, ms)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		if err = record.Load(ctx, s.client).Err(); err == nil {
+			cmds, err = s.pipeline(ctx, client, buckets, demands, ms)
+		}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("redisdemand: recording a demand: %w", err)
+		return nil, fmt.Errorf("redisdemand: recording demands: %w", err)
 	}
-	if len(v)%2 != 0 {
-		return nil, errors.New("redisdemand: odd reply from the script")
-	}
-	out := make(map[string]share.Demand, len(v)/2)
-	for i := 0; i < len(v); i += 2 {
-		out[v[i]] = decode(v[i+1])
+	out := make([]map[string]share.Demand, len(buckets))
+	for i, cmd := range cmds {
+		v, err := cmd.StringSlice()
+		if err != nil || len(v)%2 != 0 {
+			return nil, fmt.Errorf("redisdemand: reading demands: %v", err)
+		}
+		m := make(map[string]share.Demand, len(v)/2)
+		for j := 0; j < len(v); j += 2 {
+			m[v[j]] = decode(v[j+1])
+		}
+		out[i] = m
 	}
 	return out, nil
+}
+
+func (s *Store) pipeline(ctx context.Context, client string, buckets []string, demands []share.Demand, ms int64) ([]*redis.Cmd, error) {
+	p := s.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(buckets))
+	for i, b := range buckets {
+		cmds[i] = record.EvalSha(ctx, p, []string{s.Key(b)}, client, encode(demands[i]), ms)
+	}
+	_, err := p.Exec(ctx)
+	return cmds, err
 }
 
 // Forget implements rlqs.DemandStore.

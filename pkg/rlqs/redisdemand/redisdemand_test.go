@@ -32,13 +32,13 @@ func TestStores(t *testing.T) {
 	for name, st := range stores {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			if _, err := st.Record(ctx, "b", "gone", share.Demand{Rate: 1, Known: true}, 150*time.Millisecond); err != nil {
+			if _, err := record(ctx, st, "b", "gone", share.Demand{Rate: 1, Known: true}, 150*time.Millisecond); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := st.Record(ctx, "b", "left", share.Demand{Rate: 2, Known: true}, time.Minute); err != nil {
+			if _, err := record(ctx, st, "b", "left", share.Demand{Rate: 2, Known: true}, time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			got, err := st.Record(ctx, "b", "new", share.Demand{}, time.Minute)
+			got, err := record(ctx, st, "b", "new", share.Demand{}, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,14 +49,14 @@ func TestStores(t *testing.T) {
 				t.Fatal(err)
 			}
 			time.Sleep(300 * time.Millisecond) // "gone" expires
-			got, err = st.Record(ctx, "b", "new", share.Demand{Rate: 0.5, Known: true}, time.Minute)
+			got, err = record(ctx, st, "b", "new", share.Demand{Rate: 0.5, Known: true}, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(got) != 1 || got["new"] != (share.Demand{Rate: 0.5, Known: true}) {
 				t.Fatalf("after a forget and an expiry: got %v, want only new", got)
 			}
-			other, _ := st.Record(ctx, "other bucket", "x", share.Demand{}, time.Minute)
+			other, _ := record(ctx, st, "other bucket", "x", share.Demand{}, time.Minute)
 			if len(other) != 1 {
 				t.Fatalf("buckets share demands: %v", other)
 			}
@@ -68,5 +68,36 @@ func TestKeyIsOneHashTag(t *testing.T) {
 	k := redisdemand.New(nil, "p:").Key("edge\x00path_/api\x00{x}")
 	if k[:8] != "p:rlqs:{" || k[len(k)-1] != '}' {
 		t.Fatalf("key %q", k)
+	}
+}
+
+// record is RecordAll of one bucket.
+func record(ctx context.Context, st rlqs.DemandStore, bucket, client string, d share.Demand, ttl time.Duration) (map[string]share.Demand, error) {
+	all, err := st.RecordAll(ctx, client, []string{bucket}, []share.Demand{d}, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return all[0], nil
+}
+
+// A report's buckets go in one pipeline, the script loaded at need (a
+// Redis that restarted has forgotten it).
+func TestRecordAllAfterScriptFlush(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	st := redisdemand.New(c, "p:")
+	ctx := context.Background()
+	for round := 0; round < 2; round++ {
+		if err := c.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.RecordAll(ctx, "me", []string{"a", "b", "c"}, []share.Demand{{Rate: 1, Known: true}, {}, {Rate: 3, Known: true}}, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 3 || got[0]["me"].Rate != 1 || got[1]["me"].Known || got[2]["me"].Rate != 3 {
+			t.Fatalf("round %d: got %v", round, got)
+		}
 	}
 }

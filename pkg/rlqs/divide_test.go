@@ -3,6 +3,7 @@ package rlqs
 import (
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
 func newService(t *testing.T, opts Options) *Service {
@@ -228,4 +230,26 @@ func bucketKeyOf(t *testing.T, svc *Service, path string) string {
 		t.Fatalf("%s matches nothing", path)
 	}
 	return bucketKey("edge", end, p, o)
+}
+
+// A reload reaches the next report: the index is read at each one.
+func TestReloadReachesTheNextReport(t *testing.T) {
+	var ix atomic.Pointer[descriptors.Index]
+	ix.Store(testIndex(t))
+	svc, err := New(ix.Load, Options{ReportInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := dial(t, serve(t, svc))
+	if got := perSecond(tokens(t, e.report(usage{bucket: api(), allowed: 1})[0])); got != 100 {
+		t.Fatalf("before the reload: %v per second, want 100", got)
+	}
+	d, err := config.Parse("limits.yaml", []byte("domain: edge\ndescriptors:\n  - key: path\n    value: /api\n    rate_limit: {unit: second, requests_per_unit: 20}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.Store(descriptors.NewIndex(&config.Config{Domains: map[string]*config.Domain{d.Name: d}}))
+	if got := perSecond(tokens(t, e.report(usage{bucket: api(), allowed: 50, elapsed: time.Second})[0])); got != 20 {
+		t.Fatalf("after the reload: %v per second, want 20", got)
+	}
 }

@@ -181,12 +181,11 @@ func (s *Service) act(ctx context.Context, c *client, domain string, it item, re
 // the share is nothing.
 func (s *Service) bucketFor(id, key string, b *bucket, rate float64, rec *recorded) (_ share.Bucket, ok bool) {
 	next := s.divide(id, key, rate, rec)
-	first := !b.divided
 	b.divided = true
 	b.share = share.Steady(b.share, next, s.opts.Band)
 	tb, ok := s.opts.Shape.Tokens(b.share)
 	if ok {
-		s.rules.set(b.rule, id, key, float64(tb.TokensPerFill)/tb.FillInterval.Seconds(), rate, first)
+		s.rules.set(b.rule, id, key, float64(tb.TokensPerFill)/tb.FillInterval.Seconds(), rate)
 	}
 	return tb, ok
 }

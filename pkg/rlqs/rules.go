@@ -20,19 +20,20 @@ func newRuleTotals() *ruleTotals {
 }
 
 // set notes that client was assigned rate of the bucket key of rule, whose
-// limit is limit; first tells whether the client is new to the bucket.
-func (r *ruleTotals) set(rule, client, key string, rate, limit float64, first bool) {
+// limit is limit.
+func (r *ruleTotals) set(rule, client, key string, rate, limit float64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.assigned[rule] == nil {
 		r.assigned[rule] = map[string]float64{}
 		r.limits[rule] = map[string]float64{}
 	}
-	r.assigned[rule][client+"\x00"+key] = rate
-	r.limits[rule][key] = limit
-	if first {
+	id := client + "\x00" + key
+	if _, held := r.assigned[rule][id]; !held {
 		r.holders[key]++
 	}
+	r.assigned[rule][id] = rate
+	r.limits[rule][key] = limit
 }
 
 // drop forgets client's assignment of the bucket key of rule.

@@ -3,10 +3,12 @@
 // them all.
 //
 // Each bucket is one hash, a field per client whose value is the entry's
-// expiry (the Redis server's clock, in milliseconds) and the demand. One
-// script records a client's demand, drops the expired fields and returns
-// the rest, in one round trip. The key is a hash tag of its own, so on a
-// Cluster a bucket lives on one slot.
+// expiry (on the Redis server's clock, in milliseconds) and the demand. A
+// report is one pipeline of native commands, as every decision of the
+// Redis store is: for each bucket HSET of this client's entry, PEXPIRE of
+// the hash, HGETALL of it; the entries whose expiry has passed are left
+// out of the answer and deleted after. The key is a hash tag of its own,
+// so on a Cluster a bucket lives on one slot.
 package redisdemand
 
 import (
@@ -15,6 +17,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,8 +29,8 @@ import (
 // commands is what the store calls: a plain client and a cluster client
 // both fit.
 type commands interface {
-	redis.Scripter
 	Pipeline() redis.Pipeliner
+	Time(ctx context.Context) *redis.TimeCmd
 	HDel(ctx context.Context, key string, fields ...string) *redis.IntCmd
 }
 
@@ -35,6 +39,7 @@ type commands interface {
 type Store struct {
 	client commands
 	prefix string
+	clock  clock
 }
 
 // New returns a store whose keys start with prefix (the -redis-key-prefix,
@@ -43,27 +48,51 @@ func New(client commands, prefix string) *Store {
 	return &Store{client: client, prefix: prefix}
 }
 
-// record runs with the Redis server's clock, so that instances whose clocks
-// disagree still agree on which entries are live.
-var record = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ttl = tonumber(ARGV[3])
-redis.call('HSET', KEYS[1], ARGV[1], (now + ttl) .. ' ' .. ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ttl)
-local all = redis.call('HGETALL', KEYS[1])
-local out = {}
-for i = 1, #all, 2 do
-  local exp, d = string.match(all[i + 1], '^(%d+) (.*)$')
-  if exp and tonumber(exp) > now then
-    out[#out + 1] = all[i]
-    out[#out + 1] = d
-  else
-    redis.call('HDEL', KEYS[1], all[i])
-  end
-end
-return out
-`)
+// resample is how often the store reads Redis's clock again. An entry's
+// expiry is several report intervals (seconds) away, so the clock needs
+// no more than to agree among instances within milliseconds: a sample
+// carried forward on this process's monotonic clock does, for this long.
+const resample = 30 * time.Second
+
+// clock estimates the Redis server's clock, in milliseconds since the
+// epoch: a TIME answer, read at the middle of its round trip, carried
+// forward on the monotonic clock. Instances whose own clocks disagree
+// still agree on which entries are live.
+type clock struct {
+	mu      sync.Mutex
+	redisMs int64     // the sample, 0 before the first
+	at      time.Time // when it was taken (monotonic)
+}
+
+// now returns the estimate and whether a new sample is due; ok is false
+// before the first sample.
+func (c *clock) now() (ms int64, due, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.redisMs == 0 {
+		return 0, true, false
+	}
+	since := time.Since(c.at)
+	return c.redisMs + since.Milliseconds(), since > resample, true
+}
+
+// observe records a TIME answer t received between sent and got.
+func (c *clock) observe(t time.Time, sent, got time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.redisMs, c.at = t.UnixMilli(), sent.Add(got.Sub(sent)/2)
+}
+
+// sample reads Redis's clock in a round trip of its own (the first report).
+func (s *Store) sample(ctx context.Context) error {
+	sent := time.Now()
+	t, err := s.client.Time(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("redisdemand: reading Redis's clock: %w", err)
+	}
+	s.clock.observe(t, sent, time.Now())
+	return nil
+}
 
 // Key is the hash that holds bucket's demands.
 func (s *Store) Key(bucket string) string {
@@ -71,45 +100,66 @@ func (s *Store) Key(bucket string) string {
 	return s.prefix + "rlqs:{" + hex.EncodeToString(sum[:12]) + "}"
 }
 
-// RecordAll implements rlqs.DemandStore: one pipeline of EVALSHA, the
-// script loaded and the pipeline sent again if Redis did not know it.
+// RecordAll implements rlqs.DemandStore: one pipeline for the whole report
+// (and, once, a TIME before it), then an HDEL of the entries found expired,
+// if any.
 func (s *Store) RecordAll(ctx context.Context, client string, buckets []string, demands []share.Demand, ttl time.Duration) ([]map[string]share.Demand, error) {
-	ms := ttl.Milliseconds()
-	if ms < 1 {
-		ms = 1
-	}
-	cmds, err := s.pipeline(ctx, client, buckets, demands, ms)
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err = record.Load(ctx, s.client).Err(); err == nil {
-			cmds, err = s.pipeline(ctx, client, buckets, demands, ms)
+	ms := max(ttl.Milliseconds(), 1)
+	now, due, ok := s.clock.now()
+	if !ok {
+		if err := s.sample(ctx); err != nil {
+			return nil, err
 		}
+		now, due, _ = s.clock.now()
 	}
-	if err != nil {
+	p := s.client.Pipeline()
+	var tc *redis.TimeCmd
+	if due {
+		tc = p.Time(ctx) // for the next reports: this one has its estimate
+	}
+	reads := make([]*redis.MapStringStringCmd, len(buckets))
+	for i, b := range buckets {
+		key := s.Key(b)
+		p.HSet(ctx, key, client, strconv.FormatInt(now+ms, 10)+" "+encode(demands[i]))
+		p.PExpire(ctx, key, time.Duration(ms)*time.Millisecond)
+		reads[i] = p.HGetAll(ctx, key)
+	}
+	sent := time.Now()
+	if _, err := p.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("redisdemand: recording demands: %w", err)
 	}
+	if tc != nil {
+		s.clock.observe(tc.Val(), sent, time.Now())
+	}
 	out := make([]map[string]share.Demand, len(buckets))
-	for i, cmd := range cmds {
-		v, err := cmd.StringSlice()
-		if err != nil || len(v)%2 != 0 {
-			return nil, fmt.Errorf("redisdemand: reading demands: %v", err)
+	for i, r := range reads {
+		var expired []string
+		out[i], expired = live(r.Val(), now)
+		if len(expired) > 0 {
+			// Best effort: a field left behind is skipped again by the next
+			// read, and goes with the hash's own expiry.
+			_ = s.client.HDel(ctx, s.Key(buckets[i]), expired...).Err()
 		}
-		m := make(map[string]share.Demand, len(v)/2)
-		for j := 0; j < len(v); j += 2 {
-			m[v[j]] = decode(v[j+1])
-		}
-		out[i] = m
 	}
 	return out, nil
 }
 
-func (s *Store) pipeline(ctx context.Context, client string, buckets []string, demands []share.Demand, ms int64) ([]*redis.Cmd, error) {
-	p := s.client.Pipeline()
-	cmds := make([]*redis.Cmd, len(buckets))
-	for i, b := range buckets {
-		cmds[i] = record.EvalSha(ctx, p, []string{s.Key(b)}, client, encode(demands[i]), ms)
+// live splits a bucket's hash into the live entries' demands and the
+// fields whose expiry is not after now. A value it cannot read is
+// expired: nothing this package writes looks like it.
+func live(all map[string]string, now int64) (map[string]share.Demand, []string) {
+	m := make(map[string]share.Demand, len(all))
+	var expired []string
+	for field, v := range all {
+		exp, d, ok := strings.Cut(v, " ")
+		e, err := strconv.ParseInt(exp, 10, 64)
+		if !ok || err != nil || e <= now {
+			expired = append(expired, field)
+			continue
+		}
+		m[field] = decode(d)
 	}
-	_, err := p.Exec(ctx)
-	return cmds, err
+	return m, expired
 }
 
 // Forget implements rlqs.DemandStore.

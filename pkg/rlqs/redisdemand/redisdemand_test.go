@@ -80,24 +80,26 @@ func record(ctx context.Context, st rlqs.DemandStore, bucket, client string, d s
 	return all[0], nil
 }
 
-// A report's buckets go in one pipeline, the script loaded at need (a
-// Redis that restarted has forgotten it).
-func TestRecordAllAfterScriptFlush(t *testing.T) {
+// A report's buckets are recorded and read together, and the entries found
+// expired are deleted from Redis, not only left out.
+func TestRecordAllBuckets(t *testing.T) {
 	srv := redistest.Start(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = c.Close() })
 	st := redisdemand.New(c, "p:")
 	ctx := context.Background()
-	for round := 0; round < 2; round++ {
-		if err := c.ScriptFlush(ctx).Err(); err != nil {
-			t.Fatal(err)
-		}
-		got, err := st.RecordAll(ctx, "me", []string{"a", "b", "c"}, []share.Demand{{Rate: 1, Known: true}, {}, {Rate: 3, Known: true}}, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) != 3 || got[0]["me"].Rate != 1 || got[1]["me"].Known || got[2]["me"].Rate != 3 {
-			t.Fatalf("round %d: got %v", round, got)
-		}
+	if _, err := record(ctx, st, "a", "short", share.Demand{Rate: 9, Known: true}, 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(250 * time.Millisecond)
+	got, err := st.RecordAll(ctx, "me", []string{"a", "b", "c"}, []share.Demand{{Rate: 1, Known: true}, {}, {Rate: 3, Known: true}}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || len(got[0]) != 1 || got[0]["me"].Rate != 1 || got[1]["me"].Known || got[2]["me"].Rate != 3 {
+		t.Fatalf("got %v", got)
+	}
+	if fields, err := c.HKeys(ctx, st.Key("a")).Result(); err != nil || len(fields) != 1 || fields[0] != "me" {
+		t.Fatalf("bucket a's hash holds %v (%v), want only me: the expired entry deleted", fields, err)
 	}
 }

@@ -16,9 +16,9 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/rlqs/redisdemand"
 )
 
-// benchService answers with one report of 100 buckets, one bare-key value each, of 10
-// Envoys' worth of clients already recorded.
-func benchService(b *testing.B, store func() DemandStore) (*Service, *rlqspb.RateLimitQuotaUsageReports) {
+// benchService answers with one report of 100 buckets, one bare-key value
+// each, with envoys-1 other clients already recorded on every bucket.
+func benchService(b *testing.B, envoys int, store func() DemandStore) (*Service, *rlqspb.RateLimitQuotaUsageReports) {
 	d, err := config.Parse("limits.yaml", []byte("domain: edge\ndescriptors:\n  - key: user\n    rate_limit: {unit: second, requests_per_unit: 1000}\n"))
 	if err != nil {
 		b.Fatal(err)
@@ -39,7 +39,7 @@ func benchService(b *testing.B, store func() DemandStore) (*Service, *rlqspb.Rat
 			TimeElapsed: durationpb.New(time.Second), NumRequestsAllowed: 50,
 		})
 	}
-	for e := 0; e < 9; e++ {
+	for e := 0; e < envoys-1; e++ {
 		c := &client{id: fmt.Sprint("other", e), buckets: map[string]*bucket{}}
 		svc.answer(context.Background(), c, msg, time.Now())
 	}
@@ -47,10 +47,17 @@ func benchService(b *testing.B, store func() DemandStore) (*Service, *rlqspb.Rat
 }
 
 // The cost of answering one report of 100 buckets, per report; divide by
-// 100 for the cost per bucket.
+// 100 for the cost per bucket. Each bucket is reported by 10 Envoys, or by
+// 1,000.
 func BenchmarkReport(b *testing.B) {
+	for _, envoys := range []int{10, 1000} {
+		b.Run(fmt.Sprint("envoys=", envoys), func(b *testing.B) { benchmarkReport(b, envoys) })
+	}
+}
+
+func benchmarkReport(b *testing.B, envoys int) {
 	b.Run("memory", func(b *testing.B) {
-		svc, msg := benchService(b, nil)
+		svc, msg := benchService(b, envoys, nil)
 		c := &client{id: "me", buckets: map[string]*bucket{}}
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
@@ -61,7 +68,7 @@ func BenchmarkReport(b *testing.B) {
 		srv := redistest.Start(b)
 		rc := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 		b.Cleanup(func() { _ = rc.Close() })
-		svc, msg := benchService(b, func() DemandStore { return redisStore(rc) })
+		svc, msg := benchService(b, envoys, func() DemandStore { return redisStore(rc) })
 		c := &client{id: "me", buckets: map[string]*bucket{}}
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {

@@ -174,7 +174,7 @@ func TestUnreportedDroppedAbandonErases(t *testing.T) {
 	}
 	q.Allow(id, t0)
 	q.Apply(&rlqspb.RateLimitQuotaResponse{BucketAction: []*rlqspb.RateLimitQuotaResponse_BucketAction{{
-		BucketId:     &rlqspb.BucketId{Bucket: id},
+		BucketId: &rlqspb.BucketId{Bucket: id},
 		BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction_{
 			AbandonAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction{}},
 	}}}, t0)

@@ -168,6 +168,9 @@ func Check(b *bootstrapv3.Bootstrap, c *config.Config) []Finding {
 	for _, f := range env.filters {
 		ck.filter(env, f)
 	}
+	for _, q := range env.quotas {
+		ck.quota(q)
+	}
 	ck.unreachable()
 	return ck.findings
 }

@@ -62,6 +62,9 @@ type matchResult struct {
 	depth    int
 	stopped  *lnode
 	noLimits *lnode
+	// left are a bucket id's entries not consumed where its deepest walk
+	// stopped (matchBucket).
+	left []item
 }
 
 type restriction struct {

@@ -35,6 +35,18 @@
 // the exact value, then the wildcards in file order, then the bare key; an
 // unknown value may take each of those, an exact one only for that value.
 //
+// The rate limit quota filter (envoy.filters.http.rate_limit_quota, RLQS)
+// is checked too: every action its bucket_matchers can reach builds a
+// bucket id, each entry a literal (string_value, known) or a request
+// header (custom_value with HttpRequestHeaderMatchInput, any value); other
+// custom values are reported as unchecked. A bucket id is matched as
+// envoy-rls matches one: its entries have no order, so at each level of
+// the domain's tree any entry not yet consumed may be taken by a
+// descriptor naming its key (exact value before the default), and the id
+// matches the limit reached with every entry consumed. Matcher predicates
+// are not read: a header value is taken as any value even where a
+// predicate fixes it.
+//
 // Limitations: routes from RDS, scoped routes, VHDS, listeners from LDS and
 // filters from ECDS are reported as unchecked (and the reachability of the
 // limits of their domains is not judged); extension actions other than

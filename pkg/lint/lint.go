@@ -40,10 +40,11 @@
 // bucket id, each entry a literal (string_value, known) or a request
 // header (custom_value with HttpRequestHeaderMatchInput, any value); other
 // custom values are reported as unchecked. A bucket id is matched as
-// envoy-rls matches one: its entries have no order, so at each level of
-// the domain's tree any entry not yet consumed may be taken by a
-// descriptor naming its key (exact value before the default), and the id
-// matches the limit reached with every entry consumed. Matcher predicates
+// envoy-rls matches one: its entries have no order, so each level of the
+// domain's tree consumes the entry left whose child matches best (an
+// exact value, then a wildcard, then a bare key, ties in key order, with
+// no backtracking), and the id matches the limit reached with every entry
+// consumed. Matcher predicates
 // are not read: a header value is taken as any value even where a
 // predicate fixes it.
 //

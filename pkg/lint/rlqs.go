@@ -3,6 +3,7 @@ package lint
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	xdscorev3 "github.com/cncf/xds/go/xds/core/v3"
@@ -11,6 +12,8 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 )
 
 // quotaFilter is one envoy.filters.http.rate_limit_quota of an HTTP
@@ -192,12 +195,13 @@ func dedupe(ss []string) []string {
 	return out
 }
 
-// matchBucket walks a bucket id down the tree as RLQS matches one: a bucket
-// id's entries have no order, so at each level any entry not yet consumed
-// may be taken by a descriptor that names its key (for a known value, the
-// exact value, then the wildcards, then the bare key); the id matches the
-// limit a walk reaches with every entry consumed. Every walk is tried: an
-// id matches if any does.
+// matchBucket walks a bucket id down the tree as envoy-rls matches one
+// (descriptors.MatchSet): a bucket id's entries have no order, so each
+// level consumes, among the entries not yet consumed, the one whose child
+// matches best: an exact value first, then a wildcard, then a bare key,
+// ties broken by key order (items come sorted by key). The id matches the
+// limit reached with every entry consumed. An unknown value may or may not
+// equal an exact value (or match a wildcard): both ways are walked.
 func (t *tree) matchBucket(items []item) *matchResult {
 	m := &matchResult{depth: -1}
 	if len(items) > 0 {
@@ -207,35 +211,94 @@ func (t *tree) matchBucket(items []item) *matchResult {
 }
 
 func (t *tree) walkBucket(kids []*lnode, rest []item, depth int, parent *lnode, restr []string, m *matchResult) {
-	found := false
-	for i, it := range rest {
-		others := append(rest[:i:i], rest[i+1:]...)
-		for _, c := range candidates(kids, it) {
-			found = true
-			r := restr
-			if c.restrict != "" {
-				r = append(restr[:len(restr):len(restr)], c.restrict)
+	choices := bucketChoices(kids, rest)
+	if len(choices) == 0 && depth > m.depth {
+		m.depth, m.stopped, m.left = depth, parent, rest
+	}
+	for _, ch := range choices {
+		c := ch.cand
+		r := restr
+		if c.restrict != "" {
+			r = append(restr[:len(restr):len(restr)], c.restrict)
+		}
+		others := append(rest[:ch.i:ch.i], rest[ch.i+1:]...)
+		if len(others) > 0 {
+			t.walkBucket(c.node.kids, others, depth+1, c.node, r, m)
+			continue
+		}
+		switch {
+		case len(c.node.d.Rules) == 0:
+			if m.noLimits == nil {
+				m.noLimits = c.node
 			}
-			if len(others) > 0 {
-				t.walkBucket(c.node.kids, others, depth+1, c.node, r, m)
-				continue
-			}
-			switch {
-			case len(c.node.d.Rules) == 0:
-				if m.noLimits == nil {
-					m.noLimits = c.node
+		case len(r) == 0:
+			m.full = true
+			m.limited = append(m.limited, c.node)
+		default:
+			m.restricted = append(m.restricted, restriction{c.node, r})
+		}
+	}
+}
+
+// bucketChoice is one way a level may go: entry i of the rest takes cand.
+type bucketChoice struct {
+	i    int
+	cand candidate
+}
+
+// bucketChoices are the ways one level may consume an entry of rest, in
+// envoy-rls's order of preference. A choice certain for every value (a
+// known value's exact or wildcard match, any bare key) ends the list: the
+// server would take it, and nothing after it.
+func bucketChoices(kids []*lnode, rest []item) []bucketChoice {
+	var out []bucketChoice
+	for tier := 0; tier < 3; tier++ {
+		for i, it := range rest {
+			for _, n := range kids {
+				if n.d.Key != it.key {
+					continue
 				}
-			case len(r) == 0:
-				m.full = true
-				m.limited = append(m.limited, c.node)
-			default:
-				m.restricted = append(m.restricted, restriction{c.node, r})
+				c, certain, ok := tierMatch(tier, n, it)
+				if !ok {
+					continue
+				}
+				out = append(out, bucketChoice{i, c})
+				if certain {
+					return out
+				}
 			}
 		}
 	}
-	if !found && depth > m.depth {
-		m.depth, m.stopped, m.left = depth, parent, rest
+	return out
+}
+
+// tierMatch says whether node n, of tier 0 (exact), 1 (wildcard) or 2
+// (bare), may take entry it, and whether it surely does.
+func tierMatch(tier int, n *lnode, it item) (c candidate, certain, ok bool) {
+	c = candidate{node: n}
+	switch {
+	case tier == 2 && n.d.Value == "":
+		return c, true, true
+	case tier == 1 && n.wild:
+		if it.val.kind == known {
+			ok = descriptors.WildcardMatch(n.d.Value, it.val.s)
+			return c, ok, ok
+		}
+		return c, false, canMatch(n.d.Value, it.val)
+	case tier == 0 && n.d.Value != "" && !n.wild:
+		switch it.val.kind {
+		case known:
+			ok = n.d.Value == it.val.s
+			return c, ok, ok
+		case prefixed:
+			if !strings.HasPrefix(n.d.Value, it.val.s) {
+				return c, false, false
+			}
+		}
+		c.restrict = it.key + "=" + strconv.Quote(n.d.Value)
+		return c, false, true
 	}
+	return c, false, false
 }
 
 // bucketWhy says where the deepest walk of a bucket id stopped.

@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"strings"
 	"testing"
 
 	xdscorev3 "github.com/cncf/xds/go/xds/core/v3"
@@ -80,5 +81,39 @@ func TestQuotaUncheckedAndDomain(t *testing.T) {
 	got := strs(ck.findings)
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("findings %q, want %q", got, want)
+	}
+}
+
+// TestMatchBucketBestFirst: envoy-rls takes, at each level, the best
+// match among the entries left (exact, then wildcard, then bare, ties in
+// key order) and never backtracks; lint walks the same way.
+func TestMatchBucketBestFirst(t *testing.T) {
+	c, err := config.Options{}.Load("testdata/rlqs/greedy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTree(c.Domains["edge"])
+	for _, tc := range []struct {
+		name  string
+		items []item
+		full  bool
+		restr string
+	}{
+		// plan=free is exact: it goes first, then api_key under it.
+		{"exact first", []item{{"api_key", value{kind: anyValue}}, {"plan", value{known, "free"}}}, true, ""},
+		// Any other plan: the bare api_key sorts first, is taken, and
+		// leaves plan with nowhere to go.
+		{"bare in key order", []item{{"api_key", value{kind: anyValue}}, {"plan", value{known, "gold"}}}, false, ""},
+		// An unknown plan reaches a limit only as "free".
+		{"unknown", []item{{"api_key", value{kind: anyValue}}, {"plan", value{kind: anyValue}}}, false, `plan="free"`},
+	} {
+		m := tr.matchBucket(tc.items)
+		var restr string
+		for _, r := range m.restricted {
+			restr += strings.Join(r.values, " ")
+		}
+		if m.full != tc.full || restr != tc.restr {
+			t.Errorf("%s: full %v restricted %q, want %v %q", tc.name, m.full, restr, tc.full, tc.restr)
+		}
 	}
 }

@@ -132,6 +132,13 @@ func TestTTLInWholeSecondsThenNoAssignment(t *testing.T) {
 	if got := count(q, 1, at(2*time.Second)); got != 1 {
 		t.Fatalf("TTL 2.9 s read as 2 s: at 2 s allowed %d, want 1 (no assignment: allow all)", got)
 	}
+	// An unset TTL reads as 0 s: the assignment is gone at once.
+	r := assign(id, blanket(typev3.RateLimitStrategy_DENY_ALL), 0)
+	r.BucketAction[0].GetQuotaAssignmentAction().AssignmentTimeToLive = nil
+	q.Apply(r, at(3*time.Second))
+	if got := count(q, 1, at(3*time.Second)); got != 1 {
+		t.Fatalf("unset TTL: allowed %d, want 1", got)
+	}
 }
 
 func TestExpiredFallbackThenNoAssignment(t *testing.T) {

@@ -271,16 +271,7 @@ func (ck *checker) entry(e *entry, reached map[*lnode]bool) {
 		case len(s.items) == 0:
 			msg = "descriptor () is empty: envoy-rls refuses a request that holds one (InvalidArgument), so Envoy's failure mode decides it"
 		case len(m.restricted) > 0:
-			var alts []string
-			seen := make(map[string]bool)
-			for _, r := range m.restricted {
-				a := strings.Join(r.values, " ")
-				if !seen[a] {
-					seen[a] = true
-					alts = append(alts, a)
-				}
-			}
-			msg = fmt.Sprintf("descriptor %s matches a limit only for values %s", s, strings.Join(alts, ", "))
+			msg = fmt.Sprintf("descriptor %s matches a limit only for values %s", s, strings.Join(m.alternatives(), ", "))
 		default:
 			msg = fmt.Sprintf("descriptor %s matches no limit: %s", s, m.why(e.domain, s.items))
 		}

@@ -169,11 +169,7 @@ func (ck *checker) quota(q *quotaFilter) {
 		case len(b.items) == 0:
 			msg = "bucket id {} is empty: it can match no limit"
 		case len(m.restricted) > 0:
-			var alts []string
-			for _, r := range m.restricted {
-				alts = append(alts, strings.Join(r.values, " "))
-			}
-			msg = fmt.Sprintf("bucket id %s matches a limit only for values %s", id, strings.Join(dedupe(alts), ", "))
+			msg = fmt.Sprintf("bucket id %s matches a limit only for values %s", id, strings.Join(m.alternatives(), ", "))
 		case m.noLimits != nil:
 			msg = fmt.Sprintf("bucket id %s matches no limit: it ends at %s.%s, which has no rate_limit", id, q.domain, m.noLimits.path)
 		default:
@@ -181,18 +177,6 @@ func (ck *checker) quota(q *quotaFilter) {
 		}
 		ck.add(Finding{Kind: Unmatched, Route: where, Limit: q.domain, Message: msg})
 	}
-}
-
-func dedupe(ss []string) []string {
-	seen := make(map[string]bool, len(ss))
-	out := ss[:0]
-	for _, s := range ss {
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // matchBucket walks a bucket id down the tree as envoy-rls matches one
@@ -226,17 +210,7 @@ func (t *tree) walkBucket(kids []*lnode, rest []item, depth int, parent *lnode, 
 			t.walkBucket(c.node.kids, others, depth+1, c.node, r, m)
 			continue
 		}
-		switch {
-		case len(c.node.d.Rules) == 0:
-			if m.noLimits == nil {
-				m.noLimits = c.node
-			}
-		case len(r) == 0:
-			m.full = true
-			m.limited = append(m.limited, c.node)
-		default:
-			m.restricted = append(m.restricted, restriction{c.node, r})
-		}
+		m.end(c.node, r)
 	}
 }
 

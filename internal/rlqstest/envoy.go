@@ -54,6 +54,7 @@ type Envoy struct {
 	stream   rlqspb.RateLimitQuotaService_StreamRateLimitQuotasClient
 	streamCx context.CancelFunc
 	sendMu   sync.Mutex // one Send at a time on the stream
+	openMu   sync.Mutex // one stream opened at a time
 }
 
 // New starts a simulated Envoy on conn. Close stops it.
@@ -165,15 +166,16 @@ func (e *Envoy) send(r *rlqspb.RateLimitQuotaUsageReports) {
 	e.stats.Reports++
 }
 
-// openStream returns the current stream, opening one if needed.
+// openStream returns the current stream, opening one if needed. It holds
+// only openMu while it dials, so that requests are not held up by it.
 func (e *Envoy) openStream() rlqspb.RateLimitQuotaService_StreamRateLimitQuotasClient {
+	e.openMu.Lock()
+	defer e.openMu.Unlock()
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.stream != nil {
-		return e.stream
-	}
-	if e.ctx.Err() != nil {
-		return nil
+	s := e.stream
+	e.mu.Unlock()
+	if s != nil || e.ctx.Err() != nil {
+		return s
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	s, err := e.client.StreamRateLimitQuotas(ctx)
@@ -182,8 +184,10 @@ func (e *Envoy) openStream() rlqspb.RateLimitQuotaService_StreamRateLimitQuotasC
 		e.opts.Logger.Debug("stream not opened", zap.Error(err))
 		return nil
 	}
+	e.mu.Lock()
 	e.stream, e.streamCx = s, cancel
 	e.stats.Streams++
+	e.mu.Unlock()
 	go e.receive(s)
 	return s
 }

@@ -55,9 +55,11 @@ type Envoy struct {
 	streamCx context.CancelFunc
 	sendMu   sync.Mutex // one Send at a time on the stream
 	openMu   sync.Mutex // one stream opened at a time
+	timer    sync.Once  // starts tick, or (in Close) stands in for it
 }
 
-// New starts a simulated Envoy on conn. Close stops it.
+// New returns a simulated Envoy on conn; it opens its stream and starts
+// its report timer at its first request, as Envoy does. Close stops it.
 func New(conn grpc.ClientConnInterface, opts Options) *Envoy {
 	if opts.ReportInterval <= 0 {
 		opts.ReportInterval = DefaultReportInterval
@@ -71,7 +73,6 @@ func New(conn grpc.ClientConnInterface, opts Options) *Envoy {
 		opts:   opts, ctx: ctx, cancel: cancel, done: make(chan struct{}),
 		quota: NewQuota(opts.Behavior),
 	}
-	go e.tick()
 	return e
 }
 
@@ -92,6 +93,8 @@ func (e *Envoy) Allow(id map[string]string) bool {
 	}
 	e.mu.Unlock()
 	if r != nil {
+		// Envoy starts its report timer when its first bucket is created.
+		e.timer.Do(func() { go e.tick() })
 		e.send(r)
 	}
 	return allowed
@@ -117,6 +120,7 @@ func (e *Envoy) Stats() Stats {
 // Close stops the timer and closes the stream, as an Envoy leaving does.
 func (e *Envoy) Close() {
 	e.cancel()
+	e.timer.Do(func() { close(e.done) }) // no timer was started
 	<-e.done
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -4,7 +4,8 @@
 // way the proto's comments describe. What it copies from Envoy, and why:
 //
 //   - one stream per simulated Envoy (Envoy opens one per server and
-//     domain), with the domain on every message;
+//     domain), with the domain on every message, opened with the report
+//     timer at the first request;
 //   - a bucket's first request sends an immediate report of that bucket
 //     alone, with time_elapsed unset (zero); then every bucket is reported
 //     every report interval, time_elapsed cut to whole seconds;

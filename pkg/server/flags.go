@@ -87,6 +87,10 @@ type Options struct {
 	json429Body     bool
 	explainEndpoint bool
 	grpcReflection  bool
+	// rlqs serves RateLimitQuotaService on -grpc-addr (rlqs.go).
+	rlqs               bool
+	rlqsReportInterval time.Duration
+	rlqsAssignmentTTL  time.Duration
 	// overLimitCache answers hits on keys the store refused locally until
 	// the store's reset (pkg/limits/overlimit).
 	overLimitCache bool
@@ -281,7 +285,7 @@ func serverFlags(o *Options, h Help) *cli.CommandLine {
 	fs.IntVar(&o.grpcMaxResets, "grpc-max-resets", 1000, "most streams a client may reset on one gRPC connection a second, in bursts of as many (the HTTP/2 rapid reset); past it the connection is sent GOAWAY (ENHANCE_YOUR_CALM) and closed; 0: no bound")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", 4096, "most gRPC calls in flight at once, over all connections, counted from their decoded request until answered; past it a call is refused with RESOURCE_EXHAUSTED")
 	fs.IntVar(&o.maxInFlightPerConn, "max-in-flight-per-connection", 0, "most gRPC calls in flight at once on one connection, counted as -max-in-flight; past it a call is refused with RESOURCE_EXHAUSTED (0: an eighth of -max-in-flight)")
-	fs.IntVar(&o.maxOpenStreams, "max-open-streams", 1024, "most streaming gRPC calls (health Watch, reflection) open at once, over all connections, counted apart from -max-in-flight since each lasts as long as its client wants; one connection may hold 16 of them; past it a new one is refused with RESOURCE_EXHAUSTED")
+	fs.IntVar(&o.maxOpenStreams, "max-open-streams", 1024, "most streaming gRPC calls (RLQS, health Watch, reflection) open at once, over all connections, counted apart from -max-in-flight since each lasts as long as its client wants; one connection may hold 16 of them; past it a new one is refused with RESOURCE_EXHAUSTED")
 	fs.IntVar(&o.grpcMaxConnections, "grpc-max-connections", 0, "most connections open at once on -grpc-addr; past it a new one is closed at once (0: three quarters of the file descriptors the process may open)")
 	fs.IntVar(&o.httpMaxConnections, "http-max-connections", 0, "most connections open at once on -http-addr, counted apart from gRPC's so that health checks are still answered (0: an eighth of the file descriptors the process may open)")
 	fs.DurationVar(&o.httpIdleTimeout, "http-idle-timeout", 60*time.Second, "close a keep-alive HTTP connection that has sent no request for this long")
@@ -297,6 +301,9 @@ func serverFlags(o *Options, h Help) *cli.CommandLine {
 	fs.BoolVar(&o.json429Body, "json-429-body", false, "give OVER_LIMIT answers a JSON raw_body and a content-type: application/json header")
 	fs.BoolVar(&o.explainEndpoint, "explain-endpoint", true, "serve GET /explain on -http-addr (false: 404)")
 	fs.BoolVar(&o.grpcReflection, "grpc-reflection", true, "serve gRPC server reflection on -grpc-addr (the services' schemas, for grpcurl); false leaves it out")
+	fs.BoolVar(&o.rlqs, "rlqs", true, "serve envoy.service.rate_limit_quota.v3 (RLQS) on -grpc-addr: each limit divided among the Envoys that report it, on every instance sharing Redis (within this instance on the embedded store); false leaves it out")
+	fs.DurationVar(&o.rlqsReportInterval, "rlqs-report-interval", 5*time.Second, "how often Envoys are assumed to send RLQS reports (Envoy 1.40: every 5s); demands expire after three, assignments last more than two")
+	fs.DurationVar(&o.rlqsAssignmentTTL, "rlqs-assignment-ttl", 0, "TTL of an RLQS token bucket assignment, in whole seconds, raised to more than two -rlqs-report-interval (0: three intervals)")
 	fs.BoolVar(&o.overLimitCache, "over-limit-cache", true, "with Redis, refuse a key Redis refused locally until the reset Redis gave (cost-1 hits of limits that are not count_refused, or are fixed windows, not leaky_bucket, not one of several on a descriptor); peeks and refunds always ask Redis")
 	fs.BoolVar(&o.version, "version", false, "print the version, and the Go and go-control-plane versions, and exit (no environment twin)")
 	return cl
@@ -357,6 +364,10 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), h Help) (*
 		return nil, errors.New("-grpc-max-streams must be positive")
 	case o.maxInFlight <= 0:
 		return nil, errors.New("-max-in-flight must be positive")
+	case o.rlqsReportInterval < time.Second:
+		return nil, errors.New("-rlqs-report-interval must be at least 1s: Envoy reports in whole seconds")
+	case o.rlqsAssignmentTTL < 0:
+		return nil, errors.New("-rlqs-assignment-ttl must not be negative (0 is three report intervals)")
 	case o.maxOpenStreams <= 0:
 		return nil, errors.New("-max-open-streams must be positive")
 	case o.grpcMaxResets < 0:

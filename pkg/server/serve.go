@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
@@ -28,6 +29,7 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/httpapi"
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
+	"github.com/envoy-rls/envoy-rls/pkg/rlqs"
 	"github.com/envoy-rls/envoy-rls/pkg/rls"
 	"github.com/envoy-rls/envoy-rls/pkg/statsd"
 	"github.com/envoy-rls/envoy-rls/pkg/tracing"
@@ -156,6 +158,7 @@ type running struct {
 	grpcLis, httpLis net.Listener // ls's, bounded
 	store            *storeHandle
 	svc              *rls.Service
+	rlqs             *rlqs.Service // nil with -rlqs=false
 	gs               *grpc.Server
 	hs               *health.Server
 	// inflight and watches are what the drain waits on: the decisions in
@@ -225,6 +228,9 @@ func (r *running) build() error {
 	if r.admin, err = newAdmin(o, r.svc, r.m, r.log); err != nil { // admin.go
 		return err
 	}
+	if r.rlqs, err = newRLQS(o, r.svc, r.store, r.m, r.log); err != nil { // rlqs.go
+		return err
+	}
 	r.grpcServer()
 	r.start.serving(r.svc, r.hs, r.m, r.storeRefused.Load) // xds.go: snapshots swapped into svc, health by -xds-healthy-needs-config
 	r.httpServer()
@@ -258,6 +264,9 @@ func (r *running) grpcServer() {
 	gopts = append(gopts, grpc.Creds(boundResets(creds, o.grpcMaxResets, func() { r.m.Refused(metrics.RefusedGRPCResets) }))) // resets.go
 	r.gs = grpc.NewServer(gopts...)
 	rlsv3.RegisterRateLimitServiceServer(r.gs, r.svc)
+	if r.rlqs != nil {
+		rlqspb.RegisterRateLimitQuotaServiceServer(r.gs, r.rlqs)
+	}
 	r.hs = health.NewServer()
 	healthpb.RegisterHealthServer(r.gs, r.hs)
 	if o.grpcReflection {
@@ -345,6 +354,9 @@ func (r *running) drain(stopBG func()) {
 	// Health Watch streams never end by themselves; each ends once it has
 	// told its watcher NOT_SERVING, so that GracefulStop can finish.
 	r.watches.drain()
+	if r.rlqs != nil {
+		r.rlqs.Drain() // RLQS streams too: Envoy reconnects elsewhere
+	}
 	stopBG()
 	r.stopGRPC(deadline)
 	sctx, cancel := context.WithDeadline(context.Background(), deadline)

@@ -58,6 +58,9 @@ type storeHandle struct {
 	// Redis fails; nil when the embedded store is the store.
 	local limits.Store
 	ping  func(context.Context) error // nil for the embedded store
+	// redis is the Redis client, for the RLQS demands; nil for the
+	// embedded store.
+	redis redis.UniversalClient
 	// inProcess is set for the embedded store (rls.Options.StoreInProcess).
 	inProcess bool
 	close     func() error
@@ -143,7 +146,7 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger, tracer trace.Tra
 	s.HearResets(onReset)
 	log.Info("using Redis", zap.Bool("cluster", len(seeds) > 0), zap.Bool("sentinel", o.redisSentinel != ""),
 		zap.Bool("over_limit_cache", o.overLimitCache))
-	return &storeHandle{Store: store, local: mem, ping: ping, onConfigChange: onConfigChange, close: func() error {
+	return &storeHandle{Store: store, local: mem, ping: ping, redis: client, onConfigChange: onConfigChange, close: func() error {
 		s.Close() // the merged pipelines in flight, before their client
 		mem.Close()
 		return client.Close()

@@ -1,0 +1,353 @@
+package rlqs
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	typepb "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
+	"github.com/envoy-rls/envoy-rls/pkg/rlqs/share"
+)
+
+// client is the state of one stream: one Envoy, one domain.
+type client struct {
+	id      string
+	buckets map[string]*bucket // by bucket key
+}
+
+// bucket is what one client was last told about one bucket.
+type bucket struct {
+	share     float64 // requests per second last assigned, before rounding
+	idleSince time.Time
+	divided   bool   // the bucket's demand is in the stores
+	rule      string // the metrics' label: domain and place in the tree
+}
+
+// Stats are the service's counts, read by the metrics: the streams and
+// buckets open now, and totals since the start.
+type Stats struct {
+	Streams, Buckets                           atomic.Int64
+	Reports, NoMatch, StoreFailures            atomic.Int64
+	TokenBuckets, AllowAll, DenyAll, Abandoned atomic.Int64
+}
+
+// Stats returns the service's live counts.
+func (s *Service) Stats() *Stats { return &s.stats }
+
+func (s *Service) answer(ctx context.Context, c *client, msg *rlqspb.RateLimitQuotaUsageReports, now time.Time) *rlqspb.RateLimitQuotaResponse {
+	s.stats.Reports.Add(1)
+	ix := s.index()
+	usages := msg.GetBucketQuotaUsages()
+	items := make([]item, len(usages))
+	var path []*descriptors.Node
+	var entries, ordered []descriptors.Entry
+	for i, u := range usages {
+		entries = entries[:0]
+		for k, v := range u.GetBucketId().GetBucket() {
+			entries = append(entries, descriptors.Entry{Key: k, Value: v})
+		}
+		end, _, p, o := ix.MatchSet(msg.GetDomain(), entries, path[:0], ordered[:0])
+		path, ordered = p, o
+		items[i] = item{u: u, end: end}
+		if end != nil && len(end.Descriptor.Rules) > 0 {
+			items[i].key = bucketKey(msg.GetDomain(), end, path, ordered)
+			items[i].rate, items[i].kind = limitRate(end)
+		}
+	}
+	rec := s.record(ctx, c.id, items)
+	resp := &rlqspb.RateLimitQuotaResponse{BucketAction: make([]*rlqspb.RateLimitQuotaResponse_BucketAction, len(items))}
+	for i, it := range items {
+		action := s.act(ctx, c, msg.GetDomain(), it, rec, now)
+		action.BucketId = it.u.GetBucketId()
+		resp.BucketAction[i] = action
+	}
+	return resp
+}
+
+// item is one bucket of a report, matched.
+type item struct {
+	u    *rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage
+	end  *descriptors.Node // nil, or without rules, when no limit matches
+	key  string
+	rate float64
+	kind kind
+}
+
+func (it item) divides() bool {
+	return it.key != "" && (it.kind == divided || it.kind == shadowed)
+}
+
+func (it item) demand() share.Demand {
+	return share.Measure(it.u.GetNumRequestsAllowed(), it.u.GetNumRequestsDenied(), it.u.GetTimeElapsed().AsDuration())
+}
+
+// recorded are the demands of the buckets of one report that are divided:
+// this instance's clients' and, with a shared store, everyone's (or the
+// store's error).
+type recorded struct {
+	at         map[string]int // bucket key: index in local and all
+	local, all []map[string]share.Demand
+	err        error
+}
+
+// record notes the client's demand of every divided bucket of a report, in
+// one call to each store.
+func (s *Service) record(ctx context.Context, id string, items []item) *recorded {
+	r := &recorded{at: make(map[string]int)}
+	var keys []string
+	var ds []share.Demand
+	for _, it := range items {
+		if !it.divides() {
+			continue
+		}
+		if _, dup := r.at[it.key]; !dup {
+			r.at[it.key] = len(keys)
+			keys = append(keys, it.key)
+			ds = append(ds, it.demand())
+		}
+	}
+	if len(keys) == 0 {
+		return r
+	}
+	ttl := 3 * s.opts.ReportInterval
+	r.local, _ = s.local.RecordAll(ctx, id, keys, ds, ttl)
+	if s.store != DemandStore(s.local) {
+		r.all, r.err = s.store.RecordAll(ctx, id, keys, ds, ttl)
+	}
+	return r
+}
+
+// act decides one bucket of one report.
+func (s *Service) act(ctx context.Context, c *client, domain string, it item, rec *recorded, now time.Time) *rlqspb.RateLimitQuotaResponse_BucketAction {
+	end, key, u := it.end, it.key, it.u
+	if key == "" {
+		s.stats.NoMatch.Add(1)
+		s.stats.AllowAll.Add(1)
+		return blanket(typepb.RateLimitStrategy_ALLOW_ALL, s.opts.NoMatchTTL)
+	}
+	b := c.buckets[key]
+	if b == nil {
+		b = &bucket{idleSince: now, rule: domain + "." + end.Path}
+		c.buckets[key] = b
+		s.stats.Buckets.Add(1)
+	}
+	if u.GetNumRequestsAllowed()+u.GetNumRequestsDenied() > 0 {
+		b.idleSince = now
+	} else if now.Sub(b.idleSince) >= s.opts.IdleAfter {
+		s.drop(ctx, c, key, b)
+		s.stats.Abandoned.Add(1)
+		return &rlqspb.RateLimitQuotaResponse_BucketAction{BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction_{
+			AbandonAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction{}}}
+	}
+	ttl := share.TTL(s.opts.AssignmentTTL, s.opts.ReportInterval)
+	rate, kind := it.rate, it.kind
+	switch kind {
+	case allowAll:
+		s.stats.AllowAll.Add(1)
+		return blanket(typepb.RateLimitStrategy_ALLOW_ALL, ttl)
+	case denyAll:
+		s.stats.DenyAll.Add(1)
+		return blanket(typepb.RateLimitStrategy_DENY_ALL, ttl)
+	}
+	tb, ok := s.bucketFor(c.id, key, b, rate, rec)
+	switch {
+	case kind == shadowed:
+		// What it would have assigned is in the per-rule metrics.
+		s.stats.AllowAll.Add(1)
+		return blanket(typepb.RateLimitStrategy_ALLOW_ALL, ttl)
+	case !ok:
+		s.stats.DenyAll.Add(1)
+		return blanket(typepb.RateLimitStrategy_DENY_ALL, ttl)
+	}
+	s.stats.TokenBuckets.Add(1)
+	return assign(&typepb.RateLimitStrategy{Strategy: &typepb.RateLimitStrategy_TokenBucket{TokenBucket: &typepb.TokenBucket{
+		MaxTokens:     tb.MaxTokens,
+		TokensPerFill: wrapperspb.UInt32(tb.TokensPerFill),
+		FillInterval:  durationpb.New(tb.FillInterval),
+	}}}, ttl)
+}
+
+// bucketFor divides rate for client id's bucket b and notes the token
+// bucket that enforces its share in the per-rule totals; ok is false when
+// the share is nothing.
+func (s *Service) bucketFor(id, key string, b *bucket, rate float64, rec *recorded) (_ share.Bucket, ok bool) {
+	next := s.divide(id, key, rate, rec)
+	b.divided = true
+	b.share = share.Steady(b.share, next, s.opts.Band)
+	tb, ok := s.opts.Shape.Tokens(b.share)
+	if ok {
+		s.rules.set(b.rule, id, key, float64(tb.TokensPerFill)/tb.FillInterval.Seconds(), rate)
+	}
+	return tb, ok
+}
+
+// divide returns this client's share of rate: max-min fair over every live
+// client of the bucket in the shared store, or, with the store out of
+// reach, over this instance's own clients within the part of the limit
+// this instance held at the last good read.
+func (s *Service) divide(id, key string, rate float64, rec *recorded) float64 {
+	i := rec.at[key]
+	local := rec.local[i]
+	if s.store == DemandStore(s.local) {
+		return mine(rate, local, id)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := rec.err; err != nil {
+		s.stats.StoreFailures.Add(1)
+		now := s.opts.Now()
+		if now.Sub(s.failedLog) >= s.opts.ReportInterval {
+			s.failedLog = now
+			s.opts.Logger.Warn("rlqs: demand store unreachable, dividing this instance's last known part of each limit among its own clients", zap.Error(err))
+		}
+		f, ok := s.fraction[key]
+		if !ok {
+			f = 1
+		}
+		return mine(rate*f, local, id)
+	}
+	shares := divideMap(rate, rec.all[i])
+	held := 0.0
+	for cid := range local {
+		held += shares[cid]
+	}
+	s.fraction[key] = held / rate
+	return shares[id]
+}
+
+func mine(rate float64, demands map[string]share.Demand, id string) float64 {
+	return divideMap(rate, demands)[id]
+}
+
+// divideMap divides rate among demands, in client id order so that every
+// instance computes the same division from the same store.
+func divideMap(rate float64, demands map[string]share.Demand) map[string]float64 {
+	ids := make([]string, 0, len(demands))
+	for id := range demands {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	ds := make([]share.Demand, len(ids))
+	for i, id := range ids {
+		ds[i] = demands[id]
+	}
+	out := make(map[string]float64, len(ids))
+	for i, v := range share.Divide(rate, ds) {
+		out[ids[i]] = v
+	}
+	return out
+}
+
+// close gives back every share of a stream that ended.
+func (s *Service) close(c *client) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for key, b := range c.buckets {
+		s.drop(ctx, c, key, b)
+	}
+}
+
+func (s *Service) drop(ctx context.Context, c *client, key string, b *bucket) {
+	delete(c.buckets, key)
+	s.stats.Buckets.Add(-1)
+	if !b.divided {
+		return
+	}
+	s.rules.drop(b.rule, c.id, key)
+	_ = s.local.Forget(ctx, key, c.id)
+	if !s.local.holds(key) {
+		// No stream here holds the bucket: its part of the limit is
+		// read afresh if one comes back.
+		s.mu.Lock()
+		delete(s.fraction, key)
+		s.mu.Unlock()
+	}
+	if s.store != DemandStore(s.local) {
+		if err := s.store.Forget(ctx, key, c.id); err != nil {
+			// The entry expires by itself within three report intervals.
+			s.opts.Logger.Debug("rlqs: forgetting a demand", zap.Error(err))
+		}
+	}
+}
+
+type kind int
+
+const (
+	divided kind = iota
+	allowAll
+	denyAll
+	shadowed // divided for the metrics, answered ALLOW_ALL
+)
+
+// limitRate is the rate (requests per second) of the limits at end: the
+// tightest of its rules. An unlimited rule allows all; a rule of zero
+// requests denies all, except on a shadow-mode descriptor, which allows all
+// and is divided only for the metrics.
+func limitRate(end *descriptors.Node) (float64, kind) {
+	rate, k := rulesRate(end)
+	switch {
+	case !end.Descriptor.ShadowMode:
+		return rate, k
+	case k == divided:
+		return rate, shadowed
+	}
+	return 0, allowAll
+}
+
+func rulesRate(end *descriptors.Node) (float64, kind) {
+	rate := -1.0
+	for _, r := range end.Descriptor.Rules {
+		if r.Unlimited {
+			return 0, allowAll
+		}
+		if r.Limit.Requests == 0 {
+			return 0, denyAll
+		}
+		v := float64(r.Limit.Requests) / r.Limit.Period.Seconds()
+		if rate < 0 || v < rate {
+			rate = v
+		}
+	}
+	return rate, divided
+}
+
+// bucketKey names the counter a bucket is divided under: the domain, the
+// rule's place in the tree, and the values of the bare keys on the way
+// (one counter per distinct value, as for RLS); exact and wildcard values
+// are in the place already.
+func bucketKey(domain string, end *descriptors.Node, path []*descriptors.Node, ordered []descriptors.Entry) string {
+	var b strings.Builder
+	b.WriteString(domain)
+	b.WriteByte(0)
+	b.WriteString(end.Path)
+	for i, n := range path {
+		if n.Descriptor.Value == "" {
+			b.WriteByte(0)
+			b.WriteString(ordered[i].Value)
+		}
+	}
+	return b.String()
+}
+
+func blanket(r typepb.RateLimitStrategy_BlanketRule, ttl time.Duration) *rlqspb.RateLimitQuotaResponse_BucketAction {
+	return assign(&typepb.RateLimitStrategy{Strategy: &typepb.RateLimitStrategy_BlanketRule_{BlanketRule: r}}, ttl)
+}
+
+func assign(st *typepb.RateLimitStrategy, ttl time.Duration) *rlqspb.RateLimitQuotaResponse_BucketAction {
+	return &rlqspb.RateLimitQuotaResponse_BucketAction{BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{
+		QuotaAssignmentAction: &rlqspb.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
+			AssignmentTimeToLive: durationpb.New(ttl),
+			RateLimitStrategy:    st,
+		}}}
+}
+
+func itoa(v uint64) string { return strconv.FormatUint(v, 10) }

@@ -1,0 +1,97 @@
+package rlqs
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/envoy-rls/envoy-rls/pkg/rlqs/share"
+)
+
+// DemandStore holds what each client (one Envoy's stream) wants of each
+// bucket, shared by every envoy-rls instance that divides the bucket's
+// limit. An entry lives for the ttl given at its last Record, so a client
+// that stops reporting gives its share back by itself.
+type DemandStore interface {
+	// RecordAll notes client's demand of each bucket (demands[i] of
+	// buckets[i]) for ttl, and returns, per bucket in the same order, the
+	// demand of every live client of it, client's own included: all the
+	// buckets of one report at once, one round trip on Redis.
+	RecordAll(ctx context.Context, client string, buckets []string, demands []share.Demand, ttl time.Duration) ([]map[string]share.Demand, error)
+	// Forget drops client's demand of bucket at once (its stream closed).
+	Forget(ctx context.Context, bucket, client string) error
+}
+
+// Memory is the DemandStore of one instance: it divides among the clients
+// connected to this process only. It is safe for concurrent use; the zero
+// value is not, use NewMemory.
+type Memory struct {
+	now     func() time.Time
+	mu      sync.Mutex
+	buckets map[string]map[string]memoryEntry
+}
+
+type memoryEntry struct {
+	demand  share.Demand
+	expires time.Time
+}
+
+var _ DemandStore = (*Memory)(nil)
+
+// NewMemory returns an empty store that reads the time from now.
+func NewMemory(now func() time.Time) *Memory {
+	return &Memory{now: now, buckets: make(map[string]map[string]memoryEntry)}
+}
+
+// RecordAll implements DemandStore.
+func (m *Memory) RecordAll(ctx context.Context, client string, buckets []string, demands []share.Demand, ttl time.Duration) ([]map[string]share.Demand, error) {
+	out := make([]map[string]share.Demand, len(buckets))
+	for i, b := range buckets {
+		out[i], _ = m.Record(ctx, b, client, demands[i], ttl)
+	}
+	return out, nil
+}
+
+// Record is RecordAll for one bucket; expired entries of bucket are
+// dropped on the way.
+func (m *Memory) Record(_ context.Context, bucket, client string, d share.Demand, ttl time.Duration) (map[string]share.Demand, error) {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clients := m.buckets[bucket]
+	if clients == nil {
+		clients = make(map[string]memoryEntry)
+		m.buckets[bucket] = clients
+	}
+	clients[client] = memoryEntry{demand: d, expires: now.Add(ttl)}
+	out := make(map[string]share.Demand, len(clients))
+	for id, e := range clients {
+		if !now.Before(e.expires) {
+			delete(clients, id)
+			continue
+		}
+		out[id] = e.demand
+	}
+	return out, nil
+}
+
+// Forget implements DemandStore.
+func (m *Memory) Forget(_ context.Context, bucket, client string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if clients := m.buckets[bucket]; clients != nil {
+		delete(clients, client)
+		if len(clients) == 0 {
+			delete(m.buckets, bucket)
+		}
+	}
+	return nil
+}
+
+// holds reports whether any client's demand of bucket is recorded, live or
+// not yet dropped.
+func (m *Memory) holds(bucket string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.buckets[bucket]) > 0
+}

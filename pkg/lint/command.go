@@ -13,8 +13,9 @@ import (
 const CommandArgs = "[-envoy PATH] [-limits PATH] [-max-delay DUR]"
 
 const lintAbout = `Reads the routes' rate_limits actions in an Envoy bootstrap, derives every
-descriptor they can send, and reports, one line each naming the route and
-the limit: descriptors that no limit matches, limits that no route can
+descriptor they can send (and every bucket id a rate_limit_quota filter's
+bucket_matchers can build), and reports, one line each naming the route and
+the limit: descriptors and bucket ids that no limit matches, limits that no route can
 reach, a filter domain missing from the limits, and a leaky bucket whose
 worst wait exceeds the filter's timeout. Exit 0 when clean (printing what
 the limits hold, counted as check-config counts), 1 with findings, 2 on a

@@ -196,6 +196,7 @@ type envoyConfig struct {
 	// unchecked are the parts that cannot be checked, not tied to a filter.
 	unchecked []part
 	filters   []*filter
+	quotas    []*quotaFilter
 }
 
 type part struct{ where, msg string }
@@ -296,6 +297,10 @@ func (env *envoyConfig) networkFilter(listener string, nf *listenerv3.Filter) in
 					env.unchecked = append(env.unchecked, part{f.where(), "the filter's config comes from ECDS: only a static one can be checked"})
 				}
 			}
+			continue
+		}
+		if q := quotaFilterOf(listener, hf); q != nil {
+			env.quotas = append(env.quotas, q)
 			continue
 		}
 		rl := new(ratelimitv3.RateLimit)

@@ -35,6 +35,19 @@
 // the exact value, then the wildcards in file order, then the bare key; an
 // unknown value may take each of those, an exact one only for that value.
 //
+// The rate limit quota filter (envoy.filters.http.rate_limit_quota, RLQS)
+// is checked too: every action its bucket_matchers can reach builds a
+// bucket id, each entry a literal (string_value, known) or a request
+// header (custom_value with HttpRequestHeaderMatchInput, any value); other
+// custom values are reported as unchecked. A bucket id is matched as
+// envoy-rls matches one: its entries have no order, so each level of the
+// domain's tree consumes the entry left whose child matches best (an
+// exact value, then a wildcard, then a bare key, ties in key order, with
+// no backtracking), and the id matches the limit reached with every entry
+// consumed. Matcher predicates
+// are not read: a header value is taken as any value even where a
+// predicate fixes it.
+//
 // Limitations: routes from RDS, scoped routes, VHDS, listeners from LDS and
 // filters from ECDS are reported as unchecked (and the reachability of the
 // limits of their domains is not judged); extension actions other than
@@ -168,6 +181,9 @@ func Check(b *bootstrapv3.Bootstrap, c *config.Config) []Finding {
 	for _, f := range env.filters {
 		ck.filter(env, f)
 	}
+	for _, q := range env.quotas {
+		ck.quota(q)
+	}
 	ck.unreachable()
 	return ck.findings
 }
@@ -255,16 +271,7 @@ func (ck *checker) entry(e *entry, reached map[*lnode]bool) {
 		case len(s.items) == 0:
 			msg = "descriptor () is empty: envoy-rls refuses a request that holds one (InvalidArgument), so Envoy's failure mode decides it"
 		case len(m.restricted) > 0:
-			var alts []string
-			seen := make(map[string]bool)
-			for _, r := range m.restricted {
-				a := strings.Join(r.values, " ")
-				if !seen[a] {
-					seen[a] = true
-					alts = append(alts, a)
-				}
-			}
-			msg = fmt.Sprintf("descriptor %s matches a limit only for values %s", s, strings.Join(alts, ", "))
+			msg = fmt.Sprintf("descriptor %s matches a limit only for values %s", s, strings.Join(m.alternatives(), ", "))
 		default:
 			msg = fmt.Sprintf("descriptor %s matches no limit: %s", s, m.why(e.domain, s.items))
 		}

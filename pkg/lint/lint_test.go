@@ -37,6 +37,12 @@ func TestTestdata(t *testing.T) {
 			`domain: vhost "backend" route "admin" typed_per_filter_config: edge-admin: the per-route domain "edge-admin" is not in the limits (domains: edge)`,
 			`unreachable: edge: no rate limit filter uses domain "edge": its 1 limit can never be reached`,
 		}},
+		{dir: "rlqs", want: []string{
+			`unmatched: listener "ingress" filter "envoy.filters.http.rate_limit_quota" bucket "login": edge: bucket id {path="/login"} matches no limit: it ends at edge.path_/login, which has no rate_limit`,
+			`unmatched: listener "ingress" filter "envoy.filters.http.rate_limit_quota" bucket "regional": edge: bucket id {path="/search", region=*} matches no limit: no descriptor under edge.path_/search takes any of region=*`,
+			`unmatched: listener "ingress" filter "envoy.filters.http.rate_limit_quota" bucket "user": edge: bucket id {user=*} matches a limit only for values user="alice"`,
+			`unreachable: edge.never: no route sends a descriptor that reaches this limit (testdata/rlqs/limits.yaml:16)`,
+		}},
 		{dir: "leaky", want: []string{
 			`leaky-timeout: listener "ingress" filter "envoy.filters.http.ratelimit": edge.generic_key_uploads: leaky_bucket "uploads" (testdata/leaky/limits.yaml:7) may delay a request 500ms, longer than the filter's default timeout 20ms (it sets none): a request whose turn is further away is refused instead of delayed; set the filter's timeout above 500ms`,
 		}},

@@ -62,6 +62,9 @@ type matchResult struct {
 	depth    int
 	stopped  *lnode
 	noLimits *lnode
+	// left are a bucket id's entries not consumed where its deepest walk
+	// stopped (matchBucket).
+	left []item
 }
 
 type restriction struct {
@@ -92,18 +95,38 @@ func (t *tree) walk(kids []*lnode, items []item, depth int, parent *lnode, restr
 			t.walk(c.node.kids, items, depth+1, c.node, r, m)
 			continue
 		}
-		switch {
-		case len(c.node.d.Rules) == 0:
-			if m.noLimits == nil {
-				m.noLimits = c.node
-			}
-		case len(r) == 0:
-			m.full = true
-			m.limited = append(m.limited, c.node)
-		default:
-			m.restricted = append(m.restricted, restriction{c.node, r})
+		m.end(c.node, r)
+	}
+}
+
+// end records a walk that consumed every entry at n, under restrictions r.
+func (m *matchResult) end(n *lnode, r []string) {
+	switch {
+	case len(n.d.Rules) == 0:
+		if m.noLimits == nil {
+			m.noLimits = n
+		}
+	case len(r) == 0:
+		m.full = true
+		m.limited = append(m.limited, n)
+	default:
+		m.restricted = append(m.restricted, restriction{n, r})
+	}
+}
+
+// alternatives are the restrictions under which walks reach a limit, each
+// once, in the order found.
+func (m *matchResult) alternatives() []string {
+	var alts []string
+	seen := make(map[string]bool)
+	for _, r := range m.restricted {
+		a := strings.Join(r.values, " ")
+		if !seen[a] {
+			seen[a] = true
+			alts = append(alts, a)
 		}
 	}
+	return alts
 }
 
 // why says why a shape meets no limit.

@@ -138,29 +138,25 @@ func (n *nodeBatchers) doOn(ctx context.Context, addr string, wk *work) bool {
 // told. Reading the state under m.reportMu, rather than passing each
 // change along, keeps two changes made at once by two calls from reaching
 // it in the wrong order.
-func (n *nodeBatchers) report(addr string, m *master) {
-	if n.onGate == nil {
-		return
-	}
-	m.reportMu.Lock()
-	defer m.reportMu.Unlock()
-	if shut := m.gate.Open(); shut != m.reported {
-		m.reported = shut
-		n.onGate(addr, shut)
-	}
-}
+func (n *nodeBatchers) report(addr string, m *master) { n.tell(addr, m, m.gate.Open) }
 
 // retired tells onGate that m, no longer a master, fails no call fast:
 // its slots are another node's now, behind that node's gate.
 func (n *nodeBatchers) retired(addr string, m *master) {
+	n.tell(addr, m, func() bool { return false })
+}
+
+// tell tells onGate what shut says of m, if it differs from what onGate
+// was last told.
+func (n *nodeBatchers) tell(addr string, m *master, shut func() bool) {
 	if n.onGate == nil {
 		return
 	}
 	m.reportMu.Lock()
 	defer m.reportMu.Unlock()
-	if m.reported {
-		m.reported = false
-		n.onGate(addr, false)
+	if now := shut(); now != m.reported {
+		m.reported = now
+		n.onGate(addr, now)
 	}
 }
 

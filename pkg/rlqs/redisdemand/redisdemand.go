@@ -101,8 +101,8 @@ func (s *Store) Key(bucket string) string {
 }
 
 // RecordAll implements rlqs.DemandStore: one pipeline for the whole report
-// (and, once, a TIME before it), then an HDEL of the entries found expired,
-// if any.
+// (and, once, a TIME before it), then one of HDELs of the entries found
+// expired, if any.
 func (s *Store) RecordAll(ctx context.Context, client string, buckets []string, demands []share.Demand, ttl time.Duration) ([]map[string]share.Demand, error) {
 	ms := max(ttl.Milliseconds(), 1)
 	now, due, ok := s.clock.now()
@@ -132,14 +132,21 @@ func (s *Store) RecordAll(ctx context.Context, client string, buckets []string, 
 		s.clock.observe(tc.Val(), sent, time.Now())
 	}
 	out := make([]map[string]share.Demand, len(buckets))
+	var del redis.Pipeliner // the HDELs of the entries found expired, if any
 	for i, r := range reads {
 		var expired []string
 		out[i], expired = live(r.Val(), now)
 		if len(expired) > 0 {
-			// Best effort: a field left behind is skipped again by the next
-			// read, and goes with the hash's own expiry.
-			_ = s.client.HDel(ctx, s.Key(buckets[i]), expired...).Err()
+			if del == nil {
+				del = s.client.Pipeline()
+			}
+			del.HDel(ctx, s.Key(buckets[i]), expired...)
 		}
+	}
+	if del != nil {
+		// Best effort: a field left behind is skipped again by the next
+		// read, and goes with the hash's own expiry.
+		_, _ = del.Exec(ctx)
 	}
 	return out, nil
 }

@@ -3,6 +3,8 @@ package rlqs
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,9 +48,11 @@ func benchService(b *testing.B, envoys int, store func() DemandStore) (*Service,
 	return svc, msg
 }
 
-// The cost of answering one report of 100 buckets, per report; divide by
-// 100 for the cost per bucket. Each bucket is reported by 10 Envoys, or by
-// 1,000.
+// The cost of answering one report of 100 buckets: per report (ns/op), per
+// bucket (ns/bucket) and, on Redis, the Redis server's CPU per report
+// (redis-cpu-ns/op, from INFO cpu before and after). Each bucket is
+// reported by 10 Envoys, or by 1,000: the fleet of 1,000 simulated Envoys ×
+// 100 buckets.
 func BenchmarkReport(b *testing.B) {
 	for _, envoys := range []int{10, 1000} {
 		b.Run(fmt.Sprint("envoys=", envoys), func(b *testing.B) { benchmarkReport(b, envoys) })
@@ -63,6 +67,7 @@ func benchmarkReport(b *testing.B, envoys int) {
 		for i := 0; i < b.N; i++ {
 			svc.answer(context.Background(), c, msg, time.Now())
 		}
+		perBucket(b, len(msg.BucketQuotaUsages))
 	})
 	b.Run("redis", func(b *testing.B) {
 		srv := redistest.Start(b)
@@ -70,11 +75,41 @@ func benchmarkReport(b *testing.B, envoys int) {
 		b.Cleanup(func() { _ = rc.Close() })
 		svc, msg := benchService(b, envoys, func() DemandStore { return redisStore(rc) })
 		c := &client{id: "me", buckets: map[string]*bucket{}}
+		cpu0 := redisCPU(b, rc)
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			svc.answer(context.Background(), c, msg, time.Now())
 		}
+		b.StopTimer()
+		perBucket(b, len(msg.BucketQuotaUsages))
+		b.ReportMetric(float64((redisCPU(b, rc)-cpu0).Nanoseconds())/float64(b.N), "redis-cpu-ns/op")
 	})
+}
+
+func perBucket(b *testing.B, buckets int) {
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*buckets), "ns/bucket")
+}
+
+// redisCPU is the CPU time the Redis server has used, user and system
+// (INFO cpu, as scripts/bench-peer.sh reads it).
+func redisCPU(b *testing.B, rc *redis.Client) time.Duration {
+	b.Helper()
+	info, err := rc.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second))
 }
 
 func redisStore(c *redis.Client) DemandStore { return redisdemand.New(c, "bench:") }

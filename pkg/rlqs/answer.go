@@ -1,8 +1,8 @@
 package rlqs
 
 import (
+	"cmp"
 	"context"
-	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -63,7 +63,7 @@ func (s *Service) answer(ctx context.Context, c *client, msg *rlqspb.RateLimitQu
 			items[i].rate, items[i].kind = limitRate(end)
 		}
 	}
-	rec := s.record(ctx, c.id, items)
+	rec := s.record(ctx, c, items, now)
 	resp := &rlqspb.RateLimitQuotaResponse{BucketAction: make([]*rlqspb.RateLimitQuotaResponse_BucketAction, len(items))}
 	for i, it := range items {
 		action := s.act(ctx, c, msg.GetDomain(), it, rec, now)
@@ -90,21 +90,23 @@ func (it item) demand() share.Demand {
 	return share.Measure(it.u.GetNumRequestsAllowed(), it.u.GetNumRequestsDenied(), it.u.GetTimeElapsed().AsDuration())
 }
 
-// recorded are the demands of the buckets of one report that are divided:
-// this instance's clients' and, with a shared store, everyone's (or the
-// store's error).
+// recorded are the divided buckets of one report: the client's demand of
+// each, and the division it is divided by (or the store's error at the
+// write).
 type recorded struct {
-	at         map[string]int // bucket key: index in local and all
-	local, all []map[string]share.Demand
-	err        error
+	at      map[string]int // bucket key: index in demands and divs
+	demands []share.Demand
+	divs    []divisionOf
+	err     error
 }
 
 // record notes the client's demand of every divided bucket of a report, in
-// one call to each store.
-func (s *Service) record(ctx context.Context, id string, items []item) *recorded {
+// one write to each store, and gets each bucket's division: read afresh
+// only for the buckets whose division is due.
+func (s *Service) record(ctx context.Context, c *client, items []item, now time.Time) *recorded {
 	r := &recorded{at: make(map[string]int)}
 	var keys []string
-	var ds []share.Demand
+	var wants []want
 	for _, it := range items {
 		if !it.divides() {
 			continue
@@ -112,17 +114,20 @@ func (s *Service) record(ctx context.Context, id string, items []item) *recorded
 		if _, dup := r.at[it.key]; !dup {
 			r.at[it.key] = len(keys)
 			keys = append(keys, it.key)
-			ds = append(ds, it.demand())
+			r.demands = append(r.demands, it.demand())
+			b := c.buckets[it.key]
+			wants = append(wants, want{key: it.key, rate: it.rate, joined: b == nil || !b.divided})
 		}
 	}
 	if len(keys) == 0 {
 		return r
 	}
 	ttl := 3 * s.opts.ReportInterval
-	r.local, _ = s.local.RecordAll(ctx, id, keys, ds, ttl)
+	_ = s.local.RecordAll(ctx, c.id, keys, r.demands, ttl)
 	if s.store != DemandStore(s.local) {
-		r.all, r.err = s.store.RecordAll(ctx, id, keys, ds, ttl)
+		r.err = s.store.RecordAll(ctx, c.id, keys, r.demands, ttl)
 	}
+	r.divs = s.divisions(ctx, wants, now)
 	return r
 }
 
@@ -191,60 +196,24 @@ func (s *Service) bucketFor(id, key string, b *bucket, rate float64, rec *record
 }
 
 // divide returns this client's share of rate: max-min fair over every live
-// client of the bucket in the shared store, or, with the store out of
+// client of the bucket in the shared store as last read, with this
+// client's own demand as it reports it now; or, with the store out of
 // reach, over this instance's own clients within the part of the limit
 // this instance held at the last good read.
 func (s *Service) divide(id, key string, rate float64, rec *recorded) float64 {
 	i := rec.at[key]
-	local := rec.local[i]
-	if s.store == DemandStore(s.local) {
-		return mine(rate, local, id)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := rec.err; err != nil {
+	d := rec.divs[i]
+	if err := cmp.Or(rec.err, d.err); err != nil {
 		s.stats.StoreFailures.Add(1)
+		s.mu.Lock()
 		now := s.opts.Now()
 		if now.Sub(s.failedLog) >= s.opts.ReportInterval {
 			s.failedLog = now
 			s.opts.Logger.Warn("rlqs: demand store unreachable, dividing this instance's last known part of each limit among its own clients", zap.Error(err))
 		}
-		f, ok := s.fraction[key]
-		if !ok {
-			f = 1
-		}
-		return mine(rate*f, local, id)
+		s.mu.Unlock()
 	}
-	shares := divideMap(rate, rec.all[i])
-	held := 0.0
-	for cid := range local {
-		held += shares[cid]
-	}
-	s.fraction[key] = held / rate
-	return shares[id]
-}
-
-func mine(rate float64, demands map[string]share.Demand, id string) float64 {
-	return divideMap(rate, demands)[id]
-}
-
-// divideMap divides rate among demands, in client id order so that every
-// instance computes the same division from the same store.
-func divideMap(rate float64, demands map[string]share.Demand) map[string]float64 {
-	ids := make([]string, 0, len(demands))
-	for id := range demands {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	ds := make([]share.Demand, len(ids))
-	for i, id := range ids {
-		ds[i] = demands[id]
-	}
-	out := make(map[string]float64, len(ids))
-	for i, v := range share.Divide(rate, ds) {
-		out[ids[i]] = v
-	}
-	return out
+	return d.snap.Share(rate*d.part, id, rec.demands[i])
 }
 
 // close gives back every share of a stream that ended.
@@ -264,13 +233,7 @@ func (s *Service) drop(ctx context.Context, c *client, key string, b *bucket) {
 	}
 	s.rules.drop(b.rule, c.id, key)
 	_ = s.local.Forget(ctx, key, c.id)
-	if !s.local.holds(key) {
-		// No stream here holds the bucket: its part of the limit is
-		// read afresh if one comes back.
-		s.mu.Lock()
-		delete(s.fraction, key)
-		s.mu.Unlock()
-	}
+	s.release(key)
 	if s.store != DemandStore(s.local) {
 		if err := s.store.Forget(ctx, key, c.id); err != nil {
 			// The entry expires by itself within three report intervals.

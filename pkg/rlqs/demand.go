@@ -10,14 +10,22 @@ import (
 
 // DemandStore holds what each client (one Envoy's stream) wants of each
 // bucket, shared by every envoy-rls instance that divides the bucket's
-// limit. An entry lives for the ttl given at its last Record, so a client
-// that stops reporting gives its share back by itself.
+// limit. An entry lives for the ttl given at its last RecordAll, so a
+// client that stops reporting gives its share back by itself.
+//
+// Writing and reading are apart because they are not equally frequent: a
+// report writes its client's demand of each bucket, O(1) a bucket, while
+// every client's demand is read only when the instance's division of the
+// bucket is due again, once per refresh period however many clients
+// report.
 type DemandStore interface {
 	// RecordAll notes client's demand of each bucket (demands[i] of
-	// buckets[i]) for ttl, and returns, per bucket in the same order, the
-	// demand of every live client of it, client's own included: all the
-	// buckets of one report at once, one round trip on Redis.
-	RecordAll(ctx context.Context, client string, buckets []string, demands []share.Demand, ttl time.Duration) ([]map[string]share.Demand, error)
+	// buckets[i]) for ttl: all the buckets of one report at once, one
+	// round trip on Redis.
+	RecordAll(ctx context.Context, client string, buckets []string, demands []share.Demand, ttl time.Duration) error
+	// ReadAll returns, per bucket in the same order, the demand of every
+	// live client of it: one round trip on Redis.
+	ReadAll(ctx context.Context, buckets []string) ([]map[string]share.Demand, error)
 	// Forget drops client's demand of bucket at once (its stream closed).
 	Forget(ctx context.Context, bucket, client string) error
 }
@@ -43,34 +51,43 @@ func NewMemory(now func() time.Time) *Memory {
 	return &Memory{now: now, buckets: make(map[string]map[string]memoryEntry)}
 }
 
-// RecordAll implements DemandStore.
-func (m *Memory) RecordAll(ctx context.Context, client string, buckets []string, demands []share.Demand, ttl time.Duration) ([]map[string]share.Demand, error) {
-	out := make([]map[string]share.Demand, len(buckets))
+// RecordAll implements DemandStore: a map write per bucket, no copy.
+func (m *Memory) RecordAll(_ context.Context, client string, buckets []string, demands []share.Demand, ttl time.Duration) error {
+	expires := m.now().Add(ttl)
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for i, b := range buckets {
-		out[i], _ = m.Record(ctx, b, client, demands[i], ttl)
+		clients := m.buckets[b]
+		if clients == nil {
+			clients = make(map[string]memoryEntry)
+			m.buckets[b] = clients
+		}
+		clients[client] = memoryEntry{demand: demands[i], expires: expires}
 	}
-	return out, nil
+	return nil
 }
 
-// Record is RecordAll for one bucket; expired entries of bucket are
-// dropped on the way.
-func (m *Memory) Record(_ context.Context, bucket, client string, d share.Demand, ttl time.Duration) (map[string]share.Demand, error) {
+// ReadAll implements DemandStore; the expired entries of each bucket read
+// are dropped on the way.
+func (m *Memory) ReadAll(_ context.Context, buckets []string) ([]map[string]share.Demand, error) {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	clients := m.buckets[bucket]
-	if clients == nil {
-		clients = make(map[string]memoryEntry)
-		m.buckets[bucket] = clients
-	}
-	clients[client] = memoryEntry{demand: d, expires: now.Add(ttl)}
-	out := make(map[string]share.Demand, len(clients))
-	for id, e := range clients {
-		if !now.Before(e.expires) {
-			delete(clients, id)
-			continue
+	out := make([]map[string]share.Demand, len(buckets))
+	for i, b := range buckets {
+		clients := m.buckets[b]
+		live := make(map[string]share.Demand, len(clients))
+		for id, e := range clients {
+			if !now.Before(e.expires) {
+				delete(clients, id)
+				continue
+			}
+			live[id] = e.demand
 		}
-		out[id] = e.demand
+		if clients != nil && len(clients) == 0 {
+			delete(m.buckets, b)
+		}
+		out[i] = live
 	}
 	return out, nil
 }

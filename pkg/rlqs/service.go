@@ -44,6 +44,16 @@ type Options struct {
 	// IdleAfter is how long a bucket reports no requests before it is
 	// abandoned; default twelve report intervals.
 	IdleAfter time.Duration
+	// Refresh is how old this instance's division of a bucket may grow
+	// before a report reads every client's demand of it again; the reports
+	// in between record their own demand and are answered from that
+	// division, so a report's cost does not grow with the fleet. A join or
+	// a leave on another instance reaches this one's clients within
+	// Refresh and one report interval (one on this instance is seen at
+	// the next report). Default half the report interval: within the one
+	// or two intervals a leave is promised, at two reads a bucket an
+	// interval.
+	Refresh time.Duration
 	// Band is the hysteresis of a share, as a fraction; default 0.05.
 	Band float64
 	// Shape bounds the token buckets; default share.DefaultShape.
@@ -70,7 +80,7 @@ type Service struct {
 	nextID   atomic.Uint64
 
 	mu        sync.Mutex
-	fraction  map[string]float64 // bucket key: this instance's last known part of the limit
+	divs      map[string]*division // by bucket key, while a stream here holds the bucket
 	failedLog time.Time
 
 	done      chan struct{}
@@ -90,6 +100,9 @@ func New(index func() *descriptors.Index, opts Options) (*Service, error) {
 	}
 	if opts.ReportInterval <= 0 {
 		opts.ReportInterval = 5 * time.Second
+	}
+	if opts.Refresh <= 0 {
+		opts.Refresh = opts.ReportInterval / 2
 	}
 	if opts.AssignmentTTL <= 0 {
 		opts.AssignmentTTL = 3 * opts.ReportInterval
@@ -117,7 +130,7 @@ func New(index func() *descriptors.Index, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{index: index, opts: opts, store: opts.Store, local: NewMemory(opts.Now),
-		instance: hex.EncodeToString(id[:]), fraction: make(map[string]float64), done: make(chan struct{}), rules: newRuleTotals()}
+		instance: hex.EncodeToString(id[:]), divs: make(map[string]*division), done: make(chan struct{}), rules: newRuleTotals()}
 	if s.store == nil {
 		s.store = s.local
 	}

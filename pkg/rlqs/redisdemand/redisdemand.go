@@ -5,9 +5,10 @@
 // Each bucket is one hash, a field per client whose value is the entry's
 // expiry (on the Redis server's clock, in milliseconds) and the demand. A
 // report is one pipeline of native commands, as every decision of the
-// Redis store is: for each bucket HSET of this client's entry, PEXPIRE of
-// the hash, HGETALL of it; the entries whose expiry has passed are left
-// out of the answer and deleted after. The key is a hash tag of its own,
+// Redis store is: for each bucket HSET of this client's entry and PEXPIRE
+// of the hash; apart, when an instance's division of a bucket is due,
+// HGETALL of it, the entries whose expiry has passed left out of the
+// answer and deleted after. The key is a hash tag of its own,
 // so on a Cluster a bucket lives on one slot.
 package redisdemand
 
@@ -100,36 +101,61 @@ func (s *Store) Key(bucket string) string {
 	return s.prefix + "rlqs:{" + hex.EncodeToString(sum[:12]) + "}"
 }
 
-// RecordAll implements rlqs.DemandStore: one pipeline for the whole report
-// (and, once, a TIME before it), then one of HDELs of the entries found
-// expired, if any.
-func (s *Store) RecordAll(ctx context.Context, client string, buckets []string, demands []share.Demand, ttl time.Duration) ([]map[string]share.Demand, error) {
-	ms := max(ttl.Milliseconds(), 1)
-	now, due, ok := s.clock.now()
+// now returns the estimate of Redis's clock, sampling it first in a round
+// trip of its own if there is none yet, and whether a new sample is due.
+func (s *Store) now(ctx context.Context) (ms int64, due bool, err error) {
+	ms, due, ok := s.clock.now()
 	if !ok {
 		if err := s.sample(ctx); err != nil {
-			return nil, err
+			return 0, false, err
 		}
-		now, due, _ = s.clock.now()
+		ms, due, _ = s.clock.now()
+	}
+	return ms, due, nil
+}
+
+// RecordAll implements rlqs.DemandStore: one pipeline of HSET and PEXPIRE
+// per bucket (and, once, a TIME before it).
+func (s *Store) RecordAll(ctx context.Context, client string, buckets []string, demands []share.Demand, ttl time.Duration) error {
+	ms := max(ttl.Milliseconds(), 1)
+	now, due, err := s.now(ctx)
+	if err != nil {
+		return err
 	}
 	p := s.client.Pipeline()
 	var tc *redis.TimeCmd
 	if due {
 		tc = p.Time(ctx) // for the next reports: this one has its estimate
 	}
-	reads := make([]*redis.MapStringStringCmd, len(buckets))
 	for i, b := range buckets {
 		key := s.Key(b)
 		p.HSet(ctx, key, client, strconv.FormatInt(now+ms, 10)+" "+encode(demands[i]))
 		p.PExpire(ctx, key, time.Duration(ms)*time.Millisecond)
-		reads[i] = p.HGetAll(ctx, key)
 	}
 	sent := time.Now()
 	if _, err := p.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("redisdemand: recording demands: %w", err)
+		return fmt.Errorf("redisdemand: recording demands: %w", err)
 	}
 	if tc != nil {
 		s.clock.observe(tc.Val(), sent, time.Now())
+	}
+	return nil
+}
+
+// ReadAll implements rlqs.DemandStore: one pipeline of HGETALL per
+// bucket, then one of HDELs of the entries found expired, if any.
+func (s *Store) ReadAll(ctx context.Context, buckets []string) ([]map[string]share.Demand, error) {
+	now, _, err := s.now(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := s.client.Pipeline()
+	reads := make([]*redis.MapStringStringCmd, len(buckets))
+	for i, b := range buckets {
+		reads[i] = p.HGetAll(ctx, s.Key(b))
+	}
+	if _, err := p.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("redisdemand: reading demands: %w", err)
 	}
 	out := make([]map[string]share.Demand, len(buckets))
 	var del redis.Pipeliner // the HDELs of the entries found expired, if any

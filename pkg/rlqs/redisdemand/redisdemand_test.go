@@ -71,16 +71,19 @@ func TestKeyIsOneHashTag(t *testing.T) {
 	}
 }
 
-// record is RecordAll of one bucket.
+// record is RecordAll of one bucket, then ReadAll of it.
 func record(ctx context.Context, st rlqs.DemandStore, bucket, client string, d share.Demand, ttl time.Duration) (map[string]share.Demand, error) {
-	all, err := st.RecordAll(ctx, client, []string{bucket}, []share.Demand{d}, ttl)
+	if err := st.RecordAll(ctx, client, []string{bucket}, []share.Demand{d}, ttl); err != nil {
+		return nil, err
+	}
+	all, err := st.ReadAll(ctx, []string{bucket})
 	if err != nil {
 		return nil, err
 	}
 	return all[0], nil
 }
 
-// A report's buckets are recorded and read together, and the entries found
+// A report's buckets are recorded together, and read together, and the entries found
 // expired are deleted from Redis, not only left out.
 func TestRecordAllBuckets(t *testing.T) {
 	srv := redistest.Start(t)
@@ -92,7 +95,10 @@ func TestRecordAllBuckets(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(250 * time.Millisecond)
-	got, err := st.RecordAll(ctx, "me", []string{"a", "b", "c"}, []share.Demand{{Rate: 1, Known: true}, {}, {Rate: 3, Known: true}}, time.Minute)
+	if err := st.RecordAll(ctx, "me", []string{"a", "b", "c"}, []share.Demand{{Rate: 1, Known: true}, {}, {Rate: 3, Known: true}}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.ReadAll(ctx, []string{"a", "b", "c"})
 	if err != nil {
 		t.Fatal(err)
 	}

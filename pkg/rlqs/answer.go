@@ -116,7 +116,7 @@ func (s *Service) record(ctx context.Context, c *client, items []item, now time.
 			keys = append(keys, it.key)
 			r.demands = append(r.demands, it.demand())
 			b := c.buckets[it.key]
-			wants = append(wants, want{key: it.key, rate: it.rate, joined: b == nil || !b.divided})
+			wants = append(wants, want{key: it.key, client: c.id, rate: it.rate, joined: b == nil || !b.divided})
 		}
 	}
 	if len(keys) == 0 {
@@ -233,13 +233,14 @@ func (s *Service) drop(ctx context.Context, c *client, key string, b *bucket) {
 	}
 	s.rules.drop(b.rule, c.id, key)
 	_ = s.local.Forget(ctx, key, c.id)
-	s.release(key)
 	if s.store != DemandStore(s.local) {
 		if err := s.store.Forget(ctx, key, c.id); err != nil {
 			// The entry expires by itself within three report intervals.
 			s.opts.Logger.Debug("rlqs: forgetting a demand", zap.Error(err))
 		}
 	}
+	// After the store forgot: the next read does not find the entry.
+	s.release(key)
 }
 
 type kind int

@@ -24,9 +24,12 @@ type division struct {
 	part float64
 	// due makes the next report read again whatever snap's age: a client
 	// joined or left on this instance, which it knows for sure.
-	due     bool
-	flight  chan struct{} // closed when the read under way, if any, ends
-	holders int           // the streams here that hold the bucket
+	due    bool
+	flight chan struct{} // closed when the read under way, if any, ends
+	// late are the clients that joined while a read was under way: the
+	// next report reads again unless that read held them all.
+	late    []string
+	holders int // the streams here that hold the bucket
 }
 
 // divisionOf is what one report divides one bucket by: a snapshot and the
@@ -41,6 +44,7 @@ type divisionOf struct {
 // want is one divided bucket of a report, as the divisions need it.
 type want struct {
 	key    string
+	client string
 	rate   float64 // the limit, for this instance's part at a read
 	joined bool    // the client's first report of the bucket here
 }
@@ -65,7 +69,11 @@ func (s *Service) divisions(ctx context.Context, wants []want, now time.Time) []
 		entries[i] = e
 		if w.joined {
 			e.holders++
-			e.due = true
+			if e.flight != nil {
+				e.late = append(e.late, w.client)
+			} else {
+				e.due = true
+			}
 		}
 		switch {
 		case e.flight != nil:
@@ -133,6 +141,12 @@ func (s *Service) read(ctx context.Context, wants []want, entries []*division, l
 		if err == nil && local != nil {
 			e.part = held(snaps[j], wants[i].rate, local[j])
 		}
+		for _, id := range e.late {
+			if !e.snap.Has(id) {
+				e.due = true
+			}
+		}
+		e.late = e.late[:0]
 		close(e.flight)
 		e.flight = nil
 		if e.holders <= 0 && s.divs[wants[i].key] == e {

@@ -97,7 +97,7 @@ func (s *Service) divisions(ctx context.Context, wants []want, now time.Time) []
 	s.mu.Lock()
 	for i, e := range entries {
 		out[i] = divisionOf{snap: e.snap, part: e.part, fallback: e.fallback, err: e.err}
-		if e.snap == nil { // a read abandoned with its stream
+		if e.snap == nil { // the stream ended before the read it waited on
 			out[i].snap = share.NewDivision(nil)
 		}
 		if !e.fallback {
@@ -126,10 +126,15 @@ func (s *Service) read(ctx context.Context, wants []want, entries []*division, l
 		local, _ = s.local.ReadAll(ctx, keys)
 	}
 	snaps := make([]*share.Division, len(lead))
-	for j := range lead {
-		if err != nil {
+	parts := make([]float64, len(lead))
+	for j, i := range lead {
+		switch {
+		case err != nil:
 			snaps[j] = share.NewDivision(local[j])
-		} else {
+		case local != nil:
+			snaps[j] = share.NewDivision(all[j])
+			parts[j] = held(snaps[j], wants[i].rate, local[j])
+		default:
 			snaps[j] = share.NewDivision(all[j])
 		}
 	}
@@ -139,7 +144,7 @@ func (s *Service) read(ctx context.Context, wants []want, entries []*division, l
 		e := entries[i]
 		e.snap, e.at, e.fallback, e.err = snaps[j], now, err != nil, err
 		if err == nil && local != nil {
-			e.part = held(snaps[j], wants[i].rate, local[j])
+			e.part = parts[j]
 		}
 		for _, id := range e.late {
 			if !e.snap.Has(id) {

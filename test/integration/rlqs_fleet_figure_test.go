@@ -17,7 +17,7 @@ import (
 // dividing one limit" (scripts/rlqs-fleet.sh runs it; the default suite
 // skips it): three simulated Envoys on two instances sharing one
 // redis-server, at Envoy's real 5 s report interval
-// ($RLQS_FLEET_INTERVAL to change it), one limit of 100 a second. E1 (40
+// ($RLQS_FLEET_INTERVAL to change it), one limit of 100 a second. E1 (20
 // a second, on A) and E2 (200, on B) from the start; E3 (200, on A) joins
 // after a phase (six intervals); E2 leaves after another; the run ends a
 // phase later. Each second it samples what each Envoy's token bucket
@@ -49,7 +49,7 @@ func TestRLQSFleetFigure(t *testing.T) {
 	rec := &fleetRecorder{limit: fleetLimit}
 	start := time.Now()
 	rec.envoys = []*fleetEnvoy{
-		startFleetEnvoy(t, a.conn, "E1", 40, interval),
+		startFleetEnvoy(t, a.conn, "E1", 20, interval),
 		startFleetEnvoy(t, b.conn, "E2", 200, interval),
 		nil, // E3 joins
 	}
@@ -76,13 +76,13 @@ func TestRLQSFleetFigure(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	joinConv, joinPeak := converge(rec.present(), []float64{40, 30, 30}, 4*interval)
+	joinConv, joinPeak := converge(rec.present(), []float64{20, 40, 40}, 4*interval)
 
 	time.Sleep(time.Until(start.Add(2 * phase)))
 	left := time.Now()
 	rec.envoys[1].leave()
 	rec.set(1, nil)
-	leaveConv, leavePeak := converge(rec.present(), []float64{40, 60}, 4*interval)
+	leaveConv, leavePeak := converge(rec.present(), []float64{20, 80}, 4*interval)
 
 	time.Sleep(time.Until(start.Add(3 * phase)))
 	close(stop)
@@ -91,19 +91,19 @@ func TestRLQSFleetFigure(t *testing.T) {
 	at := func(t time.Time) int { return int(t.Sub(start) / time.Second) }
 	steps := int(interval / time.Second)
 	var sum strings.Builder
-	fmt.Fprintf(&sum, "interval %v, phase %v, limit %.0f/s; E1 40/s on A, E2 200/s on B, E3 200/s on A joins at %ds, E2 leaves at %ds\n",
+	fmt.Fprintf(&sum, "interval %v, phase %v, limit %.0f/s; E1 20/s on A, E2 200/s on B, E3 200/s on A joins at %ds, E2 leaves at %ds\n",
 		interval, phase, fleetLimit, at(joined), at(left))
-	fmt.Fprintf(&sum, "steady, phase 1 (E1, E2; fair 40, 60): %s\n", rec.mean(at(start)+2*steps, at(joined)))
+	fmt.Fprintf(&sum, "steady, phase 1 (E1, E2; fair 20, 80): %s\n", rec.mean(at(start)+2*steps, at(joined)))
 	fmt.Fprintf(&sum, "join: E3's first assignment %v after its first request; allowed before it (no assignment, allow-all): %d\n",
 		first.Round(time.Millisecond), firstAllowed)
-	fmt.Fprintf(&sum, "join: every assignment within 5%% of fair (40, 30, 30) %s after; highest sum of assignments meanwhile %.1f/s\n",
+	fmt.Fprintf(&sum, "join: every assignment within 5%% of fair (20, 40, 40) %s after; highest sum of assignments meanwhile %.1f/s\n",
 		fmtConv(joinConv), joinPeak)
 	fmt.Fprintf(&sum, "join: two intervals after: %s\n", rec.excess(at(joined), at(joined)+2*steps))
-	fmt.Fprintf(&sum, "steady, phase 2 (E1, E2, E3; fair 40, 30, 30): %s\n", rec.mean(at(joined)+2*steps, at(left)))
-	fmt.Fprintf(&sum, "leave: every assignment within 5%% of fair (40, 60) %s after; highest sum of assignments meanwhile %.1f/s\n",
+	fmt.Fprintf(&sum, "steady, phase 2 (E1, E2, E3; fair 20, 40, 40): %s\n", rec.mean(at(joined)+2*steps, at(left)))
+	fmt.Fprintf(&sum, "leave: every assignment within 5%% of fair (20, 80) %s after; highest sum of assignments meanwhile %.1f/s\n",
 		fmtConv(leaveConv), leavePeak)
 	fmt.Fprintf(&sum, "leave: two intervals after: %s\n", rec.excess(at(left), at(left)+2*steps))
-	fmt.Fprintf(&sum, "steady, phase 3 (E1, E3; fair 40, 60): %s\n", rec.mean(at(left)+2*steps, len(rec.rows)))
+	fmt.Fprintf(&sum, "steady, phase 3 (E1, E3; fair 20, 80): %s\n", rec.mean(at(left)+2*steps, len(rec.rows)))
 	fmt.Fprintf(&sum, "whole run: %s\n", rec.excess(0, len(rec.rows)))
 	t.Log("\n" + sum.String())
 

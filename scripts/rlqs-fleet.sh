@@ -2,7 +2,7 @@
 # The figures of BENCHMARKS.md's "RLQS: a fleet dividing one limit": three
 # simulated Envoys (internal/rlqstest) on two envoy-rls processes sharing
 # one redis-server, one limit of 100 a second, Envoy's real 5 s report
-# interval; E3 joins after 30 s, E2 leaves after 60 s, the run ends at
+# interval; E3 joins at 32 s, E2 leaves at 63 s, the run ends at
 # 90 s (TestRLQSFleetFigure). It writes, under the directory given (default
 # a temporary one), fleet.csv (one row a second: what each Envoy's token
 # bucket allowed, and what it was assigned), fleet.mmd (a Mermaid chart of

@@ -19,8 +19,8 @@ import (
 // redis-server, at Envoy's real 5 s report interval
 // ($RLQS_FLEET_INTERVAL to change it), one limit of 100 a second. E1 (20
 // a second, on A) and E2 (200, on B) from the start; E3 (200, on A) joins
-// after a phase (six intervals); E2 leaves after another; the run ends a
-// phase later. Each second it samples what each Envoy's token bucket
+// two fifths of an interval after a phase (six intervals); E2 leaves three
+// fifths of one after another; the run ends a phase later. Each second it samples what each Envoy's token bucket
 // allowed and what it was assigned, and writes them to $RLQS_FLEET_CSV;
 // beside it, a Mermaid chart (.mmd) and the figures (.txt): the time
 // after the join and after the leave until every assignment is within 5 %
@@ -61,7 +61,10 @@ func TestRLQSFleetFigure(t *testing.T) {
 		rec.sample(start, stop)
 	}()
 
-	time.Sleep(time.Until(start.Add(phase)))
+	// The join and the leave fall between the reports of the Envoys
+	// already there (E1 and E2 report at multiples of the interval from
+	// the start, E3 two fifths of one later), as they would in a fleet.
+	time.Sleep(time.Until(start.Add(phase + interval*2/5)))
 	joined := time.Now()
 	e3 := startFleetEnvoy(t, a.conn, "E3", 200, interval)
 	rec.set(2, e3)
@@ -78,7 +81,7 @@ func TestRLQSFleetFigure(t *testing.T) {
 	}
 	joinConv, joinPeak := converge(rec.present(), []float64{20, 40, 40}, 4*interval)
 
-	time.Sleep(time.Until(start.Add(2 * phase)))
+	time.Sleep(time.Until(start.Add(2*phase + interval*3/5)))
 	left := time.Now()
 	rec.envoys[1].leave()
 	rec.set(1, nil)

@@ -17,6 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir="${1:-$(mktemp -d)}"
 mkdir -p "$dir"
+dir="$(cd "$dir" && pwd)" # go test runs in the package's directory
 export RLQS_FLEET_CSV="$dir/fleet.csv"
 go test -race -count=1 -timeout 10m -v -run '^TestRLQSFleetFigure$' ./test/integration/
 echo

@@ -273,7 +273,7 @@ func (rec *fleetRecorder) mermaid() string {
 	b.WriteString("```mermaid\nxychart-beta\n")
 	b.WriteString("    title \"One limit of 100/s, three Envoys on two instances (lines: limit, total, E1, E2, E3)\"\n")
 	fmt.Fprintf(&b, "    x-axis \"second\" 1 --> %d\n", len(rec.rows))
-	b.WriteString("    y-axis \"allowed per second\" 0 --> 160\n")
+	b.WriteString("    y-axis \"allowed per second\" 0 --> 250\n")
 	b.WriteString("    line " + series(func(fleetRow) float64 { return rec.limit }) + "\n")
 	b.WriteString("    line " + series(fleetRow.total) + "\n")
 	for k := range 3 {

@@ -128,16 +128,22 @@ func (e *Envoy) Close() {
 }
 
 // tick reports every bucket each interval; a stream that ended is opened
-// again here, as Envoy restarts its stream on its report timer.
+// again here, as Envoy restarts its stream on its report timer. The timer
+// is armed again after each report, as Envoy's is, not a fixed ticker: two
+// reports are never less than an interval apart, so time_elapsed, cut to
+// whole seconds, is the interval and not a second less when a tick comes
+// early.
 func (e *Envoy) tick() {
 	defer close(e.done)
-	t := time.NewTicker(e.opts.ReportInterval)
+	t := time.NewTimer(e.opts.ReportInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-e.ctx.Done():
 			return
-		case now := <-t.C:
+		case <-t.C:
+			now := time.Now()
+			t.Reset(e.opts.ReportInterval)
 			e.mu.Lock()
 			r := e.quota.Reports(e.opts.Domain, now)
 			e.mu.Unlock()

@@ -193,3 +193,11 @@ func TestExplainUndivided(t *testing.T) {
 		t.Fatalf("shadow: %+v", b)
 	}
 }
+
+func TestShortDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{time.Second: "1s", 10 * time.Second: "10s", time.Hour: "1h", 90 * time.Second: "1m30s", 24 * time.Hour: "24h", 20 * time.Minute: "20m"} {
+		if got := shortDuration(d); got != want {
+			t.Errorf("%v: %q, want %q", d, got, want)
+		}
+	}
+}

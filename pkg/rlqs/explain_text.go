@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // WriteText writes the explanation for a person to read: the id and its
@@ -38,7 +39,8 @@ func (b Bucket) WriteText(w io.Writer) error {
 			fmt.Fprintf(&sb, "rule:       %s: unlimited\n", name)
 			continue
 		}
-		fmt.Fprintf(&sb, "rule:       %s: %d per %gs (%s/s)\n", name, r.Requests, r.PeriodSeconds, rate(float64(r.Requests)/r.PeriodSeconds))
+		period := shortDuration(time.Duration(r.PeriodSeconds * float64(time.Second)))
+		fmt.Fprintf(&sb, "rule:       %s: %d per %s (%s/s)\n", name, r.Requests, period, rate(float64(r.Requests)/r.PeriodSeconds))
 	}
 	fmt.Fprintf(&sb, "outcome:    %s\n", b.describe())
 	if b.Outcome == OutcomeDivided || (b.Outcome == OutcomeShadow && b.RatePerSecond > 0) {
@@ -80,7 +82,7 @@ func (b Bucket) writeDivision(sb *strings.Builder) {
 			store += ", in " + b.StoreKey
 		}
 	}
-	fmt.Fprintf(sb, "store:      %s\n", store)
+	fmt.Fprintf(sb, "demands:    %s\n", store)
 	if b.StoreError != "" {
 		fmt.Fprintf(sb, "store error: %s (shares: this instance's last known part of the limit, among its own clients)\n", b.StoreError)
 	}
@@ -117,4 +119,16 @@ func (b Bucket) writeDivision(sb *strings.Builder) {
 func rate(v float64) string {
 	s := strings.TrimRight(strconv.FormatFloat(v, 'f', 3, 64), "0")
 	return strings.TrimSuffix(s, ".")
+}
+
+// shortDuration is d without its zero minutes and seconds: 1h, 1m30s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -177,4 +177,3 @@ func getBucket(t *testing.T, base, domain, bucket string) rlqs.Bucket {
 	}
 	return b
 }
-

@@ -18,7 +18,8 @@
 //     Envoy divides by an interval of zero and gets an infinite rate, so
 //     the bucket is always full;
 //   - an identical token bucket keeps the bucket's tokens; a different one
-//     replaces the bucket, which starts full. Identical is Envoy's test,
+//     replaces the bucket, which starts full (or, with
+//     Behavior.CarryTokens, with the fraction the old one held). Identical is Envoy's test,
 //     not proto equality: max_tokens, tokens_per_fill and the nanoseconds
 //     of fill_interval, so that a change of fill_interval's whole seconds
 //     alone keeps the old bucket, and its old rate;
@@ -56,6 +57,12 @@ type Behavior struct {
 	// to NoAssignment.
 	Expired    *typev3.RateLimitStrategy
 	ExpiredTTL time.Duration
+	// CarryTokens starts a token bucket that replaces another with the
+	// fraction of its maximum that the old one held, rounded down, as the
+	// newest upstream source read does (docs/rlqs.md, "What Envoy does"),
+	// rather than full, as the older one does; false is the older, and the
+	// worse case for a fleet's overshoot.
+	CarryTokens bool
 }
 
 // Quota is one simulated Envoy's buckets: what each enforces and what it
@@ -210,7 +217,12 @@ func (q *Quota) setStrategy(b *bucket, s *typev3.RateLimitStrategy, expires, now
 	case tb == nil:
 		b.tokens = nil
 	case b.tokens == nil || !sameTokenBucket(tb, b.strategy.GetTokenBucket()):
+		old := b.tokens
 		b.tokens = newTokenBucket(tb, now)
+		if old != nil && q.behavior.CarryTokens && old.max > 0 {
+			old.refill(now)
+			b.tokens.tokens = math.Floor(b.tokens.max * old.tokens / old.max)
+		}
 	}
 	b.strategy, b.expires = s, expires
 }
@@ -283,7 +295,8 @@ func newTokenBucket(tb *typev3.TokenBucket, now time.Time) *tokenBucket {
 	return &tokenBucket{tokens: max, max: max, rate: rate, last: now}
 }
 
-func (t *tokenBucket) take(now time.Time) bool {
+// refill adds the tokens earned since the last refill.
+func (t *tokenBucket) refill(now time.Time) {
 	if d := now.Sub(t.last); d > 0 {
 		if math.IsInf(t.rate, 1) {
 			t.tokens = t.max
@@ -292,6 +305,10 @@ func (t *tokenBucket) take(now time.Time) bool {
 		}
 		t.last = now
 	}
+}
+
+func (t *tokenBucket) take(now time.Time) bool {
+	t.refill(now)
 	if math.IsInf(t.rate, 1) && t.max >= 1 {
 		t.tokens = t.max
 	}

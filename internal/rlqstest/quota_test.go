@@ -122,6 +122,24 @@ func TestIdenticalBucketKeepsTokensDifferentStartsFull(t *testing.T) {
 	}
 }
 
+// With CarryTokens a replaced bucket starts with the fraction of its
+// maximum the old one held: an Envoy that spent its bucket gets no burst
+// from a new assignment.
+func TestCarryTokens(t *testing.T) {
+	q := NewQuota(Behavior{CarryTokens: true})
+	q.Allow(id, t0)
+	q.Apply(assign(id, bucketOf(10, 1, 10*time.Second), time.Minute), t0)
+	count(q, 5, t0) // half left
+	q.Apply(assign(id, bucketOf(20, 1, 10*time.Second), time.Minute), t0)
+	if got := count(q, 20, t0); got != 10 {
+		t.Fatalf("a replaced bucket allowed %d at once, want 10 (half of 20)", got)
+	}
+	q.Apply(assign(id, bucketOf(30, 1, 10*time.Second), time.Minute), t0)
+	if got := count(q, 1, t0); got != 0 {
+		t.Fatalf("replacing an empty bucket allowed %d, want 0", got)
+	}
+}
+
 // Envoy's test of an identical bucket reads fill_interval's nanoseconds
 // only: a bucket that differs from the one in force by its whole seconds
 // alone is kept, tokens and old rate with it.

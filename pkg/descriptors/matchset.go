@@ -1,6 +1,9 @@
 package descriptors
 
-import "sort"
+import (
+	"slices"
+	"strings"
+)
 
 // MatchSet walks domain's tree with entries given in no order, as an RLQS
 // bucket id holds them (a map), and finds the limit they reach: a node with
@@ -34,8 +37,10 @@ func (ix *Index) MatchSet(domain string, entries []Entry, path []*Node, ordered 
 		return nil, true, path, ordered
 	}
 	w := setWalk{left: append([]Entry(nil), entries...), basePath: len(path), baseOrdered: len(ordered), path: path, ordered: ordered}
-	sort.Slice(w.left, func(i, j int) bool { return w.left[i].Key < w.left[j].Key })
-	w.used = make([]bool, len(w.left))
+	slices.SortFunc(w.left, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
+	if len(w.left) > 64 {
+		w.many = make([]bool, len(w.left))
+	}
 	if n := w.search(root, 0); n != nil {
 		return n, true, w.path, w.ordered
 	}
@@ -52,7 +57,10 @@ func (ix *Index) MatchSet(domain string, entries []Entry, path []*Node, ordered 
 // setWalk is the state of one MatchSet search.
 type setWalk struct {
 	left []Entry // sorted by key
-	used []bool  // left[i] consumed on the current way
+	// Which of left are consumed on the current way: bits of used, or
+	// many past 64 entries.
+	used uint64
+	many []bool
 	// The lengths of path and ordered at the start: the walk's part
 	// follows.
 	basePath, baseOrdered int
@@ -88,25 +96,43 @@ func (w *setWalk) search(n *Node, depth int) *Node {
 	}
 	for kind := exactChild; kind <= bareChild; kind++ {
 		for i, e := range w.left {
-			if w.used[i] {
+			if w.consumed(i) {
 				continue
 			}
 			c := n.childOf(kind, e)
 			if c == nil {
 				continue
 			}
-			w.used[i] = true
+			w.consume(i, true)
 			w.path = append(w.path, c)
 			w.ordered = append(w.ordered, e)
 			if end := w.search(c, depth+1); end != nil {
 				return end
 			}
-			w.used[i] = false
+			w.consume(i, false)
 			w.path = w.path[:len(w.path)-1]
 			w.ordered = w.ordered[:len(w.ordered)-1]
 		}
 	}
 	return nil
+}
+
+func (w *setWalk) consumed(i int) bool {
+	if w.many != nil {
+		return w.many[i]
+	}
+	return w.used&(1<<i) != 0
+}
+
+func (w *setWalk) consume(i int, on bool) {
+	switch {
+	case w.many != nil:
+		w.many[i] = on
+	case on:
+		w.used |= 1 << i
+	default:
+		w.used &^= 1 << i
+	}
 }
 
 // childOf is n's child of the kind given that takes e, or nil.

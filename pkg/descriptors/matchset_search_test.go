@@ -371,3 +371,27 @@ func FuzzMatchSet(f *testing.F) {
 		checkMatchSet(t, randomTree(r), randomID(r))
 	})
 }
+
+// More than 64 entries (marks kept past a word's bits): a chain of 65 bare
+// keys is walked in key order whatever order the id gives.
+func TestMatchSetManyEntries(t *testing.T) {
+	var leaf *config.Descriptor
+	var id []Entry
+	for i := 64; i >= 0; i-- {
+		k := fmt.Sprintf("k%02d", i)
+		name := ""
+		if i == 64 {
+			name = "deep"
+		}
+		var kids []*config.Descriptor
+		if leaf != nil {
+			kids = []*config.Descriptor{leaf}
+		}
+		leaf = d(k, name, kids...)
+		id = append(id, Entry{k, "v"})
+	}
+	end, _, path, _ := indexOf(leaf).MatchSet("edge", id, nil, nil)
+	if end == nil || len(end.Descriptor.Rules) == 0 || end.Descriptor.Rules[0].Name != "deep" || len(path) != 65 {
+		t.Fatalf("65 entries: ended at %v after %d nodes, want deep after 65", end, len(path))
+	}
+}

@@ -8,6 +8,7 @@
 //	envoy-rls check-config [-max-delay DUR] [-xds] PATH load a limits file or directory (or an xDS snapshot), exit 0 if valid
 //	envoy-rls lint [-envoy PATH] [-limits PATH]         check that Envoy's rate_limits actions reach the limits
 //	envoy-rls explain [flags] DOMAIN key=value...       show which limit a descriptor matches and its state
+//	envoy-rls explain -rlqs [-addr URL] DOMAIN k=v...   show an RLQS bucket's clients, demands and shares
 //	envoy-rls top [-addr URL] [-admin-token-file PATH]  show the descriptors a running server refused most in the last minute
 //	envoy-rls version                                   print the version, and the Go and go-control-plane versions
 //	envoy-rls help [COMMAND]                            print the help of envoy-rls or of a command
@@ -55,7 +56,7 @@ func commands() []command {
 	return []command{
 		{"check-config", checkConfigArgs, "PATH", "load limits as the server would; exit 0 if they load", checkConfig},
 		{"lint", lint.CommandArgs, "", "check that Envoy's rate_limits actions reach the limits", lint.Command},
-		{"explain", explain.CommandArgs, "DOMAIN key=value...", "show which limit a descriptor matches, and its state", explain.Command},
+		{"explain", explain.CommandArgs, "DOMAIN key=value...", "show which limit a descriptor matches, and its state (-rlqs: an RLQS bucket's clients, demands and shares)", explain.Command},
 		{"top", explain.TopArgs, "[-addr URL]", "show the descriptors a running server refused most in the last minute", explain.TopCommand},
 		{"version", "", "", "print the version, and the Go and go-control-plane versions", versionCommand},
 		{"help", "[COMMAND]", "[COMMAND]", "print this help, or a command's", helpCommand},

@@ -116,8 +116,8 @@ func TestEnvoyReportsFirstAtOnceThenEveryInterval(t *testing.T) {
 		t.Errorf("first report after %v, want before the first interval", time.Since(start))
 	}
 	u := first.GetBucketQuotaUsages()
-	if first.GetDomain() != "edge" || len(u) != 1 || u[0].GetNumRequestsAllowed() != 1 || u[0].GetTimeElapsed() != nil {
-		t.Fatalf("first report %v, want domain edge, 1 allowed, no time_elapsed", first)
+	if first.GetDomain() != "edge" || len(u) != 1 || u[0].GetNumRequestsAllowed() != 1 || u[0].GetTimeElapsed() == nil || u[0].GetTimeElapsed().AsDuration() != 0 {
+		t.Fatalf("first report %v, want domain edge, 1 allowed, time_elapsed 0 s", first)
 	}
 	other := map[string]string{"name": "other"}
 	e.Allow(id)

@@ -7,8 +7,9 @@
 //     domain), with the domain on every message, opened with the report
 //     timer at the first request;
 //   - a bucket's first request sends an immediate report of that bucket
-//     alone, with time_elapsed unset (zero); then every bucket is reported
-//     every report interval, time_elapsed cut to whole seconds;
+//     alone, with time_elapsed set to 0 s; then every bucket is reported
+//     every report interval, time_elapsed cut to whole seconds (always
+//     set, as Envoy sets it);
 //   - only blanket_rule and token_bucket are enforced; an assignment of
 //     requests_per_time_unit is skipped (the bucket keeps what it had), and
 //     as a no-assignment behaviour it fails open;
@@ -17,7 +18,11 @@
 //     Envoy divides by an interval of zero and gets an infinite rate, so
 //     the bucket is always full;
 //   - an identical token bucket keeps the bucket's tokens; a different one
-//     replaces the bucket, which starts full;
+//     replaces the bucket, which starts full (or, with
+//     Behavior.CarryTokens, with the fraction the old one held). Identical is Envoy's test,
+//     not proto equality: max_tokens, tokens_per_fill and the nanoseconds
+//     of fill_interval, so that a change of fill_interval's whole seconds
+//     alone keeps the old bucket, and its old rate;
 //   - the assignment's TTL is read in whole seconds; on expiry the bucket
 //     goes to the expired-assignment fallback if one is configured, and
 //     otherwise (or when the fallback's own TTL ends) back to its
@@ -38,7 +43,6 @@ import (
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -53,6 +57,12 @@ type Behavior struct {
 	// to NoAssignment.
 	Expired    *typev3.RateLimitStrategy
 	ExpiredTTL time.Duration
+	// CarryTokens starts a token bucket that replaces another with the
+	// fraction of its maximum that the old one held, rounded down, as the
+	// newest upstream source read does (docs/rlqs.md, "What Envoy does"),
+	// rather than full, as the older one does; false is the older, and the
+	// worse case for a fleet's overshoot.
+	CarryTokens bool
 }
 
 // Quota is one simulated Envoy's buckets: what each enforces and what it
@@ -126,7 +136,7 @@ func (q *Quota) Allow(id map[string]string, now time.Time) (allowed, first bool)
 }
 
 // FirstReport is the report of bucket id alone that Envoy sends when the
-// bucket's first request arrives: time_elapsed unset, since none has.
+// bucket's first request arrives: time_elapsed 0 s, since none has.
 func (q *Quota) FirstReport(domain string, id map[string]string, now time.Time) *rlqspb.RateLimitQuotaUsageReports {
 	b := q.buckets[Key(id)]
 	if b == nil {
@@ -157,16 +167,14 @@ func (q *Quota) Reports(domain string, now time.Time) *rlqspb.RateLimitQuotaUsag
 }
 
 // usage takes the bucket's counters and the whole seconds since its last
-// report, unset when under one, as Envoy does.
+// report, cut down and always set (0 s under one), as Envoy does.
 func (b *bucket) usage(now time.Time) *rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage {
 	u := &rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{
 		BucketId:           &rlqspb.BucketId{Bucket: copyID(b.id)},
 		NumRequestsAllowed: b.allowed,
 		NumRequestsDenied:  b.denied,
 	}
-	if s := int64(now.Sub(b.lastReport) / time.Second); s > 0 {
-		u.TimeElapsed = &durationpb.Duration{Seconds: s}
-	}
+	u.TimeElapsed = &durationpb.Duration{Seconds: int64(now.Sub(b.lastReport) / time.Second)}
 	b.allowed, b.denied, b.lastReport = 0, 0, now
 	return u
 }
@@ -208,10 +216,25 @@ func (q *Quota) setStrategy(b *bucket, s *typev3.RateLimitStrategy, expires, now
 	switch {
 	case tb == nil:
 		b.tokens = nil
-	case b.tokens == nil || !proto.Equal(tb, b.strategy.GetTokenBucket()):
+	case b.tokens == nil || !sameTokenBucket(tb, b.strategy.GetTokenBucket()):
+		old := b.tokens
 		b.tokens = newTokenBucket(tb, now)
+		if old != nil && q.behavior.CarryTokens && old.max > 0 {
+			old.refill(now)
+			b.tokens.tokens = math.Floor(b.tokens.max * old.tokens / old.max)
+		}
 	}
 	b.strategy, b.expires = s, expires
+}
+
+// sameTokenBucket is Envoy's test of an identical token bucket
+// (protoTokenBucketsEq in global_client_impl.cc, as docs/rlqs.md tells):
+// the maximum, the tokens per fill and the nanoseconds of the fill
+// interval, but not its seconds.
+func sameTokenBucket(a, b *typev3.TokenBucket) bool {
+	return b != nil && a.GetMaxTokens() == b.GetMaxTokens() &&
+		a.GetTokensPerFill().GetValue() == b.GetTokensPerFill().GetValue() &&
+		a.GetFillInterval().GetNanos() == b.GetFillInterval().GetNanos()
 }
 
 // expire moves an expired assignment to the fallback, and an expired
@@ -272,7 +295,8 @@ func newTokenBucket(tb *typev3.TokenBucket, now time.Time) *tokenBucket {
 	return &tokenBucket{tokens: max, max: max, rate: rate, last: now}
 }
 
-func (t *tokenBucket) take(now time.Time) bool {
+// refill adds the tokens earned since the last refill.
+func (t *tokenBucket) refill(now time.Time) {
 	if d := now.Sub(t.last); d > 0 {
 		if math.IsInf(t.rate, 1) {
 			t.tokens = t.max
@@ -281,6 +305,10 @@ func (t *tokenBucket) take(now time.Time) bool {
 		}
 		t.last = now
 	}
+}
+
+func (t *tokenBucket) take(now time.Time) bool {
+	t.refill(now)
 	if math.IsInf(t.rate, 1) && t.max >= 1 {
 		t.tokens = t.max
 	}

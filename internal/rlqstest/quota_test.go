@@ -48,7 +48,7 @@ func count(q *Quota, n int, now time.Time) int {
 	return got
 }
 
-func TestFirstRequestReportsAtOnceWithoutElapsed(t *testing.T) {
+func TestFirstRequestReportsAtOnceWithZeroElapsed(t *testing.T) {
 	q := NewQuota(Behavior{})
 	ok, first := q.Allow(id, t0)
 	if !ok || !first {
@@ -56,8 +56,8 @@ func TestFirstRequestReportsAtOnceWithoutElapsed(t *testing.T) {
 	}
 	r := q.FirstReport("edge", id, t0)
 	u := r.GetBucketQuotaUsages()
-	if r.GetDomain() != "edge" || len(u) != 1 || u[0].GetNumRequestsAllowed() != 1 || u[0].GetTimeElapsed() != nil {
-		t.Fatalf("first report %v, want domain edge, one bucket, 1 allowed, no time_elapsed", r)
+	if r.GetDomain() != "edge" || len(u) != 1 || u[0].GetNumRequestsAllowed() != 1 || u[0].GetTimeElapsed() == nil || u[0].GetTimeElapsed().AsDuration() != 0 {
+		t.Fatalf("first report %v, want domain edge, one bucket, 1 allowed, time_elapsed 0 s", r)
 	}
 	if _, first := q.Allow(id, at(time.Second)); first {
 		t.Fatalf("second request reported as first")
@@ -74,8 +74,8 @@ func TestReportsCutElapsedToWholeSeconds(t *testing.T) {
 		t.Fatalf("report %v, want 2 s elapsed, 3 denied (the no-assignment DENY_ALL)", u)
 	}
 	u = q.Reports("d", at(3500*time.Millisecond)).GetBucketQuotaUsages()[0]
-	if u.GetTimeElapsed() != nil || u.GetNumRequestsDenied() != 0 {
-		t.Fatalf("report after 0.6 s %v, want counters reset and no time_elapsed", u)
+	if u.GetTimeElapsed() == nil || u.GetTimeElapsed().AsDuration() != 0 || u.GetNumRequestsDenied() != 0 {
+		t.Fatalf("report after 0.6 s %v, want counters reset and time_elapsed 0 s", u)
 	}
 }
 
@@ -119,6 +119,41 @@ func TestIdenticalBucketKeepsTokensDifferentStartsFull(t *testing.T) {
 	q.Apply(assign(id, bucketOf(6, 1, 10*time.Second), time.Minute), at(time.Second))
 	if got := count(q, 10, at(time.Second)); got != 6 {
 		t.Fatalf("different strategy: allowed %d, want 6 (a new full bucket)", got)
+	}
+}
+
+// With CarryTokens a replaced bucket starts with the fraction of its
+// maximum the old one held: an Envoy that spent its bucket gets no burst
+// from a new assignment.
+func TestCarryTokens(t *testing.T) {
+	q := NewQuota(Behavior{CarryTokens: true})
+	q.Allow(id, t0)
+	q.Apply(assign(id, bucketOf(10, 1, 10*time.Second), time.Minute), t0)
+	count(q, 5, t0) // half left
+	q.Apply(assign(id, bucketOf(20, 1, 10*time.Second), time.Minute), t0)
+	if got := count(q, 20, t0); got != 10 {
+		t.Fatalf("a replaced bucket allowed %d at once, want 10 (half of 20)", got)
+	}
+	q.Apply(assign(id, bucketOf(30, 1, 10*time.Second), time.Minute), t0)
+	if got := count(q, 1, t0); got != 0 {
+		t.Fatalf("replacing an empty bucket allowed %d, want 0", got)
+	}
+}
+
+// Envoy's test of an identical bucket reads fill_interval's nanoseconds
+// only: a bucket that differs from the one in force by its whole seconds
+// alone is kept, tokens and old rate with it.
+func TestFillIntervalSecondsAloneKeepsTheOldBucket(t *testing.T) {
+	q := NewQuota(Behavior{})
+	q.Allow(id, t0)
+	q.Apply(assign(id, bucketOf(1, 1, time.Second), time.Minute), t0)
+	count(q, 1, t0)
+	q.Apply(assign(id, bucketOf(1, 1, 10*time.Second), time.Minute), t0)
+	if got := count(q, 1, t0); got != 0 {
+		t.Fatalf("a bucket differing in whole seconds alone was replaced (started full): allowed %d, want 0", got)
+	}
+	if got := count(q, 1, at(time.Second)); got != 1 {
+		t.Fatalf("after 1 s allowed %d, want 1: the old bucket refills at its old rate, 1 a second", got)
 	}
 }
 

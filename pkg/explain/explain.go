@@ -10,6 +10,7 @@ package explain
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -21,7 +22,7 @@ import (
 )
 
 // CommandArgs is the usage of `envoy-rls explain` after its name.
-const CommandArgs = "[flags] DOMAIN key=value [key=value...]"
+const CommandArgs = "[flags] [-rlqs [-addr URL]] DOMAIN key=value [key=value...]"
 
 const about = `Loads the limits as the server does and tells, for one descriptor of DOMAIN,
 which node of the config each entry matches (exact value, wildcard, bare
@@ -33,6 +34,16 @@ server it reads the same config and keys. Flags may come before or after
 the arguments; after -- everything is an entry. Exit 0 when explained, 1
 when the config does not load or the store cannot be read, 2 on a usage
 error.
+
+With -rlqs the entries are an RLQS bucket id (in any order, each key
+once): it tells the rule the id matches, the limit's rate, the bucket's
+key and, read from the Redis the servers share (nothing is written), each
+live client (an Envoy's stream), its demand, its max-min fair share, the
+token bucket it is sent, and the total against the limit. On the embedded
+store the demands live in each server's process: ask the server itself
+with -addr, its admin endpoints' URL (GET /rlqs, on -http-addr with
+-admin-token-file, or on -admin-addr), which answers from its own
+streams and, with Redis, every instance's.
 `
 
 // Command is `envoy-rls explain`, reading the server's RLS_ twins through
@@ -40,10 +51,19 @@ error.
 func Command(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	cl := cli.New("envoy-rls explain", CommandArgs, about)
 	cl.Env = true
-	cl.NoEnv = map[string]bool{"json": true} // the server has no -json
+	// The server has no -json and no -addr, and its -rlqs (serve RLQS)
+	// is not explain's.
+	cl.NoEnv = map[string]bool{"json": true, "rlqs": true, "addr": true}
 	o := server.ExplainFlags(cl.FS)
 	asJSON := cl.FS.Bool("json", false, "print the explanation as JSON")
+	q := quotaFlags(cl)
 	rest, err := cl.Parse(args, lookupEnv)
+	if err == nil && q.addr != "" && !q.on {
+		err = errors.New("-addr asks a server about an RLQS bucket: give -rlqs too")
+	}
+	if err == nil && q.on {
+		return q.command(cl, o, rest, *asJSON, stdout, stderr)
+	}
 	var domain string
 	var entries []descriptors.Entry
 	if err == nil {

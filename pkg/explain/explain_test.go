@@ -131,6 +131,14 @@ func TestExplainCommandErrors(t *testing.T) {
 		{[]string{"-config", cfg, "-redis-key-prefix", "a{", "test", "k=v"}, nil, 2, "-redis-key-prefix"},
 		{[]string{"-config", bad, "test", "k=v"}, nil, 1, "rate_limti"},
 		{[]string{"-config", filepath.Join(t.TempDir(), "missing.yaml"), "test", "k=v"}, nil, 1, "missing.yaml"},
+		{[]string{"-config", cfg, "-addr", "http://127.0.0.1:1", "test", "k=v"}, nil, 2, "give -rlqs too"},
+		{[]string{"-config", cfg, "-rlqs", "test", "k=v", "k=w"}, nil, 2, `key "k" given twice`},
+		{[]string{"-config", cfg, "-rlqs", "test"}, nil, 2, "want DOMAIN and at least one key=value"},
+		{[]string{"-rlqs", "-addr", "nourl", "test", "k=v"}, nil, 1, `-addr "nourl": want a URL`},
+		{[]string{"-rlqs", "-addr", "http://127.0.0.1:1", "test", "k=v"}, nil, 1, "envoy-rls explain:"},
+		{[]string{"-config", bad, "-rlqs", "test", "k=v"}, nil, 1, "rate_limti"},
+		// The server's RLS_RLQS (serve RLQS) does not make explain's -rlqs.
+		{[]string{"-config", cfg, "test", "k=v", "k=w"}, map[string]string{"RLS_RLQS": "true"}, 0, ""},
 	} {
 		code, _, errOut := runExplain(t, tc.vars, tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {
@@ -140,10 +148,11 @@ func TestExplainCommandErrors(t *testing.T) {
 	// Help is not an error: it goes to stdout, with the environment twins
 	// (but -json's, which the server does not have).
 	code, out, errOut := runExplain(t, nil, "-h")
-	if code != 0 || errOut != "" || !strings.Contains(out, "usage: envoy-rls explain [flags] DOMAIN") ||
+	if code != 0 || errOut != "" || !strings.Contains(out, "usage: envoy-rls explain [flags] [-rlqs [-addr URL]] DOMAIN") ||
 		!strings.Contains(out, "  -redis-url string  (RLS_REDIS_URL, default empty)") ||
 		!strings.Contains(out, "  -store-timeout duration  (RLS_STORE_TIMEOUT, default 1s)") ||
-		!strings.Contains(out, "  -json  (default false)") {
+		!strings.Contains(out, "  -json  (default false)") || !strings.Contains(out, "  -rlqs  (default false)") ||
+		!strings.Contains(out, "  -rlqs-report-interval duration  (RLS_RLQS_REPORT_INTERVAL, default 5s)") {
 		t.Errorf("-h: exit %d, stderr %q, stdout:\n%s", code, errOut, out)
 	}
 }

@@ -69,7 +69,13 @@ func TopCommand(args []string, lookupEnv func(string) (string, bool), stdout, st
 
 // askTop calls GET /top at addr with the first token of tokenFile.
 func askTop(addr, tokenFile string, n int) ([]byte, error) {
-	u, err := url.Parse(strings.TrimSuffix(addr, "/") + "/top?n=" + strconv.Itoa(n))
+	return askAdmin(addr, "/top?n="+strconv.Itoa(n), tokenFile)
+}
+
+// askAdmin calls GET pathQuery on the admin endpoints at addr with the
+// first token of tokenFile, and returns the body of a 200.
+func askAdmin(addr, pathQuery, tokenFile string) ([]byte, error) {
+	u, err := url.Parse(strings.TrimSuffix(addr, "/") + pathQuery)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("-addr %q: want a URL such as http://127.0.0.1:8080", addr)
 	}

@@ -28,7 +28,8 @@ type Resetter interface {
 	Reset(ctx context.Context, domain string, entries []descriptors.Entry) (rls.ResetDone, error)
 }
 
-// AdminOptions wire the admin endpoints, GET /top and POST /reset.
+// AdminOptions wire the admin endpoints, GET /top, POST /reset and GET
+// /rlqs.
 type AdminOptions struct {
 	// Board is what GET /top reports.
 	Board *topk.Board
@@ -48,6 +49,9 @@ type AdminOptions struct {
 	// Bodies bounds the bytes reset bodies hold at once, as /json's; nil
 	// is a budget of its own.
 	Bodies *BodyBudget
+	// Quotas serves GET /rlqs (rlqs.go); nil when the server does not
+	// serve RLQS.
+	Quotas BucketExplainer
 }
 
 // Results of an admin call, as AdminOptions.Counted gets them.
@@ -70,6 +74,7 @@ const (
 //
 //	GET  /top[?n=10]  per rule, the descriptors refused most over the last minute (topk.Report as JSON)
 //	POST /reset       body: a RateLimitRequest in protobuf JSON, one descriptor: its limits' state cleared
+//	GET  /rlqs?domain=D&bucket=k=v,...  an RLQS bucket: its limit, clients, demands and shares (rlqs.go)
 //
 // Each call must carry `Authorization: Bearer TOKEN` with a token of
 // o.Tokens when there are tokens: without one, or with a wrong one, the
@@ -90,6 +95,11 @@ func AdminHandler(o AdminOptions) http.Handler {
 	mux.HandleFunc("POST /reset", func(w http.ResponseWriter, r *http.Request) {
 		if who, ok := o.authorized(w, r, "reset"); ok {
 			serveReset(w, r, o, who)
+		}
+	})
+	mux.HandleFunc("GET /rlqs", func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := o.authorized(w, r, "rlqs"); ok {
+			serveRLQS(w, r, o)
 		}
 	})
 	return mux

@@ -61,6 +61,13 @@ type explainQuery struct {
 // whole (no literal `=` in it, as curl --data-urlencode writes it) is
 // decoded first and then split.
 func parseExplainQuery(raw string) (explainQuery, error) {
+	return parseEntriesQuery(raw, "descriptor", "/explain?domain=edge&descriptor=key=value,key2=value2")
+}
+
+// parseEntriesQuery reads a domain, the entries of the parameter named
+// param, and a format, as parseExplainQuery does; usage is the form the
+// errors show.
+func parseEntriesQuery(raw, param, usage string) (explainQuery, error) {
 	var q explainQuery
 	var desc string
 	seen := map[string]bool{}
@@ -78,12 +85,12 @@ func parseExplainQuery(raw string) (explainQuery, error) {
 		}
 		seen[name] = true
 		switch name {
-		case "descriptor":
+		case param:
 			desc = rawValue
 			continue
 		case "domain", "format":
 		default:
-			return q, fmt.Errorf("unknown parameter %q (want domain, descriptor and optionally format)", name)
+			return q, fmt.Errorf("unknown parameter %q (want domain, %s and optionally format)", name, param)
 		}
 		v, err := url.QueryUnescape(rawValue)
 		if err != nil {
@@ -97,9 +104,9 @@ func parseExplainQuery(raw string) (explainQuery, error) {
 	}
 	switch {
 	case q.domain == "":
-		return q, errors.New("missing domain: /explain?domain=edge&descriptor=key=value,key2=value2")
+		return q, errors.New("missing domain: " + usage)
 	case desc == "":
-		return q, errors.New("missing descriptor: /explain?domain=edge&descriptor=key=value,key2=value2")
+		return q, fmt.Errorf("missing %s: %s", param, usage)
 	case q.format != "" && q.format != "json" && q.format != "text":
 		return q, fmt.Errorf("format %q: want json or text", q.format)
 	}
@@ -108,7 +115,7 @@ func parseExplainQuery(raw string) (explainQuery, error) {
 		// Encoded whole: decode, then split.
 		d, err := url.QueryUnescape(desc)
 		if err != nil {
-			return q, fmt.Errorf("descriptor: %v", err)
+			return q, fmt.Errorf("%s: %v", param, err)
 		}
 		desc, decodeParts = d, false
 	}
@@ -117,14 +124,14 @@ func parseExplainQuery(raw string) (explainQuery, error) {
 		if decodeParts {
 			var err error
 			if k, err = url.QueryUnescape(k); err != nil {
-				return q, fmt.Errorf("descriptor: %v", err)
+				return q, fmt.Errorf("%s: %v", param, err)
 			}
 			if v, err = url.QueryUnescape(v); err != nil {
-				return q, fmt.Errorf("descriptor: %v", err)
+				return q, fmt.Errorf("%s: %v", param, err)
 			}
 		}
 		if !ok || k == "" {
-			return q, fmt.Errorf("descriptor entry %q: want key=value", part)
+			return q, fmt.Errorf("%s entry %q: want key=value", param, part)
 		}
 		q.entries = append(q.entries, descriptors.Entry{Key: k, Value: v})
 	}

@@ -41,10 +41,10 @@
 // header (custom_value with HttpRequestHeaderMatchInput, any value); other
 // custom values are reported as unchecked. A bucket id is matched as
 // envoy-rls matches one: its entries have no order, so each level of the
-// domain's tree consumes the entry left whose child matches best (an
-// exact value, then a wildcard, then a bare key, ties in key order, with
-// no backtracking), and the id matches the limit reached with every entry
-// consumed. Matcher predicates
+// domain's tree consumes an entry left whose child matches (an exact
+// value, then a wildcard, then a bare key, ties in key order), backing up
+// from a way that leads nowhere, and the id matches the limit of the first
+// way that consumes every entry. Matcher predicates
 // are not read: a header value is taken as any value even where a
 // predicate fixes it.
 //

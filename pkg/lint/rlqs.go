@@ -181,11 +181,13 @@ func (ck *checker) quota(q *quotaFilter) {
 
 // matchBucket walks a bucket id down the tree as envoy-rls matches one
 // (descriptors.MatchSet): a bucket id's entries have no order, so each
-// level consumes, among the entries not yet consumed, the one whose child
-// matches best: an exact value first, then a wildcard, then a bare key,
-// ties broken by key order (items come sorted by key). The id matches the
-// limit reached with every entry consumed. An unknown value may or may not
-// equal an exact value (or match a wildcard): both ways are walked.
+// level consumes, among the entries not yet consumed, one whose child
+// matches: an exact value first, then a wildcard, then a bare key, ties
+// broken by key order (items come sorted by key); a way that leads
+// nowhere is backed out of and the next is taken. The id matches the limit
+// of the first way that consumes every entry and ends on a limit. An
+// unknown value may or may not equal an exact value (or match a
+// wildcard): both ways are walked.
 func (t *tree) matchBucket(items []item) *matchResult {
 	m := &matchResult{depth: -1}
 	if len(items) > 0 {
@@ -194,7 +196,10 @@ func (t *tree) matchBucket(items []item) *matchResult {
 	return m
 }
 
-func (t *tree) walkBucket(kids []*lnode, rest []item, depth int, parent *lnode, restr []string, m *matchResult) {
+// walkBucket walks every way from kids that envoy-rls may take, and
+// reports whether one of them surely ends on a limit, whatever the values:
+// the ways after it are then never taken, and are not walked.
+func (t *tree) walkBucket(kids []*lnode, rest []item, depth int, parent *lnode, restr []string, m *matchResult) (sure bool) {
 	choices := bucketChoices(kids, rest)
 	if len(choices) == 0 && depth > m.depth {
 		m.depth, m.stopped, m.left = depth, parent, rest
@@ -206,24 +211,32 @@ func (t *tree) walkBucket(kids []*lnode, rest []item, depth int, parent *lnode, 
 			r = append(restr[:len(restr):len(restr)], c.restrict)
 		}
 		others := append(rest[:ch.i:ch.i], rest[ch.i+1:]...)
+		var ends bool
 		if len(others) > 0 {
-			t.walkBucket(c.node.kids, others, depth+1, c.node, r, m)
-			continue
+			ends = t.walkBucket(c.node.kids, others, depth+1, c.node, r, m)
+		} else {
+			m.end(c.node, r)
+			ends = len(c.node.d.Rules) > 0
 		}
-		m.end(c.node, r)
+		if ch.certain && ends {
+			return true
+		}
 	}
+	return false
 }
 
-// bucketChoice is one way a level may go: entry i of the rest takes cand.
+// bucketChoice is one way a level may go: entry i of the rest takes cand,
+// surely (certain) or for some values only.
 type bucketChoice struct {
-	i    int
-	cand candidate
+	i       int
+	cand    candidate
+	certain bool
 }
 
 // bucketChoices are the ways one level may consume an entry of rest, in
-// envoy-rls's order of preference. A choice certain for every value (a
-// known value's exact or wildcard match, any bare key) ends the list: the
-// server would take it, and nothing after it.
+// envoy-rls's order of preference. Of an entry's wildcards, envoy-rls
+// tries the first that matches its value: a wildcard certain to match
+// ends that entry's wildcards.
 func bucketChoices(kids []*lnode, rest []item) []bucketChoice {
 	var out []bucketChoice
 	for tier := 0; tier < 3; tier++ {
@@ -236,9 +249,9 @@ func bucketChoices(kids []*lnode, rest []item) []bucketChoice {
 				if !ok {
 					continue
 				}
-				out = append(out, bucketChoice{i, c})
-				if certain {
-					return out
+				out = append(out, bucketChoice{i, c, certain})
+				if certain && tier == 1 {
+					break
 				}
 			}
 		}

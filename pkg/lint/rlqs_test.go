@@ -84,11 +84,12 @@ func TestQuotaUncheckedAndDomain(t *testing.T) {
 	}
 }
 
-// TestMatchBucketBestFirst: envoy-rls takes, at each level, the best
+// TestMatchBucketBacksUp: envoy-rls takes, at each level, the best
 // match among the entries left (exact, then wildcard, then bare, ties in
-// key order) and never backtracks; lint walks the same way.
-func TestMatchBucketBestFirst(t *testing.T) {
-	c, err := config.Options{}.Load("testdata/rlqs/greedy.yaml")
+// key order), and backs up when that way leads nowhere; lint walks the
+// same way.
+func TestMatchBucketBacksUp(t *testing.T) {
+	c, err := config.Options{}.Load("testdata/rlqs/backup.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,11 +102,12 @@ func TestMatchBucketBestFirst(t *testing.T) {
 	}{
 		// plan=free is exact: it goes first, then api_key under it.
 		{"exact first", []item{{"api_key", value{kind: anyValue}}, {"plan", value{known, "free"}}}, true, ""},
-		// Any other plan: the bare api_key sorts first, is taken, and
-		// leaves plan with nowhere to go.
-		{"bare in key order", []item{{"api_key", value{kind: anyValue}}, {"plan", value{known, "gold"}}}, false, ""},
-		// An unknown plan reaches a limit only as "free".
-		{"unknown", []item{{"api_key", value{kind: anyValue}}, {"plan", value{kind: anyValue}}}, false, `plan="free"`},
+		// Any other plan: the bare api_key sorts first and is taken, but
+		// leaves plan with nowhere to go; the walk backs up to the bare
+		// plan, then api_key under it.
+		{"backs up from the bare key that sorts first", []item{{"api_key", value{kind: anyValue}}, {"plan", value{known, "gold"}}}, true, ""},
+		// An unknown plan reaches a limit as "free" and as any other.
+		{"unknown", []item{{"api_key", value{kind: anyValue}}, {"plan", value{kind: anyValue}}}, true, `plan="free"`},
 	} {
 		m := tr.matchBucket(tc.items)
 		var restr string
@@ -115,5 +117,32 @@ func TestMatchBucketBestFirst(t *testing.T) {
 		if m.full != tc.full || restr != tc.restr {
 			t.Errorf("%s: full %v restricted %q, want %v %q", tc.name, m.full, restr, tc.full, tc.restr)
 		}
+	}
+}
+
+// A way that surely ends on a limit is the one envoy-rls takes: the ways
+// after it are not walked, and their limits are not counted as reached.
+func TestMatchBucketStopsAtASureLimit(t *testing.T) {
+	d, err := config.Options{}.Parse("sure.yaml", []byte(`domain: edge
+descriptors:
+  - key: a
+    descriptors:
+      - key: b
+        rate_limit: {unit: second, requests_per_unit: 1}
+  - key: b
+    descriptors:
+      - key: a
+        rate_limit: {unit: second, requests_per_unit: 2}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newTree(d).matchBucket([]item{{"a", value{kind: anyValue}}, {"b", value{kind: anyValue}}})
+	if !m.full || len(m.limited) != 1 || m.limited[0].path != "a.b" {
+		var got []string
+		for _, n := range m.limited {
+			got = append(got, n.path)
+		}
+		t.Fatalf("full %v, limits reached %v; want a.b alone", m.full, got)
 	}
 }

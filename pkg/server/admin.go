@@ -13,13 +13,14 @@ import (
 
 	"github.com/envoy-rls/envoy-rls/pkg/httpapi"
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
+	"github.com/envoy-rls/envoy-rls/pkg/rlqs"
 	"github.com/envoy-rls/envoy-rls/pkg/rls"
 	"github.com/envoy-rls/envoy-rls/pkg/topk"
 	"github.com/envoy-rls/envoy-rls/pkg/watch"
 )
 
-// adminOptions say where the admin endpoints (GET /top, POST /reset) are
-// served, and what they require: off unless one is set.
+// adminOptions say where the admin endpoints (GET /top, POST /reset,
+// GET /rlqs) are served, and what they require: off unless one is set.
 type adminOptions struct {
 	// addr is a listener of their own; empty puts them on -http-addr,
 	// where tokenFile is then required.
@@ -30,8 +31,8 @@ type adminOptions struct {
 }
 
 func adminFlags(fs *flag.FlagSet, a *adminOptions) {
-	fs.StringVar(&a.tokenFile, "admin-token-file", "", "file of bearer tokens (one a line: TOKEN or NAME TOKEN, 16 characters at least; reread when it changes) that GET /top and POST /reset require; serves them on -http-addr, or on -admin-addr if set")
-	fs.StringVar(&a.addr, "admin-addr", "", "address of a listener of their own for GET /top and POST /reset (a token of -admin-token-file is required there too when it is set); empty: they are off unless -admin-token-file is set")
+	fs.StringVar(&a.tokenFile, "admin-token-file", "", "file of bearer tokens (one a line: TOKEN or NAME TOKEN, 16 characters at least; reread when it changes) that GET /top, POST /reset and GET /rlqs require; serves them on -http-addr, or on -admin-addr if set")
+	fs.StringVar(&a.addr, "admin-addr", "", "address of a listener of their own for GET /top, POST /reset and GET /rlqs (a token of -admin-token-file is required there too when it is set); empty: they are off unless -admin-token-file is set")
 }
 
 func (a adminOptions) on() bool { return a.addr != "" || a.tokenFile != "" }
@@ -51,12 +52,15 @@ type admin struct {
 // newAdmin builds the admin endpoints o asks for, nil when they are off,
 // and turns on the board of refusals in m. A token file that does not
 // load stops the start.
-func newAdmin(o *Options, svc *rls.Service, m *metrics.Metrics, log *zap.Logger) (*admin, error) {
+func newAdmin(o *Options, svc *rls.Service, quotas *rlqs.Service, m *metrics.Metrics, log *zap.Logger) (*admin, error) {
 	if !o.admin.on() {
 		return nil, nil
 	}
 	a := &admin{o: o.admin, log: log.Named("admin")}
 	ao := httpapi.AdminOptions{Resetter: svc, HashValues: o.hashValues, Log: a.log, Counted: m.Admin}
+	if quotas != nil { // a nil *rlqs.Service is not a nil BucketExplainer
+		ao.Quotas = quotas
+	}
 	if path := o.admin.tokenFile; path != "" {
 		a.tokens = &reloading[httpapi.Tokens]{files: []string{path}, what: "admin tokens", log: a.log, read: func() (*httpapi.Tokens, error) {
 			b, err := os.ReadFile(path)
@@ -91,6 +95,7 @@ func (a *admin) onHTTP(api http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/top", a.handler)
 	mux.Handle("/reset", a.handler)
+	mux.Handle("/rlqs", a.handler)
 	mux.Handle("/", api)
 	return mux
 }
@@ -118,7 +123,7 @@ func (a *admin) serve(bg context.Context, o *Options, l net.Listener, m *metrics
 	if a.tokens != nil {
 		tokens = a.tokens.get().Len()
 	}
-	a.log.Info("serving GET /top and POST /reset", zap.String("addr", where), zap.Int("tokens", tokens))
+	a.log.Info("serving GET /top, POST /reset and GET /rlqs", zap.String("addr", where), zap.Int("tokens", tokens))
 }
 
 // stop closes the admin listener's server.

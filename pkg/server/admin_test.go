@@ -214,7 +214,7 @@ func TestAdminTokenFileRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := newAdmin(o, nil, nil, zap.NewNop())
+		a, err := newAdmin(o, nil, nil, nil, zap.NewNop())
 		if err == nil || !strings.Contains(err.Error(), "-admin-token-file") {
 			a.close()
 			t.Errorf("token file %q: got %v, want an error naming -admin-token-file", content, err)

@@ -12,6 +12,8 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
+	"github.com/envoy-rls/envoy-rls/pkg/rlqs"
+	"github.com/envoy-rls/envoy-rls/pkg/rlqs/redisdemand"
 	"github.com/envoy-rls/envoy-rls/pkg/rls"
 )
 
@@ -34,6 +36,8 @@ func ExplainFlags(fs *flag.FlagSet) *Options {
 	fs.Var(failureModeFlag{&o.failureMode}, "failure-mode", "the server's -failure-mode (shown for limits without their own)")
 	fs.DurationVar(&o.maxDelay, "max-delay", config.DefaultMaxDelay, "the server's -max-delay")
 	fs.BoolVar(&o.shadowMode, "shadow-mode", false, "the server's -shadow-mode")
+	fs.DurationVar(&o.rlqsReportInterval, "rlqs-report-interval", 5*time.Second, "the server's -rlqs-report-interval (with -rlqs)")
+	fs.DurationVar(&o.rlqsAssignmentTTL, "rlqs-assignment-ttl", 0, "the server's -rlqs-assignment-ttl (with -rlqs)")
 	return o
 }
 
@@ -90,4 +94,31 @@ func (o *Options) StoreDescription() string {
 		return "Redis " + u.Redacted()
 	}
 	return "embedded (this command's own: the state is empty; pass -redis-url to read the shared state)"
+}
+
+// NewRLQS builds the RLQS service the server would divide cfg's limits
+// with, reading the demands the server's instances keep in Redis when the
+// options name one (nothing is recorded: Explain only reads), and returns
+// it with the function that closes the store. On the embedded store the
+// demands live in each server's process, and this one has none.
+func (o *Options) NewRLQS(cfg *config.Config) (*rlqs.Service, func() error, error) {
+	if o.rlqsReportInterval < time.Second {
+		return nil, nil, errors.New("-rlqs-report-interval must be at least 1s: Envoy reports in whole seconds")
+	}
+	m, log := metrics.New(), zap.NewNop()
+	store, err := openStore(o, m, log, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	ro := rlqs.Options{ReportInterval: o.rlqsReportInterval, AssignmentTTL: o.rlqsAssignmentTTL, Logger: log}
+	if store.redis != nil {
+		ro.Store = redisdemand.New(store.redis, o.redisKeyPrefix)
+	}
+	ix := descriptors.NewIndex(cfg)
+	q, err := rlqs.New(func() *descriptors.Index { return ix }, ro)
+	if err != nil {
+		store.close() //nolint:errcheck // the error that matters is rlqs.New's
+		return nil, nil, err
+	}
+	return q, store.close, nil
 }

@@ -105,7 +105,7 @@ type Options struct {
 	xds xdsOptions
 	// tracing: OpenTelemetry traces of the calls (tracing.go).
 	tracing tracingOptions
-	// admin: GET /top and POST /reset (admin.go).
+	// admin: GET /top, POST /reset and GET /rlqs (admin.go).
 	admin adminOptions
 
 	// version asks for the version instead of the server.

@@ -170,7 +170,7 @@ type running struct {
 	serving      atomic.Bool
 	storeRefused atomic.Bool
 	hsrv, dsrv   *http.Server // dsrv nil when pprof is off
-	admin        *admin       // nil when GET /top and POST /reset are off
+	admin        *admin       // nil when GET /top, POST /reset and GET /rlqs are off
 	stopStats    func()
 	pusher       *statsd.Pusher // nil without -statsd-addr
 
@@ -225,10 +225,10 @@ func (r *running) build() error {
 	if r.svc, err = rls.New(descriptors.NewIndex(r.start.cfg), so); err != nil {
 		return err
 	}
-	if r.admin, err = newAdmin(o, r.svc, r.m, r.log); err != nil { // admin.go
+	if r.rlqs, err = newRLQS(o, r.svc, r.store, r.m, r.log); err != nil { // rlqs.go
 		return err
 	}
-	if r.rlqs, err = newRLQS(o, r.svc, r.store, r.m, r.log); err != nil { // rlqs.go
+	if r.admin, err = newAdmin(o, r.svc, r.rlqs, r.m, r.log); err != nil { // admin.go
 		return err
 	}
 	r.grpcServer()

@@ -33,6 +33,7 @@ type commands interface {
 	Pipeline() redis.Pipeliner
 	Time(ctx context.Context) *redis.TimeCmd
 	HDel(ctx context.Context, key string, fields ...string) *redis.IntCmd
+	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd // Demands (read.go)
 }
 
 // Store is a rlqs.DemandStore on Redis (the package does not import rlqs,

@@ -177,8 +177,23 @@ func (s *Service) act(ctx context.Context, c *client, domain string, it item, re
 	return assign(&typepb.RateLimitStrategy{Strategy: &typepb.RateLimitStrategy_TokenBucket{TokenBucket: &typepb.TokenBucket{
 		MaxTokens:     tb.MaxTokens,
 		TokensPerFill: wrapperspb.UInt32(tb.TokensPerFill),
-		FillInterval:  durationpb.New(tb.FillInterval),
+		FillInterval:  fillInterval(tb.FillInterval),
 	}}}, ttl)
+}
+
+// fillInterval is a bucket's whole-second fill interval as Envoy is sent
+// it: the seconds, and the same number again in nanoseconds. Envoy fills
+// at whole seconds (it truncates the nanoseconds away), but some of its
+// versions tell whether a new assignment is the bucket they hold by
+// max_tokens, tokens_per_fill and the fill interval's nanoseconds alone:
+// two buckets differing only in their seconds (3 tokens every 1 s, 3
+// every 2 s) would be taken as one, and a share that halved would go on
+// being enforced at the old rate. Repeating the seconds in the
+// nanoseconds makes every distinct bucket differ where those versions
+// look.
+func fillInterval(d time.Duration) *durationpb.Duration {
+	secs := int64(d / time.Second)
+	return &durationpb.Duration{Seconds: secs, Nanos: int32(secs % 1_000_000_000)}
 }
 
 // bucketFor divides rate for client id's bucket b and notes the token

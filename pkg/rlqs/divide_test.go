@@ -1,6 +1,7 @@
 package rlqs
 
 import (
+	"github.com/envoy-rls/envoy-rls/pkg/rlqs/share"
 	"math"
 	"strings"
 	"sync/atomic"
@@ -39,8 +40,8 @@ func TestOneEnvoyGetsTheWholeLimit(t *testing.T) {
 		if got := perSecond(tb); got != 100 {
 			t.Errorf("report %d: %v per second, want 100", i, got)
 		}
-		if f := tb.GetFillInterval().AsDuration(); f%time.Second != 0 || f < time.Second {
-			t.Errorf("report %d: fill interval %v is not whole seconds", i, f)
+		if f := tb.GetFillInterval(); f.GetSeconds() < 1 || int64(f.GetNanos()) != f.GetSeconds() {
+			t.Errorf("report %d: fill interval %v is not whole seconds repeated in nanoseconds", i, f)
 		}
 		if ttl := a.GetQuotaAssignmentAction().GetAssignmentTimeToLive().AsDuration(); ttl <= 2*time.Second || ttl%time.Second != 0 {
 			t.Errorf("report %d: TTL %v, want whole seconds over two intervals", i, ttl)
@@ -251,5 +252,35 @@ func TestReloadReachesTheNextReport(t *testing.T) {
 	ix.Store(descriptors.NewIndex(&config.Config{Domains: map[string]*config.Domain{d.Name: d}}))
 	if got := perSecond(tokens(t, e.report(usage{bucket: api(), allowed: 50, elapsed: time.Second})[0])); got != 20 {
 		t.Fatalf("after the reload: %v per second, want 20", got)
+	}
+}
+
+// Every two shares whose buckets enforce different rates are sent as token
+// buckets that differ in what each Envoy version compares: max_tokens,
+// tokens_per_fill and the fill interval's nanoseconds (some versions look
+// at no more), so that Envoy never keeps a bucket whose rate has changed;
+// and Envoy's fill, at the interval's whole seconds, is the bucket's.
+func TestChangedBucketsDifferWhereEnvoyLooks(t *testing.T) {
+	type compared struct {
+		max, perFill uint32
+		nanos        int32
+	}
+	rateOf := map[compared]float64{}
+	for i := 1; i <= 20000; i++ {
+		v := float64(i) / 200 // 0.005 to 100 a second
+		tb, ok := share.DefaultShape.Tokens(v)
+		if !ok {
+			t.Fatalf("share %v: no bucket", v)
+		}
+		f := fillInterval(tb.FillInterval)
+		if f.GetSeconds() != int64(tb.FillInterval/time.Second) {
+			t.Fatalf("share %v: fill interval %v sent for %v", v, f, tb.FillInterval)
+		}
+		rate := float64(tb.TokensPerFill) / float64(f.GetSeconds())
+		k := compared{tb.MaxTokens, tb.TokensPerFill, f.GetNanos()}
+		if old, dup := rateOf[k]; dup && old != rate {
+			t.Fatalf("share %v: bucket %+v looks to Envoy like the one enforcing %v a second, but enforces %v", v, k, old, rate)
+		}
+		rateOf[k] = rate
 	}
 }

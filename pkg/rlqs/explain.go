@@ -206,24 +206,28 @@ func (s *Service) explainShares(ctx context.Context, b *Bucket, key, rule string
 		}
 		if err != nil {
 			b.StoreError = err.Error()
+			// What divide uses with the store out of reach: this
+			// instance's part of the limit at the last good read, the
+			// whole of it before any.
 			s.mu.Lock()
-			f, held := s.fraction[key]
-			s.mu.Unlock()
-			if !held && len(local) == 0 {
-				return err
+			e, known := s.divs[key]
+			f := 1.0
+			if known {
+				f = e.part
 			}
-			if !held {
-				f = 1 // as divide does for a bucket it has no fraction of
+			s.mu.Unlock()
+			if !known && len(local) == 0 {
+				return err
 			}
 			limit = rate * f
 		} else {
 			demands = all
 		}
 	}
-	shares := divideMap(limit, demands)
+	div := share.NewDivision(demands)
 	assigned := s.rules.assignedTo(rule, key)
 	for id, d := range demands {
-		c := BucketClient{ID: id, SharePerSecond: shares[id]}
+		c := BucketClient{ID: id, SharePerSecond: div.Share(limit, id, d)}
 		c.Instance, _, _ = cutLast(id, "-")
 		c.Here = c.Instance == s.instance
 		if d.Known {

@@ -107,7 +107,10 @@ func TestExplainShared(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		return c
 	}
-	a := newService(t, Options{ReportInterval: 5 * time.Second, Store: redisdemand.New(client(), "t:")})
+	// a reads the division at every report (its reports here come faster
+	// than its refresh period), so that its part of the limit is known
+	// from b's client on.
+	a := newService(t, Options{ReportInterval: 5 * time.Second, Refresh: time.Nanosecond, Store: redisdemand.New(client(), "t:")})
 	b := newService(t, Options{ReportInterval: 5 * time.Second, Store: redisdemand.New(client(), "t:")})
 	reader := newService(t, Options{ReportInterval: 5 * time.Second, Store: redisdemand.New(client(), "t:")})
 	ea, eb := dial(t, serve(t, a)), dial(t, serve(t, b))

@@ -108,7 +108,7 @@ func TestOneReadPerBucketPerRefresh(t *testing.T) {
 						resp := svc.answer(context.Background(), c, fleetReport(buckets, demand), clk.Now())
 						for _, a := range resp.BucketAction {
 							tb := a.GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket()
-							got[i] = append(got[i], float64(tb.GetTokensPerFill().GetValue())/tb.GetFillInterval().AsDuration().Seconds())
+							got[i] = append(got[i], float64(tb.GetTokensPerFill().GetValue())/float64(tb.GetFillInterval().GetSeconds()))
 						}
 					}()
 				}

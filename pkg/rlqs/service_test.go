@@ -151,7 +151,7 @@ func tokens(t *testing.T, a *rlqspb.RateLimitQuotaResponse_BucketAction) *typepb
 }
 
 func perSecond(tb *typepb.TokenBucket) float64 {
-	return float64(tb.GetTokensPerFill().GetValue()) / tb.GetFillInterval().AsDuration().Seconds()
+	return float64(tb.GetTokensPerFill().GetValue()) / float64(tb.GetFillInterval().GetSeconds())
 }
 
 func api() map[string]string { return map[string]string{"path": "/api"} }

@@ -61,7 +61,7 @@ func (c *rlqsClient) report(perSecond uint64, elapsed time.Duration) float64 {
 	if tb == nil {
 		c.t.Fatalf("got %v, want a token bucket", resp)
 	}
-	return float64(tb.GetTokensPerFill().GetValue()) / tb.GetFillInterval().AsDuration().Seconds()
+	return float64(tb.GetTokensPerFill().GetValue()) / float64(tb.GetFillInterval().GetSeconds())
 }
 
 // One Envoy gets the whole limit from its first report, on either store.

@@ -5,8 +5,10 @@ import (
 	"time"
 )
 
-// Bucket is a token bucket as Envoy enforces it: TokensPerFill tokens are
-// added every FillInterval, up to MaxTokens; a new bucket starts full.
+// Bucket is a token bucket as Envoy enforces it: it refills continuously at
+// TokensPerFill per FillInterval (Envoy makes a fill rate of the two), up to
+// MaxTokens; a new bucket starts full. MaxTokens is free of the fill: it
+// may be less than TokensPerFill.
 type Bucket struct {
 	MaxTokens     uint32
 	TokensPerFill uint32
@@ -18,11 +20,13 @@ type Bucket struct {
 // Shape bounds what a Bucket may be made of.
 type Shape struct {
 	// Burst is how much of the share a full bucket holds, as time at the
-	// share's rate; MaxTokens is never less than one fill. A bucket that is
+	// share's rate, rounded down and at least one token. A bucket that is
 	// replaced starts full, so each replacement lets one client exceed its
-	// share by at most max(Burst, FillInterval) of it, and a fleet whose
+	// share by at most Burst of it (or one token), and a fleet whose
 	// buckets are all replaced at once exceeds the limit by at most that
-	// much of the limit.
+	// much of the limit. It does not grow with the fill interval: Envoy
+	// refills continuously, so a long fill (3 s for 33.3 a second, 100
+	// tokens) needs no room for a whole fill.
 	Burst time.Duration
 	// MaxFill caps FillInterval for tiny shares.
 	MaxFill time.Duration
@@ -65,9 +69,6 @@ func (s Shape) Tokens(rate float64) (_ Bucket, ok bool) {
 	}
 	perFill := clampTokens(math.Floor(rate * float64(best)))
 	burst := clampTokens(math.Floor(rate * s.Burst.Seconds()))
-	if burst < perFill {
-		burst = perFill
-	}
 	return Bucket{MaxTokens: burst, TokensPerFill: perFill, FillInterval: time.Duration(best) * time.Second}, true
 }
 

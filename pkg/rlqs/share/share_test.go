@@ -118,7 +118,8 @@ func TestTokens(t *testing.T) {
 		want Bucket
 	}{
 		{100, Bucket{MaxTokens: 100, TokensPerFill: 100, FillInterval: time.Second}},
-		{1.5, Bucket{MaxTokens: 3, TokensPerFill: 3, FillInterval: 2 * time.Second}},
+		{1.5, Bucket{MaxTokens: 1, TokensPerFill: 3, FillInterval: 2 * time.Second}},
+		{100.0 / 3, Bucket{MaxTokens: 33, TokensPerFill: 100, FillInterval: 3 * time.Second}},
 		{0.1, Bucket{MaxTokens: 1, TokensPerFill: 1, FillInterval: 10 * time.Second}},
 		{1.0 / 60, Bucket{MaxTokens: 1, TokensPerFill: 1, FillInterval: time.Minute}},
 	}
@@ -135,7 +136,7 @@ func TestTokens(t *testing.T) {
 
 // A bucket never enforces more than the rate it was made from (above one
 // token per MaxFill), its fill interval is whole seconds, and a full bucket
-// holds no more than max(Burst, one fill) of the rate.
+// holds no more than Burst of the rate (or one token), whatever the fill.
 func TestTokensProperties(t *testing.T) {
 	r := rand.New(rand.NewSource(2))
 	for run := 0; run < 5000; run++ {
@@ -155,7 +156,7 @@ func TestTokensProperties(t *testing.T) {
 		if rate >= 1 && enforced < rate*0.5 {
 			t.Fatalf("rate %v: bucket %+v enforces only %v", rate, b, enforced)
 		}
-		burst := math.Max(DefaultShape.Burst.Seconds(), f.Seconds()) * rate
+		burst := DefaultShape.Burst.Seconds() * rate
 		if float64(b.MaxTokens) > math.Max(burst, 1)+1e-9 {
 			t.Fatalf("rate %v: bucket %+v holds more than %v", rate, b, burst)
 		}

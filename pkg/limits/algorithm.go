@@ -25,6 +25,10 @@ type State struct {
 	// Log holds a sliding log's allowed hits, oldest first; Count is the sum
 	// of their costs.
 	Log []LogEntry
+	// LockEnd is the instant, in microseconds, a lockout's lock ends
+	// (Limit.BlockFor): the key is refused before it. Zero, or at most
+	// now: not locked.
+	LockEnd int64
 	// logDead is how many entries that have left the window still sit in
 	// Log's array before Log[0]: allocated, but out of Log's reach.
 	logDead int
@@ -53,6 +57,11 @@ type Decision struct {
 	// ExpireAt is the instant, in microseconds, after which State is
 	// equivalent to an absent key. Zero or at most now: delete the key.
 	ExpireAt int64
+	// Locks reports a lockout's refusal that starts a lock: its State (the
+	// old one, or its count_refused charge, with the lock's end) is kept
+	// even when the hit's joint run is refused, since the lock is this
+	// limit's own.
+	Locks bool
 }
 
 // Decide applies hit cost to state s of limit l at instant now (microseconds
@@ -75,6 +84,9 @@ func DecideWithin(l Limit, s State, cost, now, maxDelay int64) Decision {
 		// Nothing is counted and nothing would ever fit: the key is left
 		// as it is, and its remaining, 0, is already its maximum.
 		return Decision{}
+	}
+	if l.BlockFor > 0 {
+		return lockout(l, s, cost, now, maxDelay)
 	}
 	switch l.Algorithm {
 	case FixedWindow:

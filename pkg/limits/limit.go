@@ -94,6 +94,10 @@ type Limit struct {
 	// worth of debt), as envoyproxy/ratelimit counts and as a charge made
 	// after the response must.
 	CountRefused bool
+	// BlockFor, when positive, makes the limit a lockout: once it refuses
+	// a hit, its key stays refused for BlockFor from that refusal,
+	// whatever its algorithm's state says (lockout.go). Zero: none.
+	BlockFor time.Duration
 }
 
 // String renders the limit for logs and /rlconfig.
@@ -104,6 +108,9 @@ func (l Limit) String() string {
 	}
 	if l.CountRefused {
 		s += " count_refused"
+	}
+	if l.BlockFor > 0 {
+		s += " block_for=" + l.BlockFor.String()
 	}
 	return s
 }
@@ -156,6 +163,9 @@ func (l Limit) Validate() error {
 	bad := func(field, format string, args ...any) error {
 		return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
 	}
+	if err := l.validateBlockFor(); err != nil {
+		return err
+	}
 	switch {
 	case !l.Algorithm.Implemented():
 		return bad("algorithm", "%s is not implemented yet", l.Algorithm)
@@ -192,8 +202,8 @@ func (l Limit) Validate() error {
 // name in a limits file, and what is wrong with it, so that the config
 // loader can point at that field without reading the message.
 type FieldError struct {
-	// Field is requests_per_unit, burst, period (unit × unit_multiplier)
-	// or algorithm.
+	// Field is requests_per_unit, burst, period (unit × unit_multiplier),
+	// algorithm or block_for.
 	Field string
 	// Msg says what is wrong with the field's value.
 	Msg string

@@ -264,7 +264,9 @@ func (s *Store) decideRun(hits []limits.Hit, results []limits.Result, now int64)
 		sh := &s.shards[shardOf[k]]
 		i := sh.index[hits[k].Key]
 		lvl := level(hits[k].Limit, &results[k])
-		if allowed || hits[k].Limit.CountRefused {
+		if allowed || hits[k].Limit.CountRefused || decisions[k].Locks {
+			// A lock that this hit's refusal starts is its limit's own,
+			// whatever the run's verdict (limits.Decision.Locks).
 			sh.apply(hits[k].Key, i, decisions[k], lvl, now)
 		} else if i != 0 {
 			// Refused with the run: Remaining is what the hit would have

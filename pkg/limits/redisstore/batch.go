@@ -214,6 +214,9 @@ type work struct {
 	// caller is the sampled span of the call the work is for, when the
 	// store traces (trace.go); nil otherwise.
 	caller *trace.Span
+	// locks are the lockouts of a round's first pipeline, read once it
+	// has run (lockout.go).
+	locks []*lockHit
 }
 
 // exec sends the work of every group as one pipeline, fills it, and feeds

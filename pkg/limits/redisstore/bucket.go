@@ -199,7 +199,7 @@ type bucketHit struct {
 // newBucketHit queues in wk the commands of hit h at now. A refund held
 // back (refundLater) queues a GET, and keeps its own commands for later.
 func newBucketHit(ctx context.Context, i int, h *limits.Hit, now int64, wk *work, refundLater bool) *bucketHit {
-	bh := &bucketHit{i: i, limit: h.Limit, cost: h.Cost, now: now, delay: h.MaxDelayMicros(), key: h.Key}
+	bh := &bucketHit{i: i, limit: algorithmOnly(h.Limit), cost: h.Cost, now: now, delay: h.MaxDelayMicros(), key: h.Key}
 	p := planBucket(h.Limit, h.Cost, now, bh.delay)
 	bh.add, bh.ttl = p.add, p.ttl
 	reads := !p.cond && p.nsat == 0 // a peek, or a hit that can never fit

@@ -88,7 +88,7 @@ type logHit struct {
 
 // newLogHit queues in wk the commands of hit h at now.
 func newLogHit(ctx context.Context, i int, h *limits.Hit, now int64, members *logMembers, wk *work, refundLater bool) *logHit {
-	l := h.Limit
+	l := algorithmOnly(h.Limit)
 	lh := &logHit{i: i, limit: l, cost: h.Cost, now: now, key: h.Key}
 	n, t := l.Requests, l.PeriodMicros()
 	cutoff := now - t

@@ -29,6 +29,9 @@ func (s *Store) Reset(ctx context.Context, hits []limits.Hit) error {
 	for i := range hits {
 		h := &hits[i]
 		keys = append(keys, h.Key)
+		if h.Limit.BlockFor > 0 {
+			keys = append(keys, lockKey(h.Key)) // lockout.go
+		}
 		if isWindow(h.Limit.Algorithm) {
 			w := floorDiv(now, h.Limit.PeriodMicros())
 			keys = append(keys, windowKey(h.Key, w-1), windowKey(h.Key, w), windowKey(h.Key, w+1))

@@ -391,8 +391,11 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 	}
 	back := &work{}
 	s.decideHits(ctx, hits, results, runs, pend, back)
+	lockRefusals(ctx, results, wk.locks, back)
 	later := s.undoRefused(ctx, results, runs, pend, back, s.latest(now))
+	lockRefunds(results, wk.locks, back)
 	s.sendBack(ctx, hits, results, back, later)
+	lockAnswers(ctx, hits, results, wk.locks)
 	return end
 }
 
@@ -434,6 +437,9 @@ func (s *Store) plan(ctx context.Context, hits []limits.Hit, results []limits.Re
 				pend[i] = newBucketHit(ctx, i, h, now, wk, later)
 			default:
 				pend[i] = newLogHit(ctx, i, h, now, s.members, wk, later)
+			}
+			if h.Limit.BlockFor > 0 && !h.Limit.Blocks() {
+				wk.locks = append(wk.locks, newLockHit(ctx, i, r, h, now, wk, later))
 			}
 		}
 		runs = append(runs, r)

@@ -110,7 +110,7 @@ type windowHit struct {
 // tells which counters need no PEXPIRE, and prevs which previous windows'
 // counts are final.
 func newWindowHit(ctx context.Context, i int, h *limits.Hit, now int64, seen *expirySeen, prevs *prevCounts, wk *work, refundLater bool) *windowHit {
-	l := h.Limit
+	l := algorithmOnly(h.Limit)
 	t := l.PeriodMicros()
 	wh := &windowHit{i: i, limit: l, cost: h.Cost, now: now, w: floorDiv(now, t)}
 	wh.cur = windowKey(h.Key, wh.w)

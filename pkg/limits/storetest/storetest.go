@@ -166,7 +166,7 @@ func contains(as []limits.Algorithm, a limits.Algorithm) bool {
 // cases is the table. The expected values are worked out by hand from
 // docs/semantics.md; each is also checked against limits.DecideWithin.
 func cases() []testCase {
-	return []testCase{
+	return append([]testCase{
 		countCase(s, 0),
 		countCase(30*s, 20*s),
 		countCase(5*time.Minute, 200*s),
@@ -316,7 +316,7 @@ func cases() []testCase {
 		jointCase(), jointCountRefusedCase(), jointLeakyCase(), jointRepeatedKeyCase(),
 		resetCase(), resetSlidingCase(), resetLeakyCase(),
 		blockCase(), blockJointCase(),
-	}
+	}, lockoutCases()...)
 }
 
 // blockCase is a block rule (requests_per_unit 0), of every algorithm:
@@ -585,7 +585,7 @@ func (h *harness) reference(hits []limits.Hit, now int64) []limits.Result {
 		}
 		for k, hit := range hits[i:j] {
 			d := decisions[k]
-			if !d.Changed || !(allowed || hit.Limit.CountRefused) {
+			if !d.Changed || !(allowed || hit.Limit.CountRefused || d.Locks) {
 				continue
 			}
 			if d.State.Live && d.ExpireAt > now {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -111,6 +112,7 @@ type rawRule struct {
 	requestsPerUnit, burst, unitMultiplier field[int64]
 	unit, algorithm, failureMode           field[string]
 	unlimited, countRefused                field[bool]
+	blockFor                               field[time.Duration] // a lockout's (lockout.go)
 	name                                   string
 	// replaces holds the names of the replaces entries, each at its entry.
 	replaces []field[string]
@@ -129,6 +131,8 @@ func (r *rawRule) field(name string) (pos, bool) {
 		return r.unitMultiplier.at, r.unitMultiplier.set
 	case "algorithm":
 		return r.algorithm.at, r.algorithm.set
+	case "block_for":
+		return r.blockFor.at, r.blockFor.set
 	}
 	return pos{}, false
 }

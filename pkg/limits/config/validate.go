@@ -303,6 +303,7 @@ func (v validator) unlimitedRule(r *Rule, raw *rawRule, inList bool) (*Rule, err
 		{raw.burst.at, raw.burst.set, "a burst"},
 		{raw.failureMode.at, raw.failureMode.set, "a failure_mode"},
 		{raw.countRefused.at, raw.countRefused.set, "count_refused"},
+		{raw.blockFor.at, raw.blockFor.set, "block_for"},
 	} {
 		if f.set {
 			return nil, f.at.nameErrorf("unlimited with %s", f.what)
@@ -355,6 +356,7 @@ func (v validator) limit(r *Rule, raw *rawRule, rf ruleFields) error {
 		Period:       unit.Duration() * time.Duration(multiplier),
 		Burst:        burst,
 		CountRefused: r.CountRefused,
+		BlockFor:     raw.blockFor.v, // lockout.go
 	}
 	return nil
 }

@@ -54,6 +54,7 @@ type yamlRule struct {
 	UnitMultiplier  scalar            `yaml:"unit_multiplier"`
 	FailureMode     scalar            `yaml:"failure_mode"`
 	CountRefused    scalar            `yaml:"count_refused"`
+	BlockFor        scalar            `yaml:"block_for"`
 }
 
 // yamlReplace is an item of a replaces list.
@@ -258,6 +259,7 @@ func (r *yamlReader) rule(at pos, m *mapping[yamlRule]) *rawRule {
 		unitMultiplier:  read(r, k, "unit_multiplier", y.UnitMultiplier, scalar.integer),
 		failureMode:     read(r, k, "failure_mode", y.FailureMode, scalar.str),
 		countRefused:    read(r, k, "count_refused", y.CountRefused, scalar.boolean),
+		blockFor:        read(r, k, "block_for", y.BlockFor, scalar.duration),
 	}
 	_, ms, ats, _ := items(r, k, "replaces", &y.Replaces, true, "a list of {name: …}", "{name: …}")
 	for i, m := range ms {

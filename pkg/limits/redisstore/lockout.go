@@ -27,13 +27,18 @@ import (
 //     function the embedded store decides with too, on the lock's end: a
 //     hit on a locked key is refused, so its run is, and its charge is
 //     undone like any refusal's (kept for count_refused); a hit that the
-//     algorithm refuses on a key that is not locked starts a lock, SET …
-//     NX GET PX with the undos, whose reply says whether another instance
-//     started one first (then its end is the answer's);
+//     algorithm refuses on a key that the first round trip found unlocked
+//     starts a lock, SET … PX with the undos;
 //   - the instant is the store's estimate of Redis's clock, as for every
 //     decision, so instances agree on the lock's end within it.
 //
-// A refusal while locked does not extend the lock (SET … NX leaves it).
+// A refusal while locked does not extend the lock: it sends no SET. The
+// SET is not NX, since the key of a lock that has just ended by the
+// store's clock may still be there by Redis's (its TTL runs a second past
+// its end), and a new lock must replace it; so two refusals that race to
+// start a lock, on instances that both found the key unlocked, start it at
+// whichever SET comes last: later by less than the round trip between
+// them.
 // Reset deletes the lock key with the others and announces it on the reset
 // channel, so every instance's over-limit cache forgets the hit key too.
 
@@ -62,11 +67,11 @@ type lockHit struct {
 	get   *redis.StringCmd // GET of the lock: a hit of cost ≥ 0
 	// later is a held-back refund's DEL, sent if its run is allowed.
 	later redis.Cmder
-	// answered is set once the lock is read: answer is then the hit's
-	// answer, unless start reports another instance's lock.
+	// answered is set once the lock is read, when the lock decides the
+	// hit: answer is then its answer.
 	answered bool
 	answer   limits.Result
-	start    *redis.StringCmd // SET … NX GET PX: this refusal starts a lock
+	start    *redis.StatusCmd // SET … PX: this refusal starts a lock
 }
 
 // newLockHit queues in wk the lock's commands of hit i, in run r, at now.
@@ -84,7 +89,7 @@ func newLockHit(ctx context.Context, i int, r span, h *limits.Hit, now int64, wk
 	return lk
 }
 
-// lockEnd reads a lock's end from its GET (or SET … GET): zero for none.
+// lockEnd reads a lock's end from its GET: zero for none.
 func lockEnd(cmd *redis.StringCmd) (int64, error) {
 	v, err := cmd.Result()
 	switch {
@@ -126,7 +131,7 @@ func lockRefusals(ctx context.Context, results []limits.Result, locks []*lockHit
 		lk.answered, lk.answer = end > lk.now || starts, answer
 		if starts {
 			newEnd := lk.now + lk.limit.BlockForMicros()
-			lk.start = redis.NewStringCmd(ctx, "set", lk.key, newEnd, "nx", "get", "px", ttlMillis(lk.limit.BlockForMicros())+1000)
+			lk.start = redis.NewStatusCmd(ctx, "set", lk.key, newEnd, "px", ttlMillis(lk.limit.BlockForMicros())+1000)
 			back.cmds = append(back.cmds, lk.start)
 		}
 	}
@@ -151,8 +156,8 @@ func lockRefunds(results []limits.Result, locks []*lockHit, back *work) {
 }
 
 // lockAnswers sets the answers of the round's locked hits, and of those
-// whose refusal started a lock, once back has run: the end of the lock
-// that holds, another instance's if it started one first.
+// whose refusal started a lock, once back has run; a lock that could not
+// be started fails its hit.
 // A call whose ctx has ended may have sent back without waiting
 // (sendBack): its SET's reply is not for it to read.
 func lockAnswers(ctx context.Context, hits []limits.Hit, results []limits.Result, locks []*lockHit) {
@@ -160,20 +165,16 @@ func lockAnswers(ctx context.Context, hits []limits.Hit, results []limits.Result
 		if !lk.answered || results[lk.i].Err != nil {
 			continue
 		}
-		answer := lk.answer
 		if lk.start != nil {
-			end, err := lockEnd(lk.start)
-			if ctx.Err() != nil {
-				end, err = 0, ctx.Err()
+			err := ctx.Err()
+			if err == nil {
+				err = lk.start.Err()
 			}
 			if err != nil {
-				results[lk.i] = limits.Result{Err: storeError(hits[lk.i].Limit.Algorithm.String(), err)}
+				results[lk.i] = limits.Result{Err: storeError("lockout", err)}
 				continue
 			}
-			if end > lk.now {
-				answer, _ = limits.LockAnswer(lk.limit, answer, lk.cost, end, lk.now)
-			}
 		}
-		results[lk.i] = answer
+		results[lk.i] = lk.answer
 	}
 }

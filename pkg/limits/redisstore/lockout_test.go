@@ -122,3 +122,21 @@ func lockoutRun(t *testing.T, name string, rng *rand.Rand, a limits.Algorithm, c
 		}
 	}
 }
+
+// TestLockoutCluster: on a cluster, a lock's key sits under its hit key's
+// hash tag, on the same master, so a lockout decides there as on one
+// Redis, alone and in joint runs.
+func TestLockoutCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	c := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: testTimeout})
+	c.AddHook(longerTTLs{})
+	for _, a := range []limits.Algorithm{limits.FixedWindow, limits.TokenBucket} {
+		rng := rand.New(rand.NewPCG(uint64(a), 7))
+		var now int64
+		clock := func() int64 { return now }
+		s := New(c, Options{Clock: clock})
+		stores := []limits.Store{persisting{store: s, client: c, clock: clock}}
+		lockoutRun(t, "cluster/"+a.String(), rng, a, false, &now, stores)
+		s.Close()
+	}
+}

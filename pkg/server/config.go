@@ -14,6 +14,7 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
+	"github.com/envoy-rls/envoy-rls/pkg/rlqs"
 	"github.com/envoy-rls/envoy-rls/pkg/rls"
 	"github.com/envoy-rls/envoy-rls/pkg/watch"
 )
@@ -132,6 +133,12 @@ func configInForce(cfg *config.Config, source string, m *metrics.Metrics, log *z
 		// restart.
 		log.Warn("not loaded from the config directory: only its *.yaml and *.yml files are, not other files nor subdirectories",
 			zap.String("source", source), zap.Strings("not_loaded", cfg.NotLoaded))
+	}
+	if locks := rlqs.Lockouts(cfg); len(locks) > 0 {
+		// Said at every load, as the RLQS buckets of these limits are
+		// answered from the config in force (pkg/rlqs/lockout.go).
+		log.Info("lockouts (block_for) are enforced in full over RLS; an RLQS bucket (-rlqs) of one gets its rate divided without the lock, which Envoy's token bucket cannot hold",
+			zap.Strings("lockouts", locks))
 	}
 	switch {
 	case n.Domains == 0:

@@ -79,7 +79,7 @@ func LockAnswer(l Limit, r Result, cost, end, now int64) (_ Result, starts bool)
 // lockedResult is the refusal of a hit on a key locked until end.
 func lockedResult(l Limit, cost, end, now int64) Result {
 	left := micros(end - now)
-	r := Result{ResetAfter: left}
+	r := Result{ResetAfter: left, Locked: true}
 	if cost <= l.MaxCost() {
 		r.RetryAfter = left
 	}

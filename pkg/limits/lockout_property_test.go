@@ -38,7 +38,7 @@ func (m *lockModel) decide(l limits.Limit, cost, now int64) limits.Result {
 		m.end = now + l.BlockFor.Microseconds()
 	}
 	left := time.Duration(m.end-now) * time.Microsecond
-	want := limits.Result{ResetAfter: left}
+	want := limits.Result{ResetAfter: left, Locked: true}
 	if cost <= l.MaxCost() {
 		want.RetryAfter = left
 	}

@@ -93,6 +93,9 @@ type Result struct {
 	// Delay is how long a leaky bucket makes an allowed hit wait for its
 	// turn before the answer goes out.
 	Delay time.Duration
+	// Locked reports a refusal by a lockout's lock (Limit.BlockFor):
+	// RetryAfter and ResetAfter are then the time left on the lock.
+	Locked bool
 	// Local reports a refusal answered in front of the store, without
 	// asking it (package overlimit's cache of refused keys), which
 	// envoyproxy/ratelimit's stats count apart.

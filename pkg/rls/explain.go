@@ -84,12 +84,14 @@ type ExplainedLimit struct {
 	Burst int64 `json:"burst"`
 	// FailureMode is the mode in effect: the limit's own, or the
 	// service's (FailureModeDefault then set).
-	FailureMode        string   `json:"failure_mode"`
-	FailureModeDefault bool     `json:"failure_mode_default,omitempty"`
-	Shadow             bool     `json:"shadow"`
-	QuotaMode          bool     `json:"quota_mode,omitempty"`
-	CountRefused       bool     `json:"count_refused,omitempty"`
-	Replaces           []string `json:"replaces,omitempty"`
+	FailureMode        string `json:"failure_mode"`
+	FailureModeDefault bool   `json:"failure_mode_default,omitempty"`
+	Shadow             bool   `json:"shadow"`
+	QuotaMode          bool   `json:"quota_mode,omitempty"`
+	CountRefused       bool   `json:"count_refused,omitempty"`
+	// BlockFor is a lockout's block_for (Go duration), empty for others.
+	BlockFor string   `json:"block_for,omitempty"`
+	Replaces []string `json:"replaces,omitempty"`
 	// ReplacedBy names the limit of the same descriptor whose `replaces`
 	// drops this one: it is not decided (a limit of another descriptor of
 	// the same request may drop it too, which one descriptor cannot show).
@@ -115,6 +117,10 @@ type ExplainedState struct {
 	// otherwise the wait until a request would be allowed.
 	Reset        string  `json:"reset"`
 	ResetSeconds float64 `json:"reset_seconds"`
+	// LockedUntil is, on a lockout's key that its lock refuses
+	// (block_for), the instant the lock ends (RFC 3339, UTC): Reset is the
+	// time left on it.
+	LockedUntil string `json:"locked_until,omitempty"`
 	// Error is set when the store could not be read; the other fields are
 	// then meaningless.
 	Error string `json:"error,omitempty"`
@@ -215,6 +221,9 @@ func (s *Service) explanation(ix *descriptors.Index, p *plan, d *planned) Explan
 			wait := d.wait(j)
 			l.State.Allowed, l.State.Remaining = res.Allowed, res.Remaining
 			l.State.Reset, l.State.ResetSeconds = wait.String(), wait.Seconds()
+			if res.Locked {
+				l.State.LockedUntil = time.Now().Add(res.ResetAfter).UTC().Format(time.RFC3339Nano)
+			}
 		}
 		l.Reported = !failed && r == d.verdict.rule
 		ex.Limits = append(ex.Limits, l)
@@ -273,6 +282,9 @@ func explainLimit(r *config.Rule, index int, d *config.Descriptor, serviceMode c
 	}
 	if r.FailureMode == config.FailureModeDefault {
 		l.FailureMode, l.FailureModeDefault = serviceMode.String(), true
+	}
+	if r.Limit.BlockFor > 0 {
+		l.BlockFor = r.Limit.BlockFor.String()
 	}
 	return l
 }

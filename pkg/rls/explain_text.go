@@ -95,6 +95,9 @@ func writeLimit(b *strings.Builder, l ExplainedLimit) {
 	if l.CountRefused {
 		b.WriteString(", count_refused")
 	}
+	if l.BlockFor != "" {
+		fmt.Fprintf(b, ", block_for %s", l.BlockFor)
+	}
 	if len(l.Replaces) > 0 {
 		fmt.Fprintf(b, ", replaces %s", strings.Join(l.Replaces, ", "))
 	}
@@ -113,7 +116,10 @@ func writeLimit(b *strings.Builder, l ExplainedLimit) {
 		fmt.Fprintf(b, "      state: unknown, the store failed: %s\n", st.Error)
 	default:
 		verdict := "a request of cost 1 would be allowed"
-		if !st.Allowed {
+		switch {
+		case st.LockedUntil != "":
+			verdict = "locked until " + st.LockedUntil + ": a request would be refused"
+		case !st.Allowed:
 			verdict = "a request would be refused"
 		}
 		fmt.Fprintf(b, "      state: remaining %d of %d, reset %s; %s", st.Remaining, st.Capacity, st.Reset, verdict)

@@ -29,6 +29,13 @@ func locking(d time.Duration, steps []step) []step {
 	return steps
 }
 
+// lockedFor is a refusal by a lock with left to run.
+func lockedFor(left time.Duration) limits.Result {
+	r := no(0, left, left)
+	r.Locked = true
+	return r
+}
+
 // exhausted is a hit of cost 2 on a fresh key of N = 2 per second: the
 // quota used up.
 var exhausted = per{fw: ok(0, s), sw: ok(0, 2*s), tb: ok(0, s), sl: ok(0, s)}
@@ -39,12 +46,12 @@ func lockoutHoldsCase() testCase {
 		name: "lockout holds past the reset, for block_for from the first refusal", n: 2, period: s,
 		steps: locking(5*s, []step{
 			{cost: 2, want: exhausted},
-			{cost: 1, want: all(no(0, 5*s, 5*s))},
+			{cost: 1, want: all(lockedFor(5 * s))},
 			// The window has moved on, the bucket refilled: still locked,
 			// and this refusal does not extend the lock.
-			{wait: 3 * s, cost: 1, want: all(no(0, 2*s, 2*s))},
-			{cost: 0, want: all(no(0, 2*s, 2*s))},
-			{wait: beforeRetry, cost: 1, want: all(no(0, us, us))},
+			{wait: 3 * s, cost: 1, want: all(lockedFor(2 * s))},
+			{cost: 0, want: all(lockedFor(2 * s))},
+			{wait: beforeRetry, cost: 1, want: all(lockedFor(us))},
 			// The lock's end: the algorithm decides again, on a state that
 			// counted none of the refused hits.
 			{wait: us, cost: 1, want: per{fw: ok(1, s), sw: ok(1, 2*s), tb: ok(1, 500*ms), sl: ok(1, s)}},
@@ -58,10 +65,10 @@ func lockoutRefundCase() testCase {
 		name: "refund lifts a lockout", n: 2, period: s,
 		steps: locking(time.Minute, []step{
 			{cost: 2, want: exhausted},
-			{cost: 1, want: all(no(0, time.Minute, time.Minute))},
+			{cost: 1, want: all(lockedFor(time.Minute))},
 			{cost: -1, want: per{fw: ok(1, s), sw: ok(1, 2*s), tb: ok(1, 500*ms), sl: ok(1, s)}},
 			{cost: 1, want: exhausted},
-			{cost: 1, want: all(no(0, time.Minute, time.Minute))},
+			{cost: 1, want: all(lockedFor(time.Minute))},
 		}),
 	}
 }
@@ -72,10 +79,10 @@ func lockoutResetCase() testCase {
 		name: "reset lifts a lockout", n: 2, period: s,
 		steps: locking(time.Minute, []step{
 			{cost: 2, want: exhausted},
-			{cost: 1, want: all(no(0, time.Minute, time.Minute))},
+			{cost: 1, want: all(lockedFor(time.Minute))},
 			{reset: true},
 			{cost: 2, want: exhausted},
-			{cost: 1, want: all(no(0, time.Minute, time.Minute))},
+			{cost: 1, want: all(lockedFor(time.Minute))},
 		}),
 	}
 }
@@ -90,9 +97,9 @@ func lockoutJointCase() testCase {
 		steps: []step{
 			{cost: 2, with: lock, joint: true, want: exhausted},
 			{same: true, key: "b", n: 5, cost: 2, want: per{fw: ok(3, s), sw: ok(3, 2*s), tb: ok(3, 400*ms), sl: ok(3, s)}},
-			{cost: 1, with: lock, joint: true, want: all(no(0, time.Minute, time.Minute))},
+			{cost: 1, with: lock, joint: true, want: all(lockedFor(time.Minute))},
 			{same: true, key: "b", n: 5, cost: 1, want: per{fw: ok(2, s), sw: ok(2, 2*s), tb: ok(2, 600*ms), sl: ok(2, s)}},
-			{wait: 2 * s, cost: 1, with: lock, joint: true, want: all(no(0, 58*s, 58*s))},
+			{wait: 2 * s, cost: 1, with: lock, joint: true, want: all(lockedFor(58 * s))},
 			{same: true, key: "b", n: 5, cost: 1, want: per{fw: ok(4, s), sw: ok(4, 2*s), tb: ok(4, 200*ms), sl: ok(4, s)}},
 			{key: "b", n: 5, cost: 0, want: all(ok(5, 0))},
 		},

@@ -10,10 +10,13 @@ import (
 // boundary; a lockout keeps the key refused for BlockFor from the refusal
 // that started the lock, whatever the algorithm's state says meanwhile.
 //
-//   - A hit of cost > 0 that the algorithm refuses, on a key that is not
-//     locked, starts a lock ending BlockFor later (a hit that can never fit,
-//     a cost above MaxCost, does not: no attempt can succeed, so it proves
-//     nothing).
+//   - A hit that the algorithm refuses, on a key that is not locked,
+//     starts a lock ending BlockFor later. A peek too (cost 0): it is
+//     refused when a hit of cost 1 would be, and it is how Envoy checks a
+//     request whose cost is charged after the response (a login's, only if
+//     it failed), so its refusal is the refused attempt. A hit that can
+//     never fit (a cost above MaxCost) does not: no attempt can succeed,
+//     so it proves nothing.
 //   - While locked, every hit of cost ≥ 0 (a peek too) is refused, with
 //     Remaining 0 and RetryAfter and ResetAfter the time left on the lock.
 //     A refusal during the lock does not extend it: the lock runs from the
@@ -70,7 +73,7 @@ func LockAnswer(l Limit, r Result, cost, end, now int64) (_ Result, starts bool)
 		return r, false
 	case end > now:
 		return lockedResult(l, cost, end, now), false
-	case !r.Allowed && cost > 0 && cost <= l.MaxCost():
+	case !r.Allowed && cost <= l.MaxCost():
 		return lockedResult(l, cost, now+l.BlockForMicros(), now), true
 	}
 	return r, false

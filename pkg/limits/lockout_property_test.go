@@ -12,7 +12,8 @@ import (
 // plain algorithm: a lock's end beside a one-key model of the limit
 // without its block_for, which sees a hit only while the key is not locked
 // (every hit, if the limit counts refused ones), and a refusal of a hit
-// that could fit starts a lock of block_for, which only a refund lifts.
+// (or peek) that could fit starts a lock of block_for, which only a refund
+// lifts.
 type lockModel struct {
 	plain model
 	end   int64
@@ -32,7 +33,7 @@ func (m *lockModel) decide(l limits.Limit, cost, now int64) limits.Result {
 		}
 	default:
 		r := m.plain.decide(inner, cost, now, 0).Result
-		if r.Allowed || cost == 0 || cost > l.MaxCost() {
+		if r.Allowed || cost > l.MaxCost() {
 			return r
 		}
 		m.end = now + l.BlockFor.Microseconds()

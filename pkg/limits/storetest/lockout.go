@@ -13,7 +13,22 @@ import (
 // refund or a reset lifts it at once; in a joint run, a locked limit
 // refuses the run.
 func lockoutCases() []testCase {
-	return []testCase{lockoutHoldsCase(), lockoutRefundCase(), lockoutResetCase(), lockoutJointCase()}
+	return []testCase{lockoutHoldsCase(), lockoutRefundCase(), lockoutResetCase(), lockoutJointCase(), lockoutPeekCase()}
+}
+
+// lockoutPeekCase: a refused peek starts the lock (Envoy's check of a
+// request whose cost is charged after the response), a hit that can never
+// fit does not.
+func lockoutPeekCase() testCase {
+	return testCase{
+		name: "refused peek starts a lockout, a hit that can never fit does not", n: 2, period: s,
+		steps: locking(time.Minute, []step{
+			{cost: 2, want: exhausted},
+			{cost: 3, want: per{fw: no(0, 0, s), sw: no(0, 0, 2*s), tb: no(0, 0, s), sl: no(0, 0, s)}},
+			{cost: 0, want: all(lockedFor(time.Minute))},
+			{wait: 10 * s, cost: 1, want: all(lockedFor(50 * s))},
+		}),
+	}
 }
 
 // lockFor returns a step's with that makes its limit a lockout of d.

@@ -296,7 +296,7 @@ func TestActionsMatchLimits(t *testing.T) {
 	var walk func([]*config.Descriptor)
 	walk = func(ds []*config.Descriptor) {
 		for _, d := range ds {
-			if len(d.Rules) > 0 && !reached[d] {
+			if len(d.Rules) > 0 && !reached[d] && !loginLimits[ruleNamesOf(d)] {
 				t.Errorf("%s:%d: %s=%s (%s) is reached by no sample request: add one, or the limit is dead",
 					limitsYAMLPath, d.Line, d.Key, d.Value, ruleNamesOf(d))
 			}

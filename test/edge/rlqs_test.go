@@ -137,8 +137,8 @@ func TestRLQSBucketsMatchLimits(t *testing.T) {
 		}
 		t.Errorf("lint: %s", f)
 	}
-	want := "edge.remote_address edge.masked_remote_address edge.plan.api_key edge.path_/login.remote_address"
+	want := "edge.remote_address edge.masked_remote_address edge.plan.api_key edge.path_/login.remote_address edge.login_failed.remote_address"
 	if got := strings.Join(unreachable, " "); got != want {
-		t.Errorf("unreachable limits %q, want %q (the per-IP ones and other-plan-*)", got, want)
+		t.Errorf("unreachable limits %q, want %q (the per-IP ones, other-plan-* and config/envoy-login.yaml's lockout)", got, want)
 	}
 }

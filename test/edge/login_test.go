@@ -1,0 +1,129 @@
+package edge
+
+import (
+	"strings"
+	"testing"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	ratelimitfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+	"github.com/envoy-rls/envoy-rls/pkg/lint"
+)
+
+const envoyLoginYAMLPath = "config/envoy-login.yaml"
+
+// loginLimits are the limits of config/limits.yaml that config/envoy.yaml
+// does not reach and config/envoy-login.yaml does (TestLoginLockout).
+var loginLimits = map[string]bool{"login-lockout": true}
+
+// loadLogin parses config/envoy-login.yaml into a Bootstrap, strictly,
+// and returns its /login route's RateLimitPerRoute.
+func loadLogin(t *testing.T) (*bootstrapv3.Bootstrap, *ratelimitfilterv3.RateLimitPerRoute) {
+	t.Helper()
+	js, _ := yamlToJSON(t, readRepoFile(t, envoyLoginYAMLPath))
+	b := &bootstrapv3.Bootstrap{}
+	if err := protojson.Unmarshal(js, b); err != nil {
+		t.Fatalf("%s into Bootstrap: %v", envoyLoginYAMLPath, err)
+	}
+	hcm := &hcmv3.HttpConnectionManager{}
+	if err := b.GetStaticResources().GetListeners()[0].GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(hcm); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range hcm.GetRouteConfig().GetVirtualHosts()[0].GetRoutes() {
+		if r.GetMatch().GetPath() != "/login" {
+			continue
+		}
+		per := &ratelimitfilterv3.RateLimitPerRoute{}
+		if err := r.GetTypedPerFilterConfig()[rateLimitFilter].UnmarshalTo(per); err != nil {
+			t.Fatalf("/login's %s: %v", rateLimitFilter, err)
+		}
+		return b, per
+	}
+	t.Fatalf("%s: no /login route", envoyLoginYAMLPath)
+	return nil, nil
+}
+
+// TestLoginLockout: config/envoy-login.yaml is a valid Bootstrap (every
+// typed config inside it too) whose /login route checks
+// [login=failed, remote_address] with a peek on the request and charges
+// it after the response by the app's x-login-failed header, and `envoy-rls
+// lint` finds it reaching exactly config/limits.yaml's lockout, a limit
+// with block_for.
+func TestLoginLockout(t *testing.T) {
+	b, per := loadLogin(t)
+	if err := b.ValidateAll(); err != nil {
+		t.Fatalf("Bootstrap.ValidateAll: %v", err)
+	}
+	resolveAnys(t, b.ProtoReflect(), "bootstrap", map[string]int{})
+	rl := per.GetRateLimits()
+	if len(rl) != 2 {
+		t.Fatalf("/login: %d rate_limits, want the check and the charge", len(rl))
+	}
+	check, charge := rl[0], rl[1]
+	if check.GetApplyOnStreamDone() || check.GetHitsAddend().GetNumber() == nil || check.GetHitsAddend().GetNumber().GetValue() != 0 {
+		t.Errorf("the check: %v, want a peek (hits_addend 0) on the request", check)
+	}
+	if !charge.GetApplyOnStreamDone() || charge.GetHitsAddend().GetFormat() != "%RESP(x-login-failed)%" {
+		t.Errorf("the charge: %v, want hits_addend from x-login-failed when the stream is done", charge)
+	}
+	if a, c := shapeOf(check), shapeOf(charge); a != c || a != "login=failed remote_address" {
+		t.Errorf("the check sends %q and the charge %q: both must be [login=failed, remote_address], one key", a, c)
+	}
+	c, _ := loadLimits(t)
+	var unreachable []string
+	for _, f := range lint.Check(b, c) {
+		if f.Kind == lint.Unreachable {
+			unreachable = append(unreachable, f.Limit)
+			continue
+		}
+		t.Errorf("lint: %s", f)
+	}
+	if got := strings.Join(unreachable, " "); strings.Contains(got, "login_failed") {
+		t.Errorf("lint: the lockout is unreachable: %s", got)
+	}
+	ix := loginLimitsOf(t)
+	if len(ix) != len(loginLimits) {
+		t.Errorf("lockouts in %s: %v, want %v", limitsYAMLPath, ix, loginLimits)
+	}
+}
+
+// shapeOf renders a rate_limits entry's actions as the test reads them.
+func shapeOf(r *routev3.RateLimit) string {
+	var parts []string
+	for _, a := range r.GetActions() {
+		switch {
+		case a.GetGenericKey() != nil:
+			parts = append(parts, a.GetGenericKey().GetDescriptorKey()+"="+a.GetGenericKey().GetDescriptorValue())
+		case a.GetRemoteAddress() != nil:
+			parts = append(parts, "remote_address")
+		default:
+			parts = append(parts, "?")
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// loginLimitsOf names the limits of config/limits.yaml with a block_for.
+func loginLimitsOf(t *testing.T) map[string]bool {
+	c, _ := loadLimits(t)
+	out := map[string]bool{}
+	for _, d := range c.Domains {
+		var walk func(ds []*config.Descriptor)
+		walk = func(ds []*config.Descriptor) {
+			for _, n := range ds {
+				for _, r := range n.Rules {
+					if r.Limit.BlockFor > 0 && loginLimits[r.Name] {
+						out[r.Name] = true
+					}
+				}
+				walk(n.Descriptors)
+			}
+		}
+		walk(d.Descriptors)
+	}
+	return out
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/envoy-rls/envoy-rls/internal/redistest"
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/memory"
 )
@@ -139,4 +140,27 @@ func TestLockoutCluster(t *testing.T) {
 		lockoutRun(t, "cluster/"+a.String(), rng, a, false, &now, stores)
 		s.Close()
 	}
+}
+
+// TestLockMemoryUsage reports what a lock costs in Redis (MEMORY USAGE),
+// beside the algorithm's keys that TestMemoryUsage weighs: its key, with a
+// name as the service builds it, holding the lock's end.
+func TestLockMemoryUsage(t *testing.T) {
+	var now int64 = 1_767_225_600_000_000
+	s, c, _ := setup(t, Options{Clock: func() int64 { return now }})
+	l := limits.Limit{Algorithm: limits.FixedWindow, Requests: 1, Period: time.Hour, BlockFor: 15 * time.Minute}
+	key := descriptors.Key(descriptors.KeyInput{
+		Domain:  "api",
+		Entries: []descriptors.Entry{{Key: "user", Value: "alice"}, {Key: "path", Value: "/v1/orders"}},
+		Limit:   l,
+	})
+	decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 1})
+	if r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 1}); r.Err != nil || !r.Locked {
+		t.Fatalf("second hit: %+v, want locked", r)
+	}
+	n, err := c.MemoryUsage(t.Context(), lockKey(key), 0).Result()
+	if err != nil {
+		t.Fatalf("MEMORY USAGE %s: %v", lockKey(key), err)
+	}
+	t.Logf("lock           one key (%d-byte name): %4d bytes", len(lockKey(key)), n)
 }

@@ -67,6 +67,9 @@
 //	                scored by its hit's instant in µs, named uniquely by the
 //	                instance that added it; expiring T after the newest
 //	                (a second at least)
+//	a lockout's     its lock's end in µs under key!lock, beside the
+//	lock            algorithm's keys, expiring a second after it
+//	                (lockout.go)
 //
 // Members that have left a sliding log's window are removed when the key is
 // next charged; a refund pops the newest members. A counter at zero is left

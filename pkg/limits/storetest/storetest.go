@@ -135,7 +135,7 @@ var (
 // one subtest per algorithm and case.
 func Run(t *testing.T, newStore Factory) {
 	t.Helper()
-	cases := cases()
+	cases := append(cases(), lockoutCases()...)
 	for _, a := range algorithms {
 		t.Run(a.String(), func(t *testing.T) {
 			for _, c := range cases {
@@ -166,7 +166,7 @@ func contains(as []limits.Algorithm, a limits.Algorithm) bool {
 // cases is the table. The expected values are worked out by hand from
 // docs/semantics.md; each is also checked against limits.DecideWithin.
 func cases() []testCase {
-	return append([]testCase{
+	return []testCase{
 		countCase(s, 0),
 		countCase(30*s, 20*s),
 		countCase(5*time.Minute, 200*s),
@@ -316,7 +316,7 @@ func cases() []testCase {
 		jointCase(), jointCountRefusedCase(), jointLeakyCase(), jointRepeatedKeyCase(),
 		resetCase(), resetSlidingCase(), resetLeakyCase(),
 		blockCase(), blockJointCase(),
-	}, lockoutCases()...)
+	}
 }
 
 // blockCase is a block rule (requests_per_unit 0), of every algorithm:

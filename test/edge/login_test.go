@@ -74,6 +74,19 @@ func TestLoginLockout(t *testing.T) {
 		t.Errorf("the check sends %q and the charge %q: both must be [login=failed, remote_address], one key", a, c)
 	}
 	c, _ := loadLimits(t)
+	if got := strings.Join(lintUnreachable(t, b, c), " "); strings.Contains(got, "login_failed") {
+		t.Errorf("lint: the lockout is unreachable: %s", got)
+	}
+	ix := loginLimitsOf(t)
+	if len(ix) != len(loginLimits) {
+		t.Errorf("lockouts in %s: %v, want %v", limitsYAMLPath, ix, loginLimits)
+	}
+}
+
+// lintUnreachable lints b against c as `envoy-rls lint` does, fails the
+// test on any finding but an unreachable limit, and returns those.
+func lintUnreachable(t *testing.T, b *bootstrapv3.Bootstrap, c *config.Config) []string {
+	t.Helper()
 	var unreachable []string
 	for _, f := range lint.Check(b, c) {
 		if f.Kind == lint.Unreachable {
@@ -82,13 +95,7 @@ func TestLoginLockout(t *testing.T) {
 		}
 		t.Errorf("lint: %s", f)
 	}
-	if got := strings.Join(unreachable, " "); strings.Contains(got, "login_failed") {
-		t.Errorf("lint: the lockout is unreachable: %s", got)
-	}
-	ix := loginLimitsOf(t)
-	if len(ix) != len(loginLimits) {
-		t.Errorf("lockouts in %s: %v, want %v", limitsYAMLPath, ix, loginLimits)
-	}
+	return unreachable
 }
 
 // shapeOf renders a rate_limits entry's actions as the test reads them.

@@ -14,7 +14,6 @@ import (
 	// The types of the matcher inputs in the bucket matchers.
 	_ "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 
-	"github.com/envoy-rls/envoy-rls/pkg/lint"
 )
 
 const (
@@ -129,14 +128,7 @@ func TestRLQSFilterPointsAtEnvoyRLS(t *testing.T) {
 func TestRLQSBucketsMatchLimits(t *testing.T) {
 	b, _ := loadRLQS(t)
 	c, _ := loadLimits(t)
-	var unreachable []string
-	for _, f := range lint.Check(b, c) {
-		if f.Kind == lint.Unreachable {
-			unreachable = append(unreachable, f.Limit)
-			continue
-		}
-		t.Errorf("lint: %s", f)
-	}
+	unreachable := lintUnreachable(t, b, c)
 	want := "edge.remote_address edge.masked_remote_address edge.plan.api_key edge.path_/login.remote_address edge.login_failed.remote_address"
 	if got := strings.Join(unreachable, " "); got != want {
 		t.Errorf("unreachable limits %q, want %q (the per-IP ones, other-plan-* and config/envoy-login.yaml's lockout)", got, want)

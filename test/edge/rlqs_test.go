@@ -13,7 +13,6 @@ import (
 
 	// The types of the matcher inputs in the bucket matchers.
 	_ "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
-
 )
 
 const (

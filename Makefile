@@ -5,7 +5,7 @@ GO       ?= go
 FUZZTIME ?= 10s
 BIN      := bin/envoy-rls
 
-.PHONY: test run build image fuzz differential bench lint
+.PHONY: test run build image image-multiarch fuzz differential bench lint
 
 test:
 	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then \
@@ -32,6 +32,18 @@ build:
 # (the build context has no .git for Go to read it from).
 image:
 	docker build --build-arg REVISION=$$(git rev-parse --short HEAD 2>/dev/null) -t envoy-rls .
+
+# image-multiarch builds the image for linux/amd64 and linux/arm64 with
+# buildx, each binary cross-compiled on the builder's platform (no
+# emulation). A list of platforms cannot be loaded into the local image
+# store: IMAGE names where to push it (docker login first), and
+# IMAGE_OUTPUT=--push sends it there; another --output may replace it.
+IMAGE        ?= envoy-rls
+IMAGE_OUTPUT ?= --push
+image-multiarch:
+	docker buildx build --platform linux/amd64,linux/arm64 \
+		--build-arg REVISION=$$(git rev-parse --short HEAD 2>/dev/null) \
+		-t $(IMAGE) $(IMAGE_OUTPUT) .
 
 # fuzz runs every fuzz target of the module for FUZZTIME each. The targets
 # are found by their declarations (func FuzzX in a _test.go file), so that

@@ -5,6 +5,7 @@ go 1.26.7
 require (
 	github.com/envoy-rls/envoy-rls v0.0.0-00010101000000-000000000000
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
+	github.com/projectcontour/contour v1.33.8
 	google.golang.org/protobuf v1.36.12
 	istio.io/api v1.32.0
 	istio.io/client-go v1.32.0
@@ -41,7 +42,6 @@ require (
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/prometheus/statsd_exporter v0.30.0 // indirect
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
-	github.com/stretchr/objx v0.5.3 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/propagators/b3 v1.47.0 // indirect
@@ -66,6 +66,7 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.85.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/apimachinery v0.37.2 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect

@@ -14,9 +14,10 @@
 # GOTOOLCHAIN=local, so its Go must be at least that: golang:1.26 is the
 # newest 1.26 patch release. It runs on the builder's own platform
 # ($BUILDPLATFORM) whatever the image's, and Go cross-compiles for the
-# target that buildx names in TARGETOS and TARGETARCH: an arm64 image is
-# built on an amd64 machine without emulating arm64, in the time an amd64
-# build takes.
+# target that BuildKit (Docker's builder, buildx's too) names in TARGETOS
+# and TARGETARCH (the builder's own for a plain docker build): an arm64
+# image is built on an amd64 machine without emulating arm64, in the time
+# an amd64 build takes.
 FROM --platform=$BUILDPLATFORM golang:1.26 AS build
 ARG TARGETOS TARGETARCH
 WORKDIR /src

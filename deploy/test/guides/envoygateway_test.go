@@ -1,10 +1,13 @@
 package guides
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	egv1a1 "github.com/envoyproxy/gateway/api/v1alpha1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/envoy-rls/envoy-rls/pkg/dropin"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
@@ -115,5 +118,39 @@ func TestEnvoyGatewayPolicy(t *testing.T) {
 		if r.Limit.Requests == 0 {
 			t.Errorf("%s: rules[%d]: 0 requests refuses every request", egPolicyFile, i)
 		}
+	}
+}
+
+// TestMigratingEnvoyGateway: the EnvoyGateway configuration that
+// docs/migrating.md shows for the image swap decodes strictly with Envoy
+// Gateway's types too, and swaps the image the same way as the guide.
+func TestMigratingEnvoyGateway(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(root(t), "docs", "migrating.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []string
+	for _, part := range strings.Split(string(doc), "```yaml\n")[1:] {
+		block, _, ok := strings.Cut(part, "```")
+		if ok && strings.Contains(block, "kind: EnvoyGateway") {
+			blocks = append(blocks, block)
+		}
+	}
+	if len(blocks) != 1 {
+		t.Fatalf("docs/migrating.md: %d yaml blocks of kind EnvoyGateway, want 1", len(blocks))
+	}
+	var eg egv1a1.EnvoyGateway
+	if err := yaml.UnmarshalStrict([]byte(blocks[0]), &eg); err != nil {
+		t.Fatalf("docs/migrating.md: the EnvoyGateway block: %v", err)
+	}
+	if eg.Provider == nil || eg.Provider.Kubernetes == nil || eg.Provider.Kubernetes.RateLimitDeployment == nil {
+		t.Fatalf("docs/migrating.md: no provider.kubernetes.rateLimitDeployment")
+	}
+	c := eg.Provider.Kubernetes.RateLimitDeployment.Container
+	if c == nil || c.Image == nil || !strings.Contains(*c.Image, "envoy-rls") {
+		t.Errorf("docs/migrating.md: rateLimitDeployment.container.image is not envoy-rls's: %v", c)
+	}
+	if eg.RateLimit == nil || eg.RateLimit.Backend.Type != egv1a1.RedisBackendType || eg.RateLimit.Backend.Redis == nil || eg.RateLimit.Backend.Redis.URL == nil {
+		t.Errorf("docs/migrating.md: rateLimit.backend is not a Redis URL")
 	}
 }

@@ -37,9 +37,9 @@ image:
 
 # image-multiarch builds the image for linux/amd64 and linux/arm64 with
 # buildx, each binary cross-compiled on the builder's platform (no
-# emulation). A list of platforms cannot be loaded into the local image
-# store: IMAGE names where to push it (docker login first), and
-# IMAGE_OUTPUT=--push sends it there; another --output may replace it.
+# emulation). Docker's classic image store holds one platform of an
+# image, so the pair is pushed: IMAGE names where (docker login first), and
+# IMAGE_OUTPUT, --push by default, may name another --output instead.
 IMAGE        ?= envoy-rls
 IMAGE_OUTPUT ?= --push
 image-multiarch:

@@ -403,7 +403,7 @@ func checkState(t *testing.T, c redis.UniversalClient, seqs []*sequence, order [
 		l := seqs[k].c.limit
 		keys := []string{seqs[k].key}
 		if isWindow(l.Algorithm) {
-			win[k] = floorDiv(now, l.PeriodMicros())
+			win[k] = limits.WindowFrame(l, now).W
 			keys = []string{windowKey(seqs[k].key, win[k]), windowKey(seqs[k].key, win[k]-1)}
 		}
 		for _, key := range keys {

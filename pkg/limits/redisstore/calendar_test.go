@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
@@ -91,5 +92,37 @@ func TestCalendarKeyExpiry(t *testing.T) {
 		if ttl > tc.want || ttl < tc.want-time.Minute {
 			t.Errorf("%s: TTL %s, want %s", tc.a, ttl, tc.want)
 		}
+	}
+}
+
+// TestMemoryUsageCalendar reports what a calendar limit's counter costs in
+// Redis (MEMORY USAGE), with a key as the service builds it: the figure in
+// the sizing table beside the plain windows'. A calendar window is a
+// counter like any window; its key is longer by its unit and zone.
+func TestMemoryUsageCalendar(t *testing.T) {
+	z, err := limits.LoadZone("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 3, 10, 12, 0, 0, 0, z).UnixMicro()
+	s, c, _ := setup(t, Options{Clock: func() int64 { return now }})
+	for _, a := range []limits.Algorithm{limits.FixedWindow, limits.SlidingWindow} {
+		l := limits.Limit{Algorithm: a, Requests: 10000, Period: 30 * 24 * time.Hour, Calendar: limits.Calendar{Unit: limits.CalendarMonth, Zone: z}}
+		key := descriptors.Key(descriptors.KeyInput{
+			Domain:  "api",
+			Entries: []descriptors.Entry{{Key: "user", Value: "alice"}, {Key: "path", Value: "/v1/orders"}},
+			Limit:   l,
+		})
+		res := make([]limits.Result, 1)
+		s.Decide(t.Context(), []limits.Hit{{Key: key, Limit: l, Cost: 1}}, res)
+		if res[0].Err != nil || !res[0].Allowed {
+			t.Fatalf("%s: %+v", l, res[0])
+		}
+		counter := windowKey(key, limits.WindowFrame(l, now).W)
+		n, err := c.MemoryUsage(t.Context(), counter, 0).Result()
+		if err != nil {
+			t.Fatalf("MEMORY USAGE %s: %v", counter, err)
+		}
+		t.Logf("%-14s calendar month, one counter (%d-byte name): %4d bytes", a, len(counter), n)
 	}
 }

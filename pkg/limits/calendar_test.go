@@ -204,7 +204,7 @@ func runCalendarSequence(t *testing.T, l limits.Limit, seed uint64) {
 	var m model
 	used := map[string]int64{}
 	ends := map[string]int64{} // the model's window end of each label seen
-	for step := range 200 {
+	for step := range 120 {
 		switch p := rng.IntN(10); {
 		case p < 5:
 			now += rng.Int64N(window / (1 + l.Requests))

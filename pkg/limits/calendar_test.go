@@ -54,27 +54,23 @@ func label(u limits.CalendarUnit, z *time.Location, us int64) string {
 // next, by bisection (labels never go back in these zones).
 func modelBounds(u limits.CalendarUnit, z *time.Location, us int64) (start, end int64) {
 	l := label(u, z, us)
+	same := func(t int64) bool { return label(u, z, t) == l }
 	const far = 400 * 24 * 3600 * 1_000_000
-	lo, hi := us-far, us // label(lo) != l, label(hi) == l
+	return bisect(us-far, us, same), bisect(us, us+far, func(t int64) bool { return !same(t) })
+}
+
+// bisect is the first instant in (lo, hi] at which in holds, given that it
+// does not at lo and does at hi, and changes once between.
+func bisect(lo, hi int64, in func(int64) bool) int64 {
 	for hi-lo > 1 {
 		mid := lo + (hi-lo)/2
-		if label(u, z, mid) == l {
+		if in(mid) {
 			hi = mid
 		} else {
 			lo = mid
 		}
 	}
-	start = hi
-	lo, hi = us, us+far // label(lo) == l, label(hi) != l
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		if label(u, z, mid) == l {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return start, hi
+	return hi
 }
 
 // randomInstant is an instant between 1990 and 2040, half of them within

@@ -108,6 +108,8 @@ func LoadZone(name string) (*time.Location, error) {
 // windows are [W·T, (W+1)·T); for a calendar limit W numbers the calendar's
 // windows (days since 1970-01-01, ISO weeks since the Monday before it,
 // months since year 0, years) and the bounds are their real instants.
+// A window that no instant falls in (Pacific/Apia skipped 2011-12-30) has
+// its index, and the window before it has Next equal to End.
 type Frame struct {
 	W, Start, End, Next int64
 }

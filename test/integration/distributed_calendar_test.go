@@ -4,10 +4,15 @@ import (
 	be "encoding/binary"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/envoy-rls/envoy-rls/internal/redistest"
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
 // soonZone writes, under a new directory for ZONEINFO, a time zone
@@ -16,7 +21,7 @@ import (
 // its midnight a few seconds from now; this one lets two processes cross a
 // calendar day's boundary on Redis's clock (this host's, which Redis
 // shares) within a test.
-func soonZone(t *testing.T, boundary time.Time) string {
+func soonZone(t *testing.T, boundary time.Time) (dir string, tzif []byte) {
 	t.Helper()
 	offset := int32((86400 - boundary.Unix()%86400) % 86400)
 	if offset > 43200 {
@@ -32,14 +37,14 @@ func soonZone(t *testing.T, boundary time.Time) string {
 	b = be.BigEndian.AppendUint32(b, uint32(offset)) // the one type: utoff,
 	b = append(b, 0, 0)                              // isdst, abbreviation index
 	b = append(b, "TST\x00"...)
-	dir := t.TempDir()
+	dir = t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "Test"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "Test", "Soon"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return dir
+	return dir, b
 }
 
 // TestDistributedCalendar: two processes on one Redis count one daily
@@ -52,7 +57,7 @@ func TestDistributedCalendar(t *testing.T) {
 	t.Parallel()
 	const n = 5
 	boundary := time.Now().Add(9 * time.Second).Truncate(time.Second)
-	zoneinfo := soonZone(t, boundary)
+	zoneinfo, tzif := soonZone(t, boundary)
 	r := redistest.Start(t)
 	config := writeConfig(t, `domain: cal
 descriptors:
@@ -78,6 +83,27 @@ descriptors:
 	// a fifth into the next day.
 	countCalendar(t, servers, "fixed", n, boundary, boundary)
 	countCalendar(t, servers, "sliding", n, boundary.Add(day), boundary.Add(day/n))
+	// The counters live until their windows' real ends: the boundary, and
+	// a day after it for the sliding window's.
+	zone, err := time.LoadLocationFromTZData("Test/Soon", tzif)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	defer c.Close()
+	for _, tc := range []struct {
+		key string
+		alg limits.Algorithm
+		end time.Time
+	}{{"fixed", limits.FixedWindow, boundary}, {"sliding", limits.SlidingWindow, boundary.Add(day)}} {
+		l := limits.Limit{Algorithm: tc.alg, Requests: n, Period: day, Calendar: limits.Calendar{Unit: limits.CalendarDay, Zone: zone}}
+		key := descriptors.Key(descriptors.KeyInput{Domain: "cal", Entries: []descriptors.Entry{{Key: tc.key, Value: "acme"}}, Limit: l})
+		counter := key + "#" + strconv.FormatInt(limits.WindowFrame(l, time.Now().UnixMicro()).W, 10)
+		ttl, err := c.PTTL(t.Context(), counter).Result()
+		if want := time.Until(tc.end); err != nil || ttl > want+time.Second || ttl < want-time.Second {
+			t.Errorf("%s: PTTL %s = %s (%v), want %s", tc.alg, counter, ttl, err, want.Round(time.Millisecond))
+		}
+	}
 	time.Sleep(time.Until(boundary.Add(500 * time.Millisecond)))
 	// After it: the fixed window starts over, until the next midnight.
 	countCalendar(t, servers, "fixed", n, boundary.Add(day), boundary.Add(day))

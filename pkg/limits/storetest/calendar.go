@@ -47,6 +47,10 @@ func calendarDayCase() testCase {
 			// 2024-04-01 00:00 CEST: a fixed window's reset.
 			{wait: us, cost: 0, with: day, want: per{fw: ok(2, 0), sw: no(0, 12*h, 24*h)}},
 			{cost: 1, with: day, want: per{fw: ok(1, 24*h), sw: no(0, 12*h, 24*h)}},
+			// A reset clears the calendar's windows, this one and the
+			// one before it.
+			{reset: true, with: day},
+			{cost: 0, with: day, want: all(ok(2, 0))},
 		},
 	}
 }

@@ -98,6 +98,10 @@ type Limit struct {
 	// a hit, its key stays refused for BlockFor from that refusal,
 	// whatever its algorithm's state says (lockout.go). Zero: none.
 	BlockFor time.Duration
+	// Calendar, when on, makes a window limit count in the windows of a
+	// calendar in a time zone (calendar.go); Period is then the unit's
+	// nominal length.
+	Calendar Calendar
 }
 
 // String renders the limit for logs and /rlconfig.
@@ -111,6 +115,9 @@ func (l Limit) String() string {
 	}
 	if l.BlockFor > 0 {
 		s += " block_for=" + l.BlockFor.String()
+	}
+	if l.Calendar.On() {
+		s += " " + l.Calendar.String()
 	}
 	return s
 }
@@ -181,6 +188,12 @@ func (l Limit) Validate() error {
 		return bad("burst", "must not be negative, got %d", l.Burst)
 	case l.Burst > MaxRequests:
 		return bad("burst", "%d is above the maximum %d", l.Burst, MaxRequests)
+	case l.Calendar.On() && l.Algorithm != FixedWindow && l.Algorithm != SlidingWindow:
+		return bad("calendar", "is for fixed_window and sliding_window only, not %s", l.Algorithm)
+	case l.Calendar.On() && l.Period != l.Calendar.Unit.Nominal():
+		return bad("unit_multiplier", "must be 1 with calendar: a window is one calendar %s", l.Calendar.Unit)
+	case l.Calendar.Unit != NoCalendar && !l.Calendar.On():
+		return bad("time_zone", "is missing")
 	case l.Blocks():
 		// The bounds below divide by N; a block rule refuses all alike.
 		return nil
@@ -203,7 +216,7 @@ func (l Limit) Validate() error {
 // loader can point at that field without reading the message.
 type FieldError struct {
 	// Field is requests_per_unit, burst, period (unit × unit_multiplier),
-	// algorithm or block_for.
+	// algorithm, calendar, unit_multiplier, time_zone or block_for.
 	Field string
 	// Msg says what is wrong with the field's value.
 	Msg string

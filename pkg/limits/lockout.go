@@ -115,7 +115,7 @@ func lockout(l Limit, s State, cost, now, maxDelay int64) Decision {
 		d.ExpireAt = max(d.ExpireAt, end)
 	case starts:
 		if !d.Changed {
-			d.State, d.ExpireAt = s, stateExpiry(inner, s)
+			d.State, d.ExpireAt = s, stateExpiry(inner, s, now)
 		}
 		end = now + l.BlockForMicros()
 		d.State.Live, d.State.LockEnd = true, end
@@ -126,22 +126,27 @@ func lockout(l Limit, s State, cost, now, maxDelay int64) Decision {
 	return d
 }
 
-// stateExpiry is the instant state s of limit l stops mattering, as the
-// algorithm's own Decision says when it stores it (0 for an absent key):
-// what a lock kept beside an unchanged state must not cut short.
-func stateExpiry(l Limit, s State) int64 {
+// stateExpiry is the instant state s of limit l stops mattering at now, as
+// the algorithm's own Decision says when it stores it (0 for an absent or
+// stale key): what a lock kept beside an unchanged state must not cut
+// short. A window's is its frame's (WindowFrame: epoch or calendar).
+func stateExpiry(l Limit, s State, now int64) int64 {
 	if !s.Live {
 		return 0
 	}
 	t := l.PeriodMicros()
 	switch l.Algorithm {
-	case FixedWindow:
-		return (s.Window + 1) * t
-	case SlidingWindow:
-		if s.Count > 0 {
-			return (s.Window + 2) * t
+	case FixedWindow, SlidingWindow:
+		f := WindowFrame(l, now)
+		switch {
+		case s.Window == f.W && l.Algorithm == SlidingWindow && s.Count > 0:
+			return f.Next
+		case s.Window == f.W, s.Window == f.W-1 && l.Algorithm == SlidingWindow:
+			// A sliding window's state of the previous window is its
+			// count until the current one ends.
+			return f.End
 		}
-		return (s.Window + 1) * t
+		return 0
 	case TokenBucket, LeakyBucket:
 		return ceilDiv(s.TAT, 1000)
 	case SlidingLog:

@@ -112,8 +112,12 @@ type rawRule struct {
 	requestsPerUnit, burst, unitMultiplier field[int64]
 	unit, algorithm, failureMode           field[string]
 	unlimited, countRefused                field[bool]
-	blockFor                               field[time.Duration] // a lockout's (lockout.go)
-	name                                   string
+	// calendar and timeZone make a window count in calendar windows
+	// (calendar.go).
+	calendar field[bool]
+	timeZone field[string]
+	blockFor field[time.Duration] // a lockout's (lockout.go)
+	name     string
 	// replaces holds the names of the replaces entries, each at its entry.
 	replaces []field[string]
 }
@@ -133,6 +137,10 @@ func (r *rawRule) field(name string) (pos, bool) {
 		return r.algorithm.at, r.algorithm.set
 	case "block_for":
 		return r.blockFor.at, r.blockFor.set
+	case "calendar":
+		return r.calendar.at, r.calendar.set
+	case "time_zone":
+		return r.timeZone.at, r.timeZone.set
 	}
 	return pos{}, false
 }

@@ -55,6 +55,8 @@ type yamlRule struct {
 	FailureMode     scalar            `yaml:"failure_mode"`
 	CountRefused    scalar            `yaml:"count_refused"`
 	BlockFor        scalar            `yaml:"block_for"`
+	Calendar        scalar            `yaml:"calendar"`
+	TimeZone        scalar            `yaml:"time_zone"`
 }
 
 // yamlReplace is an item of a replaces list.
@@ -260,6 +262,8 @@ func (r *yamlReader) rule(at pos, m *mapping[yamlRule]) *rawRule {
 		failureMode:     read(r, k, "failure_mode", y.FailureMode, scalar.str),
 		countRefused:    read(r, k, "count_refused", y.CountRefused, scalar.boolean),
 		blockFor:        read(r, k, "block_for", y.BlockFor, scalar.duration),
+		calendar:        read(r, k, "calendar", y.Calendar, scalar.boolean),
+		timeZone:        read(r, k, "time_zone", y.TimeZone, scalar.str),
 	}
 	_, ms, ats, _ := items(r, k, "replaces", &y.Replaces, true, "a list of {name: …}", "{name: …}")
 	for i, m := range ms {

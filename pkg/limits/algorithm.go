@@ -85,6 +85,8 @@ func DecideWithin(l Limit, s State, cost, now, maxDelay int64) Decision {
 		return slidingLog(l, s, cost, now)
 	case LeakyBucket:
 		return leakyBucket(l, s, cost, now, maxDelay)
+	case Concurrency:
+		return concurrency(l, s, cost, now)
 	default:
 		return slidingWindow(l, s, cost, now)
 	}

@@ -114,6 +114,8 @@ type rawRule struct {
 	name                                   string
 	// replaces holds the names of the replaces entries, each at its entry.
 	replaces []field[string]
+	// lease is a concurrency limit's lease, as written (concurrency.go).
+	lease field[string]
 }
 
 // field returns the position of the rule's field name, and whether the
@@ -129,6 +131,8 @@ func (r *rawRule) field(name string) (pos, bool) {
 		return r.unitMultiplier.at, r.unitMultiplier.set
 	case "algorithm":
 		return r.algorithm.at, r.algorithm.set
+	case "count_refused":
+		return r.countRefused.at, r.countRefused.set
 	}
 	return pos{}, false
 }

@@ -204,7 +204,14 @@ func (v validator) rule(raw *rawRule, inList bool) (*Rule, error) {
 	if r.Unlimited {
 		return v.unlimitedRule(r, raw, inList)
 	}
-	if err := v.limit(r, raw, f); err != nil {
+	if err := v.leaseOnly(raw, f); err != nil {
+		return nil, err
+	}
+	limit := v.limit
+	if f.algorithm == limits.Concurrency {
+		limit = v.concurrencyLimit
+	}
+	if err := limit(r, raw, f); err != nil {
 		return nil, err
 	}
 	if err := v.notYetRule(r, raw); err != nil {
@@ -303,6 +310,7 @@ func (v validator) unlimitedRule(r *Rule, raw *rawRule, inList bool) (*Rule, err
 		{raw.burst.at, raw.burst.set, "a burst"},
 		{raw.failureMode.at, raw.failureMode.set, "a failure_mode"},
 		{raw.countRefused.at, raw.countRefused.set, "count_refused"},
+		{raw.lease.at, raw.lease.set, "a lease"},
 	} {
 		if f.set {
 			return nil, f.at.nameErrorf("unlimited with %s", f.what)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/storetest"
 )
 
 // checkSlots compares a concurrency limit's live members, as inspect read
@@ -33,4 +34,13 @@ func checkSlots(t *testing.T, where string, in inspection, q *sequence, now, ela
 		t.Fatalf("%s: PTTL = %d ms, shorter than the slots' %d ms", where, pttl, stateMs)
 	}
 	return true
+}
+
+// TestConcurrencyHolders: goroutines that take and give back slots on one
+// key, through one store on Redis's clock, never hold more than its slots
+// at once, and leave none held.
+func TestConcurrencyHolders(t *testing.T) {
+	s, _, _ := setup(t, Options{})
+	t.Cleanup(s.Close)
+	storetest.Holders(t, s, "holders")
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,5 +89,65 @@ func concurrencyCases() []testCase {
 				{cost: 1, want: all(ok(1, time.Minute))},
 			},
 		},
+	}
+}
+
+// Holders runs many goroutines on one concurrency key of store, which
+// decides on its own clock: each takes a slot, holds it a moment and gives
+// it back, over and over. It fails if more goroutines ever hold a slot at
+// once than the limit has slots, if the slots are not reused (more
+// acquires allowed than there are slots, none expiring), or if any is left
+// held at the end (every release gave one back: no leak). A store may
+// refuse where a slot was free (a refused acquire counted until undone),
+// so it need not fill every slot.
+func Holders(t *testing.T, store limits.Store, key string) {
+	t.Helper()
+	const slots, workers, rounds = 4, 16, 60
+	l := limits.Limit{Algorithm: limits.Concurrency, Requests: slots, Period: time.Minute}
+	var holding, most, taken atomic.Int64
+	errs := make(chan error, workers)
+	for range workers {
+		go func() {
+			var err error
+			defer func() { errs <- err }()
+			res := make([]limits.Result, 1)
+			for range rounds {
+				store.Decide(t.Context(), []limits.Hit{{Key: key, Limit: l, Cost: 1}}, res)
+				if err = res[0].Err; err != nil {
+					return
+				}
+				if !res[0].Allowed {
+					time.Sleep(100 * time.Microsecond)
+					continue
+				}
+				taken.Add(1)
+				h := holding.Add(1)
+				for m := most.Load(); h > m && !most.CompareAndSwap(m, h); m = most.Load() {
+				}
+				time.Sleep(time.Millisecond)
+				holding.Add(-1)
+				store.Decide(t.Context(), []limits.Hit{{Key: key, Limit: l, Cost: -1}}, res)
+				if err = res[0].Err; err != nil {
+					return
+				}
+			}
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := most.Load(); m > slots {
+		t.Fatalf("%d goroutines held a slot at once, above the %d slots", m, slots)
+	}
+	if n := taken.Load(); n <= slots {
+		t.Fatalf("%d acquires allowed: the released slots were not reused", n)
+	}
+	t.Logf("%d acquires allowed, at most %d slots of %d held at once", taken.Load(), most.Load(), slots)
+	res := make([]limits.Result, 1)
+	store.Decide(t.Context(), []limits.Hit{{Key: key, Limit: l, Cost: 0}}, res)
+	if res[0].Err != nil || res[0].Remaining != slots {
+		t.Fatalf("after every release: %+v, want all %d slots free", res[0], slots)
 	}
 }

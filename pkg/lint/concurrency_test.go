@@ -1,0 +1,70 @@
+package lint
+
+import "testing"
+
+const concurrencyLimits = `
+domain: edge
+descriptors:
+  - key: api_key
+    rate_limit: {algorithm: concurrency, requests_per_unit: 10, lease: 30s}
+`
+
+// perRouteLimits is a route named name whose RateLimitPerRoute holds the
+// entries (YAML at column 0).
+func perRouteLimits(name, entries string) string {
+	return `
+- name: ` + name + `
+  match: {prefix: /` + name + `}
+  route: {cluster: c}
+  typed_per_filter_config:
+    envoy.filters.http.ratelimit:
+      "@type": type.googleapis.com/envoy.extensions.filters.http.ratelimit.v3.RateLimitPerRoute
+      rate_limits:
+` + indent(entries, 8)
+}
+
+const (
+	acquire = `- actions: [{request_headers: {header_name: x-api-key, descriptor_key: api_key}}]`
+	release = `- actions: [{request_headers: {header_name: x-api-key, descriptor_key: api_key}}]
+  apply_on_stream_done: true
+  hits_addend: {number: 1, is_negative_hits: true}`
+)
+
+// TestConcurrencyReleases: a route that takes slots and gives them back on
+// stream done is clean (the release is neither unmatched nor wrong); one
+// that never gives them back, one that gives back what it never takes, a
+// release on the request path, a hit on stream done, and a release where
+// Envoy ignores hits_addend are each reported.
+func TestConcurrencyReleases(t *testing.T) {
+	routes := `
+route_config:
+  name: rc
+  virtual_hosts:
+    - name: vh
+      domains: ["*"]
+      routes:
+` + indent(perRouteLimits("ok", acquire+"\n"+release)+
+		perRouteLimits("leak", acquire)+
+		perRouteLimits("only-release", release)+
+		perRouteLimits("early", acquire+"\n"+`- actions: [{request_headers: {header_name: x-api-key, descriptor_key: api_key}}]
+  hits_addend: {number: 1, is_negative_hits: true}`)+
+		perRouteLimits("charge-after", acquire+"\n"+`- actions: [{request_headers: {header_name: x-api-key, descriptor_key: api_key}}]
+  apply_on_stream_done: true`)+`
+- name: route-level
+  match: {prefix: /route-level}
+  route:
+    cluster: c
+    rate_limits:
+`+indent(acquire+"\n"+release, 6), 8)
+	got := check(t, bootstrap(routes, rateLimitFilter("")), concurrencyLimits)
+	wantFindings(t, got,
+		`release: vhost "vh" route "early" typed_per_filter_config rate_limits[1]: edge.api_key: a release of the concurrency limit (limits.yaml:5) on the request path gives the slot back before the request is served: set apply_on_stream_done: true`,
+		`release: vhost "vh" route "charge-after" typed_per_filter_config rate_limits[1]: edge.api_key: a hit on stream done takes a slot of the concurrency limit (limits.yaml:5) that nothing gives back: set hits_addend {number: 1, is_negative_hits: true} to release`,
+		`release: vhost "vh" route "route-level" rate_limits[1]: edge.api_key: hits_addend is honoured only in a RateLimitPerRoute's rate_limits (typed_per_filter_config): here Envoy sends a plain hit, which takes a slot of the concurrency limit (limits.yaml:5) instead of giving one back`,
+		`release: vhost "vh" route "leak" typed_per_filter_config rate_limits[0]: edge.api_key: takes slots of the concurrency limit (limits.yaml:5) and never gives them back: each stays held for the whole lease (30s); add the same actions with apply_on_stream_done: true and hits_addend {number: 1, is_negative_hits: true}`,
+		`release: vhost "vh" route "only-release" typed_per_filter_config rate_limits[0]: edge.api_key: gives back slots of the concurrency limit (limits.yaml:5) that this route never takes: each release frees another request's slot early`,
+		`release: vhost "vh" route "early" typed_per_filter_config rate_limits[0]: edge.api_key: takes slots of the concurrency limit (limits.yaml:5) and never gives them back: each stays held for the whole lease (30s); add the same actions with apply_on_stream_done: true and hits_addend {number: 1, is_negative_hits: true}`,
+		`release: vhost "vh" route "charge-after" typed_per_filter_config rate_limits[0]: edge.api_key: takes slots of the concurrency limit (limits.yaml:5) and never gives them back: each stays held for the whole lease (30s); add the same actions with apply_on_stream_done: true and hits_addend {number: 1, is_negative_hits: true}`,
+		`release: vhost "vh" route "route-level" rate_limits[0]: edge.api_key: takes slots of the concurrency limit (limits.yaml:5) and never gives them back: each stays held for the whole lease (30s); add the same actions with apply_on_stream_done: true and hits_addend {number: 1, is_negative_hits: true}`,
+	)
+}

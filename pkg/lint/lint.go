@@ -205,11 +205,12 @@ type checker struct {
 	// may send to: their unreachable limits are not reported.
 	incomplete    map[string]bool
 	allIncomplete bool
+	findings      []Finding
+	seen          map[string]bool
+
 	// slots holds, per route and concurrency limit, whether it takes and
 	// gives back slots (concurrency.go).
 	slots slotBook
-	findings      []Finding
-	seen          map[string]bool
 }
 
 func (ck *checker) add(f Finding) {

@@ -34,9 +34,11 @@ func SlotsHeld(s State, now int64) ([]LogEntry, int64) {
 	return s.Log[drop:], held
 }
 
-// concurrency decides a hit on a concurrency limit. A refused hit, and a
-// peek, change nothing; count_refused does not apply (a refused request
-// holds no slot, so charging it one would leak it for a lease).
+// concurrency decides a hit on a concurrency limit. A peek changes
+// nothing, nor does a refused hit unless the limit counts refused hits:
+// then a refused hit takes its slots all the same (up to 2N held), so that
+// the release Envoy sends when a refused request ends gives back a slot it
+// took rather than another request's.
 func concurrency(l Limit, s State, cost, now int64) Decision {
 	n, lease := l.Requests, l.PeriodMicros()
 	slots, held := SlotsHeld(s, now)
@@ -54,6 +56,13 @@ func concurrency(l Limit, s State, cost, now int64) Decision {
 		if cost > 0 {
 			slots = acquireSlots(slots, LogEntry{At: now + lease, Cost: cost})
 			held += cost
+			d.Changed = true
+		}
+	}
+	if charged(l, d.Result.Allowed, cost) {
+		if take := min(cost, 2*n-held); take > 0 {
+			slots = acquireSlots(slots, LogEntry{At: now + lease, Cost: take})
+			held += take
 			d.Changed = true
 		}
 	}

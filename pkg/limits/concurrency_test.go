@@ -36,7 +36,9 @@ func (m *slotModel) give(c, now int64) {
 // with random acquires (of one or more slots), releases (some of more than
 // is held), peeks and gaps (many shorter than the lease, some longer), and
 // checks every decision against slotModel: allowed exactly when the slots
-// fit, never more than N held, Remaining the free slots; a refusal's
+// fit, never more than N held (2N with count_refused, whose refused hits
+// hold their slots too, but never allowed beyond N), Remaining the free
+// slots; a refusal's
 // RetryAfter is when enough slots expire (1 µs less is still refused),
 // ResetAfter when every slot is free.
 func TestPropertyConcurrency(t *testing.T) {
@@ -45,7 +47,7 @@ func TestPropertyConcurrency(t *testing.T) {
 		seed := uint64(i) + propertySeed(t)
 		r := rand.New(rand.NewPCG(seed, 0xc0c0))
 		l := limits.Limit{Algorithm: limits.Concurrency, Requests: 1 + r.Int64N(12),
-			Period: time.Duration(1+r.Int64N(5_000_000)) * time.Microsecond}
+			Period: time.Duration(1+r.Int64N(5_000_000)) * time.Microsecond, CountRefused: i%2 == 1}
 		t.Run(fmt.Sprintf("seed=%d/%s", seed, l), func(t *testing.T) {
 			runConcurrencySequence(t, r, l)
 		})
@@ -75,6 +77,11 @@ func runConcurrencySequence(t *testing.T, r *rand.Rand, l limits.Limit) {
 		probe := m.clone()
 		d := m.decide(l, cost, now, 0)
 		res := d.Result
+		if l.CountRefused {
+			// Waits count from the state that stays, the refused hit's
+			// slots included.
+			probe = m.clone()
+		}
 		fits := cost < 0 || cost <= slots && held+max(cost, 1) <= slots
 		if res.Allowed != fits {
 			fail("allowed %v with %d of %d slots held", res.Allowed, held, slots)
@@ -82,15 +89,25 @@ func runConcurrencySequence(t *testing.T, r *rand.Rand, l limits.Limit) {
 		switch {
 		case cost > 0 && res.Allowed:
 			ref.take(cost, now+lease)
+		case cost > 0 && l.CountRefused:
+			// A refused request holds its slots too, up to 2N.
+			ref.take(max(0, min(cost, 2*slots-held)), now+lease)
 		case cost < 0:
 			ref.give(-cost, now)
 		}
+		allowedHeld := held
+		if res.Allowed && cost > 0 {
+			allowedHeld += cost
+		}
 		held = ref.live(now)
-		if held > slots {
+		if cost > 0 && res.Allowed && allowedHeld > slots {
+			fail("allowed with %d slots held, above %d", allowedHeld, slots)
+		}
+		if held > 2*slots || held > slots && !l.CountRefused {
 			fail("%d slots held, above %d", held, slots)
 		}
-		if res.Remaining != slots-held {
-			fail("remaining %d, want %d free slots", res.Remaining, slots-held)
+		if res.Remaining != max(0, slots-held) {
+			fail("remaining %d, want %d free slots", res.Remaining, max(0, slots-held))
 		}
 		if want := int64(0); held > 0 {
 			want = ref.expiries[len(ref.expiries)-1] - now

@@ -190,8 +190,6 @@ func (l Limit) Validate() error {
 		return bad("requests_per_unit", "%d per %s is a turn every %s, shorter than a leaky_bucket's minimum %s: use token_bucket", l.Requests, l.Period, l.Period/time.Duration(l.Requests), MinLeakyInterval)
 	case l.Algorithm == Concurrency && l.Requests > MaxSlots:
 		return bad("requests_per_unit", "%d is above %d, the most slots a concurrency limit keeps (one expiry instant per slot)", l.Requests, MaxSlots)
-	case l.Algorithm == Concurrency && l.CountRefused:
-		return bad("count_refused", "does not apply to concurrency: a refused request holds no slot")
 	case l.Algorithm == Concurrency && l.Burst != 0:
 		return bad("burst", "concurrency takes no burst: its slots are requests_per_unit")
 	case l.Algorithm == SlidingLog && l.Requests > MaxLogRequests:

@@ -72,9 +72,10 @@ func streamDone(t *testing.T, e *edge, r request) *rlsv3.RateLimitRequest {
 
 // TestReportsInFlight is config/envoy.yaml's /api/reports route against
 // config/limits.yaml over gRPC: ten requests of one API key in flight are
-// allowed, the eleventh is refused, and once one of the ten ends (its
-// stream-done call, a negative hit) the next is allowed; another key has
-// its own ten slots.
+// allowed, the eleventh is refused, and its own end (the stream-done call,
+// a negative hit, which Envoy sends for refused requests too) frees no
+// slot of the ten; once one of the ten ends the next is allowed; another
+// key has its own ten slots.
 func TestReportsInFlight(t *testing.T) {
 	e := loadEdge(t)
 	s := startServer(t)
@@ -99,8 +100,19 @@ func TestReportsInFlight(t *testing.T) {
 		t.Errorf("the refusal reports %v, want reports-in-flight with 0 remaining", last)
 	}
 	ctx := t.Context()
+	// The refused request ends: its release gives back the slot its
+	// refusal holds (count_refused), not one of the ten in flight.
 	if _, err := s.client.ShouldRateLimit(ctx, done); err != nil {
 		t.Fatalf("stream done: %v", err)
+	}
+	if got := code(s.ask(t, e, ds)); got != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("after the refused request ended: %v, want OVER_LIMIT (ten still in flight)", got)
+	}
+	// That one is refused too and ends; then one of the ten ends.
+	for range 2 {
+		if _, err := s.client.ShouldRateLimit(ctx, done); err != nil {
+			t.Fatalf("stream done: %v", err)
+		}
 	}
 	if got := code(s.ask(t, e, ds)); got != rlsv3.RateLimitResponse_OK {
 		t.Fatalf("after one request ended: %v, want OK", got)

@@ -10,8 +10,10 @@ import (
 // requests_per_unit is its slots and lease the longest a slot is held
 // (DefaultLease when unset). It has no unit: it counts what is held now,
 // not hits per period, so a unit or unit_multiplier beside it is refused
-// rather than silently ignored; so are a burst and count_refused (a
-// refused request holds no slot).
+// rather than silently ignored; so is a burst. count_refused, when the
+// rule sets it, makes a refused request hold its slot until its release,
+// as Envoy sends a release for refused requests too; the -count-refused
+// default does not apply.
 
 // DefaultLease is a concurrency limit's lease when the rule gives none:
 // longer than most requests take, short enough that what a lost release
@@ -35,7 +37,7 @@ func (v validator) leaseOnly(raw *rawRule, rf ruleFields) error {
 
 // concurrencyLimit sets r's limit from the fields of a concurrency rule:
 // requests_per_unit (the slots) is needed, lease is parsed and bounded,
-// and unit, unit_multiplier, burst and count_refused are refused.
+// and unit, unit_multiplier and burst are refused.
 func (v validator) concurrencyLimit(r *Rule, raw *rawRule, _ ruleFields) error {
 	for _, f := range []struct {
 		at   pos
@@ -45,7 +47,6 @@ func (v validator) concurrencyLimit(r *Rule, raw *rawRule, _ ruleFields) error {
 		{raw.unit.at, raw.unit.set, "unit (a concurrency limit counts the requests in flight, not hits per unit; lease bounds how long a slot is held)"},
 		{raw.unitMultiplier.at, raw.unitMultiplier.set, "unit_multiplier (a concurrency limit has no unit; lease bounds how long a slot is held)"},
 		{raw.burst.at, raw.burst.set, "burst (its slots are requests_per_unit)"},
-		{raw.countRefused.at, raw.countRefused.set, "count_refused (a refused request holds no slot)"},
 	} {
 		if f.set {
 			return f.at.nameErrorf("concurrency takes no %s", f.what)
@@ -67,13 +68,15 @@ func (v validator) concurrencyLimit(r *Rule, raw *rawRule, _ ruleFields) error {
 		}
 		lease = d
 	}
-	// The -count-refused default does not apply: a refused request holds
-	// no slot, and charging it one would leak that slot for a lease.
-	r.CountRefused = false
+	// The -count-refused default (envoyproxy/ratelimit's counting) does
+	// not apply: whether a refused request holds a slot depends on whether
+	// its release comes, which only the rule's author knows.
+	r.CountRefused = raw.countRefused.set && raw.countRefused.v
 	r.Limit = limits.Limit{
-		Algorithm: limits.Concurrency,
-		Requests:  raw.requestsPerUnit.v,
-		Period:    lease,
+		Algorithm:    limits.Concurrency,
+		Requests:     raw.requestsPerUnit.v,
+		Period:       lease,
+		CountRefused: r.CountRefused,
 	}
 	return nil
 }

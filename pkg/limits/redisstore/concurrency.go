@@ -32,7 +32,10 @@ import (
 // the newest slot's expiry. Between a refused acquire's ZADD and its ZREM
 // its members are counted: a concurrent acquire may be refused where it
 // would have fitted, never allowed where it would not, so that no instant
-// ever sees more than N slots held by allowed hits. The results are those
+// ever sees more than N slots held by allowed hits. With count_refused a
+// refused acquire keeps as many of its members as 2N held leaves room for,
+// so that the release of a refused request gives back a slot it took.
+// The results are those
 // of limits.Decide on the slots the set holds (the equivalence tests check
 // it).
 
@@ -77,10 +80,10 @@ func newConcHit(ctx context.Context, i int, h *limits.Hit, now int64, members *l
 		wk.cmds = append(wk.cmds, expired, redis.NewZSliceCmd(ctx, "zpopmin", h.Key, -h.Cost), ch.count, ch.newest)
 	case h.Cost == 0:
 		ch.read(ctx, wk, n-1)
-	case h.Cost > n:
+	case h.Cost > n && !l.CountRefused:
 		ch.read(ctx, wk, -1)
 	default:
-		ch.own = members.take(h.Cost)
+		ch.own = members.take(min(h.Cost, 2*n))
 		zadd := make([]any, 0, 2+2*len(ch.own))
 		zadd = append(zadd, "zadd", h.Key)
 		for _, m := range ch.own {
@@ -122,40 +125,55 @@ func (ch *concHit) decide() (limits.Result, error) {
 		return concResult(ch.limit, ch.cost, ch.now, max(0, count-ch.popped), newest, rank), nil
 	}
 	ch.before = count - int64(len(ch.own))
-	if ch.before+ch.cost <= n {
+	if ch.cost <= n && ch.before+ch.cost <= n {
 		// Allowed: the hit's members are the newest.
 		return limits.Result{Allowed: true, Remaining: max(0, n-count), ResetAfter: micros(ch.limit.PeriodMicros())}, nil
 	}
 	return limits.Result{}, nil // answered once undo's reads are back
 }
 
-// undo queues in back, the hit's run refused, the removal of its members
-// (a refused acquire holds nothing, count_refused or not) and, for a hit
-// refused itself, the reads its answer needs, which the function it
-// returns makes once back has run; nil when the answer is final.
+// undo queues in back, the hit's run refused, the removal of the members
+// it must not keep: all of them, but for a limit that counts refused hits,
+// which keeps an allowed hit's and as many of a refused one's as 2N held
+// leaves room for. For a hit refused itself it also queues the reads its
+// answer needs, which the function it returns makes once back has run;
+// nil when the answer is final.
 func (ch *concHit) undo(ctx context.Context, back *work, u undoing) func() (limits.Result, error) {
-	if ch.own == nil {
+	cr := ch.limit.CountRefused
+	if ch.own == nil || u.allowed && cr {
 		return nil
 	}
-	zrem := make([]any, 0, 2+len(ch.own))
-	zrem = append(zrem, "zrem", ch.key)
-	for _, m := range ch.own {
-		zrem = append(zrem, m)
+	keep := int64(0)
+	if !u.allowed && cr {
+		keep = min(int64(len(ch.own)), max(0, 2*ch.limit.Requests-ch.before))
 	}
-	back.cmds = append(back.cmds, redis.NewIntCmd(ctx, zrem...))
+	if drop := ch.own[keep:]; len(drop) > 0 {
+		zrem := make([]any, 0, 2+len(drop))
+		zrem = append(zrem, "zrem", ch.key)
+		for _, m := range drop {
+			zrem = append(zrem, m)
+		}
+		back.cmds = append(back.cmds, redis.NewIntCmd(ctx, zrem...))
+	}
 	if u.allowed {
 		return nil
 	}
 	after := "(" + strconv.FormatInt(ch.now, 10)
 	ch.newest = newestCmd(ctx, ch.key, after, 0)
-	ch.rank = newestCmd(ctx, ch.key, after, ch.limit.Requests-ch.cost)
-	back.cmds = append(back.cmds, ch.newest, ch.rank)
+	back.cmds = append(back.cmds, ch.newest)
+	if ch.cost <= ch.limit.Requests {
+		ch.rank = newestCmd(ctx, ch.key, after, ch.limit.Requests-ch.cost)
+		back.cmds = append(back.cmds, ch.rank)
+	}
+	held := ch.before + keep
 	return func() (limits.Result, error) {
 		newest, rank, err := scores(ch.newest, ch.rank)
 		if err != nil {
 			return limits.Result{}, err
 		}
-		return concResult(ch.limit, ch.cost, ch.now, ch.before, newest, rank), nil
+		r := concResult(ch.limit, ch.cost, ch.now, held, newest, rank)
+		r.Allowed = false
+		return r, nil
 	}
 }
 

@@ -99,6 +99,9 @@ var equivalenceCases = func() []eqCase {
 		{limit: L{Algorithm: limits.Concurrency, Requests: 3, Period: 7 * us}},
 		{limit: L{Algorithm: limits.Concurrency, Requests: 10, Period: 10 * s}},
 		{limit: L{Algorithm: limits.Concurrency, Requests: 100, Period: time.Minute}},
+		{limit: cr(L{Algorithm: limits.Concurrency, Requests: 1, Period: s})},
+		{limit: cr(L{Algorithm: limits.Concurrency, Requests: 3, Period: 7 * us})},
+		{limit: cr(L{Algorithm: limits.Concurrency, Requests: 10, Period: 10 * s})},
 	}
 }()
 

@@ -81,6 +81,22 @@ func concurrencyCases() []testCase {
 			},
 		},
 		{
+			// What Envoy sends: a release for every request that ends,
+			// refused or not.
+			name: "count_refused: a refused hit holds its slot until its release", n: 2, period: 10 * s, countRefused: true,
+			steps: []step{
+				{cost: 2, want: all(ok(0, 10*s))},
+				{wait: s, cost: 1, want: all(no(0, 9*s, 10*s))},
+				{cost: -1, want: all(ok(0, 10*s))},
+				{cost: -1, want: all(ok(1, 10*s))},
+				{cost: 1, want: all(ok(0, 10*s))},
+				// At most 2N held: a hit that can never fit holds what is left.
+				{cost: 5, want: all(no(0, 0, 10*s))},
+				{cost: 1, want: all(no(0, 10*s, 10*s))},
+				{cost: -4, want: all(ok(2, 0))},
+			},
+		},
+		{
 			name: "reset frees every slot", n: 2, period: time.Minute,
 			steps: []step{
 				{cost: 2, want: all(ok(0, time.Minute))},

@@ -21,7 +21,9 @@ import (
 // before the request is served; a hit on stream done that is not a
 // release (it takes a slot nobody gives back); slots taken and never given
 // back on that route (each held for the whole lease); slots given back
-// that the route never takes (they free other requests' slots early).
+// that the route never takes (they free other requests' slots early); a
+// release beside a limit without count_refused (Envoy sends it for a
+// request it refused too, which then frees a slot of one in flight).
 
 // slotUse is one concurrency limit as one route uses it.
 type slotUse struct {
@@ -43,6 +45,7 @@ type slotWays struct {
 	line               int
 	lease              string
 	acquire, release   string
+	countRefused       bool
 }
 
 // slotEntry records the concurrency limits entry e reaches (m, in tree t),
@@ -80,7 +83,7 @@ func (ck *checker) slotEntry(e *entry, t *tree, m *matchResult) {
 		u := slotUse{e.route, n}
 		w := ck.slots.ways[u]
 		if w == nil {
-			w = &slotWays{domain: e.domain, path: n.path, file: t.domain.File, line: rule.Line, lease: rule.Limit.Period.String()}
+			w = &slotWays{domain: e.domain, path: n.path, file: t.domain.File, line: rule.Line, lease: rule.Limit.Period.String(), countRefused: rule.Limit.CountRefused}
 			ck.slots.ways[u] = w
 			ck.slots.order = append(ck.slots.order, u)
 		}
@@ -116,6 +119,9 @@ func (ck *checker) unreleased() {
 		case w.acquire == "":
 			ck.add(Finding{Kind: Release, Route: w.release, Limit: limit,
 				Message: fmt.Sprintf("gives back slots of the concurrency limit (%s:%d) that this route never takes: each release frees another request's slot early", w.file, w.line)})
+		case !w.countRefused:
+			ck.add(Finding{Kind: Release, Route: w.release, Limit: limit,
+				Message: fmt.Sprintf("Envoy sends this release for refused requests too, and the concurrency limit (%s:%d) does not count refused hits: each refused request frees a slot of one still in flight; set count_refused: true", w.file, w.line)})
 		}
 	}
 }

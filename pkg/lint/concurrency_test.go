@@ -6,7 +6,7 @@ const concurrencyLimits = `
 domain: edge
 descriptors:
   - key: api_key
-    rate_limit: {algorithm: concurrency, requests_per_unit: 10, lease: 30s}
+    rate_limit: {algorithm: concurrency, requests_per_unit: 10, lease: 30s, count_refused: true}
 `
 
 // perRouteLimits is a route named name whose RateLimitPerRoute holds the
@@ -67,4 +67,21 @@ route_config:
 		`release: vhost "vh" route "charge-after" typed_per_filter_config rate_limits[0]: edge.api_key: takes slots of the concurrency limit (limits.yaml:5) and never gives them back: each stays held for the whole lease (30s); add the same actions with apply_on_stream_done: true and hits_addend {number: 1, is_negative_hits: true}`,
 		`release: vhost "vh" route "route-level" rate_limits[0]: edge.api_key: takes slots of the concurrency limit (limits.yaml:5) and never gives them back: each stays held for the whole lease (30s); add the same actions with apply_on_stream_done: true and hits_addend {number: 1, is_negative_hits: true}`,
 	)
+}
+
+// TestConcurrencyWithoutCountRefused: a release beside a limit that does
+// not count refused hits is reported, since Envoy sends it for the
+// requests it refused too.
+func TestConcurrencyWithoutCountRefused(t *testing.T) {
+	routes := `
+route_config:
+  name: rc
+  virtual_hosts:
+    - name: vh
+      domains: ["*"]
+      routes:
+` + indent(perRouteLimits("ok", acquire+"\n"+release), 8)
+	limits := "domain: edge\ndescriptors:\n  - key: api_key\n    rate_limit: {algorithm: concurrency, requests_per_unit: 10}\n"
+	wantFindings(t, check(t, bootstrap(routes, rateLimitFilter("")), limits),
+		`release: vhost "vh" route "ok" typed_per_filter_config rate_limits[1]: edge.api_key: Envoy sends this release for refused requests too, and the concurrency limit (limits.yaml:4) does not count refused hits: each refused request frees a slot of one still in flight; set count_refused: true`)
 }

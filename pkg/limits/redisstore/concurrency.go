@@ -59,6 +59,13 @@ type concHit struct {
 	// newest is the newest member, and rank the one whose expiry lets the
 	// hit in.
 	newest, rank *redis.ZSliceCmd
+	// zrem is an undo's removal of the members it must not keep, and
+	// dropped how many it names; send sends work (Store.send), for the
+	// release an undo must make again (regive).
+	zrem    *redis.IntCmd
+	dropped int64
+	allowed limits.Result
+	send    func(context.Context, *work)
 }
 
 func (ch *concHit) refundLater() []redis.Cmder { return ch.refund }
@@ -127,7 +134,8 @@ func (ch *concHit) decide() (limits.Result, error) {
 	ch.before = count - int64(len(ch.own))
 	if ch.cost <= n && ch.before+ch.cost <= n {
 		// Allowed: the hit's members are the newest.
-		return limits.Result{Allowed: true, Remaining: max(0, n-count), ResetAfter: micros(ch.limit.PeriodMicros())}, nil
+		ch.allowed = limits.Result{Allowed: true, Remaining: max(0, n-count), ResetAfter: micros(ch.limit.PeriodMicros())}
+		return ch.allowed, nil
 	}
 	return limits.Result{}, nil // answered once undo's reads are back
 }
@@ -153,10 +161,14 @@ func (ch *concHit) undo(ctx context.Context, back *work, u undoing) func() (limi
 		for _, m := range drop {
 			zrem = append(zrem, m)
 		}
-		back.cmds = append(back.cmds, redis.NewIntCmd(ctx, zrem...))
+		ch.zrem, ch.dropped = redis.NewIntCmd(ctx, zrem...), int64(len(drop))
+		back.cmds = append(back.cmds, ch.zrem)
 	}
 	if u.allowed {
-		return nil
+		return func() (limits.Result, error) {
+			ch.regive(ctx)
+			return ch.allowed, nil
+		}
 	}
 	after := "(" + strconv.FormatInt(ch.now, 10)
 	ch.newest = newestCmd(ctx, ch.key, after, 0)
@@ -167,6 +179,7 @@ func (ch *concHit) undo(ctx context.Context, back *work, u undoing) func() (limi
 	}
 	held := ch.before + keep
 	return func() (limits.Result, error) {
+		ch.regive(ctx)
 		newest, rank, err := scores(ch.newest, ch.rank)
 		if err != nil {
 			return limits.Result{}, err
@@ -194,4 +207,23 @@ func concResult(l limits.Limit, cost, now, held, newest, rank int64) limits.Resu
 		r.RetryAfter = micros(rank - now)
 	}
 	return r
+}
+
+// regive makes again the releases that took members of this hit before
+// its undo could (a release pops the oldest members, and a refused
+// acquire's may be older than a slot held, its instant earlier): the ZREM
+// removed fewer than it named, so as many slots held were not given back.
+// It pops that many oldest live members, in one more round trip; until
+// then the slots count as held (stricter, never looser), and if that
+// round trip fails they stay held until their lease ends.
+func (ch *concHit) regive(ctx context.Context) {
+	if ch.zrem == nil || ch.zrem.Err() != nil || ch.zrem.Val() >= ch.dropped {
+		return
+	}
+	lost := ch.dropped - ch.zrem.Val()
+	wk := &work{cmds: []redis.Cmder{
+		redis.NewIntCmd(ctx, "zremrangebyscore", ch.key, "-inf", ch.now),
+		redis.NewZSliceCmd(ctx, "zpopmin", ch.key, lost),
+	}}
+	ch.send(ctx, wk)
 }

@@ -434,6 +434,7 @@ func (s *Store) plan(ctx context.Context, hits []limits.Hit, results []limits.Re
 				pend[i] = newBucketHit(ctx, i, h, now, wk, later)
 			case h.Limit.Algorithm == limits.Concurrency:
 				pend[i] = newConcHit(ctx, i, h, now, s.members, wk, later)
+				pend[i].(*concHit).send = s.send
 			default:
 				pend[i] = newLogHit(ctx, i, h, now, s.members, wk, later)
 			}

@@ -1,6 +1,10 @@
 package limits
 
-import "sort"
+import (
+	"context"
+	"fmt"
+	"sort"
+)
 
 // A concurrency limit counts requests in flight, not hits per period:
 // Requests is the number of slots, Period the lease. A hit of cost c > 0
@@ -14,9 +18,9 @@ import "sort"
 // after its own slot expired therefore frees another request's slot early,
 // which is the caveat the README states.
 //
-// The state is State.Log, one entry per hit that took slots: At is the
-// instant its slots expire (µs), Cost how many it still holds; entries are
-// in order of At, and Count is the sum of their costs. It never holds more
+// The state is State.Log, one entry per instant slots expire at: At is
+// that instant (µs), Cost how many slots expire then; entries are in order
+// of At, and Count is the sum of their costs. It never holds more
 // than MaxSlots slots' entries, so a decision is at most that many steps.
 
 // SlotsHeld returns the live entries of a concurrency state at now (their
@@ -95,6 +99,12 @@ func concurrency(l Limit, s State, cost, now int64) Decision {
 // was, since a store may keep it after a refusal elsewhere in a joint run.
 func acquireSlots(slots []LogEntry, e LogEntry) []LogEntry {
 	at := sort.Search(len(slots), func(i int) bool { return slots[i].At > e.At })
+	if at > 0 && slots[at-1].At == e.At {
+		// Slots of one instant share their entry.
+		out := append([]LogEntry(nil), slots...)
+		out[at-1].Cost += e.Cost
+		return out
+	}
 	out := make([]LogEntry, 0, len(slots)+1)
 	out = append(out, slots[:at]...)
 	out = append(out, e)
@@ -115,4 +125,23 @@ func releaseSlots(slots []LogEntry, held, r int64) ([]LogEntry, int64) {
 		held -= r
 	}
 	return out, held
+}
+
+// SlotReader is a Store that can list the slots a concurrency key holds:
+// what explain shows. Every store implements it, and every layer of a
+// store stack passes it on to the store it wraps.
+type SlotReader interface {
+	// Slots returns the live slots of h's key for its limit, oldest
+	// first, each as the instant it expires (µs since the epoch) and how
+	// many slots expire then, and the instant (µs) the store read them at.
+	Slots(ctx context.Context, h Hit) (slots []LogEntry, now int64, err error)
+}
+
+// Slots reads h's slots from s, which must be a SlotReader.
+func Slots(ctx context.Context, s Store, h Hit) ([]LogEntry, int64, error) {
+	r, ok := s.(SlotReader)
+	if !ok {
+		return nil, 0, fmt.Errorf("store %T cannot list slots", s)
+	}
+	return r.Slots(ctx, h)
 }

@@ -101,6 +101,9 @@ type ExplainedLimit struct {
 	// Reported is set on the limit a status would report: the least
 	// remaining, or the refusing one with the longest wait.
 	Reported bool `json:"reported,omitempty"`
+	// Slots are a concurrency limit's slots held, oldest first
+	// (explain_slots.go).
+	Slots []ExplainedSlot `json:"slots,omitempty"`
 }
 
 // ExplainedState is the current state of one key, read with a peek.
@@ -147,7 +150,9 @@ func (s *Service) Explain(ctx context.Context, domain string, entries []descript
 		s.callStore(ctx, time.Now(), p.hits, p.results)
 	}
 	p.settle(s)
-	return s.explanation(ix, p, &p.descs[0]), nil
+	ex := s.explanation(ix, p, &p.descs[0])
+	s.explainSlots(ctx, &ex, &p.descs[0])
+	return ex, nil
 }
 
 // planOne plans a request of one descriptor at cost 0 on ix: what Explain

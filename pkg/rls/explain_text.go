@@ -121,6 +121,7 @@ func writeLimit(b *strings.Builder, l ExplainedLimit) {
 			b.WriteString(" (the status reports this limit)")
 		}
 		b.WriteString("\n")
+		writeSlots(b, l)
 	}
 }
 

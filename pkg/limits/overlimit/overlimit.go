@@ -315,3 +315,9 @@ func (c *Cache) forget(key string) {
 	delete(s.m, key)
 	s.mu.Unlock()
 }
+
+// Slots reads a concurrency key's slots from the store it wraps: the
+// cache holds none.
+func (c *Cache) Slots(ctx context.Context, h limits.Hit) ([]limits.LogEntry, int64, error) {
+	return limits.Slots(ctx, c.store, h)
+}

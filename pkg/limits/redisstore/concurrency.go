@@ -227,3 +227,30 @@ func (ch *concHit) regive(ctx context.Context) {
 	}}
 	ch.send(ctx, wk)
 }
+
+var _ limits.SlotReader = (*Store)(nil)
+
+// Slots lists the live slots of h's concurrency key: its members scored
+// after the store's instant, grouped by their expiry.
+func (s *Store) Slots(ctx context.Context, h limits.Hit) ([]limits.LogEntry, int64, error) {
+	now, err := s.now(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	cmd := redis.NewZSliceCmd(ctx, "zrange", h.Key, "("+strconv.FormatInt(now, 10), "+inf", "byscore", "withscores")
+	wk := &work{cmds: []redis.Cmder{cmd}, decisions: 1}
+	s.send(ctx, wk)
+	if err := firstErr(wk.err, cmd.Err()); err != nil {
+		return nil, 0, storeError("concurrency", err)
+	}
+	var slots []limits.LogEntry
+	for _, z := range cmd.Val() {
+		at := int64(z.Score)
+		if n := len(slots); n > 0 && slots[n-1].At == at {
+			slots[n-1].Cost++
+			continue
+		}
+		slots = append(slots, limits.LogEntry{At: at, Cost: 1})
+	}
+	return slots, now, nil
+}

@@ -393,13 +393,8 @@ func slidingLog(l Limit, s State, cost, now int64) Decision {
 	}
 	if !d.Result.Allowed && cost <= n {
 		// The oldest entries leave first: wait until enough of them have.
-		freed := int64(0)
-		for _, e := range log {
-			if total-freed+need <= n {
-				break
-			}
-			freed += e.Cost
-			d.Result.RetryAfter = micros(e.At + t - now)
+		if at := letsIn(log, total, need, n); at >= 0 {
+			d.Result.RetryAfter = micros(at + t - now)
 		}
 	}
 	if d.Changed {
@@ -409,6 +404,21 @@ func slidingLog(l Limit, s State, cost, now int64) Decision {
 		}
 	}
 	return d
+}
+
+// letsIn is the instant of the entry of entries (oldest first, their costs
+// summing to total) whose leaving, with those before it, lets a hit of
+// need fit n; -1 if none needs to leave.
+func letsIn(entries []LogEntry, total, need, n int64) int64 {
+	at, freed := int64(-1), int64(0)
+	for _, e := range entries {
+		if total-freed+need <= n {
+			break
+		}
+		freed += e.Cost
+		at = e.At
+	}
+	return at
 }
 
 // refundLog gives back up to r units, newest entries first.

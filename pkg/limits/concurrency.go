@@ -76,13 +76,8 @@ func concurrency(l Limit, s State, cost, now int64) Decision {
 	}
 	if !d.Result.Allowed && cost <= n {
 		// The oldest slots expire first: wait until enough of them have.
-		freed := int64(0)
-		for _, e := range slots {
-			if held-freed+need <= n {
-				break
-			}
-			freed += e.Cost
-			d.Result.RetryAfter = micros(e.At - now)
+		if at := letsIn(slots, held, need, n); at >= 0 {
+			d.Result.RetryAfter = micros(at - now)
 		}
 	}
 	if d.Changed {

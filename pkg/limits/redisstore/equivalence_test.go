@@ -510,14 +510,21 @@ func inspected(t *testing.T, in inspection) (pttl int64, vals []any) {
 // Redis's own clock expired the key before the test could read it.
 func checkLog(t *testing.T, where string, in inspection, q *sequence, now, elapsedMs int64) bool {
 	t.Helper()
+	return checkMembers(t, where, in, q, now, now-q.c.limit.PeriodMicros(), elapsedMs)
+}
+
+// checkMembers is checkLog for the members scored after cutoff: a sliding
+// log's inside its window, a concurrency limit's live slots.
+func checkMembers(t *testing.T, where string, in inspection, q *sequence, now, cutoff, elapsedMs int64) bool {
+	t.Helper()
 	pttl, flat := inspected(t, in)
 	var want []limits.LogEntry
 	stateMs := int64(0)
 	if q.model.state.Live && now < q.model.expireAt {
-		want = mergeLog(q.model.state.Log, now-q.c.limit.PeriodMicros())
+		want = mergeLog(q.model.state.Log, cutoff)
 		stateMs = max(2, (q.model.expireAt-now+999)/1000)
 	}
-	got := mergeLog(entries(t, flat), now-q.c.limit.PeriodMicros())
+	got := mergeLog(entries(t, flat), cutoff)
 	switch {
 	case len(got) == 0 && len(want) > 0 && pttl == -2 && stateMs <= elapsedMs:
 		q.model = model{}

@@ -101,8 +101,9 @@ type ExplainedLimit struct {
 	// Reported is set on the limit a status would report: the least
 	// remaining, or the refusing one with the longest wait.
 	Reported bool `json:"reported,omitempty"`
-	// Slots are a concurrency limit's slots held, oldest first
-	// (explain_slots.go).
+	// Lease is a concurrency limit's lease, and Slots its slots held,
+	// oldest first (explain_slots.go); its unit is "unknown".
+	Lease string          `json:"lease,omitempty"`
 	Slots []ExplainedSlot `json:"slots,omitempty"`
 }
 
@@ -275,6 +276,9 @@ func explainLimit(r *config.Rule, index int, d *config.Descriptor, serviceMode c
 	}
 	if a := r.Limit.Algorithm; a == limits.TokenBucket || a == limits.LeakyBucket {
 		l.Burst = r.Limit.Capacity()
+	}
+	if r.Limit.Algorithm == limits.Concurrency {
+		l.Lease = r.Limit.Period.String()
 	}
 	if r.FailureMode == config.FailureModeDefault {
 		l.FailureMode, l.FailureModeDefault = serviceMode.String(), true

@@ -53,7 +53,8 @@ func TestExplainSlots(t *testing.T) {
 		t.Errorf("state %+v, want 1 free slot, all free in 25s", *st)
 	}
 	var text strings.Builder
-	if err := ex.WriteText(&text); err != nil || !strings.Contains(text.String(), "slots: 2 held, oldest first: 1 expiring in 15s") {
+	if err := ex.WriteText(&text); err != nil || !strings.Contains(text.String(), "slots: 2 held, oldest first: 1 expiring in 15s") ||
+		!strings.Contains(text.String(), "in-flight: concurrency, 3 slots, lease 30s") {
 		t.Errorf("text (%v):\n%s\nwant the slots line", err, text.String())
 	}
 	call(1, true)

@@ -125,3 +125,15 @@ func (ck *checker) unreleased() {
 		}
 	}
 }
+
+// quotaConcurrency reports a concurrency limit that an RLQS bucket (at
+// where) reaches: RLQS leaves it out of the bucket's rate, and answers a
+// bucket whose limits are all concurrency limits ALLOW_ALL.
+func (ck *checker) quotaConcurrency(where, domain string, t *tree, n *lnode) {
+	rule := concurrencyRule(n)
+	if rule == nil {
+		return
+	}
+	ck.add(Finding{Kind: Release, Route: where, Limit: domain + "." + n.path,
+		Message: fmt.Sprintf("RLQS does not enforce the concurrency limit (%s:%d): a token bucket cannot bound the requests in flight, so the bucket is divided by the node's other limits, or answered ALLOW_ALL if it has none; send it to the rate limit filter instead", t.domain.File, rule.Line)})
+}

@@ -1,6 +1,11 @@
 package lint
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+)
 
 const concurrencyLimits = `
 domain: edge
@@ -84,4 +89,59 @@ route_config:
 	limits := "domain: edge\ndescriptors:\n  - key: api_key\n    rate_limit: {algorithm: concurrency, requests_per_unit: 10}\n"
 	wantFindings(t, check(t, bootstrap(routes, rateLimitFilter("")), limits),
 		`release: vhost "vh" route "ok" typed_per_filter_config rate_limits[1]: edge.api_key: Envoy sends this release for refused requests too, and the concurrency limit (limits.yaml:4) does not count refused hits: each refused request frees a slot of one still in flight; set count_refused: true`)
+}
+
+// TestConcurrencyOverRLQS: a bucket that reaches a concurrency limit is
+// reported: RLQS does not enforce it.
+func TestConcurrencyOverRLQS(t *testing.T) {
+	b, err := ParseBootstrap([]byte(bootstrap(`
+route_config:
+  name: rc
+  virtual_hosts:
+    - name: vh
+      domains: ["*"]
+      routes: [{match: {prefix: /}, route: {cluster: c}}]
+`, `- name: envoy.filters.http.rate_limit_quota
+  typed_config:
+    "@type": type.googleapis.com/envoy.extensions.filters.http.rate_limit_quota.v3.RateLimitQuotaFilterConfig
+    rlqs_server: {envoy_grpc: {cluster_name: rls}}
+    domain: edge
+    bucket_matchers:
+      matcher_list:
+        matchers:
+          - predicate:
+              single_predicate:
+                input:
+                  name: key
+                  typed_config: {"@type": type.googleapis.com/envoy.type.matcher.v3.HttpRequestHeaderMatchInput, header_name: x-api-key}
+                value_match: {contains: "k"}
+            on_match:
+              action:
+                name: bucket
+                typed_config:
+                  "@type": type.googleapis.com/envoy.extensions.filters.http.rate_limit_quota.v3.RateLimitQuotaBucketSettings
+                  bucket_id_builder:
+                    bucket_id_builder:
+                      api_key:
+                        custom_value:
+                          name: key
+                          typed_config: {"@type": type.googleapis.com/envoy.type.matcher.v3.HttpRequestHeaderMatchInput, header_name: x-api-key}
+                  reporting_interval: 5s
+`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := config.Parse("limits.yaml", []byte(concurrencyLimits))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range Check(b, &config.Config{Domains: map[string]*config.Domain{d.Name: d}}) {
+		if f.Kind == Release {
+			got = append(got, f.String())
+		}
+	}
+	if len(got) != 1 || !strings.Contains(got[0], "RLQS does not enforce the concurrency limit (limits.yaml:5)") {
+		t.Errorf("findings %q, want one that RLQS does not enforce the concurrency limit", got)
+	}
 }

@@ -65,15 +65,15 @@ func (ck *checker) slotEntry(e *entry, t *tree, m *matchResult) {
 		limit := e.domain + "." + n.path
 		switch {
 		case negative && !e.perRoute:
-			ck.add(Finding{Kind: Release, Route: e.where, Limit: limit,
+			ck.add(Finding{Kind: Concurrency, Route: e.where, Limit: limit,
 				Message: fmt.Sprintf("hits_addend is honoured only in a RateLimitPerRoute's rate_limits (typed_per_filter_config): here Envoy sends a plain hit, which takes a slot of the concurrency limit (%s) instead of giving one back", at)})
 			continue
 		case negative && !done:
-			ck.add(Finding{Kind: Release, Route: e.where, Limit: limit,
+			ck.add(Finding{Kind: Concurrency, Route: e.where, Limit: limit,
 				Message: fmt.Sprintf("a release of the concurrency limit (%s) on the request path gives the slot back before the request is served: set apply_on_stream_done: true", at)})
 			continue
 		case done && !negative:
-			ck.add(Finding{Kind: Release, Route: e.where, Limit: limit,
+			ck.add(Finding{Kind: Concurrency, Route: e.where, Limit: limit,
 				Message: fmt.Sprintf("a hit on stream done takes a slot of the concurrency limit (%s) that nothing gives back: set hits_addend {number: 1, is_negative_hits: true} to release", at)})
 			continue
 		}
@@ -114,13 +114,13 @@ func (ck *checker) unreleased() {
 		limit := w.domain + "." + w.path
 		switch {
 		case w.release == "":
-			ck.add(Finding{Kind: Release, Route: w.acquire, Limit: limit,
+			ck.add(Finding{Kind: Concurrency, Route: w.acquire, Limit: limit,
 				Message: fmt.Sprintf("takes slots of the concurrency limit (%s:%d) and never gives them back: each stays held for the whole lease (%s); add the same actions with apply_on_stream_done: true and hits_addend {number: 1, is_negative_hits: true}", w.file, w.line, w.lease)})
 		case w.acquire == "":
-			ck.add(Finding{Kind: Release, Route: w.release, Limit: limit,
+			ck.add(Finding{Kind: Concurrency, Route: w.release, Limit: limit,
 				Message: fmt.Sprintf("gives back slots of the concurrency limit (%s:%d) that this route never takes: each release frees another request's slot early", w.file, w.line)})
 		case !w.countRefused:
-			ck.add(Finding{Kind: Release, Route: w.release, Limit: limit,
+			ck.add(Finding{Kind: Concurrency, Route: w.release, Limit: limit,
 				Message: fmt.Sprintf("Envoy sends this release for refused requests too, and the concurrency limit (%s:%d) does not count refused hits: each refused request frees a slot of one still in flight; set count_refused: true", w.file, w.line)})
 		}
 	}
@@ -134,6 +134,6 @@ func (ck *checker) quotaConcurrency(where, domain string, t *tree, n *lnode) {
 	if rule == nil {
 		return
 	}
-	ck.add(Finding{Kind: Release, Route: where, Limit: domain + "." + n.path,
+	ck.add(Finding{Kind: Concurrency, Route: where, Limit: domain + "." + n.path,
 		Message: fmt.Sprintf("RLQS does not enforce the concurrency limit (%s:%d): a token bucket cannot bound the requests in flight, so the bucket is divided by the node's other limits, or answered ALLOW_ALL if it has none; send it to the rate limit filter instead", t.domain.File, rule.Line)})
 }

@@ -63,14 +63,14 @@ route_config:
 `+indent(acquire+"\n"+release, 6), 8)
 	got := check(t, bootstrap(routes, rateLimitFilter("")), concurrencyLimits)
 	wantFindings(t, got,
-		`release: vhost "vh" route "early" typed_per_filter_config rate_limits[1]: edge.api_key: a release of the concurrency limit (limits.yaml:5) on the request path gives the slot back before the request is served: set apply_on_stream_done: true`,
-		`release: vhost "vh" route "charge-after" typed_per_filter_config rate_limits[1]: edge.api_key: a hit on stream done takes a slot of the concurrency limit (limits.yaml:5) that nothing gives back: set hits_addend {number: 1, is_negative_hits: true} to release`,
-		`release: vhost "vh" route "route-level" rate_limits[1]: edge.api_key: hits_addend is honoured only in a RateLimitPerRoute's rate_limits (typed_per_filter_config): here Envoy sends a plain hit, which takes a slot of the concurrency limit (limits.yaml:5) instead of giving one back`,
-		`release: vhost "vh" route "leak" typed_per_filter_config rate_limits[0]: edge.api_key: takes slots of the concurrency limit (limits.yaml:5) and never gives them back: each stays held for the whole lease (30s); add the same actions with apply_on_stream_done: true and hits_addend {number: 1, is_negative_hits: true}`,
-		`release: vhost "vh" route "only-release" typed_per_filter_config rate_limits[0]: edge.api_key: gives back slots of the concurrency limit (limits.yaml:5) that this route never takes: each release frees another request's slot early`,
-		`release: vhost "vh" route "early" typed_per_filter_config rate_limits[0]: edge.api_key: takes slots of the concurrency limit (limits.yaml:5) and never gives them back: each stays held for the whole lease (30s); add the same actions with apply_on_stream_done: true and hits_addend {number: 1, is_negative_hits: true}`,
-		`release: vhost "vh" route "charge-after" typed_per_filter_config rate_limits[0]: edge.api_key: takes slots of the concurrency limit (limits.yaml:5) and never gives them back: each stays held for the whole lease (30s); add the same actions with apply_on_stream_done: true and hits_addend {number: 1, is_negative_hits: true}`,
-		`release: vhost "vh" route "route-level" rate_limits[0]: edge.api_key: takes slots of the concurrency limit (limits.yaml:5) and never gives them back: each stays held for the whole lease (30s); add the same actions with apply_on_stream_done: true and hits_addend {number: 1, is_negative_hits: true}`,
+		`concurrency: vhost "vh" route "early" typed_per_filter_config rate_limits[1]: edge.api_key: a release of the concurrency limit (limits.yaml:5) on the request path gives the slot back before the request is served: set apply_on_stream_done: true`,
+		`concurrency: vhost "vh" route "charge-after" typed_per_filter_config rate_limits[1]: edge.api_key: a hit on stream done takes a slot of the concurrency limit (limits.yaml:5) that nothing gives back: set hits_addend {number: 1, is_negative_hits: true} to release`,
+		`concurrency: vhost "vh" route "route-level" rate_limits[1]: edge.api_key: hits_addend is honoured only in a RateLimitPerRoute's rate_limits (typed_per_filter_config): here Envoy sends a plain hit, which takes a slot of the concurrency limit (limits.yaml:5) instead of giving one back`,
+		`concurrency: vhost "vh" route "leak" typed_per_filter_config rate_limits[0]: edge.api_key: takes slots of the concurrency limit (limits.yaml:5) and never gives them back: each stays held for the whole lease (30s); add the same actions with apply_on_stream_done: true and hits_addend {number: 1, is_negative_hits: true}`,
+		`concurrency: vhost "vh" route "only-release" typed_per_filter_config rate_limits[0]: edge.api_key: gives back slots of the concurrency limit (limits.yaml:5) that this route never takes: each release frees another request's slot early`,
+		`concurrency: vhost "vh" route "early" typed_per_filter_config rate_limits[0]: edge.api_key: takes slots of the concurrency limit (limits.yaml:5) and never gives them back: each stays held for the whole lease (30s); add the same actions with apply_on_stream_done: true and hits_addend {number: 1, is_negative_hits: true}`,
+		`concurrency: vhost "vh" route "charge-after" typed_per_filter_config rate_limits[0]: edge.api_key: takes slots of the concurrency limit (limits.yaml:5) and never gives them back: each stays held for the whole lease (30s); add the same actions with apply_on_stream_done: true and hits_addend {number: 1, is_negative_hits: true}`,
+		`concurrency: vhost "vh" route "route-level" rate_limits[0]: edge.api_key: takes slots of the concurrency limit (limits.yaml:5) and never gives them back: each stays held for the whole lease (30s); add the same actions with apply_on_stream_done: true and hits_addend {number: 1, is_negative_hits: true}`,
 	)
 }
 
@@ -88,7 +88,7 @@ route_config:
 ` + indent(perRouteLimits("ok", acquire+"\n"+release), 8)
 	limits := "domain: edge\ndescriptors:\n  - key: api_key\n    rate_limit: {algorithm: concurrency, requests_per_unit: 10}\n"
 	wantFindings(t, check(t, bootstrap(routes, rateLimitFilter("")), limits),
-		`release: vhost "vh" route "ok" typed_per_filter_config rate_limits[1]: edge.api_key: Envoy sends this release for refused requests too, and the concurrency limit (limits.yaml:4) does not count refused hits: each refused request frees a slot of one still in flight; set count_refused: true`)
+		`concurrency: vhost "vh" route "ok" typed_per_filter_config rate_limits[1]: edge.api_key: Envoy sends this release for refused requests too, and the concurrency limit (limits.yaml:4) does not count refused hits: each refused request frees a slot of one still in flight; set count_refused: true`)
 }
 
 // TestConcurrencyOverRLQS: a bucket that reaches a concurrency limit is
@@ -137,7 +137,7 @@ route_config:
 	}
 	var got []string
 	for _, f := range Check(b, &config.Config{Domains: map[string]*config.Domain{d.Name: d}}) {
-		if f.Kind == Release {
+		if f.Kind == Concurrency {
 			got = append(got, f.String())
 		}
 	}

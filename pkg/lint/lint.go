@@ -97,9 +97,10 @@ const (
 	// Unchecked: part of the Envoy config cannot be checked (RDS, LDS,
 	// ECDS, an extension action).
 	Unchecked Kind = "unchecked"
-	// Release: a concurrency limit's slots are taken without being given
-	// back on stream done, or given back where Envoy does not (concurrency.go).
-	Release Kind = "release"
+	// Concurrency: a concurrency limit's slots are taken without being
+	// given back on stream done, or given back where Envoy does not, or
+	// reached by RLQS, which does not enforce it (concurrency.go).
+	Concurrency Kind = "concurrency"
 )
 
 // DefaultFilterTimeout is the timeout of Envoy's rate limit filter when its

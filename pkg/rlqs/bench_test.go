@@ -3,8 +3,6 @@ package rlqs
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -106,18 +104,11 @@ func redisCPU(b *testing.B, rc *redis.Client) time.Duration {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var total float64
-	for _, line := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			total += f
-		}
+	cpu, err := redistest.CPU(info)
+	if err != nil {
+		b.Fatal(err)
 	}
-	return time.Duration(total * float64(time.Second))
+	return cpu
 }
 
 func redisStore(c *redis.Client) DemandStore { return redisdemand.New(c, "bench:") }

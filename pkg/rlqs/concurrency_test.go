@@ -3,6 +3,7 @@ package rlqs
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
@@ -30,11 +31,11 @@ func TestConcurrencyLeftOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	only := &descriptors.Node{Descriptor: d.Descriptors[0]}
-	if rate, k := limitRate(only); k != allowAll || rate != 0 {
+	if rate, k := limitRate(only, time.Now()); k != allowAll || rate != 0 {
 		t.Errorf("concurrency alone: rate %v kind %v, want ALLOW_ALL", rate, k)
 	}
 	mixed := &descriptors.Node{Descriptor: d.Descriptors[1]}
-	if rate, k := limitRate(mixed); k != divided || rate != 50 {
+	if rate, k := limitRate(mixed, time.Now()); k != divided || rate != 50 {
 		t.Errorf("concurrency beside 50/s: rate %v kind %v, want 50/s divided", rate, k)
 	}
 	got := Unenforced(&config.Config{Domains: map[string]*config.Domain{d.Name: d}})

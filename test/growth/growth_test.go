@@ -188,22 +188,11 @@ func decideLoad(b *testing.B, s *redisstore.Store, goroutines, perCall, keys int
 // redisCPU is the CPU time a Redis server has used so far (INFO CPU).
 func redisCPU(b *testing.B, srv *redistest.Server) time.Duration {
 	b.Helper()
-	info, err := srv.Do("INFO", "CPU")
+	cpu, err := srv.CPU()
 	if err != nil {
 		b.Fatal(err)
 	}
-	var total float64
-	for _, line := range strings.Split(info, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			total += f
-		}
-	}
-	return time.Duration(total * float64(time.Second))
+	return cpu
 }
 
 // BenchmarkDescriptorsPerRequest decides requests of 1 to 16 descriptors

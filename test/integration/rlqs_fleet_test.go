@@ -148,7 +148,7 @@ func TestRLQSFleetRestart(t *testing.T) {
 			before[i] = e.Stats().Responses
 		}
 		s.kill(t)
-		s = startServerAt(t, s, config, flags...)
+		startServerAt(t, s, config, flags...) // on the same ports; the Envoys find it there
 		serving := time.Now()
 		if !poll(fleetInterval+time.Second, func() bool {
 			for i, e := range envoys {

@@ -10,7 +10,7 @@ import (
 // requests_per_unit is its slots and lease the longest a slot is held
 // (DefaultLease when unset). It has no unit: it counts what is held now,
 // not hits per period, so a unit or unit_multiplier beside it is refused
-// rather than silently ignored; so is a burst. count_refused, when the
+// rather than silently ignored; so are a burst and a calendar. count_refused, when the
 // rule sets it, makes a refused request hold its slot until its release,
 // as Envoy sends a release for refused requests too; the -count-refused
 // default does not apply.
@@ -47,6 +47,8 @@ func (v validator) concurrencyLimit(r *Rule, raw *rawRule, _ ruleFields) error {
 		{raw.unit.at, raw.unit.set, "unit (a concurrency limit counts the requests in flight, not hits per unit; lease bounds how long a slot is held)"},
 		{raw.unitMultiplier.at, raw.unitMultiplier.set, "unit_multiplier (a concurrency limit has no unit; lease bounds how long a slot is held)"},
 		{raw.burst.at, raw.burst.set, "burst (its slots are requests_per_unit)"},
+		{raw.calendar.at, raw.calendar.set, "calendar (it counts what is held now, in no window)"},
+		{raw.timeZone.at, raw.timeZone.set, "time_zone (it counts what is held now, in no window)"},
 	} {
 		if f.set {
 			return f.at.nameErrorf("concurrency takes no %s", f.what)

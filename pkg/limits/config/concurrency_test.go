@@ -45,6 +45,7 @@ func TestConcurrencyBad(t *testing.T) {
 		{"requests_per_unit: 10, unit: second", "x.yaml:4: unit: concurrency takes no unit (a concurrency limit counts the requests in flight, not hits per unit; lease bounds how long a slot is held)"},
 		{"requests_per_unit: 10, unit_multiplier: 2", "x.yaml:4: unit_multiplier: concurrency takes no unit_multiplier (a concurrency limit has no unit; lease bounds how long a slot is held)"},
 		{"requests_per_unit: 10, burst: 5", "x.yaml:4: burst: concurrency takes no burst (its slots are requests_per_unit)"},
+		{"requests_per_unit: 10, calendar: true", "x.yaml:4: calendar: concurrency takes no calendar (it counts what is held now, in no window)"},
 		{"lease: 30s", "x.yaml:4: rate_limit: has no requests_per_unit (the number of slots)"},
 		{"requests_per_unit: 10, lease: 30", `x.yaml:4: lease: want a duration such as 30s or 2m, got "30"`},
 		{"requests_per_unit: 10, lease: 500us", "x.yaml:4: lease: must be at least 1ms, got 500µs"},

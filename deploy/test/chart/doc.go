@@ -9,3 +9,5 @@
 // kubelet lays out its volumes, answering gRPC and reloading a swapped
 // ConfigMap.
 package chart
+
+//go:generate go test -run ^TestManifests$ -update .

@@ -98,7 +98,7 @@ func lintChart(t *testing.T, vals map[string]any) {
 // variables of the table, ports of -grpc-addr and -http-addr, probes on
 // the HTTP port's /healthz, paths under read-only mounts, a locked-down
 // security context. It returns the parsed flags.
-func checkContainer(t *testing.T, o objects, flags map[string]flag) map[string]string {
+func checkContainer(t *testing.T, o objects, flags map[string]binFlag) map[string]string {
 	t.Helper()
 	c := o.container(t)
 	args := parsedArgs(t, flags, c.Args)

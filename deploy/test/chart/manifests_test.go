@@ -1,0 +1,66 @@
+package chart
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite deploy/kubernetes/ from the chart")
+
+// manifests are the files of deploy/kubernetes/: the chart rendered for
+// the common cases, for kubectl apply.
+var manifests = []struct {
+	file, set, values string
+}{
+	{"envoy-rls.yaml", "", ""},
+	{"envoy-rls-redis.yaml",
+		"--set redis.url=redis://redis:6379 --set replicaCount=3 --set autoscaling.enabled=true --set autoscaling.minReplicas=3 --set podDisruptionBudget.enabled=true",
+		"redis: {url: 'redis://redis:6379'}\nreplicaCount: 3\nautoscaling: {enabled: true, minReplicas: 3}\npodDisruptionBudget: {enabled: true}\n"},
+}
+
+// TestManifests: each file of deploy/kubernetes/ is the chart's output for
+// its values; `go generate ./...` in deploy/test (or go test -update)
+// rewrites them.
+func TestManifests(t *testing.T) {
+	dir := filepath.Join(repoRoot(t), "deploy", "kubernetes")
+	for _, m := range manifests {
+		want := manifestHeader(m.set) + render(t, values(t, m.values))
+		path := filepath.Join(dir, m.file)
+		if *update {
+			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got := readFile(t, path)
+		if string(got) != want {
+			t.Errorf("%s is not the chart's output: run `go generate ./...` in deploy/test", path)
+		}
+		decode(t, string(got))
+	}
+}
+
+// manifestHeader says where a file comes from and how to make it anew.
+func manifestHeader(set string) string {
+	cmd := "helm template envoy-rls charts/envoy-rls --namespace default"
+	if set != "" {
+		cmd += " " + set
+	}
+	return "# Generated from charts/envoy-rls: do not edit. The same as\n#   " + cmd +
+		"\n# (go generate ./... in deploy/test writes it anew; its test checks it).\n# Apply it with kubectl apply -n default -f FILE.\n"
+}
+
+// TestAppVersion: the chart's appVersion, which tags the image it runs,
+// is the binary's release (cmd/envoy-rls/version.go).
+func TestAppVersion(t *testing.T) {
+	m := regexp.MustCompile(`(?m)^const release = "([^"]+)"$`).FindSubmatch(readFile(t, filepath.Join(repoRoot(t), "cmd", "envoy-rls", "version.go")))
+	if m == nil {
+		t.Fatal("cmd/envoy-rls/version.go: no release constant")
+	}
+	if got := loadChart(t).Metadata.AppVersion; got != string(m[1]) {
+		t.Errorf("Chart.yaml appVersion %q, the binary's release %q", got, m[1])
+	}
+}

@@ -1,0 +1,171 @@
+package chart
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// limitsValues are limits small enough to be reached by a test: two a
+// minute on the embedded store's generic_key=default.
+const limitsValues = "limits:\n  domain: chart\n  descriptors:\n    - key: generic_key\n      value: default\n      rate_limit: {unit: minute, requests_per_unit: 2}\n"
+
+// TestPodEmbedded runs the default chart's container: it turns ready on
+// the probe's path, answers ShouldRateLimit over gRPC with the ConfigMap's
+// limits, and reloads them, with no restart, when the ConfigMap's ..data
+// symlink is swapped as the kubelet swaps it on an update; it writes
+// nothing under its root.
+func TestPodEmbedded(t *testing.T) {
+	o := decode(t, render(t, values(t, limitsValues)))
+	p := runPod(t, o, nil, nil)
+	if body := p.waitReady(t); !strings.Contains(body, "store: embedded") {
+		t.Errorf("/healthz %q, want the embedded store", body)
+	}
+	rl := rlsv3.NewRateLimitServiceClient(dial(t, p.grpcAddr, insecure.NewCredentials()))
+	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
+		if got, limit := shouldRateLimit(t, rl, "chart"); got != want || limit != 2 {
+			t.Fatalf("call %d: %v with a limit of %d a unit, want %v with 2", i+1, got, limit, want)
+		}
+	}
+
+	mount := filepath.Join(p.root, mountOfConfig(t, o))
+	writeVolume(t, mount, map[string][]byte{"limits.yaml": []byte(
+		"domain: chart\ndescriptors:\n  - key: generic_key\n    value: default\n    rate_limit: {unit: minute, requests_per_unit: 7}\n")})
+	pid := p.cmd.Process.Pid
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, limit := shouldRateLimit(t, rl, "chart")
+		if limit == 7 {
+			if code != rlsv3.RateLimitResponse_OK {
+				t.Errorf("after the reload: %v, want OK under the new limit", code)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the swapped ConfigMap was not reloaded within 20s: the limit is still %d", limit)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	select {
+	case <-p.done:
+		t.Fatal("the process exited after the swap")
+	default:
+		if p.cmd.Process.Pid != pid {
+			t.Fatal("the process was restarted")
+		}
+	}
+}
+
+// TestPodRedis runs the Redis chart's container (-redis-url, the password
+// from a Secret in RLS_REDIS_PASSWORD) against a real redis-server that
+// requires it; it shares counters there, and when Redis goes away the
+// probe still answers 200 (the failure mode allows), so that no pod would
+// be restarted by an outage.
+func TestPodRedis(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server (make test installs it)")
+	}
+	addr := freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	redis := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--requirepass", "s3cret-pass")
+	if err := redis.Start(); err != nil {
+		t.Fatal(err)
+	}
+	redisDone := make(chan struct{})
+	go func() { redis.Wait(); close(redisDone) }()
+	t.Cleanup(func() { redis.Process.Kill(); <-redisDone })
+
+	o := decode(t, render(t, values(t, limitsValues+"    - key: generic_key\n      value: down\n      rate_limit: {unit: minute, requests_per_unit: 1}\nreplicaCount: 3\nredis:\n  url: redis://"+addr+"\n  auth: {existingSecret: redis}\n")))
+	p := runPod(t, o, nil, map[string]map[string][]byte{"redis": {"redis-password": []byte("s3cret-pass")}})
+	var body string
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if body = p.waitReady(t); strings.Contains(body, "store: ok") || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !strings.Contains(body, "store: ok") {
+		t.Fatalf("/healthz %q, want Redis answering", body)
+	}
+	rl := rlsv3.NewRateLimitServiceClient(dial(t, p.grpcAddr, insecure.NewCredentials()))
+	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
+		if got, _ := shouldRateLimit(t, rl, "chart"); got != want {
+			t.Fatalf("call %d: %v, want %v", i+1, got, want)
+		}
+	}
+	keys, err := exec.Command("redis-cli", "-p", port, "-a", "s3cret-pass", "--no-auth-warning", "--scan", "--pattern", "rls:*").Output()
+	if err != nil || len(strings.Fields(string(keys))) == 0 {
+		t.Errorf("no counter under rls: in Redis (%v): %q", err, keys)
+	}
+
+	redis.Process.Kill()
+	<-redisDone
+	code, body, err := p.healthz()
+	if err != nil || code != 200 || !strings.Contains(body, "store: unreachable") {
+		t.Errorf("with Redis down /healthz answers %d %q %v, want 200 and the store unreachable", code, body, err)
+	}
+	// generic_key=down has a limit of 1 that Redis never counted: the
+	// over-limit cache cannot answer for it, the failure mode does.
+	for i := range 2 {
+		if got, limit := shouldRateLimit(t, rl, "chart", "down"); got != rlsv3.RateLimitResponse_OK || limit != 1 {
+			t.Errorf("with Redis down, call %d: %v with a limit of %d, want OK (failure mode allow) with 1", i+1, got, limit)
+		}
+	}
+}
+
+func dial(t *testing.T, addr string, creds credentials.TransportCredentials) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// shouldRateLimit asks for one hit of generic_key=default (or value[0]) in
+// domain and returns the answer's code and its limit's requests per unit.
+func shouldRateLimit(t *testing.T, rl rlsv3.RateLimitServiceClient, domain string, value ...string) (rlsv3.RateLimitResponse_Code, uint32) {
+	t.Helper()
+	v := "default"
+	if len(value) > 0 {
+		v = value[0]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	res, err := rl.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: domain, HitsAddend: 1,
+		Descriptors: []*commonv3.RateLimitDescriptor{{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "generic_key", Value: v}}}}})
+	if err != nil {
+		t.Fatalf("ShouldRateLimit: %v", err)
+	}
+	var limit uint32
+	if s := res.GetStatuses(); len(s) == 1 {
+		limit = s[0].GetCurrentLimit().GetRequestsPerUnit()
+	}
+	return res.GetOverallCode(), limit
+}
+
+// mountOfConfig is the mount path of -config's volume.
+func mountOfConfig(t *testing.T, o objects) string {
+	t.Helper()
+	c := o.container(t)
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "-config="); ok {
+			if m, ok := mountOf(c, v); ok {
+				return m.MountPath
+			}
+		}
+	}
+	t.Fatalf("no -config in a mount: %q", c.Args)
+	return ""
+}
+

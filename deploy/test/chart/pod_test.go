@@ -51,7 +51,9 @@ type buildError struct {
 	out []byte
 }
 
-func (e *buildError) Error() string { return "go build ./cmd/envoy-rls: " + e.err.Error() + "\n" + string(e.out) }
+func (e *buildError) Error() string {
+	return "go build ./cmd/envoy-rls: " + e.err.Error() + "\n" + string(e.out)
+}
 
 // pod is the rendered container run as a process: its volumes laid out
 // under root, its listen addresses moved to free ports on 127.0.0.1 (the

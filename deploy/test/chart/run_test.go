@@ -168,4 +168,3 @@ func mountOfConfig(t *testing.T, o objects) string {
 	t.Fatalf("no -config in a mount: %q", c.Args)
 	return ""
 }
-

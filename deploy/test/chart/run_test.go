@@ -168,3 +168,24 @@ func mountOfConfig(t *testing.T, o objects) string {
 	t.Fatalf("no -config in a mount: %q", c.Args)
 	return ""
 }
+
+// TestPodExistingConfigMap runs the container on a ConfigMap of the
+// user's with two limits files, one domain each: both load from the
+// mounted directory, whose ..data entries are not taken for files.
+func TestPodExistingConfigMap(t *testing.T) {
+	o := decode(t, render(t, values(t, "existingConfigMap: my-limits\n")))
+	if o.configMap != nil {
+		t.Fatal("a ConfigMap was rendered beside existingConfigMap")
+	}
+	p := runPod(t, o, map[string]map[string][]byte{"my-limits": {
+		"a.yaml": []byte("domain: a\ndescriptors:\n  - key: generic_key\n    value: default\n    rate_limit: {unit: minute, requests_per_unit: 3}\n"),
+		"b.yml":  []byte("domain: b\ndescriptors:\n  - key: generic_key\n    value: default\n    rate_limit: {unit: hour, requests_per_unit: 4}\n"),
+	}}, nil)
+	p.waitReady(t)
+	rl := rlsv3.NewRateLimitServiceClient(dial(t, p.grpcAddr, insecure.NewCredentials()))
+	for domain, want := range map[string]uint32{"a": 3, "b": 4} {
+		if got, limit := shouldRateLimit(t, rl, domain); got != rlsv3.RateLimitResponse_OK || limit != want {
+			t.Errorf("domain %s: %v with a limit of %d, want OK with %d", domain, got, limit, want)
+		}
+	}
+}

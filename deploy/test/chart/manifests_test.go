@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -62,5 +63,19 @@ func TestAppVersion(t *testing.T) {
 	}
 	if got := loadChart(t).Metadata.AppVersion; got != string(m[1]) {
 		t.Errorf("Chart.yaml appVersion %q, the binary's release %q", got, m[1])
+	}
+}
+
+// TestNotes: what helm install prints names the Service's gRPC address and
+// says that an update of the limits needs no restart.
+func TestNotes(t *testing.T) {
+	rel, err := renderRelease(t, values(t, "redis: {url: 'redis:6379'}\nreplicaCount: 2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"envoy-rls.default.svc:8081", "Store: url.", "with no restart", "no checksum"} {
+		if !strings.Contains(rel.Info.Notes, want) {
+			t.Errorf("NOTES.txt lacks %q:\n%s", want, rel.Info.Notes)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/lint/support"
@@ -127,9 +128,26 @@ func checkContainer(t *testing.T, o objects, flags map[string]binFlag) map[strin
 			t.Errorf("%s probe times out in %ds, no longer than /healthz's own 1s ping of Redis", name, p.TimeoutSeconds)
 		}
 	}
+	if grace, drain := o.deployment.Spec.Template.Spec.TerminationGracePeriodSeconds, flagDuration(t, args, flags, "shutdown-timeout"); grace == nil || time.Duration(*grace)*time.Second <= drain {
+		t.Errorf("terminationGracePeriodSeconds %v is not longer than -shutdown-timeout's drain, %v", grace, drain)
+	}
 	checkMountedPaths(t, o, args)
 	checkSecurity(t, o)
 	return args
+}
+
+// flagDuration is the duration flag name is given, or its default.
+func flagDuration(t *testing.T, args map[string]string, flags map[string]binFlag, name string) time.Duration {
+	t.Helper()
+	v, ok := args[name]
+	if !ok {
+		v = flags[name].def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("-%s=%q: %v", name, v, err)
+	}
+	return d
 }
 
 // listenPort is the port of a listen address (addr, or the flag's default

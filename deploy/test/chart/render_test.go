@@ -2,7 +2,6 @@ package chart
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -14,6 +13,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -66,17 +66,23 @@ func values(t testing.TB, doc string) map[string]any {
 // apply) and returns the manifest.
 func renderErr(t testing.TB, vals map[string]any) (string, error) {
 	t.Helper()
+	rel, err := renderRelease(t, vals)
+	if err != nil {
+		return "", err
+	}
+	return rel.Manifest, nil
+}
+
+// renderRelease is renderErr's release, its notes with it.
+func renderRelease(t testing.TB, vals map[string]any) (*release.Release, error) {
+	t.Helper()
 	inst := action.NewInstall(&action.Configuration{})
 	inst.DryRun = true
 	inst.ClientOnly = true
 	inst.Replace = true
 	inst.ReleaseName = releaseName
 	inst.Namespace = namespace
-	rel, err := inst.Run(loadChart(t), vals)
-	if err != nil {
-		return "", err
-	}
-	return rel.Manifest, nil
+	return inst.Run(loadChart(t), vals)
 }
 
 func render(t testing.TB, vals map[string]any) string {
@@ -200,4 +206,3 @@ func readFile(t testing.TB, path string) []byte {
 	return b
 }
 
-var _ = fmt.Sprintf

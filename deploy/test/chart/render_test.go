@@ -205,4 +205,3 @@ func readFile(t testing.TB, path string) []byte {
 	}
 	return b
 }
-

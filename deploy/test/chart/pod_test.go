@@ -3,6 +3,7 @@ package chart
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -107,11 +108,30 @@ func runPod(t *testing.T, o objects, configMaps, secrets map[string]map[string][
 		if after := snapshot(t, p.root, c); !equalLines(before, after) {
 			t.Errorf("the process wrote under its read-only root:\nbefore %q\nafter  %q", before, after)
 		}
+		checkLog(t, p.stderr.String())
 		if t.Failed() {
 			t.Logf("envoy-rls %q:\n%s", args, p.stderr)
 		}
 	})
 	return p
+}
+
+// checkLog fails on a warning or an error in the log of a pod but those
+// of a store that is down, which some tests make it: anything else (an
+// ignored variable, a file of the config directory not loaded, a mount
+// that cannot be watched) is the chart giving the binary what it does not
+// take.
+func checkLog(t *testing.T, log string) {
+	t.Helper()
+	for _, l := range strings.Split(log, "\n") {
+		var e struct{ Level, Msg string }
+		if json.Unmarshal([]byte(l), &e) != nil || (e.Level != "warn" && e.Level != "error") {
+			continue
+		}
+		if !strings.HasPrefix(e.Msg, "store ") && !strings.HasPrefix(e.Msg, "Redis does not answer") {
+			t.Errorf("envoy-rls logged: %s", l)
+		}
+	}
 }
 
 // mapArg maps a rendered argument to the process: a listen address to its

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -31,6 +32,11 @@ func envoyRLS(t testing.TB) string {
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "envoy-rls-chart-")
 		if err != nil {
+			buildErr = err
+			return
+		}
+		// Readable by the pod's user, which asPodUser may run it as.
+		if err := os.Chmod(dir, 0o755); err != nil {
 			buildErr = err
 			return
 		}
@@ -92,9 +98,18 @@ func runPod(t *testing.T, o objects, configMaps, secrets map[string]map[string][
 	p.cmd.Dir = workDir
 	p.cmd.Env = append([]string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "TMPDIR=" + filepath.Join(p.root, "tmp")}, envOf(t, c, secrets)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stderr, p.stderr
+	asPodUser(t, p, o)
 	before := snapshot(t, p.root, c)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+	if cred := p.cmd.SysProcAttr; cred != nil {
+		// The kernel's word that it runs as the pod's user (unless it has
+		// already exited, as on bad limits).
+		want := fmt.Sprintf("\nUid:\t%d\t", cred.Credential.Uid)
+		if status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid)); err == nil && !strings.Contains(string(status), want) {
+			t.Errorf("envoy-rls does not run as uid %d:\n%s", cred.Credential.Uid, status)
+		}
 	}
 	go func() { p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
@@ -130,6 +145,32 @@ func checkLog(t *testing.T, log string) {
 		}
 		if !strings.HasPrefix(e.Msg, "store ") && !strings.HasPrefix(e.Msg, "Redis does not answer") {
 			t.Errorf("envoy-rls logged: %s", l)
+		}
+	}
+}
+
+// asPodUser runs the process as the container's runAsUser and runAsGroup,
+// with the pod's fsGroup, when the test can (it runs as root): the
+// directories of its root are then really read-only to it (root-owned,
+// 0755; its working directory 0555), and every mounted file must be
+// readable by that user. Not root, the test runs it as itself.
+func asPodUser(t *testing.T, p *pod, o objects) {
+	t.Helper()
+	sc := o.container(t).SecurityContext
+	if os.Geteuid() != 0 || sc == nil || sc.RunAsUser == nil || sc.RunAsGroup == nil {
+		return
+	}
+	cred := &syscall.Credential{Uid: uint32(*sc.RunAsUser), Gid: uint32(*sc.RunAsGroup)}
+	if ps := o.deployment.Spec.Template.Spec.SecurityContext; ps != nil && ps.FSGroup != nil {
+		cred.Groups = []uint32{uint32(*ps.FSGroup)}
+	}
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	// t.TempDir's directories are 0700: let the user reach its root.
+	// Only those below the temporary directory, which keeps its own mode.
+	tmp := filepath.Clean(os.TempDir()) + string(filepath.Separator)
+	for dir := p.root; strings.HasPrefix(dir, tmp); dir = filepath.Dir(dir) {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -72,18 +72,8 @@ func TestPodEmbedded(t *testing.T) {
 // probe still answers 200 (the failure mode allows), so that no pod would
 // be restarted by an outage.
 func TestPodRedis(t *testing.T) {
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("no redis-server (make test installs it)")
-	}
-	addr := freeAddr(t)
+	addr, killRedis := startRedis(t, "--port", "--requirepass", "s3cret-pass")
 	_, port, _ := net.SplitHostPort(addr)
-	redis := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--requirepass", "s3cret-pass")
-	if err := redis.Start(); err != nil {
-		t.Fatal(err)
-	}
-	redisDone := make(chan struct{})
-	go func() { redis.Wait(); close(redisDone) }()
-	t.Cleanup(func() { redis.Process.Kill(); <-redisDone })
 
 	o := decode(t, render(t, values(t, limitsValues+"    - key: generic_key\n      value: down\n      rate_limit: {unit: minute, requests_per_unit: 1}\nreplicaCount: 3\nredis:\n  url: redis://"+addr+"\n  auth: {existingSecret: redis}\n")))
 	p := runPod(t, o, nil, map[string]map[string][]byte{"redis": {"redis-password": []byte("s3cret-pass")}})
@@ -107,8 +97,7 @@ func TestPodRedis(t *testing.T) {
 		t.Errorf("no counter under rls: in Redis (%v): %q", err, keys)
 	}
 
-	redis.Process.Kill()
-	<-redisDone
+	killRedis()
 	code, body, err := p.healthz()
 	if err != nil || code != 200 || !strings.Contains(body, "store: unreachable") {
 		t.Errorf("with Redis down /healthz answers %d %q %v, want 200 and the store unreachable", code, body, err)
@@ -120,6 +109,27 @@ func TestPodRedis(t *testing.T) {
 			t.Errorf("with Redis down, call %d: %v with a limit of %d, want OK (failure mode allow) with 1", i+1, got, limit)
 		}
 	}
+}
+
+// startRedis starts a redis-server listening on a free port of 127.0.0.1
+// (portFlag: --port, or --tls-port) with the arguments given, and stops it
+// at the test's end; kill stops it sooner.
+func startRedis(t *testing.T, portFlag string, args ...string) (addr string, kill func()) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server (make test installs it)")
+	}
+	addr = freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	redis := exec.Command("redis-server", append([]string{portFlag, port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}, args...)...)
+	if err := redis.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { redis.Wait(); close(done) }()
+	kill = func() { redis.Process.Kill(); <-done }
+	t.Cleanup(kill)
+	return addr, kill
 }
 
 func dial(t *testing.T, addr string, creds credentials.TransportCredentials) *grpc.ClientConn {

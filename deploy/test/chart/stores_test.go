@@ -2,10 +2,16 @@ package chart
 
 import (
 	"crypto/x509"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // TestPodStoresDown runs the container for each Redis store the chart
@@ -65,5 +71,41 @@ func TestPodBadLimits(t *testing.T) {
 	}
 	if _, _, err := p.healthz(); err == nil {
 		t.Error("/healthz answered")
+	}
+}
+
+// TestPodRedisTLS runs the container against a real redis-server that
+// speaks only TLS and requires a client certificate: the CA and the
+// client's certificate and key from the mounted Secret are taken, and the
+// counters are kept there.
+func TestPodRedisTLS(t *testing.T) {
+	ca := newCA(t)
+	serverCert, serverKey := ca.issue(t, "redis", nil, []net.IP{net.IPv4(127, 0, 0, 1)}, x509.ExtKeyUsageServerAuth)
+	clientCert, clientKey := ca.issue(t, "envoy-rls", []string{"envoy-rls"}, nil, x509.ExtKeyUsageClientAuth)
+	dir := t.TempDir()
+	files := map[string][]byte{"ca.crt": ca.pem, "redis.crt": serverCert, "redis.key": serverKey}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr, _ := startRedis(t, "--tls-port", "--port", "0", "--tls-cert-file", filepath.Join(dir, "redis.crt"),
+		"--tls-key-file", filepath.Join(dir, "redis.key"), "--tls-ca-cert-file", filepath.Join(dir, "ca.crt"), "--tls-auth-clients", "yes")
+	o := decode(t, render(t, values(t, limitsValues+"redis:\n  url: 'rediss://"+addr+"'\n  tls: {enabled: true, existingSecret: redis-tls, certKey: tls.crt, keyKey: tls.key}\n")))
+	p := runPod(t, o, nil, map[string]map[string][]byte{"redis-tls": {"ca.crt": ca.pem, "tls.crt": clientCert, "tls.key": clientKey}})
+	var body string
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if body = p.waitReady(t); strings.Contains(body, "store: ok") || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !strings.Contains(body, "store: ok") {
+		t.Fatalf("/healthz %q, want Redis answering over TLS", body)
+	}
+	rl := rlsv3.NewRateLimitServiceClient(dial(t, p.grpcAddr, insecure.NewCredentials()))
+	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
+		if got, _ := shouldRateLimit(t, rl, "chart"); got != want {
+			t.Fatalf("call %d: %v, want %v", i+1, got, want)
+		}
 	}
 }

@@ -253,6 +253,20 @@ func (p *pod) waitReady(t *testing.T) string {
 	}
 }
 
+// waitHealth waits until the pod is ready and /healthz's body holds want
+// (the store's state, which the first probes may not know yet), and
+// returns the last answer.
+func (p *pod) waitHealth(t *testing.T, want string) (int, string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		p.waitReady(t)
+		code, body, _ := p.healthz()
+		if strings.Contains(body, want) || time.Now().After(deadline) {
+			return code, body
+		}
+	}
+}
+
 // healthz is one probe: GET of the probe's path on the HTTP port.
 func (p *pod) healthz() (int, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(p.probe.TimeoutSeconds)*time.Second)

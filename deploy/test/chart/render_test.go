@@ -139,31 +139,29 @@ func decode(t testing.TB, manifest string) objects {
 func (o *objects) slot(typ string) any {
 	switch typ {
 	case "apps/v1 Deployment":
-		o.deployment = new(appsv1.Deployment)
-		return o.deployment
+		return fresh(&o.deployment)
 	case "v1 Service":
-		o.service = new(corev1.Service)
-		return o.service
+		return fresh(&o.service)
 	case "v1 ConfigMap":
-		o.configMap = new(corev1.ConfigMap)
-		return o.configMap
+		return fresh(&o.configMap)
 	case "v1 ServiceAccount":
-		o.serviceAccount = new(corev1.ServiceAccount)
-		return o.serviceAccount
+		return fresh(&o.serviceAccount)
 	case "autoscaling/v2 HorizontalPodAutoscaler":
-		o.hpa = new(autoscalingv2.HorizontalPodAutoscaler)
-		return o.hpa
+		return fresh(&o.hpa)
 	case "policy/v1 PodDisruptionBudget":
-		o.pdb = new(policyv1.PodDisruptionBudget)
-		return o.pdb
+		return fresh(&o.pdb)
 	case "networking.k8s.io/v1 NetworkPolicy":
-		o.networkPolicy = new(networkingv1.NetworkPolicy)
-		return o.networkPolicy
+		return fresh(&o.networkPolicy)
 	case "monitoring.coreos.com/v1 ServiceMonitor":
-		o.serviceMonitor = new(monitoringv1.ServiceMonitor)
-		return o.serviceMonitor
+		return fresh(&o.serviceMonitor)
 	}
 	return nil
+}
+
+// fresh sets *p to a new T and returns it.
+func fresh[T any](p **T) any {
+	*p = new(T)
+	return *p
 }
 
 // container is the Deployment's one container.

@@ -3,6 +3,7 @@ package chart
 import (
 	"context"
 	"net"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -32,11 +33,7 @@ func TestPodEmbedded(t *testing.T) {
 		t.Errorf("/healthz %q, want the embedded store", body)
 	}
 	rl := rlsv3.NewRateLimitServiceClient(dial(t, p.grpcAddr, insecure.NewCredentials()))
-	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
-		if got, limit := shouldRateLimit(t, rl, "chart"); got != want || limit != 2 {
-			t.Fatalf("call %d: %v with a limit of %d a unit, want %v with 2", i+1, got, limit, want)
-		}
-	}
+	reachLimit(t, rl)
 
 	mount := filepath.Join(p.root, mountOfConfig(t, o))
 	writeVolume(t, mount, map[string][]byte{"limits.yaml": []byte(
@@ -77,21 +74,11 @@ func TestPodRedis(t *testing.T) {
 
 	o := decode(t, render(t, values(t, limitsValues+"    - key: generic_key\n      value: down\n      rate_limit: {unit: minute, requests_per_unit: 1}\nreplicaCount: 3\nredis:\n  url: redis://"+addr+"\n  auth: {existingSecret: redis}\n")))
 	p := runPod(t, o, nil, map[string]map[string][]byte{"redis": {"redis-password": []byte("s3cret-pass")}})
-	var body string
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if body = p.waitReady(t); strings.Contains(body, "store: ok") || time.Now().After(deadline) {
-			break
-		}
-	}
-	if !strings.Contains(body, "store: ok") {
-		t.Fatalf("/healthz %q, want Redis answering", body)
+	if code, body := p.waitHealth(t, "store: ok"); code != http.StatusOK || !strings.Contains(body, "store: ok") {
+		t.Fatalf("/healthz %d %q, want Redis answering", code, body)
 	}
 	rl := rlsv3.NewRateLimitServiceClient(dial(t, p.grpcAddr, insecure.NewCredentials()))
-	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
-		if got, _ := shouldRateLimit(t, rl, "chart"); got != want {
-			t.Fatalf("call %d: %v, want %v", i+1, got, want)
-		}
-	}
+	reachLimit(t, rl)
 	keys, err := exec.Command("redis-cli", "-p", port, "-a", "s3cret-pass", "--no-auth-warning", "--scan", "--pattern", "rls:*").Output()
 	if err != nil || len(strings.Fields(string(keys))) == 0 {
 		t.Errorf("no counter under rls: in Redis (%v): %q", err, keys)
@@ -107,6 +94,17 @@ func TestPodRedis(t *testing.T) {
 	for i := range 2 {
 		if got, limit := shouldRateLimit(t, rl, "chart", "down"); got != rlsv3.RateLimitResponse_OK || limit != 1 {
 			t.Errorf("with Redis down, call %d: %v with a limit of %d, want OK (failure mode allow) with 1", i+1, got, limit)
+		}
+	}
+}
+
+// reachLimit makes the calls that reach limitsValues' limit of 2: OK, OK,
+// then OVER_LIMIT, each reporting the limit.
+func reachLimit(t *testing.T, rl rlsv3.RateLimitServiceClient) {
+	t.Helper()
+	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
+		if got, limit := shouldRateLimit(t, rl, "chart"); got != want || limit != 2 {
+			t.Fatalf("call %d: %v with a limit of %d a unit, want %v with 2", i+1, got, limit, want)
 		}
 	}
 }

@@ -37,16 +37,7 @@ func TestPodStoresDown(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			o := decode(t, render(t, values(t, limitsValues+"replicaCount: 2\n"+c.values)))
 			p := runPod(t, o, nil, secrets)
-			var code int
-			var body string
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-				p.waitReady(t)
-				code, body, _ = p.healthz()
-				if strings.Contains(body, "store: unreachable") || time.Now().After(deadline) {
-					break
-				}
-			}
-			if code != http.StatusOK || !strings.Contains(body, "store: unreachable") {
+			if code, body := p.waitHealth(t, "store: unreachable"); code != http.StatusOK || !strings.Contains(body, "store: unreachable") {
 				t.Errorf("/healthz %d %q, want 200 with the store unreachable", code, body)
 			}
 		})
@@ -93,19 +84,8 @@ func TestPodRedisTLS(t *testing.T) {
 		"--tls-key-file", filepath.Join(dir, "redis.key"), "--tls-ca-cert-file", filepath.Join(dir, "ca.crt"), "--tls-auth-clients", "yes")
 	o := decode(t, render(t, values(t, limitsValues+"redis:\n  url: 'rediss://"+addr+"'\n  tls: {enabled: true, existingSecret: redis-tls, certKey: tls.crt, keyKey: tls.key}\n")))
 	p := runPod(t, o, nil, map[string]map[string][]byte{"redis-tls": {"ca.crt": ca.pem, "tls.crt": clientCert, "tls.key": clientKey}})
-	var body string
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if body = p.waitReady(t); strings.Contains(body, "store: ok") || time.Now().After(deadline) {
-			break
-		}
+	if code, body := p.waitHealth(t, "store: ok"); code != http.StatusOK || !strings.Contains(body, "store: ok") {
+		t.Fatalf("/healthz %d %q, want Redis answering over TLS", code, body)
 	}
-	if !strings.Contains(body, "store: ok") {
-		t.Fatalf("/healthz %q, want Redis answering over TLS", body)
-	}
-	rl := rlsv3.NewRateLimitServiceClient(dial(t, p.grpcAddr, insecure.NewCredentials()))
-	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
-		if got, _ := shouldRateLimit(t, rl, "chart"); got != want {
-			t.Fatalf("call %d: %v, want %v", i+1, got, want)
-		}
-	}
+	reachLimit(t, rlsv3.NewRateLimitServiceClient(dial(t, p.grpcAddr, insecure.NewCredentials())))
 }

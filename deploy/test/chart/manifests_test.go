@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -77,5 +78,21 @@ func TestNotes(t *testing.T) {
 		if !strings.Contains(rel.Info.Notes, want) {
 			t.Errorf("NOTES.txt lacks %q:\n%s", want, rel.Info.Notes)
 		}
+	}
+}
+
+// TestLimitsUpdateRestartsNothing: a helm upgrade that changes only the
+// limits changes the ConfigMap and leaves the pod template as it was, so
+// that no pod is rolled (the running ones reload the mounted files, which
+// TestPodEmbedded checks).
+func TestLimitsUpdateRestartsNothing(t *testing.T) {
+	before := decode(t, render(t, values(t, limitsValues)))
+	after := decode(t, render(t, values(t, strings.Replace(limitsValues, "requests_per_unit: 2", "requests_per_unit: 9", 1))))
+	if reflect.DeepEqual(before.configMap.Data, after.configMap.Data) {
+		t.Fatal("the ConfigMap did not change with the limits")
+	}
+	if !reflect.DeepEqual(before.deployment.Spec.Template, after.deployment.Spec.Template) {
+		t.Errorf("the pod template changed with the limits alone: the pods would be rolled\nbefore %+v\nafter  %+v",
+			before.deployment.Spec.Template.ObjectMeta, after.deployment.Spec.Template.ObjectMeta)
 	}
 }

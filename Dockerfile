@@ -3,20 +3,30 @@
 #
 #   docker build -t envoy-rls . && docker run --rm -p 8080:8080 -p 8081:8081 envoy-rls
 #
+# or for linux/amd64 and linux/arm64 at once, `make image-multiarch` (docker
+# buildx build --platform linux/amd64,linux/arm64).
+#
 # serves the limits baked in below on the embedded store; add
 # -redis-url redis://HOST:6379 to share counters between instances. Run as
 # /bin/ratelimit, it stands in for envoyproxy/ratelimit's image.
 
 # Build stage. The go directive in go.mod is 1.26.x; the golang image sets
 # GOTOOLCHAIN=local, so its Go must be at least that: golang:1.26 is the
-# newest 1.26 patch release.
-FROM golang:1.26 AS build
+# newest 1.26 patch release. It runs on the builder's own platform
+# ($BUILDPLATFORM) whatever the image's, and Go cross-compiles for the
+# target that BuildKit (Docker's builder, buildx's too) names in TARGETOS
+# and TARGETARCH (the builder's own for a plain docker build): an arm64
+# image is built on an amd64 machine without emulating arm64, in the time
+# an amd64 build takes.
+FROM --platform=$BUILDPLATFORM golang:1.26 AS build
+ARG TARGETOS TARGETARCH
 WORKDIR /src
 # Modules first: this layer is reused until go.mod or go.sum change.
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-# CGO_ENABLED=0: a static binary, no libc needed at run time. -trimpath and
+# CGO_ENABLED=0: a static binary, no libc needed at run time (and no C
+# cross-compiler needed to build one for another architecture). -trimpath and
 # -buildvcs=false: the same source builds the same binary on any machine
 # (.dockerignore keeps .git out of the context anyway). The binary names the
 # release of its source (cmd/envoy-rls/version.go) and, given
@@ -24,13 +34,15 @@ COPY . .
 # it, the commit; VERSION replaces the release for a tagged build.
 ARG VERSION=""
 ARG REVISION=""
-RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -buildvcs=false \
     -ldflags="-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" \
     -o /out/envoy-rls ./cmd/envoy-rls
 
 # Run stage: distroless static has no shell and no package manager, only CA
 # certificates (for rediss://), tzdata and /etc/passwd; its nonroot user is
-# uid 65532.
+# uid 65532. The base is published for both architectures, and buildx takes
+# the one of the target platform; nothing runs in this stage, so nothing is
+# emulated.
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/envoy-rls /usr/local/bin/envoy-rls
 # The same binary as /bin/ratelimit, where envoyproxy/ratelimit's image has

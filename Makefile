@@ -5,7 +5,7 @@ GO       ?= go
 FUZZTIME ?= 10s
 BIN      := bin/envoy-rls
 
-.PHONY: test run build image fuzz differential bench lint
+.PHONY: test run build image image-multiarch fuzz differential bench lint
 
 test:
 	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then \
@@ -16,7 +16,7 @@ test:
 	$(GO) test -race -count=1 ./...
 	@# The dashboards' test is a module of its own (dashboards/doc.go says why).
 	cd dashboards && $(GO) test -race -count=1 ./...
-	@# So is deploy/test, the Helm chart's and the Kubernetes guides' (deploy/test/doc.go).
+	@# So are the Kubernetes tests (deploy/test/doc.go says why).
 	cd deploy/test && $(GO) test -race -count=1 ./...
 	GOAMD64=v3 $(GO) test -count=1 -run 'Equivalence' ./pkg/limits/redisstore/
 	@# The allocation tests skip under -race (it makes sync.Pool drop items): run them without it.
@@ -34,6 +34,18 @@ build:
 # (the build context has no .git for Go to read it from).
 image:
 	docker build --build-arg REVISION=$$(git rev-parse --short HEAD 2>/dev/null) -t envoy-rls .
+
+# image-multiarch builds the image for linux/amd64 and linux/arm64 with
+# buildx, each binary cross-compiled on the builder's platform (no
+# emulation). Docker's classic image store holds one platform of an
+# image, so the pair is pushed: IMAGE names where (docker login first), and
+# IMAGE_OUTPUT, --push by default, may name another --output instead.
+IMAGE        ?= envoy-rls
+IMAGE_OUTPUT ?= --push
+image-multiarch:
+	docker buildx build --platform linux/amd64,linux/arm64 \
+		--build-arg REVISION=$$(git rev-parse --short HEAD 2>/dev/null) \
+		-t $(IMAGE) $(IMAGE_OUTPUT) .
 
 # fuzz runs every fuzz target of the module for FUZZTIME each. The targets
 # are found by their declarations (func FuzzX in a _test.go file), so that

@@ -269,25 +269,13 @@ func TestDockerfile(t *testing.T) {
 	defaults := flagDefaults(t)
 	build, final := stages[0], stages[len(stages)-1]
 
-	goVersion, _ := goMod(t, gcpEnvoyModule)
-	if from := build[0].args; !strings.HasPrefix(from, "golang:"+majorMinor(goVersion)) {
-		t.Errorf("%s: build stage FROM %s, want golang:%s (go.mod's go %s)", dockerfilePath, from, majorMinor(goVersion), goVersion)
-	}
-	var static bool
-	for _, in := range build {
-		if in.cmd == "RUN" && strings.Contains(in.args, "CGO_ENABLED=0") && strings.Contains(in.args, "go build") {
-			static = true
-		}
-	}
-	if !static {
-		t.Errorf("%s: no RUN CGO_ENABLED=0 go build in the build stage: the binary would need libc", dockerfilePath)
-	}
+	checkBuildStage(t, build)
 
 	if from := final[0].args; !strings.HasPrefix(from, "gcr.io/distroless/static") && from != "scratch" {
 		t.Errorf("%s: final stage FROM %s, want distroless/static or scratch", dockerfilePath, from)
 	}
 	var user, workdir, limitsDst, entrypoint string
-	var exposed []string
+	var exposed, copied []string
 	for _, in := range final {
 		switch in.cmd {
 		case "USER":
@@ -300,6 +288,9 @@ func TestDockerfile(t *testing.T) {
 			entrypoint = in.args
 		case "COPY":
 			f := strings.Fields(in.args)
+			if len(f) == 3 && f[0] == "--from=build" && f[1] == "/out/envoy-rls" {
+				copied = append(copied, f[2])
+			}
 			if len(f) == 2 && f[0] == limitsYAMLPath {
 				limitsDst = f[1]
 				if !path.IsAbs(limitsDst) {
@@ -322,6 +313,9 @@ func TestDockerfile(t *testing.T) {
 	if !strings.Contains(entrypoint, "envoy-rls") {
 		t.Errorf("%s: ENTRYPOINT %q does not run envoy-rls", dockerfilePath, entrypoint)
 	}
+	if !slices.Contains(copied, "/bin/ratelimit") {
+		t.Errorf("%s: the final stage copies the binary to %q, not to /bin/ratelimit (the drop-in's command)", dockerfilePath, copied)
+	}
 
 	// The build context keeps what the build needs.
 	ignore := readRepoFile(t, dockerignorePath)
@@ -334,6 +328,47 @@ func TestDockerfile(t *testing.T) {
 			if ok, _ := path.Match(strings.TrimPrefix(l, "/"), need); ok {
 				t.Errorf("%s: %q leaves %s out of the build context", dockerignorePath, l, need)
 			}
+		}
+	}
+}
+
+// checkBuildStage: the build stage runs on the builder's platform with the
+// Go of go.mod and cross-compiles a static binary for the target platform
+// buildx names, so that a multi-architecture build emulates nothing.
+func checkBuildStage(t *testing.T, build []instruction) {
+	t.Helper()
+	goVersion, _ := goMod(t, gcpEnvoyModule)
+	from := strings.Fields(build[0].args)
+	if len(from) == 0 || from[0] != "--platform=$BUILDPLATFORM" {
+		t.Errorf("%s: build stage FROM %s, want FROM --platform=$BUILDPLATFORM: without it buildx runs the compiler emulated for each target", dockerfilePath, build[0].args)
+	} else {
+		from = from[1:]
+	}
+	if len(from) == 0 || !strings.HasPrefix(from[0], "golang:"+majorMinor(goVersion)) {
+		t.Errorf("%s: build stage FROM %s, want golang:%s (go.mod's go %s)", dockerfilePath, build[0].args, majorMinor(goVersion), goVersion)
+	}
+	args := map[string]bool{}
+	var goBuild string
+	for _, in := range build {
+		switch {
+		case in.cmd == "ARG":
+			for _, a := range strings.Fields(in.args) {
+				name, _, _ := strings.Cut(a, "=")
+				args[name] = true
+			}
+		case in.cmd == "RUN" && strings.Contains(in.args, "go build"):
+			goBuild = in.args
+		}
+	}
+	for _, want := range []string{"CGO_ENABLED=0", "GOOS=$TARGETOS", "GOARCH=$TARGETARCH"} {
+		env, _, _ := strings.Cut(goBuild, "go build")
+		if !slices.Contains(strings.Fields(env), want) {
+			t.Errorf("%s: the build stage's go build (%q) is not run with %s", dockerfilePath, goBuild, want)
+		}
+	}
+	for _, a := range []string{"TARGETOS", "TARGETARCH"} {
+		if !args[a] {
+			t.Errorf("%s: the build stage declares no ARG %s: buildx's value would not reach go build", dockerfilePath, a)
 		}
 	}
 }

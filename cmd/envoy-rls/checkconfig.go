@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/envoy-rls/envoy-rls/internal/cli"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
@@ -37,6 +38,7 @@ unlimited ones count (and are also counted apart).
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: OK, %s\n", rest[0], c.Count())
+	writeCalendars(stdout, c, time.Now())
 	return 0
 }
 

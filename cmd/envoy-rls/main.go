@@ -27,6 +27,9 @@ import (
 	"io"
 	"os"
 	"strings"
+	// The time zone database, for calendar limits: a distroless image has
+	// none of its own.
+	_ "time/tzdata"
 
 	"github.com/envoy-rls/envoy-rls/pkg/dropin"
 	"github.com/envoy-rls/envoy-rls/pkg/explain"

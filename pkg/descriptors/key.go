@@ -56,6 +56,9 @@ func CheckKeyPrefix(p string) error {
 //
 //	rls:{TAG}:ALGO:PERIOD_US:INDEX:LEN:domain(LEN:key LEN:value)...
 //
+// (PERIOD_US is followed by @UNIT@ZONE for a calendar limit, such as
+// 2592000000000@month@Europe/Berlin.)
+//
 // where `rls:` is in.Prefix when set. Every string is length-prefixed (an
 // over-long one, and every value when HashValues is set, is `#` and its
 // hash, which no length prefix starts with), so no two different
@@ -99,6 +102,14 @@ func appendKeyTag(dst []byte, in KeyInput) ([]byte, uint64) {
 	dst = append(dst, in.Limit.Algorithm.ShortName()...)
 	dst = append(dst, ':')
 	dst = strconv.AppendInt(dst, in.Limit.PeriodMicros(), 10)
+	if c := in.Limit.Calendar; c.On() {
+		// A calendar's windows are numbered apart from floor(now/T), and
+		// differ by zone: "@month@Europe/Berlin".
+		dst = append(dst, '@')
+		dst = append(dst, c.Unit.String()...)
+		dst = append(dst, '@')
+		dst = append(dst, c.Zone.String()...)
+	}
 	dst = append(dst, ':')
 	dst = strconv.AppendInt(dst, int64(in.Index), 10)
 	dst = append(dst, ':')

@@ -99,11 +99,11 @@ func charged(l Limit, allowed bool, cost int64) bool {
 
 func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
 
-// fixedWindow counts hits in epoch-aligned windows floor(now/T).
+// fixedWindow counts hits in epoch-aligned windows floor(now/T), or in a
+// calendar's windows (WindowFrame).
 func fixedWindow(l Limit, s State, cost, now int64) Decision {
-	n, t := l.Requests, l.PeriodMicros()
-	w := floorDiv(now, t)
-	end := (w + 1) * t
+	n, f := l.Requests, WindowFrame(l, now)
+	w, end := f.W, f.End
 	count := int64(0)
 	if s.Live && s.Window == w {
 		count = s.Count
@@ -147,11 +147,12 @@ func fixedWindow(l Limit, s State, cost, now int64) Decision {
 
 // slidingWindow is Cloudflare's two-counter estimate:
 // prev × (T − elapsed)/T + cur, computed in float64 in this exact order of
-// operations.
+// operations. In a calendar's windows T is the current window's real
+// length, and the wait into the next window is reckoned with that one's.
 func slidingWindow(l Limit, s State, cost, now int64) Decision {
-	n, t := l.Requests, l.PeriodMicros()
-	w := floorDiv(now, t)
-	e := now - w*t
+	n, f := l.Requests, WindowFrame(l, now)
+	w, t, tn := f.W, f.Len(), f.NextLen()
+	e := now - f.Start
 	var cur, prev int64
 	if s.Live {
 		switch s.Window {
@@ -188,20 +189,20 @@ func slidingWindow(l Limit, s State, cost, now int64) Decision {
 	// included.
 	switch {
 	case cur > 0:
-		d.Result.ResetAfter = micros(2*t - e)
+		d.Result.ResetAfter = micros(f.Next - now)
 	case prev > 0:
-		d.Result.ResetAfter = micros(t - e)
+		d.Result.ResetAfter = micros(f.End - now)
 	}
 	if !d.Result.Allowed && cost <= n {
-		d.Result.RetryAfter = micros(slidingWait(n, t, prev, cur, e, need))
+		d.Result.RetryAfter = micros(slidingWait(n, t, tn, prev, cur, e, need))
 	}
 	if d.Changed {
 		d.State = State{Live: cur > 0 || prev > 0, Window: w, Count: cur, Prev: prev}
 		switch {
 		case cur > 0:
-			d.ExpireAt = (w + 2) * t
+			d.ExpireAt = f.Next
 		case prev > 0:
-			d.ExpireAt = (w + 1) * t
+			d.ExpireAt = f.End
 		}
 	}
 	return d
@@ -217,10 +218,11 @@ func slidingFits(n, t, prev, cur, e, need int64) bool {
 }
 
 // slidingWait is the shortest wait, in microseconds, after which a hit of
-// cost need (≤ n) fits, if nothing else arrives. The closed form is rounded
-// up and then checked with slidingFits itself, so that waiting the answer
-// always suffices, whatever the rounding of the division.
-func slidingWait(n, t, prev, cur, e, need int64) int64 {
+// cost need (≤ n) fits, if nothing else arrives, e into a window of length
+// t followed by one of length tn. The closed form is rounded up and then
+// checked with slidingFits itself, so that waiting the answer always
+// suffices, whatever the rounding of the division.
+func slidingWait(n, t, tn, prev, cur, e, need int64) int64 {
 	// Within the current window, the previous window's weight decays.
 	if room := n - need - cur; room >= 0 && prev > 0 {
 		wait := (t - e) - int64(math.Floor(float64(room)*float64(t)/float64(prev)))
@@ -235,12 +237,17 @@ func slidingWait(n, t, prev, cur, e, need int64) int64 {
 	// In the next window the current count becomes the previous one. Its
 	// first instant is checked with slidingFits too: when cur·T is beyond
 	// 2^53, cur·T/T can round above cur.
-	if cur+need <= n && slidingFits(n, t, cur, 0, 0, need) {
+	if tn == 0 {
+		// A calendar day that its zone skipped (Pacific/Apia's 2011-12-30):
+		// the current count is a previous window's for no instant.
 		return t - e
 	}
-	e2 := t - int64(math.Floor(float64(n-need)*float64(t)/float64(cur)))
+	if cur+need <= n && slidingFits(n, tn, cur, 0, 0, need) {
+		return t - e
+	}
+	e2 := tn - int64(math.Floor(float64(n-need)*float64(tn)/float64(cur)))
 	e2 = max(e2, 0)
-	for e2 < t && !slidingFits(n, t, cur, 0, e2, need) {
+	for e2 < tn && !slidingFits(n, tn, cur, 0, e2, need) {
 		e2++
 	}
 	return t - e + e2

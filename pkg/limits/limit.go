@@ -94,6 +94,10 @@ type Limit struct {
 	// worth of debt), as envoyproxy/ratelimit counts and as a charge made
 	// after the response must.
 	CountRefused bool
+	// Calendar, when on, makes a window limit count in the windows of a
+	// calendar in a time zone (calendar.go); Period is then the unit's
+	// nominal length.
+	Calendar Calendar
 }
 
 // String renders the limit for logs and /rlconfig.
@@ -104,6 +108,9 @@ func (l Limit) String() string {
 	}
 	if l.CountRefused {
 		s += " count_refused"
+	}
+	if l.Calendar.On() {
+		s += " " + l.Calendar.String()
 	}
 	return s
 }
@@ -171,6 +178,12 @@ func (l Limit) Validate() error {
 		return bad("burst", "must not be negative, got %d", l.Burst)
 	case l.Burst > MaxRequests:
 		return bad("burst", "%d is above the maximum %d", l.Burst, MaxRequests)
+	case l.Calendar.On() && l.Algorithm != FixedWindow && l.Algorithm != SlidingWindow:
+		return bad("calendar", "is for fixed_window and sliding_window only, not %s", l.Algorithm)
+	case l.Calendar.On() && l.Period != l.Calendar.Unit.Nominal():
+		return bad("unit_multiplier", "must be 1 with calendar: a window is one calendar %s", l.Calendar.Unit)
+	case l.Calendar.Unit != NoCalendar && !l.Calendar.On():
+		return bad("time_zone", "is missing")
 	case l.Blocks():
 		// The bounds below divide by N; a block rule refuses all alike.
 		return nil
@@ -192,8 +205,8 @@ func (l Limit) Validate() error {
 // name in a limits file, and what is wrong with it, so that the config
 // loader can point at that field without reading the message.
 type FieldError struct {
-	// Field is requests_per_unit, burst, period (unit × unit_multiplier)
-	// or algorithm.
+	// Field is requests_per_unit, burst, period (unit × unit_multiplier),
+	// algorithm, calendar, unit_multiplier or time_zone.
 	Field string
 	// Msg says what is wrong with the field's value.
 	Msg string

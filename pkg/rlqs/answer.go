@@ -60,7 +60,7 @@ func (s *Service) answer(ctx context.Context, c *client, msg *rlqspb.RateLimitQu
 		items[i] = item{u: u, end: end}
 		if end != nil && len(end.Descriptor.Rules) > 0 {
 			items[i].key = bucketKey(msg.GetDomain(), end, path, ordered)
-			items[i].rate, items[i].kind = limitRate(end)
+			items[i].rate, items[i].kind = limitRate(end, now)
 		}
 	}
 	rec := s.record(ctx, c, items, now)
@@ -271,8 +271,8 @@ const (
 // tightest of its rules. An unlimited rule allows all; a rule of zero
 // requests denies all, except on a shadow-mode descriptor, which allows all
 // and is divided only for the metrics.
-func limitRate(end *descriptors.Node) (float64, kind) {
-	rate, k := rulesRate(end)
+func limitRate(end *descriptors.Node, now time.Time) (float64, kind) {
+	rate, k := rulesRate(end, now)
 	switch {
 	case !end.Descriptor.ShadowMode:
 		return rate, k
@@ -282,7 +282,7 @@ func limitRate(end *descriptors.Node) (float64, kind) {
 	return 0, allowAll
 }
 
-func rulesRate(end *descriptors.Node) (float64, kind) {
+func rulesRate(end *descriptors.Node, now time.Time) (float64, kind) {
 	rate := -1.0
 	for _, r := range end.Descriptor.Rules {
 		if r.Unlimited {
@@ -291,7 +291,7 @@ func rulesRate(end *descriptors.Node) (float64, kind) {
 		if r.Limit.Requests == 0 {
 			return 0, denyAll
 		}
-		v := float64(r.Limit.Requests) / r.Limit.Period.Seconds()
+		v := float64(r.Limit.Requests) / periodSeconds(r.Limit, now)
 		if rate < 0 || v < rate {
 			rate = v
 		}

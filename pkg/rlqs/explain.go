@@ -158,15 +158,16 @@ func (s *Service) Explain(ctx context.Context, domain string, entries []descript
 	if len(end.Descriptor.Rules) == 0 {
 		return noMatch(OutcomeNoLimit)
 	}
+	now := s.opts.Now()
 	for _, r := range end.Descriptor.Rules {
 		br := BucketRule{Name: r.Name, Unlimited: r.Unlimited, Line: r.Line}
 		if !r.Unlimited {
-			br.Requests, br.PeriodSeconds = r.Limit.Requests, r.Limit.Period.Seconds()
+			br.Requests, br.PeriodSeconds = r.Limit.Requests, periodSeconds(r.Limit, now)
 		}
 		b.Rules = append(b.Rules, br)
 	}
 	b.TTLSeconds = seconds(share.TTL(s.opts.AssignmentTTL, s.opts.ReportInterval))
-	rate, k := limitRate(end)
+	rate, k := limitRate(end, now)
 	switch k {
 	case allowAll:
 		b.Outcome, b.Strategy = OutcomeUnlimited, "ALLOW_ALL"

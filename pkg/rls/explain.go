@@ -101,6 +101,8 @@ type ExplainedLimit struct {
 	// Reported is set on the limit a status would report: the least
 	// remaining, or the refusing one with the longest wait.
 	Reported bool `json:"reported,omitempty"`
+	// Calendar is a calendar limit's window now (explain_calendar.go).
+	Calendar *ExplainedCalendar `json:"calendar,omitempty"`
 }
 
 // ExplainedState is the current state of one key, read with a peek.
@@ -200,6 +202,7 @@ func (s *Service) explanation(ix *descriptors.Index, p *plan, d *planned) Explan
 	failed := firstError(d.results) != nil
 	for i, r := range desc.Rules {
 		l := explainLimit(r, i, desc, s.failureMode, s.statusShadow || s.overallShadow)
+		l.Calendar = explainCalendar(r.Limit, time.Now())
 		j := slices.Index(d.rules, r)
 		if j < 0 {
 			l.ReplacedBy = p.replacedBy[r.Name]

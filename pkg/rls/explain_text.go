@@ -107,6 +107,7 @@ func writeLimit(b *strings.Builder, l ExplainedLimit) {
 		return
 	}
 	fmt.Fprintf(b, "      key:   %s\n", l.Key)
+	writeCalendar(b, l.Calendar)
 	switch st := l.State; {
 	case st == nil:
 	case st.Error != "":

@@ -222,7 +222,7 @@ var scopes = []struct {
 		[]string{"per-ip", "per-subnet", "free-burst+free-daily"}},
 	{"pro plan",
 		request{"GET", "/v1/items", map[string]string{"x-api-key": "k2", "x-plan": "pro"}, clientV4},
-		[]string{"per-ip", "per-subnet", "pro-burst+pro-daily"}},
+		[]string{"per-ip", "per-subnet", "pro-burst+pro-daily+pro-monthly"}},
 	{"enterprise plan",
 		request{"GET", "/v1/items", map[string]string{"x-api-key": "k3", "x-plan": "enterprise"}, clientV4},
 		[]string{"per-ip", "per-subnet", "enterprise-burst"}},

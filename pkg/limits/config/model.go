@@ -111,7 +111,11 @@ type rawRule struct {
 	requestsPerUnit, burst, unitMultiplier field[int64]
 	unit, algorithm, failureMode           field[string]
 	unlimited, countRefused                field[bool]
-	name                                   string
+	// calendar and timeZone make a window count in calendar windows
+	// (calendar.go).
+	calendar field[bool]
+	timeZone field[string]
+	name     string
 	// replaces holds the names of the replaces entries, each at its entry.
 	replaces []field[string]
 }
@@ -129,6 +133,10 @@ func (r *rawRule) field(name string) (pos, bool) {
 		return r.unitMultiplier.at, r.unitMultiplier.set
 	case "algorithm":
 		return r.algorithm.at, r.algorithm.set
+	case "calendar":
+		return r.calendar.at, r.calendar.set
+	case "time_zone":
+		return r.timeZone.at, r.timeZone.set
 	}
 	return pos{}, false
 }

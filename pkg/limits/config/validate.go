@@ -120,6 +120,7 @@ func (v validator) rules(list field[[]*rawRule]) ([]*Rule, error) {
 		requests  int64
 		period    time.Duration
 		burst     int64
+		calendar  limits.Calendar
 	}
 	first := map[counting]pos{}
 	var rules []*Rule
@@ -129,7 +130,7 @@ func (v validator) rules(list field[[]*rawRule]) ([]*Rule, error) {
 			return nil, err
 		}
 		l := r.Limit
-		id := counting{l.Algorithm, l.Requests, l.Period, l.Burst}
+		id := counting{l.Algorithm, l.Requests, l.Period, l.Burst, l.Calendar}
 		if at, dup := first[id]; dup {
 			l.CountRefused = false
 			return nil, raw.at.errorf("duplicate limit %s, first at %s (the limits of a list must differ in algorithm, requests_per_unit, period or burst)", l, at)
@@ -205,6 +206,9 @@ func (v validator) rule(raw *rawRule, inList bool) (*Rule, error) {
 		return v.unlimitedRule(r, raw, inList)
 	}
 	if err := v.limit(r, raw, f); err != nil {
+		return nil, err
+	}
+	if err := v.calendar(r, raw); err != nil {
 		return nil, err
 	}
 	if err := v.notYetRule(r, raw); err != nil {
@@ -303,6 +307,8 @@ func (v validator) unlimitedRule(r *Rule, raw *rawRule, inList bool) (*Rule, err
 		{raw.burst.at, raw.burst.set, "a burst"},
 		{raw.failureMode.at, raw.failureMode.set, "a failure_mode"},
 		{raw.countRefused.at, raw.countRefused.set, "count_refused"},
+		{raw.calendar.at, raw.calendar.set, "calendar"},
+		{raw.timeZone.at, raw.timeZone.set, "a time_zone"},
 	} {
 		if f.set {
 			return nil, f.at.nameErrorf("unlimited with %s", f.what)

@@ -54,6 +54,8 @@ type yamlRule struct {
 	UnitMultiplier  scalar            `yaml:"unit_multiplier"`
 	FailureMode     scalar            `yaml:"failure_mode"`
 	CountRefused    scalar            `yaml:"count_refused"`
+	Calendar        scalar            `yaml:"calendar"`
+	TimeZone        scalar            `yaml:"time_zone"`
 }
 
 // yamlReplace is an item of a replaces list.
@@ -258,6 +260,8 @@ func (r *yamlReader) rule(at pos, m *mapping[yamlRule]) *rawRule {
 		unitMultiplier:  read(r, k, "unit_multiplier", y.UnitMultiplier, scalar.integer),
 		failureMode:     read(r, k, "failure_mode", y.FailureMode, scalar.str),
 		countRefused:    read(r, k, "count_refused", y.CountRefused, scalar.boolean),
+		calendar:        read(r, k, "calendar", y.Calendar, scalar.boolean),
+		timeZone:        read(r, k, "time_zone", y.TimeZone, scalar.str),
 	}
 	_, ms, ats, _ := items(r, k, "replaces", &y.Replaces, true, "a list of {name: …}", "{name: …}")
 	for i, m := range ms {

@@ -52,7 +52,7 @@ func redisKeys(h limits.Hit, now int64) []string {
 	if !isWindow(h.Limit.Algorithm) {
 		return []string{h.Key}
 	}
-	w := floorDiv(now, h.Limit.PeriodMicros())
+	w := limits.WindowFrame(h.Limit, now).W
 	return []string{windowKey(h.Key, w), windowKey(h.Key, w-1)}
 }
 

@@ -403,7 +403,7 @@ func checkState(t *testing.T, c redis.UniversalClient, seqs []*sequence, order [
 		l := seqs[k].c.limit
 		keys := []string{seqs[k].key}
 		if isWindow(l.Algorithm) {
-			win[k] = floorDiv(now, l.PeriodMicros())
+			win[k] = limits.WindowFrame(l, now).W
 			keys = []string{windowKey(seqs[k].key, win[k]), windowKey(seqs[k].key, win[k]-1)}
 		}
 		for _, key := range keys {
@@ -581,7 +581,7 @@ func checkBucket(t *testing.T, where string, in inspection, q *sequence, now, el
 func checkWindows(t *testing.T, where string, in []inspection, q *sequence, now, w int64, elapsedMs int64) bool {
 	t.Helper()
 	l := q.c.limit
-	period := l.PeriodMicros()
+	f := limits.WindowFrame(l, now) // its W is w
 	var wantCur, wantPrev int64
 	if st := q.model.state; st.Live && now < q.model.expireAt {
 		switch st.Window {
@@ -607,9 +607,11 @@ func checkWindows(t *testing.T, where string, in []inspection, q *sequence, now,
 			}
 			got = int64(binary.BigEndian.Uint64([]byte(s)) >> 1)
 		}
-		end := (w - int64(i) + 1) * period // when the counter of w−i stops mattering
+		// When the counter of w−i stops mattering: the end of its window,
+		// or of the next one for a sliding window.
+		end := []int64{f.End, f.Start}[i]
 		if l.Algorithm == limits.SlidingWindow {
-			end += period
+			end = []int64{f.Next, f.End}[i]
 		}
 		wantMs := max(2, (end-now+999)/1000)
 		if got != want {

@@ -30,7 +30,7 @@ func (s *Store) Reset(ctx context.Context, hits []limits.Hit) error {
 		h := &hits[i]
 		keys = append(keys, h.Key)
 		if isWindow(h.Limit.Algorithm) {
-			w := floorDiv(now, h.Limit.PeriodMicros())
+			w := limits.WindowFrame(h.Limit, now).W
 			keys = append(keys, windowKey(h.Key, w-1), windowKey(h.Key, w), windowKey(h.Key, w+1))
 		}
 	}

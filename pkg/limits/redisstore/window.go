@@ -111,12 +111,14 @@ type windowHit struct {
 // counts are final.
 func newWindowHit(ctx context.Context, i int, h *limits.Hit, now int64, seen *expirySeen, prevs *prevCounts, wk *work, refundLater bool) *windowHit {
 	l := h.Limit
-	t := l.PeriodMicros()
-	wh := &windowHit{i: i, limit: l, cost: h.Cost, now: now, w: floorDiv(now, t)}
+	// The window's index and bounds: floor(now/T) and its multiples of T,
+	// or a calendar's (limits.WindowFrame), as the embedded store's.
+	f := limits.WindowFrame(l, now)
+	wh := &windowHit{i: i, limit: l, cost: h.Cost, now: now, w: f.W}
 	wh.cur = windowKey(h.Key, wh.w)
-	end := (wh.w + 1) * t // when the count stops mattering
+	end := f.End // when the count stops mattering
 	if l.Algorithm == limits.SlidingWindow {
-		end += t
+		end = f.Next
 	}
 	wh.seen, wh.ttl = seen.hash(wh.cur), ttlMillis(end-now)
 	key := any(wh.cur)
@@ -147,7 +149,7 @@ func newWindowHit(ctx context.Context, i int, h *limits.Hit, now int64, seen *ex
 	}
 	if l.Algorithm == limits.SlidingWindow {
 		pk := windowKey(h.Key, wh.w-1)
-		final := prevs.final(wh.w*t, now)
+		final := prevs.final(f.Start, now)
 		if final {
 			if n, ok := prevs.get(pk); ok {
 				wh.prevN = n

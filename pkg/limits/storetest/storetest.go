@@ -316,6 +316,7 @@ func cases() []testCase {
 		jointCase(), jointCountRefusedCase(), jointLeakyCase(), jointRepeatedKeyCase(),
 		resetCase(), resetSlidingCase(), resetLeakyCase(),
 		blockCase(), blockJointCase(),
+		calendarDayCase(), calendarMonthCase(),
 	}
 }
 

@@ -97,6 +97,8 @@ func DecideWithin(l Limit, s State, cost, now, maxDelay int64) Decision {
 		return slidingLog(l, s, cost, now)
 	case LeakyBucket:
 		return leakyBucket(l, s, cost, now, maxDelay)
+	case Concurrency:
+		return concurrency(l, s, cost, now)
 	default:
 		return slidingWindow(l, s, cost, now)
 	}
@@ -410,13 +412,8 @@ func slidingLog(l Limit, s State, cost, now int64) Decision {
 	}
 	if !d.Result.Allowed && cost <= n {
 		// The oldest entries leave first: wait until enough of them have.
-		freed := int64(0)
-		for _, e := range log {
-			if total-freed+need <= n {
-				break
-			}
-			freed += e.Cost
-			d.Result.RetryAfter = micros(e.At + t - now)
+		if at := letsIn(log, total, need, n); at >= 0 {
+			d.Result.RetryAfter = micros(at + t - now)
 		}
 	}
 	if d.Changed {
@@ -426,6 +423,21 @@ func slidingLog(l Limit, s State, cost, now int64) Decision {
 		}
 	}
 	return d
+}
+
+// letsIn is the instant of the entry of entries (oldest first, their costs
+// summing to total) whose leaving, with those before it, lets a hit of
+// need fit n; -1 if none needs to leave.
+func letsIn(entries []LogEntry, total, need, n int64) int64 {
+	at, freed := int64(-1), int64(0)
+	for _, e := range entries {
+		if total-freed+need <= n {
+			break
+		}
+		freed += e.Cost
+		at = e.At
+	}
+	return at
 }
 
 // refundLog gives back up to r units, newest entries first.

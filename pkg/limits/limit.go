@@ -26,6 +26,8 @@ const (
 	TokenBucket
 	SlidingLog
 	LeakyBucket
+	// Concurrency counts slots held, not hits per period (concurrency.go).
+	Concurrency
 )
 
 var algorithmNames = [...]string{
@@ -34,6 +36,7 @@ var algorithmNames = [...]string{
 	TokenBucket:   "token_bucket",
 	SlidingLog:    "sliding_log",
 	LeakyBucket:   "leaky_bucket",
+	Concurrency:   "concurrency",
 }
 
 // String returns the name used in the limits file.
@@ -57,6 +60,8 @@ func (a Algorithm) ShortName() string {
 		return "sl"
 	case LeakyBucket:
 		return "lb"
+	case Concurrency:
+		return "cc"
 	}
 	return "xx"
 }
@@ -85,7 +90,8 @@ type Limit struct {
 	// Requests is N, the number of hits allowed per Period.
 	Requests int64
 	// Period is T, the unit times the unit multiplier. Always at least a
-	// microsecond for a valid limit.
+	// microsecond for a valid limit. A concurrency limit's Period is its
+	// lease, the longest a slot is held.
 	Period time.Duration
 	// Burst is B: the capacity of a token bucket (zero means Requests), the
 	// queue length of a leaky bucket (zero: no queue). Windows ignore it.
@@ -107,6 +113,9 @@ type Limit struct {
 // String renders the limit for logs and /rlconfig.
 func (l Limit) String() string {
 	s := fmt.Sprintf("%s %d/%s", l.Algorithm, l.Requests, l.Period)
+	if l.Algorithm == Concurrency {
+		s = fmt.Sprintf("%s %d lease=%s", l.Algorithm, l.Requests, l.Period)
+	}
 	if l.Algorithm == TokenBucket || l.Algorithm == LeakyBucket {
 		s += fmt.Sprintf(" burst=%d", l.Capacity())
 	}
@@ -202,6 +211,10 @@ func (l Limit) Validate() error {
 		// quarter-microsecond resolution today): turns much shorter than a
 		// microsecond would round away.
 		return bad("requests_per_unit", "%d per %s is a turn every %s, shorter than a leaky_bucket's minimum %s: use token_bucket", l.Requests, l.Period, l.Period/time.Duration(l.Requests), MinLeakyInterval)
+	case l.Algorithm == Concurrency && l.Requests > MaxSlots:
+		return bad("requests_per_unit", "%d is above %d, the most slots a concurrency limit keeps (one expiry instant per slot)", l.Requests, MaxSlots)
+	case l.Algorithm == Concurrency && l.Burst != 0:
+		return bad("burst", "concurrency takes no burst: its slots are requests_per_unit")
 	case l.Algorithm == SlidingLog && l.Requests > MaxLogRequests:
 		return bad("requests_per_unit", "%d is above %d, the most a sliding_log keeps (one entry per hit): use sliding_window", l.Requests, MaxLogRequests)
 	case float64(l.Capacity())*float64(l.Period)/float64(l.Requests) > float64(MaxPeriod):
@@ -246,4 +259,8 @@ const (
 	// jitter anyway, and it keeps the float rounding of the drain time
 	// below 0.2% of a turn.
 	MinLeakyInterval = 100 * time.Microsecond
+	// MaxSlots bounds a concurrency limit's requests_per_unit, its slots:
+	// it keeps one expiry instant per slot held (a sorted-set member in
+	// Redis, as a sliding_log's entries), and a refusal walks the oldest.
+	MaxSlots = 10_000
 )

@@ -38,7 +38,8 @@ import (
 // a limit whose refusal means something. A block rule refuses everything
 // already, and a leaky bucket shapes: its refusal depends on the caller's
 // deadline as much as on the key, so one caller's short deadline would
-// lock everyone out.
+// lock everyone out; a concurrency limit's refusal depends on the
+// requests in flight.
 func (l Limit) validateBlockFor() error {
 	bad := func(format string, args ...any) error {
 		return &FieldError{Field: "block_for", Msg: fmt.Sprintf(format, args...)}
@@ -54,6 +55,8 @@ func (l Limit) validateBlockFor() error {
 		return bad("is not for a block rule (requests_per_unit 0 refuses every request already)")
 	case l.Algorithm == LeakyBucket:
 		return bad("is not for a leaky_bucket, whose refusals depend on each caller's deadline: use token_bucket or a window")
+	case l.Algorithm == Concurrency:
+		return bad("is not for a concurrency limit, whose refusals say how many requests are in flight, not what a client did: use a window or token_bucket")
 	}
 	return nil
 }

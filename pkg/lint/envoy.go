@@ -329,6 +329,9 @@ type entry struct {
 	rl                  *routev3.RateLimit
 	route               *routev3.Route
 	nodeCluster         string
+	// perRoute: the entry is a RateLimitPerRoute's, the only place where
+	// Envoy honours hits_addend (concurrency.go).
+	perRoute bool
 }
 
 // entriesFor lists the rate_limits entries f applies, route by route.
@@ -354,6 +357,7 @@ func (env *envoyConfig) entriesFor(f *filter) []*entry {
 			if d := pr.cfg.GetDomain(); d != "" {
 				domain, domainWhere = d, pr.where+" typed_per_filter_config"
 			}
+			perRoute := false
 			add := func(where string, rls []*routev3.RateLimit, stage bool) {
 				for j, rl := range rls {
 					if stage && rl.GetStage().GetValue() != f.stage {
@@ -366,11 +370,13 @@ func (env *envoyConfig) entriesFor(f *filter) []*entry {
 						rl:          rl,
 						route:       r,
 						nodeCluster: env.nodeCluster,
+						perRoute:    perRoute,
 					})
 				}
 			}
 			switch {
 			case len(pr.cfg.GetRateLimits()) > 0:
+				perRoute = true
 				add(pr.where+" typed_per_filter_config", pr.cfg.GetRateLimits(), false)
 			case len(f.rateLimits) > 0:
 				add(f.where(), f.rateLimits, false)

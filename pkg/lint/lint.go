@@ -1,7 +1,9 @@
 // Package lint checks an Envoy bootstrap against a limits config: that every
 // descriptor Envoy's rate limit filter can send meets a limit, that every
 // limit can be met, that the filter and the limits name the same domain,
-// and that no leaky bucket makes a request wait longer than the filter does.
+// that no leaky bucket makes a request wait longer than the filter does,
+// and that every concurrency limit's slots taken on a route are given back
+// there on stream done (concurrency.go).
 //
 // From the bootstrap it takes the static listeners, their HTTP connection
 // managers' envoy.filters.http.ratelimit filters (domain, stage, timeout) and
@@ -95,6 +97,10 @@ const (
 	// Unchecked: part of the Envoy config cannot be checked (RDS, LDS,
 	// ECDS, an extension action).
 	Unchecked Kind = "unchecked"
+	// Concurrency: a concurrency limit's slots are taken without being
+	// given back on stream done, or given back where Envoy does not, or
+	// reached by RLQS, which does not enforce it (concurrency.go).
+	Concurrency Kind = "concurrency"
 )
 
 // DefaultFilterTimeout is the timeout of Envoy's rate limit filter when its
@@ -184,6 +190,7 @@ func Check(b *bootstrapv3.Bootstrap, c *config.Config) []Finding {
 	for _, q := range env.quotas {
 		ck.quota(q)
 	}
+	ck.unreleased()
 	ck.unreachable()
 	return ck.findings
 }
@@ -201,6 +208,10 @@ type checker struct {
 	allIncomplete bool
 	findings      []Finding
 	seen          map[string]bool
+
+	// slots holds, per route and concurrency limit, whether it takes and
+	// gives back slots (concurrency.go).
+	slots slotBook
 }
 
 func (ck *checker) add(f Finding) {
@@ -263,6 +274,7 @@ func (ck *checker) entry(e *entry, reached map[*lnode]bool) {
 			ck.reached[r.node] = true
 			reached[r.node] = true
 		}
+		ck.slotEntry(e, t, m)
 		if m.full || s.override {
 			continue
 		}

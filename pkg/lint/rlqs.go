@@ -156,6 +156,7 @@ func (ck *checker) quota(q *quotaFilter) {
 		m := t.matchBucket(b.items)
 		for _, n := range m.limited {
 			ck.reached[n] = true
+			ck.quotaConcurrency(where, q.domain, t, n)
 		}
 		for _, r := range m.restricted {
 			ck.reached[r.node] = true

@@ -288,6 +288,9 @@ func rulesRate(end *descriptors.Node, now time.Time) (float64, kind) {
 		if r.Unlimited {
 			return 0, allowAll
 		}
+		if unenforced(r) {
+			continue
+		}
 		if r.Limit.Requests == 0 {
 			return 0, denyAll
 		}
@@ -295,6 +298,10 @@ func rulesRate(end *descriptors.Node, now time.Time) (float64, kind) {
 		if rate < 0 || v < rate {
 			rate = v
 		}
+	}
+	if rate < 0 {
+		// Every rule is one RLQS does not enforce (concurrency.go).
+		return 0, allowAll
 	}
 	return rate, divided
 }

@@ -105,6 +105,10 @@ type ExplainedLimit struct {
 	Reported bool `json:"reported,omitempty"`
 	// Calendar is a calendar limit's window now (explain_calendar.go).
 	Calendar *ExplainedCalendar `json:"calendar,omitempty"`
+	// Lease is a concurrency limit's lease, and Slots its slots held,
+	// oldest first (explain_slots.go); its unit is "unknown".
+	Lease string          `json:"lease,omitempty"`
+	Slots []ExplainedSlot `json:"slots,omitempty"`
 }
 
 // ExplainedState is the current state of one key, read with a peek.
@@ -155,7 +159,9 @@ func (s *Service) Explain(ctx context.Context, domain string, entries []descript
 		s.callStore(ctx, time.Now(), p.hits, p.results)
 	}
 	p.settle(s)
-	return s.explanation(ix, p, &p.descs[0]), nil
+	ex := s.explanation(ix, p, &p.descs[0])
+	s.explainSlots(ctx, &ex, &p.descs[0])
+	return ex, nil
 }
 
 // planOne plans a request of one descriptor at cost 0 on ix: what Explain
@@ -282,6 +288,9 @@ func explainLimit(r *config.Rule, index int, d *config.Descriptor, serviceMode c
 	}
 	if a := r.Limit.Algorithm; a == limits.TokenBucket || a == limits.LeakyBucket {
 		l.Burst = r.Limit.Capacity()
+	}
+	if r.Limit.Algorithm == limits.Concurrency {
+		l.Lease = r.Limit.Period.String()
 	}
 	if r.FailureMode == config.FailureModeDefault {
 		l.FailureMode, l.FailureModeDefault = serviceMode.String(), true

@@ -80,7 +80,11 @@ func writeLimit(b *strings.Builder, l ExplainedLimit) {
 	if name == "" {
 		name = "(unnamed)"
 	}
-	fmt.Fprintf(b, "  [%d] %s: %s, %d per %s", l.Index, name, l.Algorithm, l.RequestsPerUnit, period(l))
+	rate := fmt.Sprintf("%d per %s", l.RequestsPerUnit, period(l))
+	if l.Lease != "" {
+		rate = fmt.Sprintf("%d slots, lease %s", l.RequestsPerUnit, l.Lease)
+	}
+	fmt.Fprintf(b, "  [%d] %s: %s, %s", l.Index, name, l.Algorithm, rate)
 	if l.Burst > 0 {
 		fmt.Fprintf(b, ", burst %d", l.Burst)
 	}
@@ -128,6 +132,7 @@ func writeLimit(b *strings.Builder, l ExplainedLimit) {
 			b.WriteString(" (the status reports this limit)")
 		}
 		b.WriteString("\n")
+		writeSlots(b, l)
 	}
 }
 

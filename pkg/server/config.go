@@ -140,6 +140,10 @@ func configInForce(cfg *config.Config, source string, m *metrics.Metrics, log *z
 		log.Info("lockouts (block_for) are enforced in full over RLS; an RLQS bucket (-rlqs) of one gets its rate divided without the lock, which Envoy's token bucket cannot hold",
 			zap.Strings("lockouts", locks))
 	}
+	if at := rlqs.Unenforced(cfg); len(at) > 0 {
+		log.Warn("concurrency limits are enforced for ShouldRateLimit only: RLQS buckets leave them out (a token bucket cannot bound the requests in flight), and a bucket with no other limit is answered ALLOW_ALL; see docs/rlqs.md",
+			zap.String("source", source), zap.Strings("concurrency_limits", at))
+	}
 	switch {
 	case n.Domains == 0:
 		// Empty means no limits, every request allowed: the rule stays, as

@@ -102,8 +102,12 @@ func envoyDescriptors(t *testing.T, e *edge, r request) [][]descriptors.Entry {
 				return nil
 			}
 		case *ratelimitfilterv3.RateLimitPerRoute:
-			if len(c.GetRateLimits()) > 0 || c.GetDomain() != "" {
-				t.Fatalf("route %s: RateLimitPerRoute rate_limits and domain are not simulated here", routeName(rt))
+			if c.GetDomain() != "" {
+				t.Fatalf("route %s: a RateLimitPerRoute domain is not simulated here", routeName(rt))
+			}
+			if len(c.GetRateLimits()) > 0 {
+				// They replace the route's and the virtual host's.
+				return perRouteDescriptors(t, c.GetRateLimits(), r, false)
 			}
 			vhOption = c.GetVhRateLimits()
 		default:
@@ -113,6 +117,9 @@ func envoyDescriptors(t *testing.T, e *edge, r request) [][]descriptors.Entry {
 	var out [][]descriptors.Entry
 	policy := func(rls []*routev3.RateLimit) {
 		for _, rl := range rls {
+			if rl.GetApplyOnStreamDone() {
+				t.Fatalf("route %s: apply_on_stream_done outside a RateLimitPerRoute is not simulated here", routeName(rt))
+			}
 			if d, ok := populate(t, rl, r); ok {
 				out = append(out, d)
 			}
@@ -249,6 +256,12 @@ var scopes = []struct {
 		[]string{"search-shaping", "per-ip", "per-subnet"}},
 	{"a path that only starts like search",
 		request{"GET", "/api/searchlight", nil, clientV4},
+		[]string{"per-ip", "per-subnet"}},
+	{"reports: in flight per API key, with the per-IP limits repeated",
+		request{"GET", "/api/reports/monthly", map[string]string{"x-api-key": "k1"}, clientV4},
+		[]string{"per-ip", "per-subnet", "reports-in-flight"}},
+	{"reports without a key: per IP only",
+		request{"GET", "/api/reports", nil, clientV6},
 		[]string{"per-ip", "per-subnet"}},
 	{"health checks: the filter is off",
 		request{"GET", "/healthz", nil, clientV4},

@@ -168,3 +168,8 @@ func outcomeOf(ctx context.Context, results []limits.Result) Outcome {
 func (b *Breaker) Reset(ctx context.Context, hits []limits.Hit) error {
 	return limits.Reset(ctx, b.inner, hits)
 }
+
+// Slots passes the read on to the store it wraps, open or not, as Reset.
+func (b *Breaker) Slots(ctx context.Context, h limits.Hit) ([]limits.LogEntry, int64, error) {
+	return limits.Slots(ctx, b.inner, h)
+}

@@ -35,7 +35,7 @@ var badConfigs = map[string]string{
 
 	// Values.
 	"bad_unit.yaml":                   "testdata/bad/bad_unit.yaml:5: unit: want second, minute, hour, day, week, month or year, got \"fortnight\"",
-	"unknown_algorithm.yaml":          "testdata/bad/unknown_algorithm.yaml:5: algorithm: want sliding_window, fixed_window, token_bucket, sliding_log or leaky_bucket, got \"gcra\"",
+	"unknown_algorithm.yaml":          "testdata/bad/unknown_algorithm.yaml:5: algorithm: want sliding_window, fixed_window, token_bucket, sliding_log, leaky_bucket or concurrency, got \"gcra\"",
 	"unknown_failure_mode.yaml":       "testdata/bad/unknown_failure_mode.yaml:7: failure_mode: want allow, deny, local or error, got \"ignore\"",
 	"block_burst.yaml":                "testdata/bad/block_burst.yaml:8: burst: a block rule (requests_per_unit 0, every request refused) takes no burst",
 	"requests_negative.yaml":          "testdata/bad/requests_negative.yaml:6: requests_per_unit: must be at least 0, got -5",
@@ -134,7 +134,7 @@ func TestParseBad(t *testing.T) {
 		{"rate_limits not a list", "domain: a\ndescriptors:\n  - key: k\n    rate_limits: {unit: second}\n", "x.yaml:4: rate_limits: want a list of rate limits, got a mapping"},
 		{"metadata a list", "domain: a\ndescriptors:\n  - key: k\n    metadata: [a]\n", "x.yaml:4: metadata: want a mapping, got a list"},
 		{"unit with a typo", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: minutes, requests_per_unit: 1}\n", "x.yaml:4: unit: want second, minute, hour, day, week, month or year, got \"minutes\", did you mean minute?"},
-		{"algorithm with a typo", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {algorithm: sliding-window, unit: second, requests_per_unit: 1}\n", "x.yaml:4: algorithm: want sliding_window, fixed_window, token_bucket, sliding_log or leaky_bucket, got \"sliding-window\", did you mean sliding_window?"},
+		{"algorithm with a typo", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {algorithm: sliding-window, unit: second, requests_per_unit: 1}\n", "x.yaml:4: algorithm: want sliding_window, fixed_window, token_bucket, sliding_log, leaky_bucket or concurrency, got \"sliding-window\", did you mean sliding_window?"},
 		{"failure mode with a typo", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {failure_mode: Deny, unit: second, requests_per_unit: 1}\n", "x.yaml:4: failure_mode: want allow, deny, local or error, got \"Deny\", did you mean deny?"},
 		{"burst on fixed window", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {algorithm: fixed_window, unit: second, requests_per_unit: 1, burst: 2}\n", "x.yaml:4: burst: fixed_window takes no burst (only token_bucket and leaky_bucket do)"},
 		{"burst too big", "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {algorithm: token_bucket, unit: second, requests_per_unit: 1, burst: 4294967297}\n", "x.yaml:4: burst: must be at most 4294967296, got 4294967297"},

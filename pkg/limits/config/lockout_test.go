@@ -27,6 +27,7 @@ func TestBlockFor(t *testing.T) {
 		{"too long", "unit: minute, requests_per_unit: 5, block_for: 100000h", "x.yaml:4: block_for: 100000h0m0s is longer than the maximum 87600h0m0s"},
 		{"block rule", "unit: minute, requests_per_unit: 0, block_for: 1m", "x.yaml:4: block_for: is not for a block rule (requests_per_unit 0 refuses every request already)"},
 		{"leaky bucket", "unit: minute, requests_per_unit: 5, algorithm: leaky_bucket, block_for: 1m", "x.yaml:4: block_for: is not for a leaky_bucket, whose refusals depend on each caller's deadline: use token_bucket or a window"},
+		{"concurrency", "requests_per_unit: 5, algorithm: concurrency, block_for: 1m", "x.yaml:4: block_for: concurrency takes no block_for (its refusals say how many requests are in flight, not what a client did)"},
 		{"unlimited", "unlimited: true, block_for: 1m", "x.yaml:4: block_for: unlimited with block_for"},
 		{"typo", "unit: minute, requests_per_unit: 5, block_fro: 1m", "x.yaml:4: block_fro: unknown field in a rate limit, did you mean block_for?"},
 	} {

@@ -120,6 +120,8 @@ type rawRule struct {
 	name     string
 	// replaces holds the names of the replaces entries, each at its entry.
 	replaces []field[string]
+	// lease is a concurrency limit's lease, as written (concurrency.go).
+	lease field[string]
 }
 
 // field returns the position of the rule's field name, and whether the
@@ -141,6 +143,8 @@ func (r *rawRule) field(name string) (pos, bool) {
 		return r.calendar.at, r.calendar.set
 	case "time_zone":
 		return r.timeZone.at, r.timeZone.set
+	case "count_refused":
+		return r.countRefused.at, r.countRefused.set
 	}
 	return pos{}, false
 }

@@ -205,7 +205,14 @@ func (v validator) rule(raw *rawRule, inList bool) (*Rule, error) {
 	if r.Unlimited {
 		return v.unlimitedRule(r, raw, inList)
 	}
-	if err := v.limit(r, raw, f); err != nil {
+	if err := v.leaseOnly(raw, f); err != nil {
+		return nil, err
+	}
+	limit := v.limit
+	if f.algorithm == limits.Concurrency {
+		limit = v.concurrencyLimit
+	}
+	if err := limit(r, raw, f); err != nil {
 		return nil, err
 	}
 	if err := v.calendar(r, raw); err != nil {
@@ -310,6 +317,7 @@ func (v validator) unlimitedRule(r *Rule, raw *rawRule, inList bool) (*Rule, err
 		{raw.blockFor.at, raw.blockFor.set, "block_for"},
 		{raw.calendar.at, raw.calendar.set, "calendar"},
 		{raw.timeZone.at, raw.timeZone.set, "a time_zone"},
+		{raw.lease.at, raw.lease.set, "a lease"},
 	} {
 		if f.set {
 			return nil, f.at.nameErrorf("unlimited with %s", f.what)

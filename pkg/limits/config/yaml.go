@@ -57,6 +57,7 @@ type yamlRule struct {
 	BlockFor        scalar            `yaml:"block_for"`
 	Calendar        scalar            `yaml:"calendar"`
 	TimeZone        scalar            `yaml:"time_zone"`
+	Lease           scalar            `yaml:"lease"`
 }
 
 // yamlReplace is an item of a replaces list.
@@ -264,6 +265,7 @@ func (r *yamlReader) rule(at pos, m *mapping[yamlRule]) *rawRule {
 		blockFor:        read(r, k, "block_for", y.BlockFor, scalar.duration),
 		calendar:        read(r, k, "calendar", y.Calendar, scalar.boolean),
 		timeZone:        read(r, k, "time_zone", y.TimeZone, scalar.str),
+		lease:           read(r, k, "lease", y.Lease, scalar.str),
 	}
 	_, ms, ats, _ := items(r, k, "replaces", &y.Replaces, true, "a list of {name: …}", "{name: …}")
 	for i, m := range ms {

@@ -176,7 +176,8 @@ func inRun(hits []limits.Hit, i int) bool {
 func cacheable(hits []limits.Hit, i int) bool {
 	h := &hits[i]
 	lasts := h.Limit.Algorithm == limits.FixedWindow || !h.Limit.CountRefused && h.Limit.Algorithm != limits.LeakyBucket
-	return h.Cost == 1 && lasts && !inRun(hits, i)
+	released := h.Limit.Algorithm == limits.Concurrency // by any instance, at any time
+	return h.Cost == 1 && lasts && !released && !inRun(hits, i)
 }
 
 // Decide answers the hits it can from the cache and sends the others to the
@@ -313,4 +314,10 @@ func (c *Cache) forget(key string) {
 	s.mu.Lock()
 	delete(s.m, key)
 	s.mu.Unlock()
+}
+
+// Slots reads a concurrency key's slots from the store it wraps: the
+// cache holds none.
+func (c *Cache) Slots(ctx context.Context, h limits.Hit) ([]limits.LogEntry, int64, error) {
+	return limits.Slots(ctx, c.store, h)
 }

@@ -93,6 +93,15 @@ var equivalenceCases = func() []eqCase {
 		{limit: cr(L{Algorithm: lb, Requests: 3, Period: s})},
 		{limit: cr(L{Algorithm: lb, Requests: 7, Period: 10 * s, Burst: 2})},
 		{limit: cr(L{Algorithm: lb, Requests: 10, Period: s, Burst: 5}), maxDelay: 150 * time.Millisecond},
+
+		{limit: L{Algorithm: limits.Concurrency, Requests: 1, Period: s}},
+		{limit: L{Algorithm: limits.Concurrency, Requests: 3, Period: s}},
+		{limit: L{Algorithm: limits.Concurrency, Requests: 3, Period: 7 * us}},
+		{limit: L{Algorithm: limits.Concurrency, Requests: 10, Period: 10 * s}},
+		{limit: L{Algorithm: limits.Concurrency, Requests: 100, Period: time.Minute}},
+		{limit: cr(L{Algorithm: limits.Concurrency, Requests: 1, Period: s})},
+		{limit: cr(L{Algorithm: limits.Concurrency, Requests: 3, Period: 7 * us})},
+		{limit: cr(L{Algorithm: limits.Concurrency, Requests: 10, Period: 10 * s})},
 	}
 }()
 
@@ -186,7 +195,8 @@ type sequence struct {
 	model model
 	// restarted is set once Redis expired the key before the test read it:
 	// the embedded store, which kept it, is no longer compared, on this
-	// key or on any joint run that holds it (the run's verdict reads it).
+	// key or on any joint run that holds it (the run's verdict reads it),
+	// nor on the other keys of such a run.
 	restarted bool
 }
 
@@ -365,6 +375,12 @@ func runSequences(t *testing.T, s *Store, c redis.UniversalClient, now *int64, s
 		decided += len(hits)
 		mem.Decide(ctx, hits, embedded)
 		apart := diverged(hits, order, seqs)
+		for i, k := range order {
+			// A run that read a restarted key may have charged the
+			// embedded store where Redis did not: every key of it is
+			// apart from then on.
+			seqs[k].restarted = seqs[k].restarted || apart[i]
+		}
 
 		for i, k := range order {
 			q := seqs[k]
@@ -407,7 +423,7 @@ func checkState(t *testing.T, c redis.UniversalClient, seqs []*sequence, order [
 			keys = []string{windowKey(seqs[k].key, win[k]), windowKey(seqs[k].key, win[k]-1)}
 		}
 		for _, key := range keys {
-			inspects[k] = append(inspects[k], inspect(ctx, pipe, key, l.Algorithm == limits.SlidingLog))
+			inspects[k] = append(inspects[k], inspect(ctx, pipe, key, l.Algorithm == limits.SlidingLog || l.Algorithm == limits.Concurrency))
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -425,6 +441,8 @@ func checkState(t *testing.T, c redis.UniversalClient, seqs []*sequence, order [
 			keys = []string{windowKey(q.key, win[k]), windowKey(q.key, win[k]-1)}
 		case isBucket(q.c.limit.Algorithm):
 			ok = checkBucket(t, where, inspects[k][0], q, now, elapsedMs)
+		case q.c.limit.Algorithm == limits.Concurrency:
+			ok = checkSlots(t, where, inspects[k][0], q, now, elapsedMs)
 		default:
 			ok = checkLog(t, where, inspects[k][0], q, now, elapsedMs)
 		}
@@ -492,14 +510,21 @@ func inspected(t *testing.T, in inspection) (pttl int64, vals []any) {
 // Redis's own clock expired the key before the test could read it.
 func checkLog(t *testing.T, where string, in inspection, q *sequence, now, elapsedMs int64) bool {
 	t.Helper()
+	return checkMembers(t, where, in, q, now, now-q.c.limit.PeriodMicros(), elapsedMs)
+}
+
+// checkMembers is checkLog for the members scored after cutoff: a sliding
+// log's inside its window, a concurrency limit's live slots.
+func checkMembers(t *testing.T, where string, in inspection, q *sequence, now, cutoff, elapsedMs int64) bool {
+	t.Helper()
 	pttl, flat := inspected(t, in)
 	var want []limits.LogEntry
 	stateMs := int64(0)
 	if q.model.state.Live && now < q.model.expireAt {
-		want = mergeLog(q.model.state.Log, now-q.c.limit.PeriodMicros())
+		want = mergeLog(q.model.state.Log, cutoff)
 		stateMs = max(2, (q.model.expireAt-now+999)/1000)
 	}
-	got := mergeLog(entries(t, flat), now-q.c.limit.PeriodMicros())
+	got := mergeLog(entries(t, flat), cutoff)
 	switch {
 	case len(got) == 0 && len(want) > 0 && pttl == -2 && stateMs <= elapsedMs:
 		q.model = model{}

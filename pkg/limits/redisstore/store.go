@@ -438,6 +438,9 @@ func (s *Store) plan(ctx context.Context, hits []limits.Hit, results []limits.Re
 				pend[i] = newWindowHit(ctx, i, h, now, s.expiries, s.prevs, wk, later)
 			case h.Limit.Algorithm == limits.TokenBucket || h.Limit.Algorithm == limits.LeakyBucket:
 				pend[i] = newBucketHit(ctx, i, h, now, wk, later)
+			case h.Limit.Algorithm == limits.Concurrency:
+				pend[i] = newConcHit(ctx, i, h, now, s.members, wk, later)
+				pend[i].(*concHit).send = s.send
 			default:
 				pend[i] = newLogHit(ctx, i, h, now, s.members, wk, later)
 			}
@@ -484,6 +487,8 @@ func (s *Store) decideHits(ctx context.Context, hits []limits.Hit, results []lim
 			case *windowHit:
 				res, err = h.decide(ctx, s, back)
 			case *logHit:
+				res, err = h.decide()
+			case *concHit:
 				res, err = h.decide()
 			case *bucketHit:
 				buckets = append(buckets, h)

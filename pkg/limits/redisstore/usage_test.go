@@ -74,4 +74,20 @@ func TestMemoryUsage(t *testing.T) {
 		u := usage(key)
 		t.Logf("sliding_log    N=%-5d full (%d-byte name): %7d bytes, %.1f per entry", n, len(key), u, float64(u)/float64(n))
 	}
+	for _, n := range []int64{10, 100, 1000} {
+		// Every slot held, one hit each.
+		l := limits.Limit{Algorithm: limits.Concurrency, Requests: n, Period: 30 * time.Second}
+		key := keyOf(l, int(n))
+		for i := range n {
+			if r := decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 1}); r.Err != nil || !r.Allowed {
+				t.Fatalf("%s hit %d: %+v", l, i, r)
+			}
+			now++
+		}
+		if got := c.ZCard(ctx, key).Val(); got != n {
+			t.Fatalf("%s: %d slots, want %d", l, got, n)
+		}
+		u := usage(key)
+		t.Logf("concurrency    N=%-5d held (%d-byte name): %7d bytes, %.1f per slot", n, len(key), u, float64(u)/float64(n))
+	}
 }

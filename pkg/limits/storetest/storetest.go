@@ -152,6 +152,7 @@ func Run(t *testing.T, newStore Factory) {
 			}
 		})
 	}
+	runConcurrency(t, newStore)
 }
 
 func contains(as []limits.Algorithm, a limits.Algorithm) bool {

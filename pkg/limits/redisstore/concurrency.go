@@ -1,0 +1,256 @@
+package redisstore
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+)
+
+// A concurrency hit on its own is decided with native commands on a sorted
+// set that holds one member per slot held, scored by the instant its lease
+// ends in microseconds, named uniquely as a sliding log's members are
+// (logMembers). The slots held are the members scored after now, so a hit
+// is
+//
+//   - an acquire of c slots: ZREMRANGEBYSCORE of the expired (at or before
+//     now), ZADD of its c members at now + lease, ZCARD and PEXPIRE (the
+//     lease, a second at least) in the call's pipeline; it fits if the
+//     count, its own members included, is at most N; one whose run is
+//     refused removes its members again (ZREM, exact whatever happened
+//     meanwhile) and, if refused itself, reads in that second round trip
+//     the newest member and the one whose expiry would let it in;
+//   - a peek, or an acquire that can never fit, reads the count and those
+//     two members (ZCOUNT, ZRANGE … REV LIMIT);
+//   - a release of c slots removes the expired, pops the c oldest members
+//     (ZPOPMIN: a release names no slot) and reads the count and the
+//     newest member that stays.
+//
+// The key's TTL is the lease from the newest acquire, so it lives until
+// the newest slot's expiry. Between a refused acquire's ZADD and its ZREM
+// its members are counted: a concurrent acquire may be refused where it
+// would have fitted, never allowed where it would not, so that no instant
+// ever sees more than N slots held by allowed hits. With count_refused a
+// refused acquire keeps as many of its members as 2N held leaves room for,
+// so that the release of a refused request gives back a slot it took.
+// The results are those
+// of limits.Decide on the slots the set holds (the equivalence tests check
+// it).
+
+// concHit is one concurrency hit on its own.
+type concHit struct {
+	i     int // its index in the call's hits and results
+	limit limits.Limit
+	cost  int64
+	now   int64 // µs
+	key   string
+	// own are the members an acquire added; before is the count it found.
+	own    []string
+	before int64
+	// refund is a release's commands held back until its run is allowed
+	// (refundLater); popped the slots it will give back.
+	refund []redis.Cmder
+	popped int64
+	// count is ZCARD after an acquire or a release, or ZCOUNT of the live
+	// slots (a peek, a held-back release, a hit that can never fit).
+	count *redis.IntCmd
+	// newest is the newest member, and rank the one whose expiry lets the
+	// hit in.
+	newest, rank *redis.ZSliceCmd
+	// zrem is an undo's removal of the members it must not keep, and
+	// dropped how many it names; send sends work (Store.send), for the
+	// release an undo must make again (regive).
+	zrem    *redis.IntCmd
+	dropped int64
+	allowed limits.Result
+	send    func(context.Context, *work)
+}
+
+func (ch *concHit) refundLater() []redis.Cmder { return ch.refund }
+
+// newConcHit queues in wk the commands of hit h at now.
+func newConcHit(ctx context.Context, i int, h *limits.Hit, now int64, members *logMembers, wk *work, refundLater bool) *concHit {
+	l := h.Limit
+	ch := &concHit{i: i, limit: l, cost: h.Cost, now: now, key: h.Key}
+	n, lease := l.Requests, l.PeriodMicros()
+	expired := redis.NewIntCmd(ctx, "zremrangebyscore", h.Key, "-inf", now)
+	switch {
+	case h.Cost < 0 && refundLater:
+		ch.popped = -h.Cost
+		ch.refund = []redis.Cmder{expired, redis.NewZSliceCmd(ctx, "zpopmin", h.Key, ch.popped)}
+		ch.read(ctx, wk, -1)
+	case h.Cost < 0:
+		ch.count = redis.NewIntCmd(ctx, "zcard", h.Key)
+		ch.newest = newestCmd(ctx, h.Key, "("+strconv.FormatInt(now, 10), 0)
+		wk.cmds = append(wk.cmds, expired, redis.NewZSliceCmd(ctx, "zpopmin", h.Key, -h.Cost), ch.count, ch.newest)
+	case h.Cost == 0:
+		ch.read(ctx, wk, n-1)
+	case h.Cost > n && !l.CountRefused:
+		ch.read(ctx, wk, -1)
+	default:
+		ch.own = members.take(min(h.Cost, 2*n))
+		zadd := make([]any, 0, 2+2*len(ch.own))
+		zadd = append(zadd, "zadd", h.Key)
+		for _, m := range ch.own {
+			zadd = append(zadd, now+lease, m)
+		}
+		ch.count = redis.NewIntCmd(ctx, "zcard", h.Key)
+		wk.cmds = append(wk.cmds, expired, redis.NewIntCmd(ctx, zadd...), ch.count,
+			redis.NewIntCmd(ctx, "pexpire", h.Key, logTTL(lease)))
+	}
+	return ch
+}
+
+// read queues the count of live slots, the newest and, for rank ≥ 0, the
+// rank-th newest.
+func (ch *concHit) read(ctx context.Context, wk *work, rank int64) {
+	after := "(" + strconv.FormatInt(ch.now, 10)
+	ch.count = redis.NewIntCmd(ctx, "zcount", ch.key, after, "+inf")
+	ch.newest = newestCmd(ctx, ch.key, after, 0)
+	wk.cmds = append(wk.cmds, ch.count, ch.newest)
+	if rank >= 0 {
+		ch.rank = newestCmd(ctx, ch.key, after, rank)
+		wk.cmds = append(wk.cmds, ch.rank)
+	}
+}
+
+// decide decides the hit from its commands' replies. A refused acquire's
+// answer waits for its undo's reads (undo).
+func (ch *concHit) decide() (limits.Result, error) {
+	count, err := ch.count.Result()
+	if err != nil && count == 0 {
+		return limits.Result{}, err
+	}
+	n := ch.limit.Requests
+	if ch.own == nil {
+		newest, rank, err := scores(ch.newest, ch.rank)
+		if err != nil {
+			return limits.Result{}, err
+		}
+		return concResult(ch.limit, ch.cost, ch.now, max(0, count-ch.popped), newest, rank), nil
+	}
+	ch.before = count - int64(len(ch.own))
+	if ch.cost <= n && ch.before+ch.cost <= n {
+		// Allowed: the hit's members are the newest.
+		ch.allowed = limits.Result{Allowed: true, Remaining: max(0, n-count), ResetAfter: micros(ch.limit.PeriodMicros())}
+		return ch.allowed, nil
+	}
+	return limits.Result{}, nil // answered once undo's reads are back
+}
+
+// undo queues in back, the hit's run refused, the removal of the members
+// it must not keep: all of them, but for a limit that counts refused hits,
+// which keeps an allowed hit's and as many of a refused one's as 2N held
+// leaves room for. For a hit refused itself it also queues the reads its
+// answer needs, which the function it returns makes once back has run;
+// nil when the answer is final.
+func (ch *concHit) undo(ctx context.Context, back *work, u undoing) func() (limits.Result, error) {
+	cr := ch.limit.CountRefused
+	if ch.own == nil || u.allowed && cr {
+		return nil
+	}
+	keep := int64(0)
+	if !u.allowed && cr {
+		keep = min(int64(len(ch.own)), max(0, 2*ch.limit.Requests-ch.before))
+	}
+	if drop := ch.own[keep:]; len(drop) > 0 {
+		zrem := make([]any, 0, 2+len(drop))
+		zrem = append(zrem, "zrem", ch.key)
+		for _, m := range drop {
+			zrem = append(zrem, m)
+		}
+		ch.zrem, ch.dropped = redis.NewIntCmd(ctx, zrem...), int64(len(drop))
+		back.cmds = append(back.cmds, ch.zrem)
+	}
+	if u.allowed {
+		return func() (limits.Result, error) {
+			ch.regive(ctx)
+			return ch.allowed, nil
+		}
+	}
+	after := "(" + strconv.FormatInt(ch.now, 10)
+	ch.newest = newestCmd(ctx, ch.key, after, 0)
+	back.cmds = append(back.cmds, ch.newest)
+	if ch.cost <= ch.limit.Requests {
+		ch.rank = newestCmd(ctx, ch.key, after, ch.limit.Requests-ch.cost)
+		back.cmds = append(back.cmds, ch.rank)
+	}
+	held := ch.before + keep
+	return func() (limits.Result, error) {
+		ch.regive(ctx)
+		newest, rank, err := scores(ch.newest, ch.rank)
+		if err != nil {
+			return limits.Result{}, err
+		}
+		r := concResult(ch.limit, ch.cost, ch.now, held, newest, rank)
+		r.Allowed = false
+		return r, nil
+	}
+}
+
+// concResult is limits.Decide's answer for a concurrency limit whose live
+// slots number held after the hit, the newest expiring at newest and the
+// one whose expiry would let the hit in at rank (-1: none). It answers the
+// hits that added nothing: a release (already applied), a peek, a refused
+// acquire, whose members are gone.
+func concResult(l limits.Limit, cost, now, held, newest, rank int64) limits.Result {
+	n := l.Requests
+	var r limits.Result
+	r.Allowed = cost < 0 || cost <= n && held+max(cost, 1) <= n
+	r.Remaining = max(0, n-held)
+	if newest >= 0 && held > 0 {
+		r.ResetAfter = micros(newest - now)
+	}
+	if !r.Allowed && cost <= n && rank >= 0 {
+		r.RetryAfter = micros(rank - now)
+	}
+	return r
+}
+
+// regive makes again the releases that took members of this hit before
+// its undo could (a release pops the oldest members, and a refused
+// acquire's may be older than a slot held, its instant earlier): the ZREM
+// removed fewer than it named, so as many slots held were not given back.
+// It pops that many oldest live members, in one more round trip; until
+// then the slots count as held (stricter, never looser), and if that
+// round trip fails they stay held until their lease ends.
+func (ch *concHit) regive(ctx context.Context) {
+	if ch.zrem == nil || ch.zrem.Err() != nil || ch.zrem.Val() >= ch.dropped {
+		return
+	}
+	lost := ch.dropped - ch.zrem.Val()
+	wk := &work{cmds: []redis.Cmder{
+		redis.NewIntCmd(ctx, "zremrangebyscore", ch.key, "-inf", ch.now),
+		redis.NewZSliceCmd(ctx, "zpopmin", ch.key, lost),
+	}}
+	ch.send(ctx, wk)
+}
+
+var _ limits.SlotReader = (*Store)(nil)
+
+// Slots lists the live slots of h's concurrency key: its members scored
+// after the store's instant, grouped by their expiry.
+func (s *Store) Slots(ctx context.Context, h limits.Hit) ([]limits.LogEntry, int64, error) {
+	now, err := s.now(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	cmd := redis.NewZSliceCmd(ctx, "zrange", h.Key, "("+strconv.FormatInt(now, 10), "+inf", "byscore", "withscores")
+	wk := &work{cmds: []redis.Cmder{cmd}, decisions: 1}
+	s.send(ctx, wk)
+	if err := firstErr(wk.err, cmd.Err()); err != nil {
+		return nil, 0, storeError("concurrency", err)
+	}
+	var slots []limits.LogEntry
+	for _, z := range cmd.Val() {
+		at := int64(z.Score)
+		if n := len(slots); n > 0 && slots[n-1].At == at {
+			slots[n-1].Cost++
+			continue
+		}
+		slots = append(slots, limits.LogEntry{At: at, Cost: 1})
+	}
+	return slots, now, nil
+}

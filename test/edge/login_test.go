@@ -1,6 +1,7 @@
 package edge
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -16,9 +17,10 @@ import (
 
 const envoyLoginYAMLPath = "config/envoy-login.yaml"
 
-// loginLimits are the limits of config/limits.yaml that config/envoy.yaml
-// does not reach and config/envoy-login.yaml does (TestLoginLockout).
-var loginLimits = map[string]bool{"login-lockout": true}
+// lockouts are the limits of config/limits.yaml with a block_for: the one
+// that config/envoy-login.yaml (alone) and config/envoy.yaml's /login
+// route (beside the others) reach.
+var lockouts = map[string]bool{"login-lockout": true}
 
 // loadLogin parses config/envoy-login.yaml into a Bootstrap, strictly,
 // and returns its /login route's RateLimitPerRoute.
@@ -77,9 +79,8 @@ func TestLoginLockout(t *testing.T) {
 	if got := strings.Join(lintUnreachable(t, b, c), " "); strings.Contains(got, "login_failed") {
 		t.Errorf("lint: the lockout is unreachable: %s", got)
 	}
-	ix := loginLimitsOf(t)
-	if len(ix) != len(loginLimits) {
-		t.Errorf("lockouts in %s: %v, want %v", limitsYAMLPath, ix, loginLimits)
+	if ix := lockoutsOf(t); !maps.Equal(ix, lockouts) {
+		t.Errorf("lockouts in %s: %v, want %v", limitsYAMLPath, ix, lockouts)
 	}
 }
 
@@ -114,8 +115,8 @@ func shapeOf(r *routev3.RateLimit) string {
 	return strings.Join(parts, " ")
 }
 
-// loginLimitsOf names the limits of config/limits.yaml with a block_for.
-func loginLimitsOf(t *testing.T) map[string]bool {
+// lockoutsOf names the limits of config/limits.yaml with a block_for.
+func lockoutsOf(t *testing.T) map[string]bool {
 	c, _ := loadLimits(t)
 	out := map[string]bool{}
 	for _, d := range c.Domains {
@@ -123,7 +124,7 @@ func loginLimitsOf(t *testing.T) map[string]bool {
 		walk = func(ds []*config.Descriptor) {
 			for _, n := range ds {
 				for _, r := range n.Rules {
-					if r.Limit.BlockFor > 0 && loginLimits[r.Name] {
+					if r.Limit.BlockFor > 0 {
 						out[r.Name] = true
 					}
 				}

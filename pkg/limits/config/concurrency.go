@@ -39,21 +39,15 @@ func (v validator) leaseOnly(raw *rawRule, rf ruleFields) error {
 // requests_per_unit (the slots) is needed, lease is parsed and bounded,
 // and unit, unit_multiplier and burst are refused.
 func (v validator) concurrencyLimit(r *Rule, raw *rawRule, _ ruleFields) error {
-	for _, f := range []struct {
-		at   pos
-		set  bool
-		what string
-	}{
-		{raw.unit.at, raw.unit.set, "unit (a concurrency limit counts the requests in flight, not hits per unit; lease bounds how long a slot is held)"},
-		{raw.unitMultiplier.at, raw.unitMultiplier.set, "unit_multiplier (a concurrency limit has no unit; lease bounds how long a slot is held)"},
-		{raw.burst.at, raw.burst.set, "burst (its slots are requests_per_unit)"},
-		{raw.calendar.at, raw.calendar.set, "calendar (it counts what is held now, in no window)"},
-		{raw.timeZone.at, raw.timeZone.set, "time_zone (it counts what is held now, in no window)"},
-		{raw.blockFor.at, raw.blockFor.set, "block_for (its refusals say how many requests are in flight, not what a client did)"},
-	} {
-		if f.set {
-			return f.at.nameErrorf("concurrency takes no %s", f.what)
-		}
+	if f, ok := firstGiven(
+		presence(raw.unit, "unit (a concurrency limit counts the requests in flight, not hits per unit; lease bounds how long a slot is held)"),
+		presence(raw.unitMultiplier, "unit_multiplier (a concurrency limit has no unit; lease bounds how long a slot is held)"),
+		presence(raw.burst, "burst (its slots are requests_per_unit)"),
+		presence(raw.calendar, "calendar (it counts what is held now, in no window)"),
+		presence(raw.timeZone, "time_zone (it counts what is held now, in no window)"),
+		presence(raw.blockFor, "block_for (its refusals say how many requests are in flight, not what a client did)"),
+	); ok {
+		return f.at.nameErrorf("concurrency takes no %s", f.what)
 	}
 	if !raw.requestsPerUnit.set {
 		return raw.at.errorf("has no requests_per_unit (the number of slots)")

@@ -78,6 +78,26 @@ type field[T any] struct {
 	set bool
 }
 
+// given is whether a field was given, where, and the words an error names
+// it by: what a rule that must not have some fields checks.
+type given struct {
+	at   pos
+	set  bool
+	what string
+}
+
+func presence[T any](f field[T], what string) given { return given{f.at, f.set, what} }
+
+// firstGiven returns the first of fs that was given.
+func firstGiven(fs ...given) (given, bool) {
+	for _, f := range fs {
+		if f.set {
+			return f, true
+		}
+	}
+	return given{}, false
+}
+
 // rawDomain is one limits file, or one RateLimitConfig, before validation.
 type rawDomain struct {
 	// at is the whole: where a missing domain is reported.

@@ -303,25 +303,19 @@ func (v validator) unlimitedRule(r *Rule, raw *rawRule, inList bool) (*Rule, err
 	// requests_per_unit beside unlimited is ignored, as
 	// envoyproxy/ratelimit ignores it, so that its files load unchanged;
 	// everything else would be a limit that silently does nothing.
-	for _, f := range []struct {
-		at   pos
-		set  bool
-		what string
-	}{
-		{raw.unit.at, raw.unit.set, "a unit"},
-		{raw.unitMultiplier.at, raw.unitMultiplier.set, "a unit_multiplier"},
-		{raw.algorithm.at, raw.algorithm.set, "an algorithm"},
-		{raw.burst.at, raw.burst.set, "a burst"},
-		{raw.failureMode.at, raw.failureMode.set, "a failure_mode"},
-		{raw.countRefused.at, raw.countRefused.set, "count_refused"},
-		{raw.blockFor.at, raw.blockFor.set, "block_for"},
-		{raw.calendar.at, raw.calendar.set, "calendar"},
-		{raw.timeZone.at, raw.timeZone.set, "a time_zone"},
-		{raw.lease.at, raw.lease.set, "a lease"},
-	} {
-		if f.set {
-			return nil, f.at.nameErrorf("unlimited with %s", f.what)
-		}
+	if f, ok := firstGiven(
+		presence(raw.unit, "a unit"),
+		presence(raw.unitMultiplier, "a unit_multiplier"),
+		presence(raw.algorithm, "an algorithm"),
+		presence(raw.burst, "a burst"),
+		presence(raw.failureMode, "a failure_mode"),
+		presence(raw.countRefused, "count_refused"),
+		presence(raw.blockFor, "block_for"),
+		presence(raw.calendar, "calendar"),
+		presence(raw.timeZone, "a time_zone"),
+		presence(raw.lease, "a lease"),
+	); ok {
+		return nil, f.at.nameErrorf("unlimited with %s", f.what)
 	}
 	if err := v.notYetRule(r, raw); err != nil {
 		return nil, err

@@ -101,7 +101,9 @@ func TestFilterChain(t *testing.T) {
 	for _, hf := range e.hcm.GetHttpFilters() {
 		names = append(names, hf.GetName())
 	}
-	if want := []string{rateLimitFilter, routerFilter}; !slices.Equal(names, want) {
+	// header_to_metadata carries the app's x-login-failed response header
+	// to the login charge (TestLoginChargeReadsTheResponse).
+	if want := []string{"envoy.filters.http.header_to_metadata", rateLimitFilter, routerFilter}; !slices.Equal(names, want) {
 		t.Errorf("HTTP filters %v, want %v (the router last)", names, want)
 	}
 	if !e.hcm.GetUseRemoteAddress().GetValue() {

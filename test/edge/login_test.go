@@ -7,6 +7,7 @@ import (
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	headertometadatav3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/header_to_metadata/v3"
 	ratelimitfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -16,6 +17,13 @@ import (
 )
 
 const envoyLoginYAMLPath = "config/envoy-login.yaml"
+
+// loginChargeFormat is the charge's hits_addend: the failed logins the
+// header_to_metadata filter read from the app's x-login-failed response
+// header. Envoy formats a hits_addend with the request's headers and the
+// stream's info, never the response's headers, so the header must come
+// through the stream's dynamic metadata.
+const loginChargeFormat = "%DYNAMIC_METADATA(envoy-rls.login:failed)%"
 
 // lockouts are the limits of config/limits.yaml with a block_for: the one
 // that config/envoy-login.yaml (alone) and config/envoy.yaml's /login
@@ -69,7 +77,7 @@ func TestLoginLockout(t *testing.T) {
 	if check.GetApplyOnStreamDone() || check.GetHitsAddend().GetNumber() == nil || check.GetHitsAddend().GetNumber().GetValue() != 0 {
 		t.Errorf("the check: %v, want a peek (hits_addend 0) on the request", check)
 	}
-	if !charge.GetApplyOnStreamDone() || charge.GetHitsAddend().GetFormat() != "%RESP(x-login-failed)%" {
+	if !charge.GetApplyOnStreamDone() || charge.GetHitsAddend().GetFormat() != loginChargeFormat {
 		t.Errorf("the charge: %v, want hits_addend from x-login-failed when the stream is done", charge)
 	}
 	if a, c := shapeOf(check), shapeOf(charge); a != c || a != "login=failed remote_address" {
@@ -134,4 +142,56 @@ func lockoutsOf(t *testing.T) map[string]bool {
 		walk(d.Descriptors)
 	}
 	return out
+}
+
+// checkLoginMetadata checks that b's HTTP filters put the app's
+// x-login-failed response header where loginChargeFormat reads it: a
+// header_to_metadata filter ahead of the rate limit filter, whose response
+// rule sets envoy-rls.login's failed to the header as a number (a number
+// or a numeric string is what Envoy takes as a hits_addend) and takes the
+// header off the response.
+func checkLoginMetadata(t *testing.T, name string, b *bootstrapv3.Bootstrap) {
+	t.Helper()
+	hcm := &hcmv3.HttpConnectionManager{}
+	if err := b.GetStaticResources().GetListeners()[0].GetFilterChains()[0].GetFilters()[0].GetTypedConfig().UnmarshalTo(hcm); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	var h2m *headertometadatav3.Config
+	for _, f := range hcm.GetHttpFilters() {
+		switch f.GetName() {
+		case "envoy.filters.http.header_to_metadata":
+			h2m = &headertometadatav3.Config{}
+			if err := f.GetTypedConfig().UnmarshalTo(h2m); err != nil {
+				t.Fatalf("%s: header_to_metadata: %v", name, err)
+			}
+		case rateLimitFilter:
+			if h2m == nil {
+				t.Fatalf("%s: no header_to_metadata filter ahead of %s to carry x-login-failed", name, rateLimitFilter)
+			}
+		}
+	}
+	for _, r := range h2m.GetResponseRules() {
+		kv := r.GetOnHeaderPresent()
+		if r.GetHeader() != "x-login-failed" {
+			continue
+		}
+		if got := "%DYNAMIC_METADATA(" + kv.GetMetadataNamespace() + ":" + kv.GetKey() + ")%"; got != loginChargeFormat ||
+			kv.GetType() != headertometadatav3.Config_NUMBER || !r.GetRemove() {
+			t.Errorf("%s: x-login-failed goes to %s as %v (remove %v); want %s, a NUMBER, removed", name, got, kv.GetType(), r.GetRemove(), loginChargeFormat)
+		}
+		return
+	}
+	t.Errorf("%s: no response rule reads x-login-failed", name)
+}
+
+// Both examples that charge failed logins carry the header as the charge
+// reads it.
+func TestLoginChargeReadsTheResponse(t *testing.T) {
+	b, _ := loadLogin(t)
+	checkLoginMetadata(t, envoyLoginYAMLPath, b)
+	checkLoginMetadata(t, envoyYAMLPath, loadEdge(t).bootstrap)
+	js, _ := yamlToJSON(t, readRepoFile(t, envoyYAMLPath))
+	if !strings.Contains(string(js), loginChargeFormat) {
+		t.Errorf("%s: the /login route does not charge %s", envoyYAMLPath, loginChargeFormat)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -129,7 +130,31 @@ func WindowFrame(l Limit, now int64) Frame {
 		w := floorDiv(now, t)
 		return Frame{W: w, Start: w * t, End: (w + 1) * t, Next: (w + 2) * t}
 	}
-	c := l.Calendar
+	return calendarFrame(l.Calendar, now)
+}
+
+// lastFrames keeps, per calendar, the last frame computed: every instant
+// of a window has the same frame, so the decisions of one window (a day,
+// a month) find it with a load instead of the few time.Date calls that
+// make it (1.5 µs). One entry per calendar a config names.
+var lastFrames sync.Map // Calendar → *atomic.Pointer[Frame]
+
+// calendarFrame is WindowFrame of a calendar limit, from lastFrames when
+// now is in the frame kept there.
+func calendarFrame(c Calendar, now int64) Frame {
+	if p, ok := lastFrames.Load(c); ok {
+		if f := p.(*atomic.Pointer[Frame]).Load(); f != nil && f.Start <= now && now < f.End {
+			return *f
+		}
+	}
+	f := computeFrame(c, now)
+	p, _ := lastFrames.LoadOrStore(c, new(atomic.Pointer[Frame]))
+	p.(*atomic.Pointer[Frame]).Store(&f)
+	return f
+}
+
+// computeFrame finds the calendar window that holds now.
+func computeFrame(c Calendar, now int64) Frame {
 	local := time.UnixMicro(now).In(c.Zone)
 	y, m, d := local.Date()
 	first := periodFirst(c.Unit, y, m, d)

@@ -39,26 +39,10 @@ import (
 // of limits.Decide on the slots the set holds (the equivalence tests check
 // it).
 
-// concHit is one concurrency hit on its own.
+// concHit is one concurrency hit on its own: its slots are members whose
+// scores are their expiries.
 type concHit struct {
-	i     int // its index in the call's hits and results
-	limit limits.Limit
-	cost  int64
-	now   int64 // µs
-	key   string
-	// own are the members an acquire added; before is the count it found.
-	own    []string
-	before int64
-	// refund is a release's commands held back until its run is allowed
-	// (refundLater); popped the slots it will give back.
-	refund []redis.Cmder
-	popped int64
-	// count is ZCARD after an acquire or a release, or ZCOUNT of the live
-	// slots (a peek, a held-back release, a hit that can never fit).
-	count *redis.IntCmd
-	// newest is the newest member, and rank the one whose expiry lets the
-	// hit in.
-	newest, rank *redis.ZSliceCmd
+	zsetHit
 	// zrem is an undo's removal of the members it must not keep, and
 	// dropped how many it names; send sends work (Store.send), for the
 	// release an undo must make again (regive).
@@ -68,12 +52,10 @@ type concHit struct {
 	send    func(context.Context, *work)
 }
 
-func (ch *concHit) refundLater() []redis.Cmder { return ch.refund }
-
 // newConcHit queues in wk the commands of hit h at now.
 func newConcHit(ctx context.Context, i int, h *limits.Hit, now int64, members *logMembers, wk *work, refundLater bool) *concHit {
 	l := h.Limit
-	ch := &concHit{i: i, limit: l, cost: h.Cost, now: now, key: h.Key}
+	ch := &concHit{zsetHit: zsetHit{i: i, limit: l, cost: h.Cost, now: now, key: h.Key}}
 	n, lease := l.Requests, l.PeriodMicros()
 	expired := redis.NewIntCmd(ctx, "zremrangebyscore", h.Key, "-inf", now)
 	switch {

@@ -61,24 +61,25 @@ func (m *logMembers) take(c int64) []string {
 	return out
 }
 
-// logHit is one sliding log hit on its own.
-type logHit struct {
+// zsetHit is what a hit on a sorted set of members (a sliding log's
+// allowed hits, a concurrency limit's slots) reads and keeps.
+type zsetHit struct {
 	i     int // its index in the call's hits and results
 	limit limits.Limit
 	cost  int64
 	now   int64 // µs
 	key   string
-	// own are the members the hit added (a charge), before the count it
-	// found.
+	// own are the members the hit added (a charge, an acquire), before the
+	// count it found.
 	own    []string
 	before int64
-	// refund is a refund's commands, held back until its run is allowed
-	// (refundLater), which pop popped members: the count read before them
-	// is less that.
+	// refund is a refund's (a release's) commands, held back until its run
+	// is allowed (refundLater), which pop popped members: the count read
+	// before them is less that.
 	refund []redis.Cmder
 	popped int64
 	// count is ZCARD after the charge (own members included), or ZCOUNT of
-	// the window (a peek, a refund, a hit that can never fit).
+	// the live members (a peek, a refund, a hit that can never fit).
 	count *redis.IntCmd
 	// newest is the newest member that stays, and rank the one whose
 	// leaving lets the hit in (a peek's: read at once; a charge's: after a
@@ -86,10 +87,15 @@ type logHit struct {
 	newest, rank *redis.ZSliceCmd
 }
 
+func (z *zsetHit) refundLater() []redis.Cmder { return z.refund }
+
+// logHit is one sliding log hit on its own.
+type logHit struct{ zsetHit }
+
 // newLogHit queues in wk the commands of hit h at now.
 func newLogHit(ctx context.Context, i int, h *limits.Hit, now int64, members *logMembers, wk *work, refundLater bool) *logHit {
 	l := algorithmOnly(h.Limit)
-	lh := &logHit{i: i, limit: l, cost: h.Cost, now: now, key: h.Key}
+	lh := &logHit{zsetHit{i: i, limit: l, cost: h.Cost, now: now, key: h.Key}}
 	n, t := l.Requests, l.PeriodMicros()
 	cutoff := now - t
 	switch {

@@ -324,7 +324,7 @@ func (s *Store) Decide(ctx context.Context, hits []limits.Hit, results []limits.
 }
 
 // pending is one hit of a round, its commands queued: a *windowHit, a
-// *bucketHit or a *logHit.
+// *bucketHit, a *logHit or a *concHit (a lockout's lock is read beside it).
 type pending interface {
 	// undo queues in back what takes the hit's charge back, its run
 	// refused, and returns, for a refused hit whose answer needs reads
@@ -345,7 +345,6 @@ type blockHit struct{}
 
 func (blockHit) undo(context.Context, *work, undoing) func() (limits.Result, error) { return nil }
 func (bh *bucketHit) refundLater() []redis.Cmder                                    { return bh.refund }
-func (lh *logHit) refundLater() []redis.Cmder                                       { return lh.refund }
 
 // undoing is what an undo needs beyond the hit: whether the hit itself was
 // allowed, and the latest instant (µs) a concurrent hit may have been

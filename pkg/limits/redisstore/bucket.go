@@ -184,10 +184,13 @@ type bucketHit struct {
 	delay int64 // the caller's deadline, µs (0: none)
 	key   string
 	op    *redis.IntSliceCmd // BITFIELD: a hit that moves the state
-	cond  bool               // op is the plan's cond
-	get   *redis.StringCmd   // GET: a peek, or a hit that can never fit
-	add   int64              // the plan's add: what cond adds, in ns
-	ttl   int64              // the plan's PEXPIRE, ms
+	// expire is op's PEXPIRE, whose error fails the hit as op's would: a
+	// bucket must not live without a TTL unnoticed.
+	expire *redis.IntCmd
+	cond   bool             // op is the plan's cond
+	get    *redis.StringCmd // GET: a peek, or a hit that can never fit
+	add    int64            // the plan's add: what cond adds, in ns
+	ttl    int64            // the plan's PEXPIRE, ms
 	// refund is a refund's commands, held back until its run is allowed
 	// (refundLater).
 	refund []redis.Cmder
@@ -226,8 +229,8 @@ func newBucketHit(ctx context.Context, i int, h *limits.Hit, now int64, wk *work
 		bh.refund = []redis.Cmder{op, redis.NewIntCmd(ctx, expire...)}
 		return bh
 	}
-	bh.op = op
-	wk.cmds = append(wk.cmds, op, redis.NewIntCmd(ctx, expire...))
+	bh.op, bh.expire = op, redis.NewIntCmd(ctx, expire...)
+	wk.cmds = append(wk.cmds, op, bh.expire)
 	return bh
 }
 
@@ -270,6 +273,9 @@ func (bh *bucketHit) decide() (res limits.Result, again int64, err error) {
 				return limits.Result{}, 0, err
 			}
 			return limits.Result{}, 0, fmt.Errorf("%w: BITFIELD %v", errReply, v)
+		}
+		if err := bh.expire.Err(); err != nil {
+			return limits.Result{}, 0, err
 		}
 		if v[replyTAT] > bh.now*1000+implausible(bh.limit) || v[replySeen] > bh.now*1000+int64(time.Minute) {
 			// Not a bucket: BITFIELD reads any string as bits.

@@ -66,7 +66,7 @@ func newConcHit(ctx context.Context, i int, h *limits.Hit, now int64, members *l
 	case h.Cost < 0:
 		ch.count = redis.NewIntCmd(ctx, "zcard", h.Key)
 		ch.newest = newestCmd(ctx, h.Key, "("+strconv.FormatInt(now, 10), 0)
-		wk.cmds = append(wk.cmds, expired, redis.NewZSliceCmd(ctx, "zpopmin", h.Key, -h.Cost), ch.count, ch.newest)
+		wk.cmds = append(wk.cmds, ch.writes.keep(expired), ch.writes.keep(redis.NewZSliceCmd(ctx, "zpopmin", h.Key, -h.Cost)), ch.count, ch.newest)
 	case h.Cost == 0:
 		ch.read(ctx, wk, n-1)
 	case h.Cost > n && !l.CountRefused:
@@ -79,8 +79,8 @@ func newConcHit(ctx context.Context, i int, h *limits.Hit, now int64, members *l
 			zadd = append(zadd, now+lease, m)
 		}
 		ch.count = redis.NewIntCmd(ctx, "zcard", h.Key)
-		wk.cmds = append(wk.cmds, expired, redis.NewIntCmd(ctx, zadd...), ch.count,
-			redis.NewIntCmd(ctx, "pexpire", h.Key, logTTL(lease)))
+		wk.cmds = append(wk.cmds, ch.writes.keep(expired), ch.writes.keep(redis.NewIntCmd(ctx, zadd...)), ch.count,
+			ch.writes.keep(redis.NewIntCmd(ctx, "pexpire", h.Key, logTTL(lease))))
 	}
 	return ch
 }
@@ -101,8 +101,8 @@ func (ch *concHit) read(ctx context.Context, wk *work, rank int64) {
 // decide decides the hit from its commands' replies. A refused acquire's
 // answer waits for its undo's reads (undo).
 func (ch *concHit) decide() (limits.Result, error) {
-	count, err := ch.count.Result()
-	if err != nil && count == 0 {
+	count, err := ch.counted()
+	if err != nil {
 		return limits.Result{}, err
 	}
 	n := ch.limit.Requests

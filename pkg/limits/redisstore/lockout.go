@@ -65,8 +65,11 @@ type lockHit struct {
 	now   int64
 	key   string           // the lock key
 	get   *redis.StringCmd // GET of the lock: a hit of cost ≥ 0
-	// later is a held-back refund's DEL, sent if its run is allowed.
+	// later is a held-back refund's DEL, sent if its run is allowed; lift
+	// a refund's DEL sent at once, whose error fails the hit (a lock it
+	// could not lift would go on refusing).
 	later redis.Cmder
+	lift  *redis.IntCmd
 	// answered is set once the lock is read, when the lock decides the
 	// hit: answer is then its answer.
 	answered bool
@@ -81,7 +84,8 @@ func newLockHit(ctx context.Context, i int, r span, h *limits.Hit, now int64, wk
 	case h.Cost < 0 && refundLater:
 		lk.later = redis.NewIntCmd(ctx, "del", lk.key)
 	case h.Cost < 0:
-		wk.cmds = append(wk.cmds, redis.NewIntCmd(ctx, "del", lk.key))
+		lk.lift = redis.NewIntCmd(ctx, "del", lk.key)
+		wk.cmds = append(wk.cmds, lk.lift)
 	default:
 		lk.get = redis.NewStringCmd(ctx, "get", lk.key)
 		wk.cmds = append(wk.cmds, lk.get)
@@ -114,6 +118,9 @@ func lockEnd(cmd *redis.StringCmd) (int64, error) {
 func lockRefusals(ctx context.Context, results []limits.Result, locks []*lockHit, back *work) {
 	for _, lk := range locks {
 		r := &results[lk.i]
+		if lk.lift != nil && lk.lift.Err() != nil && r.Err == nil {
+			*r = limits.Result{Err: storeError("lockout", lk.lift.Err())}
+		}
 		if lk.get == nil || r.Err != nil {
 			continue
 		}

@@ -85,9 +85,27 @@ type zsetHit struct {
 	// leaving lets the hit in (a peek's: read at once; a charge's: after a
 	// refusal, in the second round trip).
 	newest, rank *redis.ZSliceCmd
+	// writes are the hit's commands of the first round trip besides its
+	// reads: their errors fail it (decide).
+	writes writes
 }
 
 func (z *zsetHit) refundLater() []redis.Cmder { return z.refund }
+
+// counted is the count the hit read, or the error that fails it: the
+// count's own (unless a count arrived: a reply wins over the error
+// go-redis sets on every command of a pipeline that failed part way), or
+// that of a write Redis refused, whose charge the count then lacks.
+func (z *zsetHit) counted() (int64, error) {
+	count, err := z.count.Result()
+	if err != nil && count == 0 {
+		return 0, err
+	}
+	if err := z.writes.err(); err != nil {
+		return 0, err
+	}
+	return count, nil
+}
 
 // logHit is one sliding log hit on its own.
 type logHit struct{ zsetHit }
@@ -106,7 +124,7 @@ func newLogHit(ctx context.Context, i int, h *limits.Hit, now int64, members *lo
 		lh.refund = []redis.Cmder{redis.NewZSliceCmd(ctx, "zpopmax", h.Key, lh.popped)}
 		lh.read(ctx, wk, cutoff, lh.popped, -1)
 	case h.Cost < 0:
-		wk.cmds = append(wk.cmds, redis.NewZSliceCmd(ctx, "zpopmax", h.Key, min(-h.Cost, 2*n)))
+		wk.cmds = append(wk.cmds, lh.writes.keep(redis.NewZSliceCmd(ctx, "zpopmax", h.Key, min(-h.Cost, 2*n))))
 		lh.read(ctx, wk, cutoff, 0, 0)
 	case h.Cost == 0:
 		lh.read(ctx, wk, cutoff, 0, n-1)
@@ -121,10 +139,10 @@ func newLogHit(ctx context.Context, i int, h *limits.Hit, now int64, members *lo
 		}
 		lh.count = redis.NewIntCmd(ctx, "zcard", h.Key)
 		wk.cmds = append(wk.cmds,
-			redis.NewIntCmd(ctx, "zremrangebyscore", h.Key, "-inf", cutoff),
-			redis.NewIntCmd(ctx, zadd...),
+			lh.writes.keep(redis.NewIntCmd(ctx, "zremrangebyscore", h.Key, "-inf", cutoff)),
+			lh.writes.keep(redis.NewIntCmd(ctx, zadd...)),
 			lh.count,
-			redis.NewIntCmd(ctx, "pexpire", h.Key, logTTL(t)))
+			lh.writes.keep(redis.NewIntCmd(ctx, "pexpire", h.Key, logTTL(t))))
 		if l.CountRefused && h.Cost <= n {
 			// A refusal keeps its members, mostly: the set it leaves is
 			// this one, whose member that lets the hit in is read at once.
@@ -163,8 +181,8 @@ func newestCmd(ctx context.Context, key, after string, rank int64) *redis.ZSlice
 // decide decides the hit from its commands' replies. A refused charge's
 // answer waits for its undo's reads (undo), unless its members all stay.
 func (lh *logHit) decide() (limits.Result, error) {
-	count, err := lh.count.Result()
-	if err != nil && count == 0 {
+	count, err := lh.counted()
+	if err != nil {
 		return limits.Result{}, err
 	}
 	n, t := lh.limit.Requests, lh.limit.PeriodMicros()

@@ -96,9 +96,10 @@ type windowHit struct {
 	prevN int64
 	keep  *prevCounts
 	prevK string
-	// expire is the PEXPIRE … NX sent with a charge, nil where the store
-	// had seen the counter's expiry set (expirySeen); seen is the counter's
-	// entry there, ttl the PEXPIRE's milliseconds.
+	// expire is the PEXPIRE … NX sent with a charge or a refund, nil where
+	// the store had seen the counter's expiry set (expirySeen); seen is the
+	// counter's entry there, ttl the PEXPIRE's milliseconds. Its error
+	// fails the hit: a counter must not live without a TTL unnoticed.
 	expire *redis.IntCmd
 	seen   uint64
 	ttl    int64
@@ -129,7 +130,8 @@ func newWindowHit(ctx context.Context, i int, h *limits.Hit, now int64, seen *ex
 		wk.cmds = append(wk.cmds, wh.get)
 	case h.Cost < 0:
 		wh.op = redis.NewIntSliceCmd(ctx, "bitfield", key, "overflow", "sat", "incrby", "u63", 0, h.Cost)
-		wk.cmds = append(wk.cmds, wh.op, wh.expireCmd(ctx))
+		wh.expire = wh.expireCmd(ctx)
+		wk.cmds = append(wk.cmds, wh.op, wh.expire)
 	case h.Cost == 0 || h.Cost > l.Requests && !l.CountRefused:
 		wh.get = redis.NewStringCmd(ctx, "get", key)
 		wk.cmds = append(wk.cmds, wh.get)
@@ -195,6 +197,8 @@ func (wh *windowHit) decide(ctx context.Context, s *Store, back *work) (limits.R
 	var prev int64
 	switch {
 	case err != nil:
+	case wh.expire != nil && wh.expire.Err() != nil:
+		err = wh.expire.Err()
 	case wh.prev != nil:
 		prev, err = counterOf(wh.prev)
 		if err == nil && wh.keep != nil {

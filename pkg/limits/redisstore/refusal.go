@@ -28,6 +28,9 @@ const (
 	// TLS: TLS spoken to a server that does not, or not spoken to one that
 	// does, or the server's certificate not trusted, or ours refused.
 	TLS
+	// Permissions: the ACL user lacks commands, keys or the channel that
+	// the store sends (inspect.go).
+	Permissions
 )
 
 func (s Setting) String() string {
@@ -38,6 +41,8 @@ func (s Setting) String() string {
 		return "database"
 	case TLS:
 		return "TLS"
+	case Permissions:
+		return "commands, keys or channel"
 	}
 	return fmt.Sprintf("setting(%d)", uint8(s))
 }

@@ -2,11 +2,14 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
@@ -74,17 +77,20 @@ func (s *Store) forget(keys []string) {
 // what they keep of them (the over-limit cache). Pub/sub delivers at most
 // once: an announcement made while the subscription is down (it
 // reconnects by itself) is not heard, and its keys are only forgotten
-// here as they expire. Close ends the subscription.
+// here as they expire. A SUBSCRIBE that Redis refuses (a user without
+// +subscribe or the channel) is logged: go-redis would wait on it
+// silently, and the resets of the other instances would never be heard.
+// Close ends the subscription.
 func (s *Store) HearResets(onReset func(keys []string)) {
 	if s.resetChannel == "" || s.hearing != nil {
 		return
 	}
-	s.hearing = s.client.Subscribe(context.Background(), s.resetChannel)
-	ch := s.hearing.Channel()
+	s.hearing = s.client.Subscribe(context.Background())
 	s.heard.Go(func() {
-		for msg := range ch {
+		s.subscribed()
+		for msg := range s.hearing.Channel() {
 			keys, ok := decodeKeys(msg.Payload)
-			if !ok {
+			if !ok || len(keys) == 0 { // the permissions probe's (inspect.go)
 				continue
 			}
 			s.forget(keys)
@@ -94,6 +100,25 @@ func (s *Store) HearResets(onReset func(keys []string)) {
 		}
 	})
 }
+
+// subscribed subscribes to the reset channel and reads Redis's answer,
+// which go-redis's channel would drop: a refusal is logged. An outage is
+// not (health says it), and the subscription comes back with Redis.
+func (s *Store) subscribed() {
+	ctx := context.Background()
+	err := s.hearing.Subscribe(ctx, s.resetChannel)
+	if err == nil {
+		_, err = s.hearing.ReceiveTimeout(ctx, subscribeWait)
+	}
+	var refused redis.Error
+	if errors.As(err, &refused) {
+		s.inspect.log.Error("Redis refuses the subscription to the reset channel: resets made on other instances are not heard here (their over-limit caches keep refusing); add +subscribe and the channel to the user's ACL rules",
+			zap.String("channel", s.resetChannel), zap.String("rule", "&"+s.resetChannel), zap.Error(err))
+	}
+}
+
+// subscribeWait bounds the wait for SUBSCRIBE's answer at the start.
+const subscribeWait = 5 * time.Second
 
 // encodeKeys writes keys length-prefixed (LEN:KEY…), since a key may hold
 // any byte a descriptor value does.

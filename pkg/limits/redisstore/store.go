@@ -90,6 +90,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
@@ -143,6 +144,17 @@ type Options struct {
 	// other stores on the same Redis cleared (reset.go). Stores that share
 	// counters must share it.
 	ResetChannel string
+	// KeyPrefix is the prefix of every key (-redis-key-prefix): the
+	// inspections' probe and marker keys are under it too (inspect.go).
+	// Empty, the inspections write nothing: no permissions probe, no
+	// marker of lost data.
+	KeyPrefix string
+	// RLQS tells that the RLQS demands are kept in this Redis too: the
+	// permissions probe then checks their hash commands.
+	RLQS bool
+	// Logger says what the inspections of Redis find (inspect.go) and a
+	// reset subscription Redis refuses; nil logs nothing.
+	Logger *zap.Logger
 }
 
 // Store decides hits in Redis. It is safe for concurrent use by many
@@ -174,6 +186,8 @@ type Store struct {
 	resetChannel string
 	hearing      *redis.PubSub
 	heard        sync.WaitGroup
+	// inspect checks Redis for what no call reports, at each Ping.
+	inspect *inspector
 }
 
 // New returns a Store on client: a *redis.Client, a *redis.ClusterClient or
@@ -186,7 +200,7 @@ func New(client redisClient, opts Options) *Store {
 	}
 	_, cluster := client.(*redis.ClusterClient)
 	s := &Store{members: newLogMembers(), client: client, single: singleOf(client), cluster: cluster, clock: opts.Clock, onPipeline: onPipeline,
-		expiries: newExpirySeen(), prevs: newPrevCounts(), tracer: opts.Tracer, resetChannel: opts.ResetChannel}
+		expiries: newExpirySeen(), prevs: newPrevCounts(), tracer: opts.Tracer, resetChannel: opts.ResetChannel, inspect: newInspector(client, opts)}
 	switch {
 	case opts.Batching == BatchOff:
 	case cluster:
@@ -237,12 +251,23 @@ func (s *Store) Close() {
 }
 
 // Ping reports whether Redis answers, for health checks: a Redis that
-// answers but refuses the client's settings is a *RefusedError. On a cluster it
+// answers but refuses the client's settings, or lacks permissions the
+// store needs, is a *RefusedError; one out of memory under noeviction a
+// *MemoryFullError. Each Ping that finds Redis answering inspects it
+// (inspect.go), at most once every inspectEvery. On a cluster it
 // reloads the client's map of the slots and PINGs every master (or answers
 // what such a check found less than reloadEvery ago, so that health checks
 // cost Redis little however many come): if some do not answer, the error is
 // an *UnreachableError that names them.
 func (s *Store) Ping(ctx context.Context) error {
+	if err := s.ping(ctx); err != nil {
+		return err
+	}
+	return s.inspect.check(ctx)
+}
+
+// ping is Ping without the inspection.
+func (s *Store) ping(ctx context.Context) error {
 	if s.topo != nil {
 		if err := s.topo.check(ctx); err != nil {
 			var ue *UnreachableError

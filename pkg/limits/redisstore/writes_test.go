@@ -28,14 +28,9 @@ var writeAlgorithms = []limits.Limit{
 // answering) and leave keys without a TTL, silently.
 func TestRefusedWriteFailsTheHit(t *testing.T) {
 	srv := redistest.Start(t)
-	for _, cmd := range [][]string{
-		{"ACL", "SETUSER", "nozadd", "on", ">pass", "~*", "&*", "+@all", "-zadd"},
-		{"ACL", "SETUSER", "nopexpire", "on", ">pass", "~*", "&*", "+@all", "-pexpire"},
-	} {
-		if _, err := srv.Do(cmd...); err != nil {
-			t.Fatal(err)
-		}
-	}
+	do(t, srv,
+		[]string{"ACL", "SETUSER", "nozadd", "on", ">pass", "~*", "&*", "+@all", "-zadd"},
+		[]string{"ACL", "SETUSER", "nopexpire", "on", ">pass", "~*", "&*", "+@all", "-pexpire"})
 	for _, tc := range []struct {
 		name  string
 		user  string
@@ -65,9 +60,7 @@ func TestRefusedWriteFailsTheHit(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := srv.Do("CONFIG", "SET", "maxmemory-policy", "noeviction"); err != nil {
-				t.Fatal(err)
-			}
+			do(t, srv, []string{"CONFIG", "SET", "maxmemory-policy", "noeviction"})
 			o := ClientOptions{URL: srv.URL(), Timeout: testTimeout}
 			if tc.user != "" {
 				o.Username, o.Password = tc.user, "pass"
@@ -75,9 +68,7 @@ func TestRefusedWriteFailsTheHit(t *testing.T) {
 			s := New(newClient(t, o), fixedClock(time.Now().UnixMicro()))
 			t.Cleanup(s.Close)
 			if tc.setUp != nil {
-				if _, err := srv.Do(tc.setUp...); err != nil {
-					t.Fatal(err)
-				}
+				do(t, srv, tc.setUp)
 				t.Cleanup(func() { _, _ = srv.Do(tc.undo...) })
 			}
 			for i, l := range writeAlgorithms {

@@ -97,3 +97,54 @@ func (c clusterMastersCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(mastersDownDesc, prometheus.GaugeValue, float64(down))
 	ch <- prometheus.MustNewConstMetric(mastersFastDesc, prometheus.GaugeValue, float64(fast))
 }
+
+var (
+	evictedDesc = prometheus.NewDesc("rls_store_redis_evicted_keys_total",
+		"Keys Redis evicted to make room (INFO evicted_keys, summed over the masters): each a limit, a lockout or a held slot that may have restarted from nothing. Any growth means maxmemory-policy is not noeviction and memory ran out.", nil, nil)
+	evictsDesc = prometheus.NewDesc("rls_store_redis_evicts",
+		"1 while Redis has a maxmemory and a maxmemory-policy other than noeviction: it may evict the service's keys (every one has a TTL, so volatile-* policies too). Set noeviction.", nil, nil)
+	fullDesc = prometheus.NewDesc("rls_store_redis_memory_full",
+		"1 while Redis is out of memory under noeviction: it refuses every charge, and every hit takes its limit's failure mode.", nil, nil)
+	missingDesc = prometheus.NewDesc("rls_store_permissions_missing",
+		"ACL rules (commands, the keys, the reset channel) the Redis user lacks for what the service sends: every call they concern takes the failure mode until they are added.", nil, nil)
+	lostDesc = prometheus.NewDesc("rls_store_state_lost_total",
+		"Times Redis was found to have lost the service's state (FLUSHALL, a restart without persistence): every limit's counts, lockouts and held slots restarted from nothing.", nil, nil)
+)
+
+// RedisInspection is what the inspections of Redis found
+// (redisstore.Store.Inspection).
+type RedisInspection struct {
+	Evicted      int64
+	Evicts, Full bool
+	Missing      int
+	Lost         uint64
+}
+
+// NewRedisInspectionCollector returns a collector of what the last
+// inspection of Redis found, read from inspection at each scrape.
+func NewRedisInspectionCollector(inspection func() RedisInspection) prometheus.Collector {
+	return redisInspectionCollector(inspection)
+}
+
+type redisInspectionCollector func() RedisInspection
+
+func (c redisInspectionCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{evictedDesc, evictsDesc, fullDesc, missingDesc, lostDesc} {
+		ch <- d
+	}
+}
+
+func (c redisInspectionCollector) Collect(ch chan<- prometheus.Metric) {
+	in := c()
+	flag := func(b bool) float64 {
+		if b {
+			return 1
+		}
+		return 0
+	}
+	ch <- prometheus.MustNewConstMetric(evictedDesc, prometheus.CounterValue, float64(in.Evicted))
+	ch <- prometheus.MustNewConstMetric(evictsDesc, prometheus.GaugeValue, flag(in.Evicts))
+	ch <- prometheus.MustNewConstMetric(fullDesc, prometheus.GaugeValue, flag(in.Full))
+	ch <- prometheus.MustNewConstMetric(missingDesc, prometheus.GaugeValue, float64(in.Missing))
+	ch <- prometheus.MustNewConstMetric(lostDesc, prometheus.CounterValue, float64(in.Lost))
+}

@@ -58,6 +58,8 @@ func (o *Options) refusedSettings(s redisstore.Setting) string {
 		}
 	case redisstore.Database:
 		add(true, "redis-url")
+	case redisstore.Permissions:
+		return "the ACL rules of the Redis user (" + o.setting("redis-username") + "): the error names those to add"
 	case redisstore.TLS:
 		add(o.redisURL != "", "redis-url")
 		add(o.redisTLS, "redis-tls")

@@ -90,13 +90,14 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger, tracer trace.Tra
 		mem.Close()
 		return nil, err
 	}
-	s := redisstore.New(client, redisstore.Options{OnPipeline: m.RedisPipeline, Tracer: tracer, ResetChannel: o.redisKeyPrefix + "resets", OnGate: func(addr string, shut bool) {
-		if shut {
-			log.Warn("cluster master not answering: its keys take the failure mode at once until a probe is answered", zap.String("master", addr))
-		} else {
-			log.Info("cluster master answers again, or its slots moved: its keys are decided again", zap.String("master", addr))
-		}
-	}})
+	s := redisstore.New(client, redisstore.Options{OnPipeline: m.RedisPipeline, Tracer: tracer, ResetChannel: o.redisKeyPrefix + "resets",
+		KeyPrefix: o.redisKeyPrefix, RLQS: o.rlqs, Logger: log.Named("redis"), OnGate: func(addr string, shut bool) {
+			if shut {
+				log.Warn("cluster master not answering: its keys take the failure mode at once until a probe is answered", zap.String("master", addr))
+			} else {
+				log.Info("cluster master answers again, or its slots moved: its keys are decided again", zap.String("master", addr))
+			}
+		}})
 	ping := func(ctx context.Context) error { return o.refusal(s.Ping(ctx)) }
 	warmUp(ping, log)
 	// Once Redis is found down for a store timeout, stop waiting on it:
@@ -107,6 +108,12 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger, tracer trace.Tra
 	// the keys of the live masters too; there, the store has a breaker per
 	// master of its own.
 	var store limits.Store = s
+	// What the inspections of Redis find (redisstore/inspect.go): its
+	// evictions, a full memory, missing permissions, lost data.
+	m.Registry.MustRegister(metrics.NewRedisInspectionCollector(func() metrics.RedisInspection {
+		in := s.Inspection()
+		return metrics.RedisInspection{Evicted: in.Evicted, Evicts: in.Evicts(), Full: in.Full(), Missing: len(in.Missing), Lost: in.Lost}
+	}))
 	if len(seeds) > 0 {
 		m.Registry.MustRegister(metrics.NewClusterMastersCollector(func() (int, int, int) {
 			masters := s.Masters()
@@ -208,9 +215,10 @@ func watchStore(ctx context.Context, ping func(context.Context) error, m *metric
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
 		err := ping(pctx)
 		cancel()
-		m.StoreChecked(start, err == nil)
 		var rs *refusedStore
-		up, isRefused := err == nil, errors.As(err, &rs)
+		var full *redisstore.MemoryFullError // answers, refusing charges: the inspection says it
+		up, isRefused := err == nil || errors.As(err, &full), errors.As(err, &rs)
+		m.StoreChecked(start, up)
 		if isRefused != wasRefused {
 			m.StoreRefused(isRefused)
 			refused(isRefused)

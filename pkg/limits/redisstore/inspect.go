@@ -36,10 +36,11 @@ import (
 //     maxmemory-policy, used_memory and evicted_keys; a policy that can
 //     evict is said in a warning, evicted keys are counted, and a full
 //     noeviction Redis makes Ping a *MemoryFullError;
-//   - lost data: a marker key without a TTL (markerKey), which the store
-//     writes if absent and reads back in the same command (SET … NX GET):
-//     gone, or holding another instance's new token, means Redis lost what
-//     it held; INFO's run_id tells a restart from a flush.
+//   - lost data: a marker key without a TTL (markerKeys; on a cluster one
+//     per master, in its slots), which the store writes if absent and
+//     reads back in the same command (SET … NX GET): gone, or holding
+//     another instance's new token, means Redis lost what it held; INFO's
+//     run_id tells a restart from a flush.
 //
 // A Redis that refuses INFO (a managed Redis may) is said once, and its
 // checks are left out; nothing of it ever fails the start.
@@ -119,7 +120,7 @@ type inspector struct {
 
 	// What the inspections saw, and what they said, so that each finding
 	// is logged once; mu is held.
-	marker     string            // the marker's value at the last inspection
+	markers    map[string]string // each marker's value at the last inspection, by key
 	runIDs     map[string]string // by master
 	keys       int64             // the keys Redis held at the last inspection
 	saidInfo   bool              // INFO refused, said
@@ -136,7 +137,7 @@ func newInspector(client redisClient, opts Options) *inspector {
 		log = zap.NewNop()
 	}
 	in := &inspector{client: client, log: log, user: userOf(client), prefix: opts.KeyPrefix, channel: opts.ResetChannel,
-		hashes: opts.RLQS, every: inspectEvery, runIDs: map[string]string{}}
+		hashes: opts.RLQS, every: inspectEvery, runIDs: map[string]string{}, markers: map[string]string{}}
 	in.found.Store(&Inspection{})
 	return in
 }
@@ -175,13 +176,13 @@ func (in *inspector) check(ctx context.Context) error {
 	}
 	in.at = time.Now()
 	found := Inspection{}
-	var marker *redis.StringCmd
+	var markers []markerRead
 	if in.prefix != "" { // the store's keys unknown: nothing written
-		marker = in.probe(ctx, &found)
+		markers = in.probe(ctx, &found)
 	}
 	nodes, infoErr := in.infos(ctx)
 	in.memory(&found, nodes, infoErr)
-	in.lostData(marker, nodes, infoErr == nil)
+	in.lostData(markers, nodes, infoErr == nil)
 	in.found.Store(&found)
 	switch {
 	case len(found.Missing) > 0:
@@ -199,17 +200,69 @@ func (in *inspector) check(ctx context.Context) error {
 // tag that keeps the probe's keys on one master.
 func (in *inspector) probeKey(kind string) string { return in.prefix + "{probe}:" + kind }
 
-// markerKey is the key whose disappearance tells that Redis lost its
-// data: under the prefix, without a TTL, holding the token of the store
-// that wrote it.
-func (in *inspector) markerKey() string { return in.prefix + "marker" }
+// markerRead is a marker key's SET … NX GET, and the master it is on
+// ("" on a single Redis).
+type markerRead struct {
+	key, master string
+	cmd         *redis.StringCmd
+}
+
+// markerKeys are the keys whose disappearance tells that Redis lost its
+// data, by master: under the prefix, without a TTL, holding the token of
+// the store that wrote it. A single Redis has one, PREFIXmarker; a
+// cluster one per master, PREFIXmarker{mN}, N the first whose hash slot
+// is in the master's first range of slots (so the same after a
+// failover), since a master may lose its data alone.
+func (in *inspector) markerKeys(ctx context.Context) map[string]string {
+	c, ok := in.client.(*redis.ClusterClient)
+	if !ok {
+		return map[string]string{in.prefix + "marker": ""}
+	}
+	ranges, err := c.ClusterSlots(ctx).Result()
+	if err != nil {
+		return nil // the next inspection tells
+	}
+	keys := map[string]string{}
+	seen := map[string]bool{}
+	for _, r := range ranges {
+		if len(r.Nodes) == 0 || seen[r.Nodes[0].Addr] {
+			continue
+		}
+		seen[r.Nodes[0].Addr] = true
+		for i := 0; ; i++ {
+			tag := "m" + strconv.Itoa(i)
+			if slot := int(crc16(tag) % 16384); slot >= int(r.Start) && slot <= int(r.End) {
+				keys[in.prefix+"marker{"+tag+"}"] = r.Nodes[0].Addr
+				break
+			}
+		}
+	}
+	return keys
+}
+
+// crc16 is Redis Cluster's hash of a key's tag (CRC-16/XMODEM), whose
+// value modulo 16384 is its slot.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
 
 // probe sends, in one pipeline, every command the store sends, on the
-// probe's keys, and the marker's SET … NX GET, which it returns; each
+// probe's keys, and the markers' SET … NX GET, which it returns; each
 // rule Redis refuses with NOPERM goes in found.Missing. Other errors (out
 // of memory, a timeout) are no missing permission: the memory check and
 // health say those.
-func (in *inspector) probe(ctx context.Context, found *Inspection) *redis.StringCmd {
+func (in *inspector) probe(ctx context.Context, found *Inspection) []markerRead {
 	str, zset, hash := in.probeKey("s"), in.probeKey("z"), in.probeKey("h")
 	const ttl = 60000 // ms: the probe's keys go, whatever the user may not do
 	p := in.client.Pipeline()
@@ -240,15 +293,20 @@ func (in *inspector) probe(ctx context.Context, found *Inspection) *redis.String
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	in.token = base64.RawURLEncoding.EncodeToString(b[:])
-	marker := redis.NewStringCmd(ctx, "set", in.markerKey(), in.token, "nx", "get")
-	_ = p.Process(ctx, marker)
+	var markers []markerRead
+	for key, master := range in.markerKeys(ctx) {
+		m := markerRead{key: key, master: master, cmd: redis.NewStringCmd(ctx, "set", key, in.token, "nx", "get")}
+		_ = p.Process(ctx, m.cmd)
+		markers = append(markers, m)
+		cmds = append(cmds, m.cmd)
+	}
 	_, _ = p.Exec(ctx) // each command's error is read below
-	for _, c := range append(cmds, marker) {
+	for _, c := range cmds {
 		if rule := in.missingRule(c.Err()); rule != "" && !slices.Contains(found.Missing, rule) {
 			found.Missing = append(found.Missing, rule)
 		}
 	}
-	return marker
+	return markers
 }
 
 // missingRule is the ACL rule whose absence err, a NOPERM, reports: +cmd,
@@ -387,11 +445,12 @@ func (in *inspector) memory(found *Inspection, nodes []nodeInfo, infoErr error) 
 	in.saidFull = found.Full()
 }
 
-// lostData reads the marker's SET … NX GET and the masters' run_id: a
-// marker gone (absent, or another store's new token) means Redis lost
-// what it held, which is counted and said once; a run_id changed with the
-// marker kept, a restart that kept the data. mu is held.
-func (in *inspector) lostData(marker *redis.StringCmd, nodes []nodeInfo, infoOK bool) {
+// lostData reads the markers' SET … NX GET and the masters' run_id: a
+// marker gone (absent, or another store's new token) means Redis, or the
+// master that held it, lost what it held, which is counted and said
+// once; a run_id changed with the markers kept, a restart that kept the
+// data. mu is held.
+func (in *inspector) lostData(markers []markerRead, nodes []nodeInfo, infoOK bool) {
 	restarted := ""
 	keys := int64(0)
 	if infoOK {
@@ -407,28 +466,26 @@ func (in *inspector) lostData(marker *redis.StringCmd, nodes []nodeInfo, infoOK 
 	if infoOK {
 		in.keys = keys
 	}
-	if marker == nil {
-		return
+	lost, where := false, ""
+	for _, m := range markers {
+		v, err := m.cmd.Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			v = in.token // absent: this store's token is the marker now
+		case err != nil:
+			continue // not read: the next inspection tells
+		}
+		if was := in.markers[m.key]; was != "" && v != was {
+			lost, where = true, m.master
+		}
+		in.markers[m.key] = v
 	}
-	v, err := marker.Result()
-	switch {
-	case errors.Is(err, redis.Nil):
-		v = in.token // absent: this store's token is the marker now
-	case err != nil:
-		return // not read: the next inspection tells
-	}
-	lost := in.marker != "" && v != in.marker
-	in.marker = v
 	switch {
 	case lost:
 		in.lost.Add(1)
 		in.log.Error("Redis lost the service's state: its marker key is gone (FLUSHALL or FLUSHDB, a restart without persistence, a failover to an empty replica); every limit's counts, every lockout and every held slot restart from nothing",
-			zap.String("marker", in.markerKey()), zap.Int64("keys_before", before), zap.Int64("keys_now", keys),
-			zap.Bool("restarted", restarted != ""), zap.String("master", restarted))
-	case restarted != "" && len(nodes) > 1:
-		// The marker is on one master: another's restart says nothing of
-		// its data.
-		in.log.Warn("a Redis Cluster master restarted: unless it persists its data, the state of the keys of its slots restarted from nothing", zap.String("master", restarted))
+			zap.Int64("keys_before", before), zap.Int64("keys_now", keys), zap.String("master", where),
+			zap.Bool("restarted", restarted != ""))
 	case restarted != "":
 		in.log.Info("Redis restarted and kept the service's state (its marker key is there)", zap.String("master", restarted))
 	}

@@ -17,19 +17,26 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
-// inspectingStore returns a store on srv as user (none: the default user) that
-// inspects Redis at every Ping, and the lines it logs.
-func inspectingStore(t *testing.T, srv *redistest.Server, user string) (*Store, *observer.ObservedLogs) {
+// inspectingStore returns a store on o that inspects Redis at every
+// Ping, and the lines it logs.
+func inspectingStore(t *testing.T, o ClientOptions) (*Store, *observer.ObservedLogs) {
 	t.Helper()
-	o := ClientOptions{URL: srv.URL(), Timeout: testTimeout}
-	if user != "" {
-		o.Username, o.Password = user, "pass"
-	}
+	o.Timeout = testTimeout
 	core, logs := observer.New(zapcore.InfoLevel)
 	s := New(newClient(t, o), Options{KeyPrefix: "rls:", ResetChannel: "rls:resets", RLQS: true, Logger: zap.New(core)})
 	s.inspect.every = 0
 	t.Cleanup(s.Close)
 	return s, logs
+}
+
+// asUser is the client options of srv as user, password pass (none: the
+// default user).
+func asUser(srv *redistest.Server, user string) ClientOptions {
+	o := ClientOptions{URL: srv.URL()}
+	if user != "" {
+		o.Username, o.Password = user, "pass"
+	}
+	return o
 }
 
 // logged is the messages of logs that contain part, each with its
@@ -103,7 +110,7 @@ func TestPermissionsMissing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			user := strings.NewReplacer(" ", "-", ",", "").Replace(tc.name)
 			do(t, srv, append([]string{"ACL", "SETUSER", user, "reset"}, tc.acl...))
-			s, _ := inspectingStore(t, srv, user)
+			s, _ := inspectingStore(t, asUser(srv, user))
 			err := s.Ping(ctx)
 			if tc.want == nil {
 				if err != nil {
@@ -139,7 +146,7 @@ func TestPermissionsMissing(t *testing.T) {
 func TestSubscribeRefusedLogged(t *testing.T) {
 	srv := redistest.Start(t)
 	do(t, srv, []string{"ACL", "SETUSER", "nosub", "on", ">pass", "~rls:*", "&rls:resets", "+@all", "-subscribe"})
-	s, logs := inspectingStore(t, srv, "nosub")
+	s, logs := inspectingStore(t, asUser(srv, "nosub"))
 	s.HearResets(nil)
 	deadline := time.Now().Add(5 * time.Second)
 	for len(logged(logs, "subscription to the reset channel")) == 0 {
@@ -158,7 +165,7 @@ func TestSubscribeRefusedLogged(t *testing.T) {
 func TestEvictionPolicy(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	s, logs := inspectingStore(t, srv, "")
+	s, logs := inspectingStore(t, asUser(srv, ""))
 	if err := s.Ping(ctx); err != nil || s.Inspection().Evicts() {
 		t.Fatalf("Ping on a Redis without maxmemory: %v, %+v", err, s.Inspection())
 	}
@@ -220,8 +227,8 @@ func TestEvictionPolicy(t *testing.T) {
 func TestStateLost(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	a, logsA := inspectingStore(t, srv, "")
-	b, logsB := inspectingStore(t, srv, "")
+	a, logsA := inspectingStore(t, asUser(srv, ""))
+	b, logsB := inspectingStore(t, asUser(srv, ""))
 	ping := func(s *Store) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
@@ -267,5 +274,34 @@ func TestStateLost(t *testing.T) {
 	}
 	if said := logged(logsA, "lost the service's state"); len(said) != 2 || !strings.Contains(said[1], "restarted:true") {
 		t.Errorf("logged %q, want a second line that says Redis restarted", said)
+	}
+}
+
+// TestInspectCluster: on a Redis Cluster, INFO is read from every master
+// (a policy that evicts on one of them is said) and each master has a
+// marker of its own, so that a master that alone lost its data is found,
+// and named.
+func TestInspectCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	ctx := context.Background()
+	s, logs := inspectingStore(t, ClientOptions{Cluster: cl.Addrs()})
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	if n := len(s.inspect.markers); n != 3 {
+		t.Errorf("%d markers (%v), want one per master", n, s.inspect.markers)
+	}
+	node := cl.Nodes[1]
+	do(t, node, []string{"CONFIG", "SET", "maxmemory", "100mb"}, []string{"CONFIG", "SET", "maxmemory-policy", "volatile-lfu"})
+	if err := s.Ping(ctx); err != nil || !s.Inspection().Evicts() || s.Inspection().Policy != "volatile-lfu" {
+		t.Errorf("one master evicts: Ping %v, %+v", err, s.Inspection())
+	}
+	do(t, node, []string{"FLUSHALL"})
+	if err := s.Ping(ctx); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+	said := logged(logs, "lost the service's state")
+	if s.Inspection().Lost != 1 || len(said) != 1 || !strings.Contains(said[0], node.Addr()) {
+		t.Errorf("one master flushed: lost %d, logged %q, want one line naming %s", s.Inspection().Lost, said, node.Addr())
 	}
 }

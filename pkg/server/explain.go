@@ -66,7 +66,7 @@ func (o *Options) LoadConfig() (*config.Config, error) {
 // with the function that closes the store.
 func (o *Options) NewService(cfg *config.Config) (*rls.Service, func() error, error) {
 	m, log := metrics.New(), zap.NewNop()
-	store, err := openStore(o, m, log, nil)
+	store, err := openStore(o, m, log, nil, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -106,7 +106,7 @@ func (o *Options) NewRLQS(cfg *config.Config) (*rlqs.Service, func() error, erro
 		return nil, nil, errors.New("-rlqs-report-interval must be at least 1s: Envoy reports in whole seconds")
 	}
 	m, log := metrics.New(), zap.NewNop()
-	store, err := openStore(o, m, log, nil)
+	store, err := openStore(o, m, log, nil, nil)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
 // Health, beyond serving until the drain: /healthz and gRPC health report
@@ -49,4 +51,16 @@ func (r *running) updateHealth() {
 func (r *running) storeRefusedChanged(refused bool) {
 	r.storeRefused.Store(refused)
 	r.updateHealth()
+}
+
+// limitsInForce is the config the service decides by: the service's once
+// it runs (files reloaded, xDS snapshots), the start's before.
+func (r *running) limitsInForce() *config.Config {
+	switch {
+	case r.svc != nil:
+		return r.svc.Index().Config()
+	case r.start.cfg != nil:
+		return r.start.cfg
+	}
+	return &config.Config{}
 }

@@ -215,7 +215,7 @@ func (r *running) build() error {
 	if r.tracing != nil {
 		tracer = r.tracing.Tracer(tracing.ServerScope)
 	}
-	store, err := openStore(o, r.m, r.log, tracer)
+	store, err := openStore(o, r.m, r.log, tracer, r.limitsInForce)
 	if err != nil {
 		return err
 	}

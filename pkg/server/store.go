@@ -12,6 +12,7 @@ import (
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/breaker"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/memory"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/overlimit"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/redisstore"
@@ -72,8 +73,11 @@ type storeHandle struct {
 // openStore opens the store the options name: the embedded store, or a
 // Redis (single, Sentinel or Cluster) behind the breaker and the
 // over-limit cache, with the embedded store beside it for failure_mode
-// local. A tracer, when set, traces the pipelines sent to Redis.
-func openStore(o *Options, m *metrics.Metrics, log *zap.Logger, tracer trace.Tracer) (*storeHandle, error) {
+// local. A tracer, when set, traces the pipelines sent to Redis. inForce
+// is the config in force, whose limits the inspections of Redis check the
+// permissions of; nil for a store that only reads (explain), whose
+// inspections then write nothing.
+func openStore(o *Options, m *metrics.Metrics, log *zap.Logger, tracer trace.Tracer, inForce func() *config.Config) (*storeHandle, error) {
 	mem := memory.New(memory.Options{MaxKeys: o.maxKeys})
 	m.Registry.MustRegister(metrics.NewMemoryStoreCollector(func() (int, uint64, uint64) {
 		st := mem.Stats()
@@ -90,8 +94,13 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger, tracer trace.Tra
 		mem.Close()
 		return nil, err
 	}
+	var prefix string // none: the inspections write nothing
+	var needs func() redisstore.Needs
+	if inForce != nil {
+		prefix, needs = o.redisKeyPrefix, func() redisstore.Needs { return storeNeeds(inForce()) }
+	}
 	s := redisstore.New(client, redisstore.Options{OnPipeline: m.RedisPipeline, Tracer: tracer, ResetChannel: o.redisKeyPrefix + "resets",
-		KeyPrefix: o.redisKeyPrefix, RLQS: o.rlqs, Logger: log.Named("redis"), OnGate: func(addr string, shut bool) {
+		KeyPrefix: prefix, Needs: needs, RLQS: o.rlqs, Logger: log.Named("redis"), OnGate: func(addr string, shut bool) {
 			if shut {
 				log.Warn("cluster master not answering: its keys take the failure mode at once until a probe is answered", zap.String("master", addr))
 			} else {
@@ -158,6 +167,32 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger, tracer trace.Tra
 		mem.Close()
 		return client.Close()
 	}}, nil
+}
+
+// storeNeeds is what the limits of cfg keep in Redis, for the
+// permissions probe of the store's inspections: counters always (an
+// Envoy's limit override applies, with the default algorithm, to any
+// descriptor of a known domain), and what each limit's algorithm and
+// lockout keep.
+func storeNeeds(cfg *config.Config) redisstore.Needs {
+	var ls []limits.Limit
+	var walk func(ds []*config.Descriptor)
+	walk = func(ds []*config.Descriptor) {
+		for _, d := range ds {
+			for _, r := range d.Rules {
+				if !r.Unlimited {
+					ls = append(ls, r.Limit)
+				}
+			}
+			walk(d.Descriptors)
+		}
+	}
+	for _, d := range cfg.Domains {
+		walk(d.Descriptors)
+	}
+	n := redisstore.NeedsOf(ls...)
+	n.Counters = true
+	return n
 }
 
 // redisClientOptions are the options of the Redis client that o names;

@@ -15,6 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
 // Redis fails the service in ways that no call reports: a user without a
@@ -105,6 +107,7 @@ type inspector struct {
 	prefix  string // the key prefix: the probe's keys and the marker
 	channel string // the reset channel, "" for none
 	hashes  bool   // the RLQS demands are kept in this Redis too
+	needs   func() Needs
 	every   time.Duration
 	// token is the marker's value if this inspection writes it: new at
 	// each, so that a marker written again differs from the one it
@@ -126,6 +129,7 @@ type inspector struct {
 	saidInfo   bool              // INFO refused, said
 	saidPolicy string            // the evicting policy said, "" for none
 	saidFull   bool
+	saidMarker bool      // the marker refused, said
 	infoRead   bool      // an INFO was read: evicted is known
 	evicted    int64     // evicted_keys at the last INFO read
 	evictedAt  time.Time // when keys evicted were last said
@@ -137,7 +141,7 @@ func newInspector(client redisClient, opts Options) *inspector {
 		log = zap.NewNop()
 	}
 	in := &inspector{client: client, log: log, user: userOf(client), prefix: opts.KeyPrefix, channel: opts.ResetChannel,
-		hashes: opts.RLQS, every: inspectEvery, runIDs: map[string]string{}, markers: map[string]string{}}
+		hashes: opts.RLQS, needs: opts.Needs, every: inspectEvery, runIDs: map[string]string{}, markers: map[string]string{}}
 	in.found.Store(&Inspection{})
 	return in
 }
@@ -257,7 +261,36 @@ func crc16(s string) uint16 {
 	return crc
 }
 
-// probe sends, in one pipeline, every command the store sends, on the
+// Needs are the kinds of state the configured limits keep in Redis: the
+// permissions probe checks the commands of those only, so that a user
+// given no more than its limits use is not reported short.
+type Needs struct {
+	// Counters: windows and buckets (BITFIELD, GET, PEXPIRE).
+	Counters bool
+	// Sets: sliding logs and concurrency limits (ZADD and the sorted set
+	// commands, PEXPIRE).
+	Sets bool
+	// Locks: lockouts, block_for (SET, GET, DEL).
+	Locks bool
+}
+
+// NeedsOf is what the limits keep in Redis.
+func NeedsOf(ls ...limits.Limit) Needs {
+	var n Needs
+	for _, l := range ls {
+		switch {
+		case isWindow(l.Algorithm) || isBucket(l.Algorithm):
+			n.Counters = true
+		case l.Algorithm == limits.SlidingLog || l.Algorithm == limits.Concurrency:
+			n.Sets = true
+		}
+		n.Locks = n.Locks || l.BlockFor > 0
+	}
+	return n
+}
+
+// probe sends, in one pipeline, every command the store sends (for the
+// limits in force, Options.Needs), and TIME and DEL always, on the
 // probe's keys, and the markers' SET … NX GET, which it returns; each
 // rule Redis refuses with NOPERM goes in found.Missing. Other errors (out
 // of memory, a timeout) are no missing permission: the memory check and
@@ -266,23 +299,33 @@ func (in *inspector) probe(ctx context.Context, found *Inspection) []markerRead 
 	str, zset, hash := in.probeKey("s"), in.probeKey("z"), in.probeKey("h")
 	const ttl = 60000 // ms: the probe's keys go, whatever the user may not do
 	p := in.client.Pipeline()
-	cmds := []redis.Cmder{
-		p.Do(ctx, "time"),
-		p.Do(ctx, "set", str, "", "px", ttl),
-		p.Do(ctx, "get", str),
-		p.Do(ctx, "bitfield", str, "overflow", "sat", "incrby", "u63", 0, 0),
-		p.Do(ctx, "pexpire", str, ttl, "nx"),
-		p.Do(ctx, "zadd", zset, 0, "a", 1, "b"),
-		p.Do(ctx, "pexpire", zset, ttl),
-		p.Do(ctx, "zremrangebyscore", zset, "-inf", -1),
-		p.Do(ctx, "zcard", zset),
-		p.Do(ctx, "zcount", zset, "-inf", "+inf"),
-		p.Do(ctx, "zrange", zset, "+inf", "-inf", "byscore", "rev", "limit", 0, 1, "withscores"),
-		p.Do(ctx, "zpopmin", zset, 1),
-		p.Do(ctx, "zpopmax", zset, 1),
-		p.Do(ctx, "zrem", zset, "a"),
-		p.Do(ctx, "del", str, zset),
+	needs := Needs{Counters: true, Sets: true, Locks: true}
+	if in.needs != nil {
+		needs = in.needs()
 	}
+	cmds := []redis.Cmder{p.Do(ctx, "time")}
+	if needs.Locks {
+		cmds = append(cmds, p.Do(ctx, "set", str, "", "px", ttl))
+	}
+	if needs.Counters || needs.Locks {
+		cmds = append(cmds, p.Do(ctx, "get", str))
+	}
+	if needs.Counters {
+		cmds = append(cmds, p.Do(ctx, "bitfield", str, "overflow", "sat", "incrby", "u63", 0, 0), p.Do(ctx, "pexpire", str, ttl, "nx"))
+	}
+	if needs.Sets {
+		cmds = append(cmds,
+			p.Do(ctx, "zadd", zset, 0, "a", 1, "b"),
+			p.Do(ctx, "pexpire", zset, ttl),
+			p.Do(ctx, "zremrangebyscore", zset, "-inf", -1),
+			p.Do(ctx, "zcard", zset),
+			p.Do(ctx, "zcount", zset, "-inf", "+inf"),
+			p.Do(ctx, "zrange", zset, "+inf", "-inf", "byscore", "rev", "limit", 0, 1, "withscores"),
+			p.Do(ctx, "zpopmin", zset, 1),
+			p.Do(ctx, "zpopmax", zset, 1),
+			p.Do(ctx, "zrem", zset, "a"))
+	}
+	cmds = append(cmds, p.Do(ctx, "del", str, zset)) // a reset's
 	if in.channel != "" {
 		// An empty announcement resets nothing (HearResets skips it).
 		cmds = append(cmds, p.Do(ctx, "publish", in.channel, ""))
@@ -295,10 +338,11 @@ func (in *inspector) probe(ctx context.Context, found *Inspection) []markerRead 
 	in.token = base64.RawURLEncoding.EncodeToString(b[:])
 	var markers []markerRead
 	for key, master := range in.markerKeys(ctx) {
+		// The service's own, not the limits': a marker refused turns the
+		// lost-data check off (lostData says it), not the store.
 		m := markerRead{key: key, master: master, cmd: redis.NewStringCmd(ctx, "set", key, in.token, "nx", "get")}
 		_ = p.Process(ctx, m.cmd)
 		markers = append(markers, m)
-		cmds = append(cmds, m.cmd)
 	}
 	_, _ = p.Exec(ctx) // each command's error is read below
 	for _, c := range cmds {
@@ -473,6 +517,11 @@ func (in *inspector) lostData(markers []markerRead, nodes []nodeInfo, infoOK boo
 		case errors.Is(err, redis.Nil):
 			v = in.token // absent: this store's token is the marker now
 		case err != nil:
+			var refused redis.Error
+			if errors.As(err, &refused) && !in.saidMarker {
+				in.saidMarker = true
+				in.log.Warn("Redis refuses the marker key: the check of lost data is off (+set and the keys under the prefix turn it on)", zap.String("marker", m.key), zap.Error(err))
+			}
 			continue // not read: the next inspection tells
 		}
 		if was := in.markers[m.key]; was != "" && v != was {

@@ -305,3 +305,28 @@ func TestInspectCluster(t *testing.T) {
 		t.Errorf("one master flushed: lost %d, logged %q, want one line naming %s", s.Inspection().Lost, said, node.Addr())
 	}
 }
+
+// TestPermissionsOfTheLimitsInForce: the probe checks what the limits in
+// force use (Options.Needs): a user without the sorted set commands is
+// enough for windows, and found short once a sliding log is in force; a
+// user without SET only turns the lost-data check off, said once.
+func TestPermissionsOfTheLimitsInForce(t *testing.T) {
+	srv := redistest.Start(t)
+	do(t, srv, []string{"ACL", "SETUSER", "windows", "on", ">pass", "~rls:*", "&rls:resets", "+@all", "-zadd", "-set"})
+	s, logs := inspectingStore(t, asUser(srv, "windows"))
+	inForce := []limits.Limit{hourly(limits.FixedWindow, 10)}
+	s.inspect.needs = func() Needs { return NeedsOf(inForce...) }
+	ctx := context.Background()
+	for range 2 {
+		if err := s.Ping(ctx); err != nil {
+			t.Fatalf("Ping with windows in force: %v", err)
+		}
+	}
+	if said := logged(logs, "refuses the marker key"); len(said) != 1 {
+		t.Errorf("logged %q, want one line that the lost-data check is off", said)
+	}
+	inForce = append(inForce, hourly(limits.SlidingLog, 10))
+	if err := s.Ping(ctx); err == nil || !strings.Contains(err.Error(), "+zadd") || strings.Contains(err.Error(), "+set") {
+		t.Errorf("Ping with a sliding log in force: %v, want +zadd named, and not +set", err)
+	}
+}

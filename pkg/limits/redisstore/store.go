@@ -152,6 +152,10 @@ type Options struct {
 	// RLQS tells that the RLQS demands are kept in this Redis too: the
 	// permissions probe then checks their hash commands.
 	RLQS bool
+	// Needs, when set, tells what the limits in force keep in Redis
+	// (NeedsOf), read at each inspection, so that the permissions probe
+	// checks what they use; nil checks the commands of every kind.
+	Needs func() Needs
 	// Logger says what the inspections of Redis find (inspect.go) and a
 	// reset subscription Redis refuses; nil logs nothing.
 	Logger *zap.Logger

@@ -114,9 +114,12 @@ type inspector struct {
 	// replaces, whoever writes it.
 	token string
 
-	mu  sync.Mutex
-	at  time.Time // when the last inspection ran
-	err error     // what the last found for health: nil, *RefusedError, *MemoryFullError
+	mu sync.Mutex
+	at time.Time // when the last inspection ran; mu is held
+	// health is what the last inspection found for health: nil, a
+	// *RefusedError or a *MemoryFullError, read without mu by a Ping
+	// that finds one running.
+	health atomic.Pointer[healthFound]
 
 	found atomic.Pointer[Inspection]
 	lost  atomic.Uint64
@@ -143,6 +146,7 @@ func newInspector(client redisClient, opts Options) *inspector {
 	in := &inspector{client: client, log: log, user: userOf(client), prefix: opts.KeyPrefix, channel: opts.ResetChannel,
 		hashes: opts.RLQS, needs: opts.Needs, every: inspectEvery, runIDs: map[string]string{}, markers: map[string]string{}}
 	in.found.Store(&Inspection{})
+	in.health.Store(&healthFound{})
 	return in
 }
 
@@ -172,11 +176,12 @@ func (s *Store) Inspection() Inspection {
 // returns what it found for health.
 func (in *inspector) check(ctx context.Context) error {
 	if !in.mu.TryLock() {
-		return nil // one is running: a health check answers without waiting for it
+		// One is running: a health check answers without waiting for it.
+		return in.health.Load().err
 	}
 	defer in.mu.Unlock()
 	if time.Since(in.at) < in.every {
-		return in.err
+		return in.health.Load().err
 	}
 	in.at = time.Now()
 	found := Inspection{}
@@ -188,17 +193,20 @@ func (in *inspector) check(ctx context.Context) error {
 	in.memory(&found, nodes, infoErr)
 	in.lostData(markers, nodes, infoErr == nil)
 	in.found.Store(&found)
+	var err error
 	switch {
 	case len(found.Missing) > 0:
 		rules := strings.Join(found.Missing, " ")
-		in.err = &RefusedError{Setting: Permissions, Err: fmt.Errorf("the user %s lacks %s: add them with ACL SETUSER %s %s (docs/operations.md, What Redis must be)", in.user, rules, in.user, rules)}
+		err = &RefusedError{Setting: Permissions, Err: fmt.Errorf("the user %s lacks %s: add them with ACL SETUSER %s %s (docs/operations.md, What Redis must be)", in.user, rules, in.user, rules)}
 	case found.Full():
-		in.err = &MemoryFullError{Used: found.UsedMemory, Max: found.MaxMemory}
-	default:
-		in.err = nil
+		err = &MemoryFullError{Used: found.UsedMemory, Max: found.MaxMemory}
 	}
-	return in.err
+	in.health.Store(&healthFound{err})
+	return err
 }
+
+// healthFound is what an inspection found for health.
+type healthFound struct{ err error }
 
 // probeKey is a key of the probe's own, under the prefix, of the hash
 // tag that keeps the probe's keys on one master.
@@ -448,8 +456,11 @@ func (in *inspector) memory(found *Inspection, nodes []nodeInfo, infoErr error) 
 		var refused redis.Error // an answer, not an outage
 		if !in.saidInfo && errors.As(infoErr, &refused) {
 			in.saidInfo = true
-			in.log.Warn("Redis refuses INFO: the checks of its eviction policy, memory and lost data are off (a managed Redis may forbid it; +info in the user's ACL rules turns them on)", zap.Error(infoErr))
+			in.log.Warn("Redis refuses INFO: the checks of its eviction policy and memory are off (a managed Redis may forbid it; +info in the user's ACL rules turns them on)", zap.Error(infoErr))
 		}
+		// What the last INFO read said stands until the next is read.
+		last := in.found.Load()
+		found.Policy, found.MaxMemory, found.UsedMemory, found.Evicted = last.Policy, last.MaxMemory, last.UsedMemory, last.Evicted
 		return
 	}
 	for _, n := range nodes {

@@ -330,3 +330,25 @@ func TestPermissionsOfTheLimitsInForce(t *testing.T) {
 		t.Errorf("Ping with a sliding log in force: %v, want +zadd named, and not +set", err)
 	}
 }
+
+// TestInfoRefused: a Redis that refuses INFO (a managed Redis may) is
+// said once, and nothing else: Ping is not failed for it, and data lost
+// is still seen by the marker.
+func TestInfoRefused(t *testing.T) {
+	srv := redistest.Start(t)
+	do(t, srv, []string{"ACL", "SETUSER", "noinfo", "on", ">pass", "~rls:*", "&rls:resets", "+@all", "-info"})
+	s, logs := inspectingStore(t, asUser(srv, "noinfo"))
+	ctx := context.Background()
+	for range 2 {
+		if err := s.Ping(ctx); err != nil {
+			t.Fatalf("Ping without INFO: %v", err)
+		}
+	}
+	if said := logged(logs, "refuses INFO"); len(said) != 1 {
+		t.Errorf("logged %q, want one line", said)
+	}
+	do(t, srv, []string{"FLUSHALL"})
+	if err := s.Ping(ctx); err != nil || s.Inspection().Lost != 1 {
+		t.Errorf("after FLUSHALL without INFO: %v, lost %d, want 1", err, s.Inspection().Lost)
+	}
+}

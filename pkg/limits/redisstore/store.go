@@ -75,6 +75,13 @@
 // next charged; a refund pops the newest members. A counter at zero is left
 // to expire.
 //
+// Every reply of every command a hit sends is read, its writes too
+// (writes.go): a write Redis refuses fails the hit, never passes for a
+// hit on an empty key. What no call can report (a user without a command
+// the limits need, an eviction policy that drops their keys, a memory
+// full, data lost) is inspected at each health check, off the decision's
+// path (inspect.go).
+//
 // The store is tested on Redis 7.0 and later; PEXPIRE … NX needs 7.0,
 // ZRANGE … BYSCORE REV LIMIT 6.2.
 package redisstore

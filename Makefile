@@ -5,23 +5,16 @@ GO       ?= go
 FUZZTIME ?= 10s
 BIN      := bin/envoy-rls
 
-.PHONY: test run build image image-multiarch fuzz differential bench lint
+.PHONY: test bench-once run build image image-multiarch fuzz differential bench lint
 
+# test runs every test (scripts/test.sh says how), ending with one line,
+# "packages: N passed, N failed".
 test:
-	@if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then \
-		sudo=; if [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then sudo=sudo; fi; \
-		$$sudo apt-get update && \
-		$$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server redis-tools; \
-	fi
-	$(GO) test -race -count=1 ./...
-	@# The dashboards' test is a module of its own (dashboards/doc.go says why).
-	cd dashboards && $(GO) test -race -count=1 ./...
-	@# So are the Kubernetes tests (deploy/test/doc.go says why).
-	cd deploy/test && $(GO) test -race -count=1 ./...
-	GOAMD64=v3 $(GO) test -count=1 -run 'Equivalence' ./pkg/limits/redisstore/
-	@# The allocation tests skip under -race (it makes sync.Pool drop items): run them without it.
-	$(GO) test -count=1 -run 'Allocs' ./...
-	@# Every benchmark once, so that one that no longer runs fails here.
+	@GO=$(GO) bash scripts/test.sh
+
+# bench-once runs every benchmark once, so that one that no longer runs
+# fails here (CI runs it; `make bench` measures).
+bench-once:
 	@echo "benchmarks, once each"; out=$$($(GO) test -run '^$$' -bench . -benchtime 1x ./... 2>&1) || { echo "$$out"; exit 1; }
 
 run:

@@ -479,7 +479,11 @@ func (r *ratelimitStats) statSet(h *RatelimitHit) *statSet {
 		return nil
 	}
 	if static {
-		r.pin(e)
+		if !r.pin(e) {
+			// Evicted since it was found: the node's counters are made
+			// anew, not evictable.
+			e = r.newStatEntry(e.key, false)
+		}
 		r.byNode.Store(h.Node, &e.set)
 	}
 	return &e.set

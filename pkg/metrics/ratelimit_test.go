@@ -506,3 +506,48 @@ counted 2
 counted{kind="within"} 2
 `, "counted")
 }
+
+// TestRatelimitEvictionConcurrent: decisions on new and old values from
+// several goroutines, with scrapes and statsd flushes beside them, keep
+// the keys within the bound, and the race detector quiet.
+func TestRatelimitEvictionConcurrent(t *testing.T) {
+	m := enabled(t, RatelimitOptions{Statsd: true, ValuesBytes: 64 << 10})
+	static := within(walk(t, descriptors.Entry{Key: "remote_address", Value: "x"}), 1, 0)
+	client := within(walk(t, descriptors.Entry{Key: "client", Value: "x"}), 1, 0)
+	done := make(chan struct{})
+	for g := range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			h := *client
+			for i := range 500 {
+				h.Entries = []descriptors.Entry{{Key: "client", Value: strconv.Itoa(g*1000 + i%300)}}
+				hit(m, &h)
+				hit(m, static)
+			}
+		}()
+	}
+	go func() {
+		defer func() { done <- struct{}{} }()
+		for range 50 {
+			m.FlushStatsd(&recordingSink{})
+			if _, err := m.RatelimitGatherer().Gather(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	for range 5 {
+		<-done
+	}
+	r := m.ratelimit
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.values.bytes > r.values.max || r.values.n <= 0 {
+		t.Errorf("%d keys holding %d bytes, want some, within %d", r.values.n, r.values.bytes, r.values.max)
+	}
+	if got := len(r.byKey); got != r.values.n+1 {
+		t.Errorf("%d stat keys, want the %d of values and the static one", got, r.values.n)
+	}
+	if got, want := len(r.sd.counters), len(r.sd.byName); got != want {
+		t.Errorf("%d statsd counters listed, %d by name", got, want)
+	}
+}

@@ -153,17 +153,23 @@ func (r *ratelimitStats) forgetSeriesLocked(s *series) {
 
 // pin makes e, found by a key the config alone names, a key that is not
 // evicted: a static node keeps its counters for as long as the config.
-func (r *ratelimitStats) pin(e *statEntry) {
+// It reports false when e was evicted already.
+func (r *ratelimitStats) pin(e *statEntry) bool {
 	if !e.evictable.Load() {
-		return
+		return true
 	}
 	r.mu.Lock()
-	if e.evictable.Load() && r.byKey[e.key] == e {
-		e.evictable.Store(false)
-		r.values.bytes -= e.cost
-		r.values.n--
+	defer r.mu.Unlock()
+	if !e.evictable.Load() {
+		return true
 	}
-	r.mu.Unlock()
+	if r.byKey[e.key] != e {
+		return false
+	}
+	e.evictable.Store(false)
+	r.values.bytes -= e.cost
+	r.values.n--
+	return true
 }
 
 // sayFull calls full once the bound has first been reached.

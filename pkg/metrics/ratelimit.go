@@ -489,10 +489,15 @@ func (r *ratelimitStats) statSet(h *RatelimitHit) *statSet {
 	return &e.set
 }
 
-// newStatEntry maps the six stat names of key and keeps their counters;
+// newStatEntry maps the six stat names of key, before it takes the lock,
+// and keeps their counters;
 // a key of request values (evictable) first makes room for itself within
 // their bound, or is not kept (nil) when it is larger than the bound.
 func (r *ratelimitStats) newStatEntry(key string, evictable bool) *statEntry {
+	var mapped [statCount]counterMapping
+	for i, suffix := range statSuffixes {
+		mapped[i] = r.mapCounter("ratelimit.service.rate_limit." + key + suffix)
+	}
 	r.mu.Lock()
 	e, ok := r.byKey[key]
 	if !ok {
@@ -501,8 +506,8 @@ func (r *ratelimitStats) newStatEntry(key string, evictable bool) *statEntry {
 		if evictable && !r.makeRoomLocked(e) {
 			e = nil
 		} else {
-			for i, suffix := range statSuffixes {
-				e.set[i] = r.counterLocked("ratelimit.service.rate_limit." + key + suffix)
+			for i := range mapped {
+				e.set[i] = r.mappedLocked(mapped[i])
 			}
 			r.byKey[key] = e
 		}
@@ -519,38 +524,66 @@ func (r *ratelimitStats) counter(name string) counterRef {
 	return r.counterLocked(name)
 }
 
-// counterLocked maps the counter name as the exporter does: a mapping
-// names the family and its labels (or drops it); a name no mapping matches
-// is a family of its own, its name escaped, without labels. With a statsd
-// sink the name has a statsd counter too, whatever the mapping says.
-func (r *ratelimitStats) counterLocked(name string) counterRef {
-	var c counterRef
-	if r.sd != nil {
-		c.sd = r.sd.counterLocked(name)
-		c.sd.refs++
-	}
-	if !r.withFamilies {
-		return c
+// counterMapping is what the mapper makes of a counter's name: its
+// family, help and labels, or nothing (drop) for a name no family counts.
+type counterMapping struct {
+	name, family, help string
+	labels             prometheus.Labels
+	scaled             bool
+	scale              float64
+	drop               bool
+}
+
+// mapCounter maps the counter name as the exporter does: a mapping names
+// the family and its labels (or drops it); a name no mapping matches is a
+// family of its own, its name escaped, without labels. It takes no lock:
+// the mapper is safe for concurrent use, and matching is most of what a
+// new stat key costs.
+func (r *ratelimitStats) mapCounter(name string) counterMapping {
+	cm := counterMapping{name: name, drop: !r.withFamilies}
+	if cm.drop {
+		return cm
 	}
 	mp, labels, ok := r.mapper.GetMapping(name, mapper.MetricTypeCounter)
-	family, help := mapper.EscapeMetricName(name), defaultHelp
-	if ok {
-		if mp.Action == mapper.ActionTypeDrop || mp.Name == "" {
-			return c
-		}
-		family = mapper.EscapeMetricName(mp.Name)
-		if mp.HelpText != "" {
-			help = mp.HelpText
-		}
-		c.scaled, c.scale = mp.Scale.Set, mp.Scale.Val
-	} else {
-		labels = nil
+	cm.family, cm.help = mapper.EscapeMetricName(name), defaultHelp
+	if !ok {
+		return cm
 	}
-	help, claimed := r.claim(family, kindCounter, help)
+	if mp.Action == mapper.ActionTypeDrop || mp.Name == "" {
+		cm.drop = true
+		return cm
+	}
+	cm.family, cm.labels = mapper.EscapeMetricName(mp.Name), labels
+	if mp.HelpText != "" {
+		cm.help = mp.HelpText
+	}
+	cm.scaled, cm.scale = mp.Scale.Set, mp.Scale.Val
+	return cm
+}
+
+// counterLocked maps the counter name and keeps its counters.
+func (r *ratelimitStats) counterLocked(name string) counterRef {
+	return r.mappedLocked(r.mapCounter(name))
+}
+
+// mappedLocked keeps the counters of a mapped name: its series, unless
+// the mapping drops it or another kind has the family, and with a statsd
+// sink its statsd counter, whatever the mapping says.
+func (r *ratelimitStats) mappedLocked(cm counterMapping) counterRef {
+	var c counterRef
+	if r.sd != nil {
+		c.sd = r.sd.counterLocked(cm.name)
+		c.sd.refs++
+	}
+	if cm.drop {
+		return c
+	}
+	help, claimed := r.claim(cm.family, kindCounter, cm.help)
 	if !claimed {
-		return counterRef{sd: c.sd}
+		return c
 	}
-	c.s = r.seriesLocked(family, help, labels)
+	c.scaled, c.scale = cm.scaled, cm.scale
+	c.s = r.seriesLocked(cm.family, help, cm.labels)
 	c.s.refs++
 	return c
 }

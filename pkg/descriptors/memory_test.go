@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/envoy-rls/envoy-rls/internal/memtest"
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
@@ -74,14 +75,6 @@ func (s *heapSampler) end() uint64 {
 	return s.peak.Load()
 }
 
-func heapAfterGC() uint64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.HeapInuse
-}
-
 // loadIndex loads the file at path and indexes it, as a reload does.
 func loadIndex(t *testing.T, path string) *descriptors.Index {
 	t.Helper()
@@ -128,15 +121,15 @@ func TestLargeConfigMemory(t *testing.T) {
 	}
 	size := uint64(len(data))
 	data = nil
-	base := heapAfterGC()
+	base := memtest.HeapAfterGC()
 
 	s := sampleHeap()
 	ix := loadIndex(t, large)
 	peak := s.end() - base
-	held := heapAfterGC() - base
+	held := memtest.HeapAfterGC() - base
 	runtime.KeepAlive(ix)
 	ix = loadIndex(t, small)
-	after := int64(heapAfterGC()) - int64(base)
+	after := int64(memtest.HeapAfterGC()) - int64(base)
 	runtime.KeepAlive(ix)
 
 	t.Logf("%d descriptors, %d bytes of YAML: peak %d bytes above the base (%.1f× the file), %d held by the index (%.1f×), %d after a small config",

@@ -38,8 +38,7 @@ func StatKeyVaries(entries []Entry, path []*Node) bool {
 // wildcard's, again, its pattern). An entry past the end of path (a walk
 // that stopped early, for Envoy's limit override) is its key alone.
 //
-// The key is not sanitized; SanitizeStatKey does what envoyproxy/ratelimit
-// does to it before naming a stat.
+// The key is not sanitized; SanitizeStatKey makes it fit to name a stat.
 func AppendStatKey(b []byte, domain string, entries []Entry, path []*Node) []byte {
 	b = append(b, domain...)
 	if len(path) == len(entries) && len(path) > 0 && path[len(path)-1].Descriptor.DetailedMetric {
@@ -99,14 +98,21 @@ func appendDetailed(b []byte, entries []Entry, path []*Node) []byte {
 	return b
 }
 
-// SanitizeStatKey rewrites key in place as envoyproxy/ratelimit does before
-// naming a stat: `:` and `|` (which statsd's line format reserves) become
-// `_`, and so do the dots inside anything that looks like an IPv4 address
-// (four runs of one to three digits joined by dots), so that an address
-// stays one part of the key. It returns key.
+// SanitizeStatKey rewrites key in place before it names a stat: every
+// byte outside statKeySafe becomes `_`, and so do the dots inside anything
+// that looks like an IPv4 address (four runs of one to three digits joined
+// by dots), so that an address stays one part of the key. It returns key.
+//
+// envoyproxy/ratelimit replaces only `:` and `|`, and the rest of a
+// request's value goes out as it came (detailed_metric, value_to_metric):
+// a newline there starts a statsd line of the caller's own, a comma a
+// DogStatsD tag of its own, and a byte that is not UTF-8 makes a label
+// Prometheus cannot serve. The values of ordinary requests (names, paths,
+// addresses, ids) hold none of those bytes, so their stat names are
+// envoyproxy/ratelimit's.
 func SanitizeStatKey(key []byte) []byte {
 	for i, c := range key {
-		if c == ':' || c == '|' {
+		if !statKeySafe[c] {
 			key[i] = '_'
 		}
 	}
@@ -125,6 +131,25 @@ func SanitizeStatKey(key []byte) []byte {
 	}
 	return key
 }
+
+// statKeySafe holds the bytes a stat key keeps: the printable ASCII
+// characters but for the space and the ones statsd's and DogStatsD's
+// lines reserve (`:` ends the name, `|` a field, `,` a tag, `#` starts
+// the tags). Control bytes, DEL and every byte of a multi-byte or
+// invalid UTF-8 sequence are out.
+var statKeySafe = func() (t [256]bool) {
+	for c := '!'; c <= '~'; c++ {
+		t[c] = true
+	}
+	for _, c := range ":|,#" {
+		t[c] = false
+	}
+	return t
+}()
+
+// StatByteSafe reports whether c goes into a stat name or tag as it is;
+// SanitizeStatKey replaces any other byte.
+func StatByteSafe(c byte) bool { return statKeySafe[c] }
 
 // ipv4At reports whether an IPv4-like run starts at key[i], the way a
 // leftmost regular expression match of \d{1,3}(\.\d{1,3}){3} would find it,

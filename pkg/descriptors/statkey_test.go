@@ -121,7 +121,13 @@ var ipv4Like = regexp.MustCompile(`\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}`)
 
 // sanitizeByRegexp is SanitizeStatKey written the slow way.
 func sanitizeByRegexp(s string) string {
-	s = strings.NewReplacer(":", "_", "|", "_").Replace(s)
+	b := []byte(s)
+	for i, c := range b {
+		if c < '!' || c > '~' || strings.IndexByte(":|,#", c) >= 0 {
+			b[i] = '_'
+		}
+	}
+	s = string(b)
 	return ipv4Like.ReplaceAllStringFunc(s, func(ip string) string { return strings.ReplaceAll(ip, ".", "_") })
 }
 
@@ -136,6 +142,11 @@ func TestSanitizeStatKey(t *testing.T) {
 		{"edge.x_1..2.3.4", "edge.x_1..2.3.4"},
 		{"edge.x_1..2.3.4.5", "edge.x_1..2_3_4_5"},
 		{"edge.x_1.2.3.", "edge.x_1.2.3."},
+		{"edge.path_/api/v1/users?id=7&x=[a]", "edge.path_/api/v1/users?id=7&x=[a]"},
+		{"edge.user_ann@example.com", "edge.user_ann@example.com"},
+		{"edge.x_a\nevil.injected_1_c.total_hits:3|c", "edge.x_a_evil.injected_1_c.total_hits_3_c"},
+		{"edge.x_a,b#c d", "edge.x_a_b_c_d"},
+		{"edge.x_m\xfcn\xc3\xbc\x00\r\x7f", "edge.x_m_n_____"},
 	}
 	for _, tt := range tests {
 		if got := string(SanitizeStatKey([]byte(tt.in))); got != tt.want {
@@ -143,6 +154,26 @@ func TestSanitizeStatKey(t *testing.T) {
 		}
 		if got := sanitizeByRegexp(tt.in); got != tt.want {
 			t.Errorf("the regexp gives %q for %q: the table is wrong", got, tt.in)
+		}
+	}
+}
+
+// TestSanitizeStatKeyEveryByte: of the 256 byte values, the printable
+// ASCII characters but for space, `:`, `|`, `,` and `#` stay as they are,
+// and every other becomes `_`, wherever it is in the key.
+func TestSanitizeStatKeyEveryByte(t *testing.T) {
+	for b := range 256 {
+		c := byte(b)
+		keep := c > ' ' && c < 0x7f && c != ':' && c != '|' && c != ',' && c != '#'
+		want := "edge.k_" + string([]byte{c}) + "z"
+		if !keep {
+			want = "edge.k__z"
+		}
+		if got := string(SanitizeStatKey([]byte("edge.k_" + string([]byte{c}) + "z"))); got != want {
+			t.Errorf("byte %#02x: got %q, want %q", c, got, want)
+		}
+		if StatByteSafe(c) != keep {
+			t.Errorf("StatByteSafe(%#02x) = %v, want %v", c, !keep, keep)
 		}
 	}
 }

@@ -52,6 +52,9 @@ type AdminOptions struct {
 	// Quotas serves GET /rlqs (rlqs.go); nil when the server does not
 	// serve RLQS.
 	Quotas BucketExplainer
+	// BrowserRefused, when not nil, is called for each call refused as a
+	// browser's (browser.go), with the endpoint and why (Refused*).
+	BrowserRefused func(endpoint, reason string)
 }
 
 // Results of an admin call, as AdminOptions.Counted gets them.
@@ -78,13 +81,19 @@ const (
 //
 // Each call must carry `Authorization: Bearer TOKEN` with a token of
 // o.Tokens when there are tokens: without one, or with a wrong one, the
-// answer is 401 and nothing is done.
+// answer is 401 and nothing is done. A call a page in a browser made is
+// refused, 403, and a reset whose body is not application/json, 415
+// (browser.go): without tokens, nothing else stops a page the operator
+// opens from lifting a lockout.
 func AdminHandler(o AdminOptions) http.Handler {
 	if o.Bodies == nil {
 		o.Bodies = NewBodyBudget(DefaultBodyBudget)
 	}
 	if o.Counted == nil {
 		o.Counted = func(string, string) {}
+	}
+	if o.BrowserRefused == nil {
+		o.BrowserRefused = func(string, string) {}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /top", func(w http.ResponseWriter, r *http.Request) {
@@ -105,10 +114,16 @@ func AdminHandler(o AdminOptions) http.Handler {
 	return mux
 }
 
-// authorized checks r's bearer token, and answers 401 itself when it is
-// missing or wrong. who names the caller for the log: the token's name,
-// and the peer's address.
+// authorized refuses r as a browser's, and checks its bearer token,
+// answering 403, 415 or 401 itself when it is refused. who names the
+// caller for the log: the token's name, and the peer's address.
 func (o AdminOptions) authorized(w http.ResponseWriter, r *http.Request, endpoint string) (who string, ok bool) {
+	if why := refuseBrowser(w, r, r.Method == http.MethodPost); why != "" {
+		o.BrowserRefused(endpoint, why)
+		o.Log.Debug("admin call refused as a browser's", zap.String("endpoint", endpoint), zap.String("reason", why),
+			zap.String("peer", r.RemoteAddr), zap.String("origin", r.Header.Get("Origin")), zap.String("host", r.Host))
+		return "", false
+	}
 	if o.Tokens == nil {
 		return "peer " + r.RemoteAddr, true
 	}

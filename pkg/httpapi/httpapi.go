@@ -56,6 +56,9 @@ type Options struct {
 	// BodyRefused, when not nil, is called for each body refused because
 	// Bodies had no room for it.
 	BodyRefused func()
+	// BrowserRefused, when not nil, is called for each POST /json refused
+	// as a browser's (browser.go), with why (Refused*).
+	BrowserRefused func(endpoint, reason string)
 }
 
 // Handler returns the HTTP API.
@@ -125,7 +128,18 @@ func serveHealth(w http.ResponseWriter, r *http.Request, o Options) {
 
 // serveJSON is envoyproxy/ratelimit's /json: a RateLimitRequest in protobuf
 // JSON in, the RateLimitResponse out, with the code as the HTTP status.
+// A request a page in a browser made is refused (browser.go): a hit
+// charges quota, and can start a lockout, of whatever descriptor the page
+// names. Its body may be of any type, as envoyproxy/ratelimit takes it
+// (`curl -d` sends a form's): what a browser sends across sites is
+// refused by its Origin and Sec-Fetch-Site.
 func serveJSON(w http.ResponseWriter, r *http.Request, o Options) {
+	if why := refuseBrowser(w, r, false); why != "" {
+		if o.BrowserRefused != nil {
+			o.BrowserRefused("json", why)
+		}
+		return
+	}
 	var req rlsv3.RateLimitRequest
 	if !readRequest(w, r, o, &req) {
 		return

@@ -65,6 +65,7 @@ type Metrics struct {
 	statsdDropped prometheus.Counter
 	ratelimit     *ratelimitStats // envoyproxy/ratelimit's stats (ratelimit.go); nil when off
 	admin         *prometheus.CounterVec
+	browser       *prometheus.CounterVec
 	top           *topk.Board // the refusals GET /top reports; nil when off
 
 	// configNotLoaded and storeRefused: operators' mistakes the service
@@ -149,10 +150,14 @@ func New() *Metrics {
 		}, []string{"what"}),
 	}
 	m.statsdSent, m.statsdDropped, m.admin = sinkCounters()
+	m.browser = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rls_browser_refused_total",
+		Help: "HTTP calls refused as a page's in a browser, before any work, by endpoint (json, top, reset, rlqs) and reason: cross_site (Sec-Fetch-Site cross-site or same-site), foreign_origin (an Origin other than the address called, or a Host that is a name), content_type (a reset whose body is not application/json).",
+	}, []string{"endpoint", "reason"})
 	m.configNotLoaded, m.storeRefused = mistakeGauges()
 	r.MustRegister(m.decisions, m.storeErrors, m.requests, m.latency, m.storeLatency,
 		m.reloads, m.configSuccess, m.configTime, m.configDomains, m.configLimits, m.configNotLoaded, m.storeRefused, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns, m.refused,
-		m.statsdSent, m.statsdDropped, m.admin,
+		m.statsdSent, m.statsdDropped, m.admin, m.browser,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -228,6 +233,15 @@ func (m *Metrics) Decided(d *Decision) {
 // EnableTop has every descriptor a limit refuses counted on b, by its
 // rule, for GET /top. It is called at start-up, before any decision.
 func (m *Metrics) EnableTop(b *topk.Board) { m.top = b }
+
+// BrowserRefused counts one HTTP call refused as a browser's, by endpoint
+// and reason (httpapi.Refused*).
+func (m *Metrics) BrowserRefused(endpoint, reason string) {
+	if m == nil {
+		return
+	}
+	m.browser.WithLabelValues(endpoint, reason).Inc()
+}
 
 // Admin counts one call of an admin endpoint (top, reset) by its result
 // (ok, unauthorized, not_found, bad_request, error).

@@ -41,11 +41,9 @@ var DefaultRatelimitMapper string
 // DefaultNearLimitRatio is envoyproxy/ratelimit's NEAR_LIMIT_RATIO default.
 const DefaultNearLimitRatio = 0.8
 
-// maxStatKeys bounds the stat keys counted. Keys come from the config, but
-// detailed_metric and value_to_metric put request values in them; past
-// the bound a new key is not counted, rather than letting callers grow the
-// process and the scrape without end.
-const maxStatKeys = 100_000
+// DefaultValuesBytes bounds the memory of the stat keys that hold request
+// values (RatelimitOptions.ValuesBytes).
+const DefaultValuesBytes = 32 << 20
 
 // defaultHelp is statsd_exporter's help text for a family whose mapping
 // gives none.
@@ -67,6 +65,15 @@ type RatelimitOptions struct {
 	// NoFamilies leaves the Prometheus families out (RatelimitGatherer is
 	// nil): the stats go to the statsd sink alone.
 	NoFamilies bool
+	// ValuesBytes bounds the memory, as estimated, of the stat keys that
+	// hold request values (detailed_metric, value_to_metric, values.go);
+	// zero means DefaultValuesBytes. The keys the config alone names are
+	// not bounded: the config bounds them.
+	ValuesBytes int64
+	// ValuesFull, when not nil, is called once, the first time a stat key
+	// of request values is dropped for the bound, so that it is said once
+	// rather than at every drop.
+	ValuesFull func()
 }
 
 // RatelimitHit is one descriptor's part in envoyproxy/ratelimit's stats
@@ -117,6 +124,17 @@ var statSuffixes = [statCount]string{".total_hits", ".over_limit", ".near_limit"
 // statSet is the counters of one stat key.
 type statSet [statCount]counterRef
 
+// statEntry is a stat key's counters, as byKey keeps them. A key holding
+// request values is evictable (values.go): last is when it last counted,
+// on ratelimitStats.tick's clock, and cost the memory it is said to hold.
+type statEntry struct {
+	set       statSet
+	key       string
+	evictable atomic.Bool
+	cost      int64 // under ratelimitStats.mu
+	last      atomic.Uint64
+}
+
 // counterRef is where a stat's counts go: a series, with the mapping's
 // scale, and the stat's statsd counter. A zero counterRef counts nothing
 // (a mapping that drops the stat, and no statsd sink).
@@ -151,6 +169,12 @@ type series struct {
 	labelValues []string
 	ints        atomic.Uint64
 	floatBits   atomic.Uint64
+	// id is its key in ratelimitStats.series, descID its desc's in
+	// descs, and refs the counters that count into it (under
+	// ratelimitStats.mu): the last one evicted takes the series out of
+	// the scrape.
+	id, descID, family string
+	refs               int
 }
 
 func (s *series) addFloat(v float64) {
@@ -176,6 +200,9 @@ type familyKind int
 type familyInfo struct {
 	kind familyKind
 	help string
+	// series counts a counter family's series: the family goes with its
+	// last one (values.go).
+	series int
 }
 
 const (
@@ -189,7 +216,6 @@ type ratelimitStats struct {
 	registry  *prometheus.Registry
 	mapper    *mapper.MetricMapper
 	nearRatio float32
-	maxKeys   int // maxStatKeys; a test lowers it
 
 	// byNode holds the statSet of every config node whose stat key does not
 	// depend on the request (*descriptors.Node to *statSet); reload forgets
@@ -197,9 +223,14 @@ type ratelimitStats struct {
 	byNode sync.Map
 
 	mu       sync.RWMutex
-	byKey    map[string]*statSet // by sanitized stat key
-	series   map[string]*series  // by family and labels
+	byKey    map[string]*statEntry // by sanitized stat key
+	series   map[string]*series    // by family and labels
 	families map[string]familyInfo
+	// descs holds each family's Desc by its label names: the series of a
+	// family share it.
+	descs map[string]*sharedDesc
+	// values bounds the stat keys of request values (values.go).
+	values valueKeys
 
 	redisErrors, serviceErrors, loadSuccess, loadError, globalShadow counterRef
 	// methods holds the call stats of each gRPC method, by its full name.
@@ -226,6 +257,9 @@ func (m *Metrics) EnableRatelimit(o RatelimitOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := m.Registry.Register(valueCollector{r}); err != nil {
+		return err
+	}
 	m.ratelimit = r
 	return nil
 }
@@ -249,16 +283,24 @@ func newRatelimitStats(o RatelimitOptions) (*ratelimitStats, error) {
 		registry:  prometheus.NewRegistry(),
 		mapper:    mp,
 		nearRatio: o.NearLimitRatio,
-		maxKeys:   maxStatKeys,
-		byKey:     make(map[string]*statSet),
+		byKey:     make(map[string]*statEntry),
 		series:    make(map[string]*series),
 		families:  make(map[string]familyInfo),
+		descs:     make(map[string]*sharedDesc),
 		methods:   make(map[string]*methodStats),
+		values:    valueKeys{max: o.ValuesBytes, full: o.ValuesFull},
 
 		withFamilies: !o.NoFamilies,
 	}
+	if r.values.max <= 0 {
+		r.values.max = DefaultValuesBytes
+	}
+	if r.withFamilies {
+		r.values.base += valueKeyFamilies
+	}
 	if o.Statsd {
 		r.sd = newStatsdStats()
+		r.values.base += valueKeyStatsd
 	}
 	r.keyBufs.New = func() any { b := make([]byte, 0, 128); return &b }
 	r.redisErrors = r.counter("ratelimit.service.call.should_rate_limit.redis_error")
@@ -412,8 +454,8 @@ func (r *ratelimitStats) split(h *RatelimitHit) hitCounts {
 	return c
 }
 
-// statSet finds or makes the counters of h's stat key; nil when the key is
-// past maxStatKeys.
+// statSet finds or makes the counters of h's stat key; nil when the key
+// holds request values and is larger than their bound on its own.
 func (r *ratelimitStats) statSet(h *RatelimitHit) *statSet {
 	static := h.Node != nil && !descriptors.StatKeyVaries(h.Entries, h.Path)
 	if static {
@@ -424,35 +466,55 @@ func (r *ratelimitStats) statSet(h *RatelimitHit) *statSet {
 	bp := r.keyBufs.Get().(*[]byte)
 	key := descriptors.SanitizeStatKey(descriptors.AppendStatKey((*bp)[:0], h.Domain, h.Entries, h.Path))
 	r.mu.RLock()
-	s := r.byKey[string(key)]
+	e := r.byKey[string(key)]
 	r.mu.RUnlock()
-	if s == nil {
-		s = r.newStatSet(string(key))
+	if e == nil {
+		e = r.newStatEntry(string(key), !static)
+	} else if !static && e.evictable.Load() {
+		r.values.touch(e)
 	}
 	*bp = key
 	r.keyBufs.Put(bp)
-	if static && s != nil {
-		r.byNode.Store(h.Node, s)
-	}
-	return s
-}
-
-// newStatSet maps the six stat names of key and keeps their counters.
-func (r *ratelimitStats) newStatSet(key string) *statSet {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if s, ok := r.byKey[key]; ok {
-		return s
-	}
-	if len(r.byKey) >= r.maxKeys {
+	if e == nil {
 		return nil
 	}
-	s := new(statSet)
-	for i, suffix := range statSuffixes {
-		s[i] = r.counterLocked("ratelimit.service.rate_limit." + key + suffix)
+	if static {
+		if !r.pin(e) {
+			// Evicted since it was found: the node's counters are made
+			// anew, not evictable.
+			e = r.newStatEntry(e.key, false)
+		}
+		r.byNode.Store(h.Node, &e.set)
 	}
-	r.byKey[key] = s
-	return s
+	return &e.set
+}
+
+// newStatEntry maps the six stat names of key, before it takes the lock,
+// and keeps their counters;
+// a key of request values (evictable) first makes room for itself within
+// their bound, or is not kept (nil) when it is larger than the bound.
+func (r *ratelimitStats) newStatEntry(key string, evictable bool) *statEntry {
+	var mapped [statCount]counterMapping
+	for i, suffix := range statSuffixes {
+		mapped[i] = r.mapCounter("ratelimit.service.rate_limit." + key + suffix)
+	}
+	r.mu.Lock()
+	e, ok := r.byKey[key]
+	if !ok {
+		e = &statEntry{key: key}
+		e.evictable.Store(evictable)
+		if evictable && !r.makeRoomLocked(e) {
+			e = nil
+		} else {
+			for i := range mapped {
+				e.set[i] = r.mappedLocked(mapped[i])
+			}
+			r.byKey[key] = e
+		}
+	}
+	r.mu.Unlock()
+	r.values.sayFull()
+	return e
 }
 
 // counter maps one counter's stat name.
@@ -462,37 +524,67 @@ func (r *ratelimitStats) counter(name string) counterRef {
 	return r.counterLocked(name)
 }
 
-// counterLocked maps the counter name as the exporter does: a mapping
-// names the family and its labels (or drops it); a name no mapping matches
-// is a family of its own, its name escaped, without labels. With a statsd
-// sink the name has a statsd counter too, whatever the mapping says.
-func (r *ratelimitStats) counterLocked(name string) counterRef {
-	var c counterRef
-	if r.sd != nil {
-		c.sd = r.sd.counterLocked(name)
-	}
-	if !r.withFamilies {
-		return c
+// counterMapping is what the mapper makes of a counter's name: its
+// family, help and labels, or nothing (drop) for a name no family counts.
+type counterMapping struct {
+	name, family, help string
+	labels             prometheus.Labels
+	scaled             bool
+	scale              float64
+	drop               bool
+}
+
+// mapCounter maps the counter name as the exporter does: a mapping names
+// the family and its labels (or drops it); a name no mapping matches is a
+// family of its own, its name escaped, without labels. It takes no lock:
+// the mapper is safe for concurrent use, and matching is most of what a
+// new stat key costs.
+func (r *ratelimitStats) mapCounter(name string) counterMapping {
+	cm := counterMapping{name: name, drop: !r.withFamilies}
+	if cm.drop {
+		return cm
 	}
 	mp, labels, ok := r.mapper.GetMapping(name, mapper.MetricTypeCounter)
-	family, help := mapper.EscapeMetricName(name), defaultHelp
-	if ok {
-		if mp.Action == mapper.ActionTypeDrop || mp.Name == "" {
-			return c
-		}
-		family = mapper.EscapeMetricName(mp.Name)
-		if mp.HelpText != "" {
-			help = mp.HelpText
-		}
-		c.scaled, c.scale = mp.Scale.Set, mp.Scale.Val
-	} else {
-		labels = nil
+	cm.family, cm.help = mapper.EscapeMetricName(name), defaultHelp
+	if !ok {
+		return cm
 	}
-	help, claimed := r.claim(family, kindCounter, help)
+	if mp.Action == mapper.ActionTypeDrop || mp.Name == "" {
+		cm.drop = true
+		return cm
+	}
+	cm.family, cm.labels = mapper.EscapeMetricName(mp.Name), labels
+	if mp.HelpText != "" {
+		cm.help = mp.HelpText
+	}
+	cm.scaled, cm.scale = mp.Scale.Set, mp.Scale.Val
+	return cm
+}
+
+// counterLocked maps the counter name and keeps its counters.
+func (r *ratelimitStats) counterLocked(name string) counterRef {
+	return r.mappedLocked(r.mapCounter(name))
+}
+
+// mappedLocked keeps the counters of a mapped name: its series, unless
+// the mapping drops it or another kind has the family, and with a statsd
+// sink its statsd counter, whatever the mapping says.
+func (r *ratelimitStats) mappedLocked(cm counterMapping) counterRef {
+	var c counterRef
+	if r.sd != nil {
+		c.sd = r.sd.counterLocked(cm.name)
+		c.sd.refs++
+	}
+	if cm.drop {
+		return c
+	}
+	help, claimed := r.claim(cm.family, kindCounter, cm.help)
 	if !claimed {
-		return counterRef{sd: c.sd}
+		return c
 	}
-	c.s = r.seriesLocked(family, help, labels)
+	c.scaled, c.scale = cm.scaled, cm.scale
+	c.s = r.seriesLocked(cm.family, help, cm.labels)
+	c.s.refs++
 	return c
 }
 
@@ -524,9 +616,25 @@ func (r *ratelimitStats) seriesLocked(family, help string, labels prometheus.Lab
 	if s, ok := r.series[id.String()]; ok {
 		return s
 	}
-	s := &series{desc: prometheus.NewDesc(family, help, names, nil), labelValues: values}
-	r.series[id.String()] = s
+	descID := family + "\x00" + strings.Join(names, "\x00")
+	d := r.descs[descID]
+	if d == nil {
+		d = &sharedDesc{desc: prometheus.NewDesc(family, help, names, nil)}
+		r.descs[descID] = d
+	}
+	d.refs++
+	f := r.families[family]
+	f.series++
+	r.families[family] = f
+	s := &series{desc: d.desc, labelValues: values, id: id.String(), descID: descID, family: family}
+	r.series[s.id] = s
 	return s
+}
+
+// sharedDesc is a Desc and the series that have it.
+type sharedDesc struct {
+	desc *prometheus.Desc
+	refs int
 }
 
 // methodStats are the call stats of one gRPC method: its requests, and

@@ -36,7 +36,10 @@ type StatsdSink interface {
 type statsdCounter struct {
 	name string
 	n    atomic.Uint64
-	sent uint64
+	sent atomic.Uint64
+	// refs is the stat keys that count into it, and at its place in
+	// statsdStats.counters (both under ratelimitStats.mu).
+	refs, at int
 }
 
 // timerSample is one call's duration, in whole milliseconds, as
@@ -48,10 +51,14 @@ type timerSample struct {
 
 // statsdStats are the statsd sink's counters and timer samples.
 type statsdStats struct {
-	// counters are in the order they were made, under ratelimitStats.mu;
-	// byName finds them (a name counted twice is one counter).
+	// counters are the counters, under ratelimitStats.mu; byName finds
+	// them (a name counted twice is one counter). A flush sends a copy
+	// (flushed, its own).
 	counters []*statsdCounter
 	byName   map[string]*statsdCounter
+	flushed  []*statsdCounter
+	// lost is what evicted counters had counted that no flush sent.
+	lost atomic.Uint64
 
 	samplesMu sync.Mutex
 	samples   []timerSample
@@ -74,10 +81,24 @@ func (s *statsdStats) counterLocked(name string) *statsdCounter {
 	if c, ok := s.byName[name]; ok {
 		return c
 	}
-	c := &statsdCounter{name: name}
+	c := &statsdCounter{name: name, at: len(s.counters)}
 	s.byName[name] = c
 	s.counters = append(s.counters, c)
 	return c
+}
+
+// forgetLocked drops c, whose last stat key was evicted; what it counted
+// since the last flush is lost, and counted so. The caller holds
+// ratelimitStats.mu.
+func (s *statsdStats) forgetLocked(c *statsdCounter) {
+	delete(s.byName, c.name)
+	last := s.counters[len(s.counters)-1]
+	s.counters[c.at], last.at = last, c.at
+	s.counters[len(s.counters)-1] = nil
+	s.counters = s.counters[:len(s.counters)-1]
+	if n, sent := c.n.Load(), c.sent.Load(); n > sent {
+		s.lost.Add(n - sent)
+	}
 }
 
 // time keeps one sample of m's response time.
@@ -120,22 +141,22 @@ func (m *Metrics) FlushStatsd(sink StatsdSink) {
 	sd.flushMu.Lock()
 	defer sd.flushMu.Unlock()
 	r.mu.RLock()
-	counters := sd.counters // appended to only: the first len stay as they are
+	sd.flushed = append(sd.flushed[:0], sd.counters...)
 	r.mu.RUnlock()
-	for _, c := range counters {
-		n := c.n.Load()
-		if n != c.sent {
-			sink.Counter(c.name, n-c.sent)
-			c.sent = n
+	for _, c := range sd.flushed {
+		n, sent := c.n.Load(), c.sent.Load()
+		if n != sent && c.sent.CompareAndSwap(sent, n) {
+			sink.Counter(c.name, n-sent)
 		}
 	}
+	clear(sd.flushed) // the evicted counters go
 	sd.runtime.flush(sink)
 	samples, dropped := sd.takeSamples(sd.spare)
 	for _, s := range samples {
 		sink.Timer(s.m.timerName, uint64(s.ms))
 	}
 	sd.spare = samples
-	m.StatsdDropped(dropped)
+	m.StatsdDropped(dropped + sd.lost.Swap(0))
 }
 
 // StatsdDropped counts stats a statsd sink dropped: stat lines a statsd

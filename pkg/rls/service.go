@@ -33,7 +33,7 @@ import (
 // attack, refused with InvalidArgument before any work.
 const (
 	MaxDescriptors = 64
-	MaxEntries     = 32
+	MaxEntries     = config.MaxDepth
 )
 
 // Options configure a Service.

@@ -57,7 +57,8 @@ func newAdmin(o *Options, svc *rls.Service, quotas *rlqs.Service, m *metrics.Met
 		return nil, nil
 	}
 	a := &admin{o: o.admin, log: log.Named("admin")}
-	ao := httpapi.AdminOptions{Resetter: svc, HashValues: o.hashValues, Log: a.log, Counted: m.Admin}
+	ao := httpapi.AdminOptions{Resetter: svc, HashValues: o.hashValues, Log: a.log, Counted: m.Admin,
+		BrowserRefused: m.BrowserRefused}
 	if quotas != nil { // a nil *rlqs.Service is not a nil BucketExplainer
 		ao.Quotas = quotas
 	}

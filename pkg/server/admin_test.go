@@ -37,11 +37,24 @@ func tokenFile(t *testing.T, content string) string {
 // adminDo sends an admin call with token ("" for none).
 func adminDo(t *testing.T, method, url, token, body string) (int, string) {
 	t.Helper()
-	var h http.Header
+	h := http.Header{}
 	if token != "" {
-		h = http.Header{"Authorization": {"Bearer " + token}}
+		h.Set("Authorization", "Bearer "+token)
+	}
+	if method == http.MethodPost {
+		h.Set("Content-Type", "application/json")
 	}
 	return httpDoWith(t, method, url, body, h)
+}
+
+// wantMetrics checks samples of the server's /metrics, by series.
+func wantMetrics(t *testing.T, httpAddr string, want map[string]string) {
+	t.Helper()
+	for series, v := range want {
+		if got := metric(t, httpAddr, series); got != v {
+			t.Errorf("%s: got %q, want %s", series, got, v)
+		}
+	}
 }
 
 // metric reads one sample of the server's /metrics, "" when absent.
@@ -119,17 +132,13 @@ func TestAdminOnHTTPAddr(t *testing.T) {
 		resets[0].ContextMap()["descriptor"] != "k=a" {
 		t.Errorf("reset log: got %v, want one line naming the token ops, its peer and k=a", resets)
 	}
-	for series, want := range map[string]string{
+	wantMetrics(t, s.httpAddr, map[string]string{
 		`rls_admin_requests_total{endpoint="reset",result="unauthorized"}`: "2",
 		`rls_admin_requests_total{endpoint="top",result="unauthorized"}`:   "2",
 		`rls_admin_requests_total{endpoint="reset",result="ok"}`:           "1",
 		`rls_admin_requests_total{endpoint="reset",result="not_found"}`:    "1",
 		`rls_admin_requests_total{endpoint="top",result="ok"}`:             "1",
-	} {
-		if got := metric(t, s.httpAddr, series); got != want {
-			t.Errorf("%s: got %q, want %s", series, got, want)
-		}
-	}
+	})
 }
 
 // TestAdminResetRedis: on -admin-addr, with a token, a reset lets a

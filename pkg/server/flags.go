@@ -364,6 +364,8 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), h Help) (*
 		return nil, errors.New("-grpc-max-streams must be positive")
 	case o.maxInFlight <= 0:
 		return nil, errors.New("-max-in-flight must be positive")
+	case o.stats.valuesMiB < 1 || o.stats.valuesMiB > 1<<20:
+		return nil, errors.New("-stat-values-max-mib must be from 1 to 1048576 (MiB)")
 	case o.rlqsReportInterval < time.Second:
 		return nil, errors.New("-rlqs-report-interval must be at least 1s: Envoy reports in whole seconds")
 	case o.rlqsAssignmentTTL < 0:

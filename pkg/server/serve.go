@@ -292,6 +292,8 @@ func (r *running) httpServer() {
 		JSONRefunds:  o.jsonRefunds && o.negativeHits,
 		Bodies:       bodies,
 		BodyRefused:  func() { r.m.Refused(metrics.RefusedJSONBody) },
+
+		BrowserRefused: r.m.BrowserRefused,
 	})
 	if !o.jsonEndpoint {
 		api = withoutJSON(api)

@@ -37,6 +37,9 @@ type statsOptions struct {
 	// mapperFile is a statsd_exporter mapper config; empty: the built-in one.
 	mapperFile     string
 	nearLimitRatio float32
+	// valuesMiB bounds the memory of the stat keys that hold request
+	// values (metrics.RatelimitOptions.ValuesBytes), in MiB.
+	valuesMiB int
 	// disable turns the stats off whatever addr says, as DISABLE_STATS
 	// does.
 	disable bool
@@ -49,6 +52,7 @@ func statsFlags(fs *flag.FlagSet, o *statsOptions) {
 	fs.Var(statsPathFlag{&o.path}, "prometheus-path", "path at -prometheus-addr that serves them")
 	fs.StringVar(&o.mapperFile, "prometheus-mapper-yaml", "", "statsd_exporter mapper config that names the families and labels of envoyproxy/ratelimit's stats (empty: the built-in one, envoyproxy/ratelimit's default)")
 	fs.Var(ratioFlag{&o.nearLimitRatio}, "near-limit-ratio", "share of a limit past which hits count as near_limit in envoyproxy/ratelimit's stats")
+	fs.IntVar(&o.valuesMiB, "stat-values-max-mib", metrics.DefaultValuesBytes>>20, "memory, in MiB as estimated, that the stat keys holding request values (detailed_metric, value_to_metric) may take in envoyproxy/ratelimit's stats; past it the least recently counted are dropped, their series and statsd counters with them, so that new values are counted")
 	fs.BoolVar(&o.disable, "disable-stats", false, "count none of envoyproxy/ratelimit's stats: serve no -prometheus-addr and push to no -statsd-addr, whatever they say")
 }
 
@@ -129,7 +133,11 @@ func enableStats(o *Options, m *metrics.Metrics, log *zap.Logger) error {
 	if !families && !pushed {
 		return nil
 	}
-	ro := metrics.RatelimitOptions{NearLimitRatio: s.nearLimitRatio, Statsd: pushed, NoFamilies: !families}
+	ro := metrics.RatelimitOptions{NearLimitRatio: s.nearLimitRatio, Statsd: pushed, NoFamilies: !families,
+		ValuesBytes: int64(s.valuesMiB) << 20,
+		ValuesFull: func() {
+			log.Warn(fmt.Sprintf("the stat keys holding request values (detailed_metric, value_to_metric) reached %s (%d MiB): from now on the least recently counted are dropped to count new ones, counted in rls_stat_values_evicted_total; said once", o.setting("stat-values-max-mib"), s.valuesMiB))
+		}}
 	if ro.NearLimitRatio == 0 {
 		// 0 asks for every hit to be near the limit. The options' zero
 		// means the default; the smallest ratio above 0 gives a threshold

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 )
 
 // Tag is one of the tags every stat carries (envoyproxy/ratelimit's
@@ -16,7 +18,8 @@ type Tag struct{ Key, Value string }
 
 // ParseTags reads KEY:VALUE,KEY:VALUE, as envoyproxy/ratelimit reads
 // EXTRA_TAGS: each pair one colon, the key not empty. The tags are sorted
-// by key, a value's dots, colons and bars made underscores, and a pair
+// by key, a value's dots and a key's or a value's colons, bars, commas,
+// hashes, spaces and bytes outside printable ASCII made underscores, and a pair
 // with an empty value left out, as lyft/gostats serializes them.
 func ParseTags(s string) ([]Tag, error) {
 	var tags []Tag
@@ -32,22 +35,24 @@ func ParseTags(s string) ([]Tag, error) {
 			continue
 		}
 		tags = slices.DeleteFunc(tags, func(t Tag) bool { return t.Key == k })
-		tags = append(tags, Tag{Key: k, Value: cleanValue(v)})
+		tags = append(tags, Tag{Key: clean(k, false), Value: clean(v, true)})
 	}
 	slices.SortFunc(tags, func(a, b Tag) int { return strings.Compare(a.Key, b.Key) })
 	return tags, nil
 }
 
-// cleanValue makes the characters that end a name's part or a stat's
-// name underscores, as lyft/gostats does a tag's value.
-func cleanValue(v string) string {
-	return strings.Map(func(r rune) rune {
-		switch r {
-		case '.', ':', '|':
-			return '_'
+// clean makes the bytes that would end a name's part, a stat's name or a
+// tag underscores: a value's dots, as lyft/gostats does a tag's value, and
+// every byte a stat key could not hold (descriptors.StatByteSafe), so that
+// a tag cannot add a line or a tag of its own.
+func clean(v string, dots bool) string {
+	b := []byte(v)
+	for i, c := range b {
+		if !descriptors.StatByteSafe(c) || dots && c == '.' {
+			b[i] = '_'
 		}
-		return r
-	}, v)
+	}
+	return string(b)
 }
 
 // Mogrifier renames the stats whose names its pattern matches, and tags

@@ -302,3 +302,32 @@ func TestBlockRuleSnapshotApplied(t *testing.T) {
 		t.Errorf("got a NACK: %v", nack.GetErrorDetail())
 	}
 }
+
+// A tree of descriptors deeper than a request's descriptor can reach is
+// NACKed with the depth and the path of the first descriptor too deep,
+// and nothing of it is applied.
+func TestTooDeepSnapshotNACKed(t *testing.T) {
+	m := xdstest.NewMTLS(t, "ratelimit")
+	srv := xdstest.Start(t, xdstest.Options{TLS: m.ServerTLS(t, m.CA)})
+	deep := limit("deep", "deep", "k", 1)
+	for range 40 {
+		deep.Descriptors = []*rlsconfv3.RateLimitDescriptor{{Key: "k", Descriptors: deep.Descriptors}}
+	}
+	srv.Set(t, node, "1", deep)
+	var a applied
+	run(t, xds.Options{Server: srv.Addr, NodeID: node, TLS: clientTLS(m), Apply: a.apply,
+		Backoff: xds.Backoff{Initial: 10 * time.Millisecond, Max: 50 * time.Millisecond, Factor: 2}})
+	var nack *discoveryv3.DiscoveryRequest
+	eventually(t, "the deep snapshot NACKed", func() bool {
+		nack = srv.Find(func(r *discoveryv3.DiscoveryRequest) bool { return r.GetErrorDetail() != nil })
+		return nack != nil
+	})
+	msg := nack.GetErrorDetail().GetMessage()
+	path := "descriptors[0]" + strings.Repeat(".descriptors[0]", config.MaxDepth)
+	if !strings.HasPrefix(msg, "deep: "+path+" (deep.k.k.") || !strings.Contains(msg, "nested 33 levels deep, deeper than the 32 entries") {
+		t.Errorf("NACK's error_detail: got %q, want the path %s and the depth 33", msg, path)
+	}
+	if versions, _ := a.get(); len(versions) != 0 {
+		t.Errorf("applied: got %v, want nothing", versions)
+	}
+}

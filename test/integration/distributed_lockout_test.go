@@ -98,6 +98,7 @@ func resetThrough(t *testing.T, s *server, token, body string) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		t.Fatalf("POST /reset: %v", err)

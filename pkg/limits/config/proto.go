@@ -43,11 +43,15 @@ func (o Options) FromProto(resource string, m *rlsconfv3.RateLimitConfig) (*Doma
 func protoDomain(m *rlsconfv3.RateLimitConfig) *rawDomain {
 	return &rawDomain{
 		name:        protoField(m.GetDomain(), m.GetDomain() != "", "domain", "domain"),
-		descriptors: protoDescriptors(m.GetDescriptors(), "descriptors"),
+		descriptors: protoDescriptors(m.GetDescriptors(), "descriptors", 1),
 	}
 }
 
-func protoDescriptors(ms []*rlsconfv3.RateLimitDescriptor, path string) []*rawDescriptor {
+// protoDescriptors maps the descriptors at path, at depth (1 for a
+// domain's). It maps none below MaxDepth+1, the first level the validator
+// refuses: each level's path is longer than its parent's, and a tree of
+// thousands of levels would take the square of that in paths.
+func protoDescriptors(ms []*rlsconfv3.RateLimitDescriptor, path string, depth int) []*rawDescriptor {
 	var ds []*rawDescriptor
 	for i, m := range ms {
 		at := fmt.Sprintf("%s[%d]", path, i)
@@ -55,11 +59,13 @@ func protoDescriptors(ms []*rlsconfv3.RateLimitDescriptor, path string) []*rawDe
 			at:             pos{name: "descriptors", path: at},
 			key:            protoField(m.GetKey(), m.GetKey() != "", "key", at+".key"),
 			value:          m.GetValue(),
-			descriptors:    protoDescriptors(m.GetDescriptors(), at+".descriptors"),
 			shadowMode:     m.GetShadowMode(),
 			detailedMetric: m.GetDetailedMetric(),
 			quotaMode:      m.GetQuotaMode(),
 			metadata:       m.GetMetadata(),
+		}
+		if depth <= MaxDepth {
+			d.descriptors = protoDescriptors(m.GetDescriptors(), at+".descriptors", depth+1)
 		}
 		if p := m.GetRateLimit(); p != nil {
 			r := protoRule(p, at+".rate_limit")

@@ -29,7 +29,7 @@ func (v validator) domain(file string, r *rawDomain) (*Domain, error) {
 	if r.name.v == "" {
 		return nil, r.name.at.errorf("empty")
 	}
-	ds, err := v.descriptors(r.descriptors, r.name.v)
+	ds, err := v.descriptors(r.descriptors, r.name.v, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -46,13 +46,24 @@ func compositeKey(parent, key, value string) string {
 	return parent + "." + key + "_" + value
 }
 
+// MaxDepth is how deep descriptors may nest: the most entries a request's
+// descriptor may have (rls.MaxEntries), since each entry takes a walk one
+// level down. A node deeper than that is one no request can reach, and a
+// tree of thousands of levels would only hold memory, so it is refused.
+const MaxDepth = 32
+
 // descriptors validates the descriptors under parent (a domain or a
-// composite key), keeping their order: wildcards are tried in that order.
-func (v validator) descriptors(raws []*rawDescriptor, parent string) ([]*Descriptor, error) {
+// composite key), at depth (1 for a domain's), keeping their order:
+// wildcards are tried in that order.
+func (v validator) descriptors(raws []*rawDescriptor, parent string, depth int) ([]*Descriptor, error) {
 	var ds []*Descriptor
 	first := map[[2]string]pos{}
 	for _, r := range raws {
-		d, err := v.descriptor(r, parent)
+		if depth > MaxDepth {
+			return nil, r.at.wordErrorf(compositeKey(parent, r.key.v, r.value),
+				"descriptor nested %d levels deep, deeper than the %d entries a request's descriptor may have: no request reaches it", depth, MaxDepth)
+		}
+		d, err := v.descriptor(r, parent, depth)
 		if err != nil {
 			return nil, err
 		}
@@ -66,7 +77,7 @@ func (v validator) descriptors(raws []*rawDescriptor, parent string) ([]*Descrip
 	return ds, nil
 }
 
-func (v validator) descriptor(r *rawDescriptor, parent string) (*Descriptor, error) {
+func (v validator) descriptor(r *rawDescriptor, parent string, depth int) (*Descriptor, error) {
 	if !r.key.set {
 		return nil, r.at.wordErrorf("", "descriptor has no key")
 	}
@@ -102,7 +113,7 @@ func (v validator) descriptor(r *rawDescriptor, parent string) (*Descriptor, err
 		d.Rules = rules
 	}
 	var err error
-	if d.Descriptors, err = v.descriptors(r.descriptors, compositeKey(parent, d.Key, d.Value)); err != nil {
+	if d.Descriptors, err = v.descriptors(r.descriptors, compositeKey(parent, d.Key, d.Value), depth+1); err != nil {
 		return nil, err
 	}
 	return d, nil

@@ -85,10 +85,18 @@ func (v *secretVolume) publish(files map[string]string) {
 // eventually fails the test unless cond holds within reloadBound.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(reloadBound)
+	eventuallyWithin(t, reloadBound, what, cond)
+}
+
+// eventuallyWithin is eventually with a bound of its own, for a condition
+// that waits on more work than a reload of a small file (a file of
+// thousands of limits, loaded under the race detector on a busy machine).
+func eventuallyWithin(t *testing.T, bound time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, reloadBound)
+			t.Fatalf("%s: not within %v", what, bound)
 		}
 		time.Sleep(10 * time.Millisecond) // polling a condition, with a wide bound
 	}

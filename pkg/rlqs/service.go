@@ -163,6 +163,11 @@ func (s *Service) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqspb.RateL
 	}()
 	for {
 		select {
+		case <-ctx.Done():
+			// The receiver may have stopped without a word, on a message
+			// it could not hand over: only the context tells the stream
+			// is over, and the stream's place is held until this returns.
+			return status.FromContextError(ctx.Err()).Err()
 		case <-s.done:
 			// Envoy restarts its stream at its next report, on another
 			// instance or on this one once it is back.

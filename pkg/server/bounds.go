@@ -222,33 +222,53 @@ func (l *inflightLimit) unary(ctx context.Context, req any, _ *grpc.UnaryServerI
 // from the unary calls').
 func (l *inflightLimit) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	cs := &countedStream{ServerStream: ss, l: l}
-	defer func() {
-		if cs.counted {
-			l.give(cs.conn)
-		}
-	}()
+	defer cs.end()
 	return handler(srv, cs)
 }
 
-// countedStream takes its call's place when its first message arrives.
+// countedStream takes its call's place when its first message arrives,
+// and gives it back when its handler returns. A handler may receive on a
+// goroutine of its own (RLQS does, to watch the stream's context and the
+// drain at once) and return while that goroutine is still in RecvMsg: the
+// first message arriving after the end takes no place, else the place
+// would be held, with no handler to give it back, for the process's life.
 type countedStream struct {
 	grpc.ServerStream
 	l       *inflightLimit
-	conn    *peer.Peer
-	counted bool
+	counted atomic.Bool // read without mu by RecvMsg's own caller
+
+	mu    sync.Mutex // guards conn and ended, and counted's change
+	conn  *peer.Peer
+	ended bool
 }
 
 func (s *countedStream) RecvMsg(m any) error {
-	if err := s.ServerStream.RecvMsg(m); err != nil || s.counted {
+	if err := s.ServerStream.RecvMsg(m); err != nil || s.counted.Load() {
 		return err
 	}
 	arrived(s.Context())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return status.Error(codes.Canceled, "the call has ended")
+	}
 	p, ok := s.l.take(s.Context())
 	if !ok {
 		return s.l.refuse()
 	}
-	s.conn, s.counted = p, true
+	s.conn = p
+	s.counted.Store(true)
 	return nil
+}
+
+// end gives back the place of a stream whose handler returned.
+func (s *countedStream) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	if s.counted.Load() {
+		s.l.give(s.conn)
+	}
 }
 
 // limitListener accepts at most max connections open at once. Past that, a

@@ -1,0 +1,152 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// attackScale is $RLQS_ATTACK_SCALE (default 1): the longest attacks run
+// at the full size with it raised, and at a size that stays quick
+// under -race on two cores without.
+func attackScale(t *testing.T) int {
+	t.Helper()
+	v := os.Getenv("RLQS_ATTACK_SCALE")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("RLQS_ATTACK_SCALE=%q: want a positive integer", v)
+	}
+	return n
+}
+
+// rlqsReport is one usage report of the test domain's bucket k=v.
+func rlqsReport(v string) *rlqspb.RateLimitQuotaUsageReports {
+	return &rlqspb.RateLimitQuotaUsageReports{Domain: "test", BucketQuotaUsages: []*rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage{{
+		BucketId:           &rlqspb.BucketId{Bucket: map[string]string{"k": v}},
+		TimeElapsed:        durationpb.New(5 * time.Second),
+		NumRequestsAllowed: 10,
+	}}}
+}
+
+// rlqsConns dials n connections to addr.
+func rlqsConns(t *testing.T, addr string, n int) []rlqspb.RateLimitQuotaServiceClient {
+	t.Helper()
+	out := make([]rlqspb.RateLimitQuotaServiceClient, n)
+	for i := range out {
+		out[i] = rlqspb.NewRateLimitQuotaServiceClient(grpcDial(t, addr, insecure.NewCredentials()))
+	}
+	return out
+}
+
+// waitMetric waits up to d for s's series to read want, and returns what
+// it read last.
+func waitMetric(t *testing.T, s *inProcess, series, want string, d time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		got := metric(t, s.httpAddr, series)
+		if got == want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// answered opens n streams spread over clients, each sending one report,
+// and returns how many got an answer within callBound; the streams stay
+// open until the test ends.
+func answered(t *testing.T, clients []rlqspb.RateLimitQuotaServiceClient, n int) (int64, error) {
+	release := make(chan struct{})
+	var open sync.WaitGroup
+	t.Cleanup(func() { close(release); open.Wait() })
+	var ok atomic.Int64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for i := range n {
+		wg.Add(1)
+		open.Go(func() {
+			answer := sync.OnceFunc(wg.Done)
+			defer answer()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			timer := time.AfterFunc(callBound, cancel)
+			defer timer.Stop()
+			st, err := clients[i%len(clients)].StreamRateLimitQuotas(ctx)
+			if err == nil {
+				err = st.Send(rlqsReport(fmt.Sprint(i)))
+			}
+			if err == nil {
+				_, err = st.Recv()
+			}
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+				return
+			}
+			timer.Stop()
+			ok.Add(1)
+			answer()
+			<-release
+		})
+	}
+	wg.Wait()
+	return ok.Load(), first
+}
+
+// Streams that send one report and are cancelled at once, thousands of
+// them over a few hundred connections, each give back their place in
+// -max-open-streams: rls_rlqs_streams returns to 0, and 900 new streams
+// are then all answered. The receiver of such a stream used to stop on the
+// cancelled context holding the report it could not hand over, and the
+// handler, which did not watch the context, waited for it forever.
+func TestRLQSCancelledStreamsGiveBackTheirPlaces(t *testing.T) {
+	scale := attackScale(t)
+	s := startInProcess(t)
+	conns, perConn, rounds := 100*scale, 40, 1
+	if scale > 1 {
+		conns, rounds = 300, scale
+	}
+	clients := rlqsConns(t, s.grpcAddr, conns)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range rounds {
+		for i := range conns * perConn {
+			wg.Go(func() {
+				ctx, cancel := context.WithCancel(context.Background())
+				st, err := clients[i%conns].StreamRateLimitQuotas(ctx)
+				if err == nil {
+					_ = st.Send(rlqsReport("a"))
+				}
+				cancel()
+			})
+		}
+		wg.Wait()
+	}
+	t.Logf("%d streams cancelled after one report in %v", rounds*conns*perConn, time.Since(start))
+	if got := waitMetric(t, s, "rls_rlqs_streams", "0", 10*time.Second); got != "0" {
+		t.Fatalf("rls_rlqs_streams %s after every stream was cancelled, want 0", got)
+	}
+	n, err := answered(t, rlqsConns(t, s.grpcAddr, 60), 900)
+	if n != 900 {
+		t.Fatalf("%d of 900 new streams answered (first error %v), want all", n, err)
+	}
+	if got := metric(t, s.httpAddr, "rls_rlqs_streams"); got != "900" {
+		t.Errorf("rls_rlqs_streams %s with 900 streams open, want 900", got)
+	}
+}

@@ -38,6 +38,9 @@ type Stats struct {
 	Streams, Buckets                           atomic.Int64
 	Reports, NoMatch, StoreFailures            atomic.Int64
 	TokenBuckets, AllowAll, DenyAll, Abandoned atomic.Int64
+	// Silent and Evicted are the streams closed for want of reports:
+	// after SilentAfter, or by Evict.
+	Silent, Evicted atomic.Int64
 }
 
 // Stats returns the service's live counts.

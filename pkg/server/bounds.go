@@ -100,6 +100,11 @@ type inflightLimit struct {
 	current      atomic.Int64
 	// onRefuse, if set, counts a refused call.
 	onRefuse func()
+	// evict, if set, closes a call to make room for a new one while max
+	// are in flight, and returns a channel closed once that call's
+	// handler has returned; nil when no call may be closed (rlqs.Evict:
+	// the longest-silent RLQS stream).
+	evict func() <-chan struct{}
 
 	mu sync.Mutex
 	// conns holds the calls in flight of each connection that has any,
@@ -193,6 +198,44 @@ func (l *inflightLimit) take(ctx context.Context) (*peer.Peer, bool) {
 	return p, true
 }
 
+// evictWait bounds how long a new stream waits for the handler of the
+// stream evicted for it to return and give its place back: it returns as
+// soon as it sees its context end.
+const evictWait = time.Second
+
+// takeOrEvict is take, which, while max calls are in flight, closes one
+// that evict picks and takes its place once given back. Another new call
+// may take the place first: a few evictions are tried, then the call is
+// refused.
+func (l *inflightLimit) takeOrEvict(ctx context.Context) (*peer.Peer, bool) {
+	for range 3 {
+		p, ok := l.take(ctx)
+		if ok || l.evict == nil || l.current.Load() < l.max {
+			return p, ok
+		}
+		done := l.evict()
+		if done == nil {
+			return nil, false
+		}
+		deadline := time.NewTimer(evictWait)
+		select {
+		case <-done:
+		case <-deadline.C:
+		case <-ctx.Done():
+		}
+		deadline.Stop()
+		// The evicted handler has returned; its interceptor gives its
+		// place back just after.
+		for range 100 {
+			if l.current.Load() < l.max || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return l.take(ctx)
+}
+
 // give gives back a call that take counted for the connection p.
 func (l *inflightLimit) give(p *peer.Peer) {
 	l.mu.Lock()
@@ -252,7 +295,7 @@ func (s *countedStream) RecvMsg(m any) error {
 	if s.ended {
 		return status.Error(codes.Canceled, "the call has ended")
 	}
-	p, ok := s.l.take(s.Context())
+	p, ok := s.l.takeOrEvict(s.Context())
 	if !ok {
 		return s.l.refuse()
 	}

@@ -20,6 +20,7 @@ func newRLQS(o *Options, svc *rls.Service, store *storeHandle, m *metrics.Metric
 	ro := rlqs.Options{
 		ReportInterval: o.rlqsReportInterval,
 		AssignmentTTL:  o.rlqsAssignmentTTL,
+		SilentAfter:    o.rlqsSilentAfter,
 		Logger:         log.Named("rlqs"),
 	}
 	if store.redis != nil {

@@ -150,3 +150,60 @@ func TestRLQSCancelledStreamsGiveBackTheirPlaces(t *testing.T) {
 		t.Errorf("rls_rlqs_streams %s with 900 streams open, want 900", got)
 	}
 }
+
+// silentStreams opens n streams spread over clients, each sending one
+// report and then neither sending nor reading, until the test ends.
+func silentStreams(t *testing.T, clients []rlqspb.RateLimitQuotaServiceClient, n int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if st, err := clients[i%len(clients)].StreamRateLimitQuotas(ctx); err == nil {
+				_ = st.Send(rlqsReport("silent"))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// A new Envoy is served within 25 s while 65 connections hold 16 streams
+// each (1,040, past the 1,024 places of -max-open-streams) that sent one
+// report and then nothing: it closes the longest-silent of them, silent
+// for two report intervals, rather than wait for -rlqs-silent-after (set
+// past the test's length here, so that only the eviction can serve it).
+// Such streams used to hold every place for as long as they stayed.
+func TestRLQSSilentStreamsLeaveRoomForANewEnvoy(t *testing.T) {
+	s := startInProcess(t, "-rlqs-silent-after", "5m")
+	silentStreams(t, rlqsConns(t, s.grpcAddr, 65), 65*16)
+	if got := waitMetric(t, s, "rls_rlqs_streams", "1024", 5*time.Second); got != "1024" {
+		t.Fatalf("rls_rlqs_streams %s with 1,040 silent streams opened, want 1024 (every place)", got)
+	}
+	envoy := rlqsConns(t, s.grpcAddr, 1)[0]
+	start := time.Now()
+	tries := 0
+	for {
+		tries++
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		st, err := envoy.StreamRateLimitQuotas(ctx)
+		if err == nil {
+			err = st.Send(rlqsReport("new"))
+		}
+		if err == nil {
+			_, err = st.Recv()
+		}
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Since(start) > 25*time.Second {
+			t.Fatalf("a new Envoy refused for %v (%d tries, last %v), want served within 25s", time.Since(start), tries, err)
+		}
+		time.Sleep(time.Second)
+	}
+	t.Logf("a new Envoy served after %v, at its try %d, beside 1,040 silent streams", time.Since(start).Round(time.Millisecond), tries)
+	if got := metric(t, s.httpAddr, `rls_rlqs_silent_streams_closed_total{how="evicted"}`); got == "" || got == "0" {
+		t.Errorf("rls_rlqs_silent_streams_closed_total{how=\"evicted\"} %q after an eviction, want at least 1", got)
+	}
+}

@@ -11,19 +11,19 @@ import (
 // A stream that sends no report for SilentAfter is closed, and counted;
 // one that reports within it stays.
 func TestSilentStreamClosed(t *testing.T) {
-	svc := newService(t, Options{ReportInterval: 100 * time.Millisecond, SilentAfter: 300 * time.Millisecond})
+	svc := newService(t, Options{ReportInterval: 200 * time.Millisecond, SilentAfter: time.Second})
 	conn := serve(t, svc)
 	silent, live := dial(t, conn), dial(t, conn)
 	silent.report(usage{bucket: api(), allowed: 1, elapsed: time.Second})
-	for range 5 {
-		live.report(usage{bucket: api(), allowed: 1, elapsed: 100 * time.Millisecond})
-		time.Sleep(100 * time.Millisecond)
+	for range 7 {
+		live.report(usage{bucket: api(), allowed: 1, elapsed: 200 * time.Millisecond})
+		time.Sleep(200 * time.Millisecond)
 	}
 	_, err := silent.stream.Recv()
 	if status.Code(err) != codes.DeadlineExceeded {
-		t.Fatalf("a stream silent for 500ms of SilentAfter 300ms: %v, want DEADLINE_EXCEEDED", err)
+		t.Fatalf("a stream silent for 1.4s of SilentAfter 1s: %v, want DEADLINE_EXCEEDED", err)
 	}
-	live.report(usage{bucket: api(), allowed: 1, elapsed: 100 * time.Millisecond})
+	live.report(usage{bucket: api(), allowed: 1, elapsed: 200 * time.Millisecond})
 	if got := svc.Stats().Silent.Load(); got != 1 {
 		t.Errorf("Silent %d, want 1", got)
 	}

@@ -61,6 +61,12 @@ type Options struct {
 	// server's bound on open streams that a new Envoy cannot have.
 	// Default three report intervals.
 	SilentAfter time.Duration
+	// ClientOf names the client a stream belongs to, from its context (a
+	// TLS client certificate's name, a peer address): the streams of one
+	// name share one client's share of each bucket (group.go). Nil, or
+	// an empty name, makes each stream a client of its own, so that one
+	// peer opening many streams takes a share for each.
+	ClientOf func(ctx context.Context) string
 	// Band is the hysteresis of a share, as a fraction; default 0.05.
 	Band float64
 	// Shape bounds the token buckets; default share.DefaultShape.
@@ -95,6 +101,9 @@ type Service struct {
 
 	openMu sync.Mutex
 	open   map[*stream]struct{} // the streams whose handler runs
+
+	groupsMu sync.Mutex
+	groups   map[string]*group // by ClientOf's name, while a stream of it is open
 
 	stats Stats
 	rules *ruleTotals
@@ -143,7 +152,7 @@ func New(index func() *descriptors.Index, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{index: index, opts: opts, store: opts.Store, local: NewMemory(opts.Now),
-		instance: hex.EncodeToString(id[:]), divs: make(map[string]*division), open: make(map[*stream]struct{}), done: make(chan struct{}), rules: newRuleTotals()}
+		instance: hex.EncodeToString(id[:]), divs: make(map[string]*division), open: make(map[*stream]struct{}), groups: make(map[string]*group), done: make(chan struct{}), rules: newRuleTotals()}
 	if s.store == nil {
 		s.store = s.local
 	}
@@ -159,6 +168,12 @@ func (s *Service) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqspb.RateL
 	c := &client{id: s.instance + "-" + itoa(s.nextID.Add(1)), buckets: make(map[string]*bucket)}
 	s.stats.Streams.Add(1)
 	defer s.stats.Streams.Add(-1)
+	if s.opts.ClientOf != nil {
+		if name := s.opts.ClientOf(st.Context()); name != "" {
+			c.group = s.join(name)
+			defer s.quit(name, c.group)
+		}
+	}
 	defer s.close(c)
 	ctx, cancel := context.WithCancelCause(st.Context())
 	defer cancel(nil)

@@ -2,8 +2,13 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -11,7 +16,10 @@ import (
 	"time"
 
 	rlqspb "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
@@ -205,5 +213,120 @@ func TestRLQSSilentStreamsLeaveRoomForANewEnvoy(t *testing.T) {
 	t.Logf("a new Envoy served after %v, at its try %d, beside 1,040 silent streams", time.Since(start).Round(time.Millisecond), tries)
 	if got := metric(t, s.httpAddr, `rls_rlqs_silent_streams_closed_total{how="evicted"}`); got == "" || got == "0" {
 		t.Errorf("rls_rlqs_silent_streams_closed_total{how=\"evicted\"} %q after an eviction, want at least 1", got)
+	}
+}
+
+// rlqsShare sends r on st and returns the token bucket's rate it is
+// answered.
+func rlqsShare(t *testing.T, st grpc.BidiStreamingClient[rlqspb.RateLimitQuotaUsageReports, rlqspb.RateLimitQuotaResponse], r *rlqspb.RateLimitQuotaUsageReports) float64 {
+	t.Helper()
+	if err := st.Send(r); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := resp.GetBucketAction()[0].GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket()
+	if tb == nil {
+		t.Fatalf("answered %v, want a token bucket", resp)
+	}
+	return float64(tb.GetTokensPerFill().GetValue()) / float64(tb.GetFillInterval().GetSeconds())
+}
+
+// demanding is a report of bucket k=api, 100/s, asking for rate a second.
+func demanding(rate uint64) *rlqspb.RateLimitQuotaUsageReports {
+	r := rlqsReport("api")
+	r.BucketQuotaUsages[0].NumRequestsAllowed = rate
+	r.BucketQuotaUsages[0].TimeElapsed = durationpb.New(time.Second)
+	return r
+}
+
+// A hundred streams from one peer address, each claiming a huge demand of
+// a 100/s limit, shrink an honest Envoy's 50/s to 1/s when each stream is
+// a client (the default without a TLS identity); with -rlqs-client address
+// they share one client's share, and the honest Envoy, from another
+// address (127.0.0.2), keeps its 50/s.
+func TestRLQSStreamsOfOnePeerShareOneShare(t *testing.T) {
+	limits := filepath.Join(t.TempDir(), "limits.yaml")
+	if err := os.WriteFile(limits, []byte("domain: test\ndescriptors:\n  - key: k\n    value: api\n    rate_limit: {unit: second, requests_per_unit: 100}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		client          string
+		atLeast, atMost float64
+	}{
+		{"stream", 0.9, 1.1},
+		{"address", 45, 50},
+	} {
+		t.Run(tc.client, func(t *testing.T) {
+			s := startInProcess(t, "-config", limits, "-rlqs-client", tc.client)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			greedy := rlqsConns(t, s.grpcAddr, 10)
+			streams := make([]grpc.BidiStreamingClient[rlqspb.RateLimitQuotaUsageReports, rlqspb.RateLimitQuotaResponse], 100)
+			for i := range streams {
+				st, err := greedy[i%len(greedy)].StreamRateLimitQuotas(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				streams[i] = st
+			}
+			other := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+			conn, err := grpc.NewClient(s.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return other.DialContext(ctx, "tcp", addr) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			honest, err := rlqspb.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got float64
+			for range 2 {
+				for _, st := range streams {
+					rlqsShare(t, st, demanding(1_000_000))
+				}
+				got = rlqsShare(t, honest, demanding(50))
+			}
+			if got < tc.atLeast || got > tc.atMost {
+				t.Errorf("-rlqs-client %s: the honest Envoy's share beside 100 greedy streams of one address: %.2f/s, want %.2f–%.2f", tc.client, got, tc.atLeast, tc.atMost)
+			}
+			t.Logf("-rlqs-client %s: the honest Envoy's share beside 100 greedy streams of one address: %.2f/s", tc.client, got)
+		})
+	}
+}
+
+// Each -rlqs-client names a stream's client from its peer: identity by the
+// verified client certificate's first URI, else DNS, else IP name, and no
+// name without one; address falls back to the peer's IP; stream names
+// none.
+func TestRLQSClientOf(t *testing.T) {
+	spiffe, _ := url.Parse("spiffe://mesh/ns/edge/sa/envoy")
+	verified := func(c *x509.Certificate) credentials.AuthInfo {
+		return credentials.TLSInfo{State: tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{c}}}}
+	}
+	addr := &net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 40000}
+	for _, tc := range []struct {
+		name, mode string
+		auth       credentials.AuthInfo
+		want       string
+	}{
+		{"a SPIFFE id", "identity", verified(&x509.Certificate{URIs: []*url.URL{spiffe}, DNSNames: []string{"envoy"}}), "uri:spiffe://mesh/ns/edge/sa/envoy"},
+		{"a DNS name", "identity", verified(&x509.Certificate{DNSNames: []string{"envoy.edge"}}), "dns:envoy.edge"},
+		{"an IP name", "identity", verified(&x509.Certificate{IPAddresses: []net.IP{net.IPv4(10, 1, 2, 3)}}), "ip:10.1.2.3"},
+		{"no client certificate", "identity", credentials.TLSInfo{}, ""},
+		{"plaintext", "identity", nil, ""},
+		{"plaintext", "address", nil, "addr:10.0.0.7"},
+		{"a DNS name", "address", verified(&x509.Certificate{DNSNames: []string{"envoy.edge"}}), "dns:envoy.edge"},
+	} {
+		ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: addr, AuthInfo: tc.auth})
+		if got := rlqsClientOf(tc.mode)(ctx); got != tc.want {
+			t.Errorf("-rlqs-client %s, %s: %q, want %q", tc.mode, tc.name, got, tc.want)
+		}
+	}
+	if rlqsClientOf("stream") != nil {
+		t.Error("-rlqs-client stream names a client")
 	}
 }

@@ -4,26 +4,29 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 )
 
 // stream is an open stream as Evict sees it.
 type stream struct {
-	last   atomic.Int64 // Unix nanoseconds of its last report, or of its start
+	last   atomic.Int64 // Unix nanoseconds of its last report
 	cancel context.CancelCauseFunc
 	done   chan struct{} // closed when its handler has returned
 }
 
 var errEvicted = errors.New("rlqs: evicted")
 
-func (s *Service) enter(cancel context.CancelCauseFunc) *stream {
+// enter makes a stream that reported first at now one Evict may pick.
+func (s *Service) enter(cancel context.CancelCauseFunc, now time.Time) *stream {
 	st := &stream{cancel: cancel, done: make(chan struct{})}
-	st.last.Store(s.opts.Now().UnixNano())
+	st.last.Store(now.UnixNano())
 	s.openMu.Lock()
 	s.open[st] = struct{}{}
 	s.openMu.Unlock()
 	return st
 }
 
+// leave takes a stream out of Evict's sight once its handler returns.
 func (s *Service) leave(st *stream) {
 	s.openMu.Lock()
 	delete(s.open, st)

@@ -165,6 +165,15 @@ func New(index func() *descriptors.Index, opts Options) (*Service, error) {
 // in the server's bound is given back; after SilentAfter without a report;
 // or when Evict picks it.
 func (s *Service) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqspb.RateLimitQuotaUsageReports, rlqspb.RateLimitQuotaResponse]) error {
+	// Evict sees a stream from its first report on: before it, the stream
+	// holds no place in the server's bound, and closing it frees none. It
+	// is told the stream is gone last, once its shares are given back.
+	var me *stream
+	defer func() {
+		if me != nil {
+			s.leave(me)
+		}
+	}()
 	c := &client{id: s.instance + "-" + itoa(s.nextID.Add(1)), buckets: make(map[string]*bucket)}
 	s.stats.Streams.Add(1)
 	defer s.stats.Streams.Add(-1)
@@ -177,8 +186,6 @@ func (s *Service) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqspb.RateL
 	defer s.close(c)
 	ctx, cancel := context.WithCancelCause(st.Context())
 	defer cancel(nil)
-	me := s.enter(cancel)
-	defer s.leave(me)
 	msgs := make(chan *rlqspb.RateLimitQuotaUsageReports)
 	errc := make(chan error, 1)
 	go func() {
@@ -223,6 +230,9 @@ func (s *Service) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqspb.RateL
 		case msg := <-msgs:
 			now := s.opts.Now()
 			silent.Reset(s.opts.SilentAfter)
+			if me == nil {
+				me = s.enter(cancel, now)
+			}
 			me.last.Store(now.UnixNano())
 			if err := st.Send(s.answer(ctx, c, msg, now)); err != nil {
 				return err

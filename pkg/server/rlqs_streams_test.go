@@ -120,7 +120,8 @@ func answered(t *testing.T, clients []rlqspb.RateLimitQuotaServiceClient, n int)
 // Streams that send one report and are cancelled at once, thousands of
 // them over a few hundred connections, each give back their place in
 // -max-open-streams: rls_rlqs_streams returns to 0, and 900 new streams
-// are then all answered. The receiver of such a stream used to stop on the
+// are then all answered; as after ordinary churn (report, answer,
+// cancel). The receiver of such a stream used to stop on the
 // cancelled context holding the report it could not hand over, and the
 // handler, which did not watch the context, waited for it forever.
 func TestRLQSCancelledStreamsGiveBackTheirPlaces(t *testing.T) {
@@ -149,6 +150,24 @@ func TestRLQSCancelledStreamsGiveBackTheirPlaces(t *testing.T) {
 	t.Logf("%d streams cancelled after one report in %v", rounds*conns*perConn, time.Since(start))
 	if got := waitMetric(t, s, "rls_rlqs_streams", "0", 10*time.Second); got != "0" {
 		t.Fatalf("rls_rlqs_streams %s after every stream was cancelled, want 0", got)
+	}
+	// Ordinary churn: report, answer, cancel.
+	start = time.Now()
+	churn := 2000 * scale
+	for i := range churn {
+		wg.Go(func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			st, err := clients[i%conns].StreamRateLimitQuotas(ctx)
+			if err == nil && st.Send(rlqsReport("b")) == nil {
+				_, _ = st.Recv()
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d streams cancelled after an answer in %v", churn, time.Since(start))
+	if got := waitMetric(t, s, "rls_rlqs_streams", "0", 10*time.Second); got != "0" {
+		t.Fatalf("rls_rlqs_streams %s after every stream of the churn was cancelled, want 0", got)
 	}
 	n, err := answered(t, rlqsConns(t, s.grpcAddr, 60), 900)
 	if n != 900 {

@@ -32,7 +32,7 @@ func (s *Service) join(identity string) *group {
 	defer s.groupsMu.Unlock()
 	g := s.groups[identity]
 	if g == nil {
-		g = &group{id: s.instance + "/" + identity, members: make(map[string]map[*client]share.Demand)}
+		g = &group{id: s.instance + "-" + identity, members: make(map[string]map[*client]share.Demand)}
 		s.groups[identity] = g
 	}
 	g.refs++

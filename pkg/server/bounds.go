@@ -210,7 +210,8 @@ const evictWait = time.Second
 func (l *inflightLimit) takeOrEvict(ctx context.Context) (*peer.Peer, bool) {
 	for range 3 {
 		p, ok := l.take(ctx)
-		if ok || l.evict == nil || l.current.Load() < l.max {
+		if ok || l.evict == nil || l.current.Load() < l.max || l.connFull(ctx) {
+			// Room, or a refusal that no eviction elsewhere would lift.
 			return p, ok
 		}
 		done := l.evict()
@@ -234,6 +235,14 @@ func (l *inflightLimit) takeOrEvict(ctx context.Context) (*peer.Peer, bool) {
 		}
 	}
 	return l.take(ctx)
+}
+
+// connFull reports whether the connection of ctx holds its share.
+func (l *inflightLimit) connFull(ctx context.Context) bool {
+	p, _ := peer.FromContext(ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.conns[p] >= l.perConn
 }
 
 // give gives back a call that take counted for the connection p.

@@ -22,6 +22,7 @@ import (
 type client struct {
 	id      string
 	buckets map[string]*bucket // by bucket key
+	group   *group             // nil when the stream is a client of its own (group.go)
 }
 
 // bucket is what one client was last told about one bucket.
@@ -38,6 +39,9 @@ type Stats struct {
 	Streams, Buckets                           atomic.Int64
 	Reports, NoMatch, StoreFailures            atomic.Int64
 	TokenBuckets, AllowAll, DenyAll, Abandoned atomic.Int64
+	// Silent and Evicted are the streams closed for want of reports:
+	// after SilentAfter, or by Evict.
+	Silent, Evicted atomic.Int64
 }
 
 // Stats returns the service's live counts.
@@ -98,13 +102,15 @@ type recorded struct {
 	demands []share.Demand
 	divs    []divisionOf
 	err     error
+	client  string    // the client divided: the stream, or its group
+	parts   []float64 // of a group's share, the stream's; nil: all of it
 }
 
 // record notes the client's demand of every divided bucket of a report, in
 // one write to each store, and gets each bucket's division: read afresh
 // only for the buckets whose division is due.
 func (s *Service) record(ctx context.Context, c *client, items []item, now time.Time) *recorded {
-	r := &recorded{at: make(map[string]int)}
+	r := &recorded{at: make(map[string]int), client: c.divided()}
 	var keys []string
 	var wants []want
 	for _, it := range items {
@@ -116,16 +122,17 @@ func (s *Service) record(ctx context.Context, c *client, items []item, now time.
 			keys = append(keys, it.key)
 			r.demands = append(r.demands, it.demand())
 			b := c.buckets[it.key]
-			wants = append(wants, want{key: it.key, client: c.id, rate: it.rate, joined: b == nil || !b.divided})
+			wants = append(wants, want{key: it.key, client: r.client, rate: it.rate, joined: b == nil || !b.divided})
 		}
 	}
 	if len(keys) == 0 {
 		return r
 	}
 	ttl := 3 * s.opts.ReportInterval
-	_ = s.local.RecordAll(ctx, c.id, keys, r.demands, ttl)
-	if s.store != DemandStore(s.local) {
-		r.err = s.store.RecordAll(ctx, c.id, keys, r.demands, ttl)
+	if c.group != nil {
+		r.parts, r.err = c.group.record(ctx, s, c, keys, r.demands, ttl)
+	} else {
+		r.err = s.recordAll(ctx, c.id, keys, r.demands, ttl)
 	}
 	r.divs = s.divisions(ctx, wants, now)
 	return r
@@ -200,7 +207,7 @@ func fillInterval(d time.Duration) *durationpb.Duration {
 // bucket that enforces its share in the per-rule totals; ok is false when
 // the share is nothing.
 func (s *Service) bucketFor(id, key string, b *bucket, rate float64, rec *recorded) (_ share.Bucket, ok bool) {
-	next := s.divide(id, key, rate, rec)
+	next := s.divide(key, rate, rec)
 	b.divided = true
 	b.share = share.Steady(b.share, next, s.opts.Band)
 	tb, ok := s.opts.Shape.Tokens(b.share)
@@ -210,12 +217,13 @@ func (s *Service) bucketFor(id, key string, b *bucket, rate float64, rec *record
 	return tb, ok
 }
 
-// divide returns this client's share of rate: max-min fair over every live
+// divide returns this client's share of rate (of its group's share, its
+// part): max-min fair over every live
 // client of the bucket in the shared store as last read, with this
 // client's own demand as it reports it now; or, with the store out of
 // reach, over this instance's own clients within the part of the limit
 // this instance held at the last good read.
-func (s *Service) divide(id, key string, rate float64, rec *recorded) float64 {
+func (s *Service) divide(key string, rate float64, rec *recorded) float64 {
 	i := rec.at[key]
 	d := rec.divs[i]
 	if err := cmp.Or(rec.err, d.err); err != nil {
@@ -228,7 +236,11 @@ func (s *Service) divide(id, key string, rate float64, rec *recorded) float64 {
 		}
 		s.mu.Unlock()
 	}
-	return d.snap.Share(rate*d.part, id, rec.demands[i])
+	v := d.snap.Share(rate*d.part, rec.client, rec.demands[i])
+	if rec.parts != nil {
+		v *= rec.parts[i]
+	}
+	return v
 }
 
 // close gives back every share of a stream that ended.
@@ -247,12 +259,10 @@ func (s *Service) drop(ctx context.Context, c *client, key string, b *bucket) {
 		return
 	}
 	s.rules.drop(b.rule, c.id, key)
-	_ = s.local.Forget(ctx, key, c.id)
-	if s.store != DemandStore(s.local) {
-		if err := s.store.Forget(ctx, key, c.id); err != nil {
-			// The entry expires by itself within three report intervals.
-			s.opts.Logger.Debug("rlqs: forgetting a demand", zap.Error(err))
-		}
+	if c.group != nil {
+		c.group.leave(ctx, s, c, key)
+	} else {
+		s.forget(ctx, key, c.id)
 	}
 	// After the store forgot: the next read does not find the entry.
 	s.release(key)

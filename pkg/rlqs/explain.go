@@ -93,7 +93,9 @@ type BucketRule struct {
 // BucketClient is one client of a bucket.
 type BucketClient struct {
 	// ID is the client's stream, as the store holds it: the envoy-rls
-	// instance it is connected to, a dash, its number there.
+	// instance it is connected to, a dash, its number there; or, for the
+	// streams of one client identity (Options.ClientOf), a dash and the
+	// identity.
 	ID       string `json:"id"`
 	Instance string `json:"instance"`
 	// Here is set when its stream is on the instance that explains.
@@ -229,7 +231,7 @@ func (s *Service) explainShares(ctx context.Context, b *Bucket, key, rule string
 	assigned := s.rules.assignedTo(rule, key)
 	for id, d := range demands {
 		c := BucketClient{ID: id, SharePerSecond: div.Share(limit, id, d)}
-		c.Instance, _, _ = cutLast(id, "-")
+		c.Instance, _, _ = strings.Cut(id, "-") // the instance is hex: its dash is the first
 		c.Here = c.Instance == s.instance
 		if d.Known {
 			v := d.Rate
@@ -279,14 +281,6 @@ func (r *ruleTotals) assignedTo(rule, key string) map[string]float64 {
 		}
 	}
 	return out
-}
-
-// cutLast is strings.Cut at the last sep.
-func cutLast(s, sep string) (before, after string, found bool) {
-	if i := strings.LastIndex(s, sep); i >= 0 {
-		return s[:i], s[i+len(sep):], true
-	}
-	return s, "", false
 }
 
 func seconds(d time.Duration) int64 { return int64(d / time.Second) }

@@ -15,6 +15,8 @@ var (
 		"Buckets reported that no limit matched, answered ALLOW_ALL.", nil, nil)
 	storeFailuresDesc = prometheus.NewDesc("rls_rlqs_store_failures_total",
 		"Divisions made without the demand store, on this instance's last known part of the limit.", nil, nil)
+	silentDesc = prometheus.NewDesc("rls_rlqs_silent_streams_closed_total",
+		"RLQS streams closed for sending no report, by how: timeout (-rlqs-silent-after) or evicted (the longest-silent, for a new stream while every place of -max-open-streams was taken).", []string{"how"}, nil)
 	assignedDesc = prometheus.NewDesc("rls_rlqs_assigned_per_second",
 		"Requests per second this instance's Envoys were last assigned, by rule (domain and place in the tree), summed over their buckets: sum it over instances.", []string{"rule"}, nil)
 	limitDesc = prometheus.NewDesc("rls_rlqs_limit_per_second",
@@ -27,7 +29,7 @@ func (s *Service) Collector() prometheus.Collector { return collector{s} }
 type collector struct{ s *Service }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{streamsDesc, bucketsDesc, reportsDesc, assignmentsDesc, noMatchDesc, storeFailuresDesc, assignedDesc, limitDesc} {
+	for _, d := range []*prometheus.Desc{streamsDesc, bucketsDesc, reportsDesc, assignmentsDesc, noMatchDesc, storeFailuresDesc, silentDesc, assignedDesc, limitDesc} {
 		ch <- d
 	}
 }
@@ -49,6 +51,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(assignmentsDesc, st.Abandoned.Load(), "abandon")
 	counter(noMatchDesc, st.NoMatch.Load())
 	counter(storeFailuresDesc, st.StoreFailures.Load())
+	counter(silentDesc, st.Silent.Load(), "timeout")
+	counter(silentDesc, st.Evicted.Load(), "evicted")
 	c.s.rules.each(func(rule string, assigned, limit float64) {
 		ch <- prometheus.MustNewConstMetric(assignedDesc, prometheus.GaugeValue, assigned, rule)
 		ch <- prometheus.MustNewConstMetric(limitDesc, prometheus.GaugeValue, limit, rule)

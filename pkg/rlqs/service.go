@@ -10,6 +10,7 @@
 package rlqs
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -54,6 +55,18 @@ type Options struct {
 	// or two intervals a leave is promised, at two reads a bucket an
 	// interval.
 	Refresh time.Duration
+	// SilentAfter is how long a stream may go without a report before it
+	// is closed: Envoy reports on a live stream every report interval, so
+	// one silent for several is not an Envoy at work, only a place in the
+	// server's bound on open streams that a new Envoy cannot have.
+	// Default three report intervals.
+	SilentAfter time.Duration
+	// ClientOf names the client a stream belongs to, from its context (a
+	// TLS client certificate's name, a peer address): the streams of one
+	// name share one client's share of each bucket (group.go). Nil, or
+	// an empty name, makes each stream a client of its own, so that one
+	// peer opening many streams takes a share for each.
+	ClientOf func(ctx context.Context) string
 	// Band is the hysteresis of a share, as a fraction; default 0.05.
 	Band float64
 	// Shape bounds the token buckets; default share.DefaultShape.
@@ -86,6 +99,12 @@ type Service struct {
 	done      chan struct{}
 	drainOnce sync.Once
 
+	openMu sync.Mutex
+	open   map[*stream]struct{} // the streams whose handler runs
+
+	groupsMu sync.Mutex
+	groups   map[string]*group // by ClientOf's name, while a stream of it is open
+
 	stats Stats
 	rules *ruleTotals
 }
@@ -113,6 +132,9 @@ func New(index func() *descriptors.Index, opts Options) (*Service, error) {
 	if opts.IdleAfter <= 0 {
 		opts.IdleAfter = 12 * opts.ReportInterval
 	}
+	if opts.SilentAfter <= 0 {
+		opts.SilentAfter = 3 * opts.ReportInterval
+	}
 	if opts.Band <= 0 {
 		opts.Band = 0.05
 	}
@@ -130,7 +152,7 @@ func New(index func() *descriptors.Index, opts Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{index: index, opts: opts, store: opts.Store, local: NewMemory(opts.Now),
-		instance: hex.EncodeToString(id[:]), divs: make(map[string]*division), done: make(chan struct{}), rules: newRuleTotals()}
+		instance: hex.EncodeToString(id[:]), divs: make(map[string]*division), open: make(map[*stream]struct{}), groups: make(map[string]*group), done: make(chan struct{}), rules: newRuleTotals()}
 	if s.store == nil {
 		s.store = s.local
 	}
@@ -138,13 +160,32 @@ func New(index func() *descriptors.Index, opts Options) (*Service, error) {
 }
 
 // StreamRateLimitQuotas answers each usage report of one Envoy with an
-// action for every bucket it reported.
+// action for every bucket it reported. It returns when the stream's
+// context ends, whatever its receiver is doing, so that the stream's place
+// in the server's bound is given back; after SilentAfter without a report;
+// or when Evict picks it.
 func (s *Service) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqspb.RateLimitQuotaUsageReports, rlqspb.RateLimitQuotaResponse]) error {
+	// Evict sees a stream from its first report on: before it, the stream
+	// holds no place in the server's bound, and closing it frees none. It
+	// is told the stream is gone last, once its shares are given back.
+	var me *stream
+	defer func() {
+		if me != nil {
+			s.leave(me)
+		}
+	}()
 	c := &client{id: s.instance + "-" + itoa(s.nextID.Add(1)), buckets: make(map[string]*bucket)}
 	s.stats.Streams.Add(1)
 	defer s.stats.Streams.Add(-1)
+	if s.opts.ClientOf != nil {
+		if name := s.opts.ClientOf(st.Context()); name != "" {
+			c.group = s.join(name)
+			defer s.quit(name, c.group)
+		}
+	}
 	defer s.close(c)
-	ctx := st.Context()
+	ctx, cancel := context.WithCancelCause(st.Context())
+	defer cancel(nil)
 	msgs := make(chan *rlqspb.RateLimitQuotaUsageReports)
 	errc := make(chan error, 1)
 	go func() {
@@ -161,8 +202,22 @@ func (s *Service) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqspb.RateL
 			}
 		}
 	}()
+	silent := time.NewTimer(s.opts.SilentAfter)
+	defer silent.Stop()
 	for {
 		select {
+		case <-ctx.Done():
+			// The receiver may have stopped without a word, on a message
+			// it could not hand over: only the context tells the stream
+			// is over, and the stream's place is held until this returns.
+			if errors.Is(context.Cause(ctx), errEvicted) {
+				s.stats.Evicted.Add(1)
+				return status.Error(codes.ResourceExhausted, "rlqs: the longest-silent stream, closed for a new one: every stream place is taken")
+			}
+			return status.FromContextError(ctx.Err()).Err()
+		case <-silent.C:
+			s.stats.Silent.Add(1)
+			return status.Error(codes.DeadlineExceeded, "rlqs: no report for "+s.opts.SilentAfter.String())
 		case <-s.done:
 			// Envoy restarts its stream at its next report, on another
 			// instance or on this one once it is back.
@@ -173,7 +228,13 @@ func (s *Service) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqspb.RateL
 			}
 			return err
 		case msg := <-msgs:
-			if err := st.Send(s.answer(ctx, c, msg, s.opts.Now())); err != nil {
+			now := s.opts.Now()
+			silent.Reset(s.opts.SilentAfter)
+			if me == nil {
+				me = s.enter(cancel, now)
+			}
+			me.last.Store(now.UnixNano())
+			if err := st.Send(s.answer(ctx, c, msg, now)); err != nil {
 				return err
 			}
 		}

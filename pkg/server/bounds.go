@@ -100,6 +100,11 @@ type inflightLimit struct {
 	current      atomic.Int64
 	// onRefuse, if set, counts a refused call.
 	onRefuse func()
+	// evict, if set, closes a call to make room for a new one while max
+	// are in flight, and returns a channel closed once that call's
+	// handler has returned; nil when no call may be closed (rlqs.Evict:
+	// the longest-silent RLQS stream).
+	evict func() <-chan struct{}
 
 	mu sync.Mutex
 	// conns holds the calls in flight of each connection that has any,
@@ -193,6 +198,53 @@ func (l *inflightLimit) take(ctx context.Context) (*peer.Peer, bool) {
 	return p, true
 }
 
+// evictWait bounds how long a new stream waits for the handler of the
+// stream evicted for it to return and give its place back: it returns as
+// soon as it sees its context end.
+const evictWait = time.Second
+
+// takeOrEvict is take, which, while max calls are in flight, closes one
+// that evict picks and takes its place once given back. Another new call
+// may take the place first: a few evictions are tried, then the call is
+// refused.
+func (l *inflightLimit) takeOrEvict(ctx context.Context) (*peer.Peer, bool) {
+	for range 3 {
+		p, ok := l.take(ctx)
+		if ok || l.evict == nil || l.current.Load() < l.max || l.connFull(ctx) {
+			// Room, or a refusal that no eviction elsewhere would lift.
+			return p, ok
+		}
+		done := l.evict()
+		if done == nil {
+			return nil, false
+		}
+		deadline := time.NewTimer(evictWait)
+		select {
+		case <-done:
+		case <-deadline.C:
+		case <-ctx.Done():
+		}
+		deadline.Stop()
+		// The evicted handler has returned; its interceptor gives its
+		// place back just after.
+		for range 100 {
+			if l.current.Load() < l.max || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return l.take(ctx)
+}
+
+// connFull reports whether the connection of ctx holds its share.
+func (l *inflightLimit) connFull(ctx context.Context) bool {
+	p, _ := peer.FromContext(ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.conns[p] >= l.perConn
+}
+
 // give gives back a call that take counted for the connection p.
 func (l *inflightLimit) give(p *peer.Peer) {
 	l.mu.Lock()
@@ -222,33 +274,53 @@ func (l *inflightLimit) unary(ctx context.Context, req any, _ *grpc.UnaryServerI
 // from the unary calls').
 func (l *inflightLimit) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	cs := &countedStream{ServerStream: ss, l: l}
-	defer func() {
-		if cs.counted {
-			l.give(cs.conn)
-		}
-	}()
+	defer cs.end()
 	return handler(srv, cs)
 }
 
-// countedStream takes its call's place when its first message arrives.
+// countedStream takes its call's place when its first message arrives,
+// and gives it back when its handler returns. A handler may receive on a
+// goroutine of its own (RLQS does, to watch the stream's context and the
+// drain at once) and return while that goroutine is still in RecvMsg: the
+// first message arriving after the end takes no place, else the place
+// would be held, with no handler to give it back, for the process's life.
 type countedStream struct {
 	grpc.ServerStream
 	l       *inflightLimit
-	conn    *peer.Peer
-	counted bool
+	counted atomic.Bool // read without mu by RecvMsg's own caller
+
+	mu    sync.Mutex // guards conn and ended, and counted's change
+	conn  *peer.Peer
+	ended bool
 }
 
 func (s *countedStream) RecvMsg(m any) error {
-	if err := s.ServerStream.RecvMsg(m); err != nil || s.counted {
+	if err := s.ServerStream.RecvMsg(m); err != nil || s.counted.Load() {
 		return err
 	}
 	arrived(s.Context())
-	p, ok := s.l.take(s.Context())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return status.Error(codes.Canceled, "the call has ended")
+	}
+	p, ok := s.l.takeOrEvict(s.Context())
 	if !ok {
 		return s.l.refuse()
 	}
-	s.conn, s.counted = p, true
+	s.conn = p
+	s.counted.Store(true)
 	return nil
+}
+
+// end gives back the place of a stream whose handler returned.
+func (s *countedStream) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	if s.counted.Load() {
+		s.l.give(s.conn)
+	}
 }
 
 // limitListener accepts at most max connections open at once. Past that, a

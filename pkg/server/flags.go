@@ -91,6 +91,8 @@ type Options struct {
 	rlqs               bool
 	rlqsReportInterval time.Duration
 	rlqsAssignmentTTL  time.Duration
+	rlqsSilentAfter    time.Duration
+	rlqsClient         string
 	// overLimitCache answers hits on keys the store refused locally until
 	// the store's reset (pkg/limits/overlimit).
 	overLimitCache bool
@@ -304,6 +306,8 @@ func serverFlags(o *Options, h Help) *cli.CommandLine {
 	fs.BoolVar(&o.rlqs, "rlqs", true, "serve envoy.service.rate_limit_quota.v3 (RLQS) on -grpc-addr: each limit divided among the Envoys that report it, on every instance sharing Redis (within this instance on the embedded store); false leaves it out")
 	fs.DurationVar(&o.rlqsReportInterval, "rlqs-report-interval", 5*time.Second, "how often Envoys are assumed to send RLQS reports (Envoy 1.40: every 5s); demands expire after three, assignments last more than two")
 	fs.DurationVar(&o.rlqsAssignmentTTL, "rlqs-assignment-ttl", 0, "TTL of an RLQS token bucket assignment, in whole seconds, raised to more than two -rlqs-report-interval (0: three intervals)")
+	fs.StringVar(&o.rlqsClient, "rlqs-client", "identity", "what one client of an RLQS division is: identity (the streams of one verified TLS client certificate, by its first URI, DNS or IP name, share one client's share; without one, each stream is a client), address (as identity, else the streams of one peer IP address share) or stream (each stream a client)")
+	fs.DurationVar(&o.rlqsSilentAfter, "rlqs-silent-after", 0, "close an RLQS stream that sends no report for this long, at least two -rlqs-report-interval (0: three intervals); apart from it, while every place of -max-open-streams is taken, a new stream closes the longest-silent RLQS stream silent for two intervals")
 	fs.BoolVar(&o.overLimitCache, "over-limit-cache", true, "with Redis, refuse a key Redis refused locally until the reset Redis gave (cost-1 hits of limits that are not count_refused, or are fixed windows, not leaky_bucket, not one of several on a descriptor); peeks and refunds always ask Redis")
 	fs.BoolVar(&o.version, "version", false, "print the version, and the Go and go-control-plane versions, and exit (no environment twin)")
 	return cl
@@ -370,6 +374,10 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), h Help) (*
 		return nil, errors.New("-rlqs-report-interval must be at least 1s: Envoy reports in whole seconds")
 	case o.rlqsAssignmentTTL < 0:
 		return nil, errors.New("-rlqs-assignment-ttl must not be negative (0 is three report intervals)")
+	case o.rlqsSilentAfter != 0 && o.rlqsSilentAfter < 2*o.rlqsReportInterval:
+		return nil, errors.New("-rlqs-silent-after must be at least two -rlqs-report-interval (0 is three): a live Envoy reports once an interval")
+	case o.rlqsClient != "identity" && o.rlqsClient != "address" && o.rlqsClient != "stream":
+		return nil, fmt.Errorf("-rlqs-client %q: want identity, address or stream", o.rlqsClient)
 	case o.maxOpenStreams <= 0:
 		return nil, errors.New("-max-open-streams must be positive")
 	case o.grpcMaxResets < 0:

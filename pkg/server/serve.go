@@ -244,6 +244,9 @@ func (r *running) grpcServer() {
 	refused := func() { r.m.Refused(metrics.RefusedGRPCCall) }
 	calls := newInflightLimit(int64(o.maxInFlight), int64(perConnInFlight(o)), refused)
 	streams := newInflightLimit(int64(o.maxOpenStreams), streamsPerConn, refused) // bounds.go
+	if r.rlqs != nil {
+		streams.evict = r.rlqs.Evict
+	}
 	gopts := []grpc.ServerOption{
 		// Envoy keeps a few long-lived HTTP/2 connections and may ping them;
 		// do not punish that.

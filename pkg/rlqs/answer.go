@@ -145,7 +145,7 @@ func (s *Service) act(ctx context.Context, c *client, domain string, it item, re
 		c.buckets[key] = b
 		s.stats.Buckets.Add(1)
 	}
-	if u.GetNumRequestsAllowed()+u.GetNumRequestsDenied() > 0 {
+	if share.Requests(u.GetNumRequestsAllowed(), u.GetNumRequestsDenied()) > 0 {
 		b.idleSince = now
 	} else if now.Sub(b.idleSince) >= s.opts.IdleAfter {
 		s.drop(ctx, c, key, b)

@@ -177,6 +177,30 @@ func TestIdleBucketAbandoned(t *testing.T) {
 	}
 }
 
+// A report whose counts would wrap past 2^64−1 is the largest demand, not
+// none: beside an Envoy asking 50 of 100 a second it gets an equal share
+// (wrapped to zero it got a quarter, the surplus of a client asking
+// nothing), and its bucket is not idle.
+func TestAbsurdCountsSaturate(t *testing.T) {
+	clk := &clock{t: time.Unix(1_000_000, 0)}
+	svc := newService(t, Options{ReportInterval: time.Second, IdleAfter: 3 * time.Second, Now: clk.Now})
+	conn := serve(t, svc)
+	absurd, fair := dial(t, conn), dial(t, conn)
+	var got float64
+	for i := 0; i < 5; i++ {
+		fair.report(usage{bucket: api(), allowed: 50, elapsed: time.Second})
+		a := absurd.report(usage{bucket: api(), allowed: math.MaxUint64, denied: 1, elapsed: time.Second})[0]
+		if a.GetAbandonAction() != nil {
+			t.Fatalf("report %d: abandoned, as if it had reported no requests", i)
+		}
+		got = perSecond(tokens(t, a))
+		clk.Add(time.Second)
+	}
+	if math.Abs(got-50) > 1 {
+		t.Fatalf("2^64−1 allowed and 1 denied beside 50 of 100: %v a second, want 50", got)
+	}
+}
+
 // Drain ends the open streams with UNAVAILABLE.
 func TestDrain(t *testing.T) {
 	svc := newService(t, Options{ReportInterval: time.Second})

@@ -25,12 +25,22 @@ type Demand struct {
 // Measure turns one report of a bucket into a demand. Envoy reports the
 // first request of a new bucket at once with time_elapsed 0, so a zero or
 // negative elapsed time yields an unknown demand rather than a division by
-// zero.
+// zero. The two counts are added saturating: a report of 2^64−1 allowed
+// and one denied is the largest demand there is, not zero.
 func Measure(allowed, denied uint64, elapsed time.Duration) Demand {
 	if elapsed <= 0 {
 		return Demand{}
 	}
-	return Demand{Rate: float64(allowed+denied) / elapsed.Seconds(), Known: true}
+	return Demand{Rate: float64(Requests(allowed, denied)) / elapsed.Seconds(), Known: true}
+}
+
+// Requests is allowed + denied, held at the largest uint64 where the sum
+// would wrap: the counts come from the client, which may send anything.
+func Requests(allowed, denied uint64) uint64 {
+	if sum := allowed + denied; sum >= allowed {
+		return sum
+	}
+	return math.MaxUint64
 }
 
 // Divide splits limit (requests per second) among the clients max-min

@@ -99,6 +99,14 @@ func TestMeasure(t *testing.T) {
 	if d := Measure(7, 3, 5*time.Second); !d.Known || d.Rate != 2 {
 		t.Fatalf("got %+v, want 2/s", d)
 	}
+	// Counts that would wrap past 2^64−1 saturate: the largest demand,
+	// never zero.
+	if d := Measure(math.MaxUint64, 1, time.Second); d.Rate != math.MaxUint64 {
+		t.Fatalf("2^64−1 allowed and 1 denied: got %+v, want %v/s", d, float64(math.MaxUint64))
+	}
+	if d := Measure(math.MaxUint64, math.MaxUint64, time.Second); d.Rate != math.MaxUint64 {
+		t.Fatalf("2^64−1 allowed and denied: got %+v, want %v/s", d, float64(math.MaxUint64))
+	}
 }
 
 func TestSteady(t *testing.T) {

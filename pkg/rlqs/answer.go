@@ -228,7 +228,7 @@ func (s *Service) divide(id, key string, rate float64, rec *recorded) float64 {
 		}
 		s.mu.Unlock()
 	}
-	return d.snap.Share(rate*d.part, id, rec.demands[i])
+	return d.snap.Share(rate*d.part, s.opts.Floor, id, rec.demands[i])
 }
 
 // close gives back every share of a stream that ended.

@@ -201,6 +201,39 @@ func TestAbsurdCountsSaturate(t *testing.T) {
 	}
 }
 
+// An Envoy that reports no requests beside one at the limit keeps a token
+// bucket of at least one token (its part of the floor), so that its first
+// requests when traffic returns are not all refused until its next
+// report; the busy one keeps at least 80 % of the limit.
+func TestIdleEnvoyKeepsAFloor(t *testing.T) {
+	clk := &clock{t: time.Unix(1_000_000, 0)}
+	svc := newService(t, Options{ReportInterval: time.Second, Now: clk.Now})
+	conn := serve(t, svc)
+	busy, idle := dial(t, conn), dial(t, conn)
+	// Both join first (a first report's demand is unknown: equal shares),
+	// so that the busy one's share moves past the band when the idle one
+	// reports its nothing.
+	busy.report(usage{bucket: api(), allowed: 1})
+	idle.report(usage{bucket: api(), allowed: 1})
+	busy.report(usage{bucket: api(), allowed: 1})
+	idle.report(usage{bucket: api(), elapsed: time.Second})
+	for i := 0; i < 3; i++ {
+		clk.Add(time.Second) // each report reads the division afresh
+		b := tokens(t, busy.report(usage{bucket: api(), allowed: 100, elapsed: time.Second})[0])
+		a := idle.report(usage{bucket: api(), elapsed: time.Second})[0]
+		tb := a.GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket()
+		if tb == nil || tb.GetMaxTokens() < 1 || tb.GetTokensPerFill().GetValue() < 1 {
+			t.Fatalf("report %d: the idle Envoy got %v, want a token bucket of at least one token", i, a)
+		}
+		if got := perSecond(b); got < 80 || got > 100 {
+			t.Fatalf("report %d: the busy Envoy got %v a second of 100, want 80 to 100", i, got)
+		}
+		if sum := perSecond(b) + perSecond(tb); sum > 100 {
+			t.Fatalf("report %d: %v a second assigned (%v + %v), over the limit 100", i, sum, perSecond(b), perSecond(tb))
+		}
+	}
+}
+
 // Drain ends the open streams with UNAVAILABLE.
 func TestDrain(t *testing.T) {
 	svc := newService(t, Options{ReportInterval: time.Second})

@@ -228,7 +228,7 @@ func (s *Service) explainShares(ctx context.Context, b *Bucket, key, rule string
 	div := share.NewDivision(demands)
 	assigned := s.rules.assignedTo(rule, key)
 	for id, d := range demands {
-		c := BucketClient{ID: id, SharePerSecond: div.Share(limit, id, d)}
+		c := BucketClient{ID: id, SharePerSecond: div.Share(limit, s.opts.Floor, id, d)}
 		c.Instance, _, _ = cutLast(id, "-")
 		c.Here = c.Instance == s.instance
 		if d.Known {

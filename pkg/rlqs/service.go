@@ -56,6 +56,13 @@ type Options struct {
 	Refresh time.Duration
 	// Band is the hysteresis of a share, as a fraction; default 0.05.
 	Band float64
+	// Floor is the part of each limit set aside for the clients that ask
+	// for little: each of a bucket's n clients counts as asking at least
+	// Floor/n of the limit, so that an Envoy whose bucket was idle beside
+	// one at the limit holds a token bucket, not DENY_ALL, when its
+	// requests come back; the others keep at least 1 − Floor of it.
+	// Default 0.1; negative sets nothing aside.
+	Floor float64
 	// Shape bounds the token buckets; default share.DefaultShape.
 	Shape share.Shape
 	// Store holds the demands across instances; default a Memory store
@@ -115,6 +122,9 @@ func New(index func() *descriptors.Index, opts Options) (*Service, error) {
 	}
 	if opts.Band <= 0 {
 		opts.Band = 0.05
+	}
+	if opts.Floor == 0 {
+		opts.Floor = 0.1
 	}
 	if opts.Shape == (share.Shape{}) {
 		opts.Shape = share.DefaultShape

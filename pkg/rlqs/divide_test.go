@@ -18,7 +18,7 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
-func newService(t *testing.T, opts Options) *Service {
+func newService(t testing.TB, opts Options) *Service {
 	t.Helper()
 	ix := testIndex(t)
 	svc, err := New(func() *descriptors.Index { return ix }, opts)

@@ -42,8 +42,14 @@ type Options struct {
 	// matches; default one hour.
 	NoMatchTTL time.Duration
 	// IdleAfter is how long a bucket reports no requests before it is
-	// abandoned; default twelve report intervals.
+	// abandoned, and how long one not reported at all is kept; default
+	// twelve report intervals.
 	IdleAfter time.Duration
+	// MaxStreamBuckets bounds the buckets one stream holds, and MaxBuckets
+	// those of every stream together: a bucket reported past either is
+	// answered undivided and kept nowhere. Defaults 1,000 and 200,000,
+	// ten and two times a fleet of 1,000 Envoys of 100 buckets each.
+	MaxStreamBuckets, MaxBuckets int
 	// Refresh is how old this instance's division of a bucket may grow
 	// before a report reads every client's demand of it again; the reports
 	// in between record their own demand and are answered from that
@@ -73,6 +79,12 @@ type Options struct {
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
+
+// The default bounds of Options.MaxStreamBuckets and Options.MaxBuckets.
+const (
+	DefaultMaxStreamBuckets = 1_000
+	DefaultMaxBuckets       = 200_000
+)
 
 // Service is the RateLimitQuotaService. It is safe for concurrent use: one
 // goroutine per stream.
@@ -119,6 +131,12 @@ func New(index func() *descriptors.Index, opts Options) (*Service, error) {
 	}
 	if opts.IdleAfter <= 0 {
 		opts.IdleAfter = 12 * opts.ReportInterval
+	}
+	if opts.MaxStreamBuckets <= 0 {
+		opts.MaxStreamBuckets = DefaultMaxStreamBuckets
+	}
+	if opts.MaxBuckets <= 0 {
+		opts.MaxBuckets = DefaultMaxBuckets
 	}
 	if opts.Band <= 0 {
 		opts.Band = 0.05

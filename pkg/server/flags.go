@@ -14,6 +14,7 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+	"github.com/envoy-rls/envoy-rls/pkg/rlqs"
 )
 
 // options are the server's settings, from flags and their RLS_ environment
@@ -91,6 +92,9 @@ type Options struct {
 	rlqs               bool
 	rlqsReportInterval time.Duration
 	rlqsAssignmentTTL  time.Duration
+	// rlqsMaxStreamBuckets and rlqsMaxBuckets bound the RLQS buckets held
+	// (rlqs.Options.MaxStreamBuckets and MaxBuckets).
+	rlqsMaxStreamBuckets, rlqsMaxBuckets int
 	// overLimitCache answers hits on keys the store refused locally until
 	// the store's reset (pkg/limits/overlimit).
 	overLimitCache bool
@@ -304,6 +308,8 @@ func serverFlags(o *Options, h Help) *cli.CommandLine {
 	fs.BoolVar(&o.rlqs, "rlqs", true, "serve envoy.service.rate_limit_quota.v3 (RLQS) on -grpc-addr: each limit divided among the Envoys that report it, on every instance sharing Redis (within this instance on the embedded store); false leaves it out")
 	fs.DurationVar(&o.rlqsReportInterval, "rlqs-report-interval", 5*time.Second, "how often Envoys are assumed to send RLQS reports (Envoy 1.40: every 5s); demands expire after three, assignments last more than two")
 	fs.DurationVar(&o.rlqsAssignmentTTL, "rlqs-assignment-ttl", 0, "TTL of an RLQS token bucket assignment, in whole seconds, raised to more than two -rlqs-report-interval (0: three intervals)")
+	fs.IntVar(&o.rlqsMaxStreamBuckets, "rlqs-max-buckets-per-stream", rlqs.DefaultMaxStreamBuckets, "most RLQS buckets one Envoy's stream holds; a bucket reported past it is answered with its limit's whole rate, undivided and kept nowhere, and counted in rls_rlqs_buckets_over_bound_total{bound=\"stream\"}")
+	fs.IntVar(&o.rlqsMaxBuckets, "rlqs-max-buckets", rlqs.DefaultMaxBuckets, "most RLQS buckets all streams hold together, answered past it as past -rlqs-max-buckets-per-stream and counted with bound=\"instance\"")
 	fs.BoolVar(&o.overLimitCache, "over-limit-cache", true, "with Redis, refuse a key Redis refused locally until the reset Redis gave (cost-1 hits of limits that are not count_refused, or are fixed windows, not leaky_bucket, not one of several on a descriptor); peeks and refunds always ask Redis")
 	fs.BoolVar(&o.version, "version", false, "print the version, and the Go and go-control-plane versions, and exit (no environment twin)")
 	return cl
@@ -368,6 +374,8 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), h Help) (*
 		return nil, errors.New("-rlqs-report-interval must be at least 1s: Envoy reports in whole seconds")
 	case o.rlqsAssignmentTTL < 0:
 		return nil, errors.New("-rlqs-assignment-ttl must not be negative (0 is three report intervals)")
+	case o.rlqsMaxStreamBuckets <= 0 || o.rlqsMaxBuckets <= 0:
+		return nil, errors.New("-rlqs-max-buckets-per-stream and -rlqs-max-buckets must be positive")
 	case o.maxOpenStreams <= 0:
 		return nil, errors.New("-max-open-streams must be positive")
 	case o.grpcMaxResets < 0:

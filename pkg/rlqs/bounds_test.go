@@ -1,6 +1,7 @@
 package rlqs
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -11,8 +12,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/envoy-rls/envoy-rls/internal/redistest"
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
+	"github.com/envoy-rls/envoy-rls/pkg/rlqs/redisdemand"
 )
 
 // users are the reports of the per-user limit (60 a minute) of users
@@ -39,11 +43,36 @@ func userKey(t *testing.T, svc *Service, user string) string {
 // rate and kept nowhere (no demand recorded, no division), and each such
 // report is counted by its bound. A bucket not reported for IdleAfter is
 // dropped (its room goes to the next new bucket), and a stream that closes
-// leaves nothing behind.
+// leaves nothing behind: on the embedded store, and on Redis, where every
+// key the buckets held had is gone.
 func TestBucketBounds(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { testBucketBounds(t, nil) })
+	t.Run("redis", func(t *testing.T) {
+		rc := redis.NewClient(&redis.Options{Addr: redistest.Start(t).Addr()})
+		t.Cleanup(func() { _ = rc.Close() })
+		testBucketBounds(t, rc)
+	})
+}
+
+// testBucketBounds is TestBucketBounds on Redis through rc, or on the
+// embedded store with rc nil.
+func testBucketBounds(t *testing.T, rc *redis.Client) {
 	clk := &clock{t: time.Unix(1_000_000, 0)}
-	svc := newService(t, Options{ReportInterval: time.Second, IdleAfter: 10 * time.Second,
-		MaxStreamBuckets: 50, MaxBuckets: 80, Now: clk.Now})
+	opts := Options{ReportInterval: time.Second, IdleAfter: 10 * time.Second,
+		MaxStreamBuckets: 50, MaxBuckets: 80, Now: clk.Now}
+	keys := func() int64 { return 0 } // the Redis keys of the demands
+	if rc != nil {
+		opts.Store = redisdemand.New(rc, "t:")
+		keys = func() int64 {
+			t.Helper()
+			n, err := rc.DBSize(context.Background()).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	svc := newService(t, opts)
 	conn := serve(t, svc)
 	flood, other := dial(t, conn), dial(t, conn)
 
@@ -66,6 +95,9 @@ func TestBucketBounds(t *testing.T) {
 		if want := u == "u49"; held != want {
 			t.Errorf("user %s: demand held %v, want %v", u, held, want)
 		}
+	}
+	if n := keys(); rc != nil && n != 50 {
+		t.Errorf("%d keys in Redis, want the 50 held buckets'", n)
 	}
 	if len(over) != 150 || over[0] != "u50" {
 		t.Fatalf("answered over the bound: %d from %v, want 150 from u50", len(over), over[:1])
@@ -123,8 +155,8 @@ rls_rlqs_buckets_over_bound_total{bound="stream"} 150
 	svc.local.mu.Unlock()
 	rules := 0
 	svc.rules.each(func(string, float64, float64) { rules++ })
-	if divs+demands+rules != 0 {
-		t.Fatalf("after every stream closed: %d divisions, %d buckets' demands, %d rules' totals held", divs, demands, rules)
+	if n := keys(); divs+demands+rules != 0 || n != 0 {
+		t.Fatalf("after every stream closed: %d divisions, %d buckets' demands, %d rules' totals held, %d keys in Redis", divs, demands, rules, n)
 	}
 }
 

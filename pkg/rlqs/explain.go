@@ -258,9 +258,9 @@ func (m *Memory) Demands(_ context.Context, bucket string) (map[string]share.Dem
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make(map[string]share.Demand, len(m.buckets[bucket]))
-	for id, e := range m.buckets[bucket] {
+	for _, e := range m.buckets[bucket] {
 		if now.Before(e.expires) {
-			out[id] = e.demand
+			out[e.client] = e.demand
 		}
 	}
 	return out, nil

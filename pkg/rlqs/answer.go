@@ -32,6 +32,7 @@ type bucket struct {
 	idleSince time.Time // the last report of requests
 	seen      time.Time // the last report
 	divided   bool      // the bucket's demand is in the stores
+	dropped   bool      // no longer the client's (abandoned earlier in a report)
 	rule      string    // the metrics' label: domain and place in the tree
 }
 
@@ -201,7 +202,7 @@ func (s *Service) act(ctx context.Context, c *client, it item, rec *recorded, no
 	}
 	switch {
 	case b == nil:
-	case c.buckets[key] != b:
+	case b.dropped:
 		// Another bucket id of the report with the same key was abandoned.
 		s.stats.Abandoned.Add(1)
 		return abandon()
@@ -307,6 +308,7 @@ func (s *Service) close(c *client) {
 
 func (s *Service) drop(ctx context.Context, c *client, key string, b *bucket) {
 	delete(c.buckets, key)
+	b.dropped = true
 	s.stats.Buckets.Add(-1)
 	if !b.divided {
 		return

@@ -18,19 +18,23 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/rlqs/share"
 )
 
-// client is the state of one stream: one Envoy, one domain.
+// client is the state of one stream: one Envoy, one domain. Only the
+// stream's goroutine touches it.
 type client struct {
 	id      string
-	buckets map[string]*bucket // by bucket key
+	buckets map[string]*bucket // by bucket key, at most Options.MaxStreamBuckets
+	swept   time.Time          // when buckets were last searched for forgotten ones
 	group   *group             // nil when the stream is a client of its own (group.go)
 }
 
 // bucket is what one client was last told about one bucket.
 type bucket struct {
-	share     float64 // requests per second last assigned, before rounding
-	idleSince time.Time
-	divided   bool   // the bucket's demand is in the stores
-	rule      string // the metrics' label: domain and place in the tree
+	share     float64   // requests per second last assigned, before rounding
+	idleSince time.Time // the last report of requests
+	seen      time.Time // the last report
+	divided   bool      // the bucket's demand is in the stores
+	dropped   bool      // no longer the client's (abandoned earlier in a report)
+	rule      string    // the metrics' label: domain and place in the tree
 }
 
 // Stats are the service's counts, read by the metrics: the streams and
@@ -42,6 +46,11 @@ type Stats struct {
 	// Silent and Evicted are the streams closed for want of reports:
 	// after SilentAfter, or by Evict.
 	Silent, Evicted atomic.Int64
+	// Unreported counts the buckets dropped because their stream had not
+	// reported them for IdleAfter; OverStream and OverAll the reports of a
+	// bucket answered undivided because its stream, or the instance, held
+	// as many buckets as it may.
+	Unreported, OverStream, OverAll atomic.Int64
 }
 
 // Stats returns the service's live counts.
@@ -49,6 +58,7 @@ func (s *Service) Stats() *Stats { return &s.stats }
 
 func (s *Service) answer(ctx context.Context, c *client, msg *rlqspb.RateLimitQuotaUsageReports, now time.Time) *rlqspb.RateLimitQuotaResponse {
 	s.stats.Reports.Add(1)
+	s.sweep(ctx, c, now)
 	ix := s.index()
 	usages := msg.GetBucketQuotaUsages()
 	items := make([]item, len(usages))
@@ -61,16 +71,17 @@ func (s *Service) answer(ctx context.Context, c *client, msg *rlqspb.RateLimitQu
 		}
 		end, _, p, o := ix.MatchSet(msg.GetDomain(), entries, path[:0], ordered[:0])
 		path, ordered = p, o
-		items[i] = item{u: u, end: end}
+		items[i] = item{u: u}
 		if end != nil && len(end.Descriptor.Rules) > 0 {
 			items[i].key = bucketKey(msg.GetDomain(), end, path, ordered)
 			items[i].rate, items[i].kind = limitRate(end, now)
+			items[i].b = s.hold(c, items[i].key, msg.GetDomain(), end, now)
 		}
 	}
 	rec := s.record(ctx, c, items, now)
 	resp := &rlqspb.RateLimitQuotaResponse{BucketAction: make([]*rlqspb.RateLimitQuotaResponse_BucketAction, len(items))}
 	for i, it := range items {
-		action := s.act(ctx, c, msg.GetDomain(), it, rec, now)
+		action := s.act(ctx, c, it, rec, now)
 		action.BucketId = it.u.GetBucketId()
 		resp.BucketAction[i] = action
 	}
@@ -80,14 +91,56 @@ func (s *Service) answer(ctx context.Context, c *client, msg *rlqspb.RateLimitQu
 // item is one bucket of a report, matched.
 type item struct {
 	u    *rlqspb.RateLimitQuotaUsageReports_BucketQuotaUsage
-	end  *descriptors.Node // nil, or without rules, when no limit matches
-	key  string
+	key  string // empty when no limit matches
 	rate float64
 	kind kind
+	b    *bucket // the client's; nil when no limit matches or over a bound
 }
 
 func (it item) divides() bool {
-	return it.key != "" && (it.kind == divided || it.kind == shadowed)
+	return it.b != nil && (it.kind == divided || it.kind == shadowed)
+}
+
+// hold returns c's bucket of key, made if it is new; nil when c holds
+// Options.MaxStreamBuckets buckets already, or the instance
+// Options.MaxBuckets, so that neither one stream reporting ever new bucket
+// ids nor many streams can grow the memory without bound. A bucket not
+// held is answered undivided (act), and held at a later report once there
+// is room.
+func (s *Service) hold(c *client, key, domain string, end *descriptors.Node, now time.Time) *bucket {
+	if b := c.buckets[key]; b != nil {
+		b.seen = now
+		return b
+	}
+	if len(c.buckets) >= s.opts.MaxStreamBuckets {
+		s.stats.OverStream.Add(1)
+		return nil
+	}
+	if s.stats.Buckets.Add(1) > int64(s.opts.MaxBuckets) {
+		s.stats.Buckets.Add(-1)
+		s.stats.OverAll.Add(1)
+		return nil
+	}
+	b := &bucket{idleSince: now, seen: now, rule: domain + "." + end.Path}
+	c.buckets[key] = b
+	return b
+}
+
+// sweep drops, at most once a report interval, the buckets c has not
+// reported for IdleAfter: Envoy reports every bucket it holds at every
+// interval, so such a bucket is one it no longer holds (an abandon
+// action, a restart of its filter), and only a sweep would ever drop it.
+func (s *Service) sweep(ctx context.Context, c *client, now time.Time) {
+	if now.Sub(c.swept) < s.opts.ReportInterval {
+		return
+	}
+	c.swept = now
+	for key, b := range c.buckets {
+		if now.Sub(b.seen) >= s.opts.IdleAfter {
+			s.drop(ctx, c, key, b)
+			s.stats.Unreported.Add(1)
+		}
+	}
 }
 
 func (it item) demand() share.Demand {
@@ -121,8 +174,7 @@ func (s *Service) record(ctx context.Context, c *client, items []item, now time.
 			r.at[it.key] = len(keys)
 			keys = append(keys, it.key)
 			r.demands = append(r.demands, it.demand())
-			b := c.buckets[it.key]
-			wants = append(wants, want{key: it.key, client: r.client, rate: it.rate, joined: b == nil || !b.divided})
+			wants = append(wants, want{key: it.key, client: r.client, rate: it.rate, joined: !it.b.divided})
 		}
 	}
 	if len(keys) == 0 {
@@ -138,27 +190,35 @@ func (s *Service) record(ctx context.Context, c *client, items []item, now time.
 	return r
 }
 
-// act decides one bucket of one report.
-func (s *Service) act(ctx context.Context, c *client, domain string, it item, rec *recorded, now time.Time) *rlqspb.RateLimitQuotaResponse_BucketAction {
-	end, key, u := it.end, it.key, it.u
+// act decides one bucket of one report. A bucket over a bound (it.b nil)
+// is answered as if its Envoy were alone: the limit's whole rate, or its
+// blanket rule, kept nowhere. That is the middle of the three answers an
+// operator could want there: DENY_ALL would refuse an honest Envoy's new
+// buckets (and let whoever fills a stream's bound shut out the rest of
+// that Envoy's clients), and ALLOW_ALL, like sending no action and
+// leaving Envoy at its no_assignment_behavior, would let a bucket past
+// the bound escape its limit; the whole limit holds each such bucket to
+// its rate on each Envoy, at most the limit once more per Envoy over the
+// bound.
+func (s *Service) act(ctx context.Context, c *client, it item, rec *recorded, now time.Time) *rlqspb.RateLimitQuotaResponse_BucketAction {
+	key, u, b := it.key, it.u, it.b
 	if key == "" {
 		s.stats.NoMatch.Add(1)
 		s.stats.AllowAll.Add(1)
 		return blanket(typepb.RateLimitStrategy_ALLOW_ALL, s.opts.NoMatchTTL)
 	}
-	b := c.buckets[key]
-	if b == nil {
-		b = &bucket{idleSince: now, rule: domain + "." + end.Path}
-		c.buckets[key] = b
-		s.stats.Buckets.Add(1)
-	}
-	if u.GetNumRequestsAllowed()+u.GetNumRequestsDenied() > 0 {
+	switch {
+	case b == nil:
+	case b.dropped:
+		// Another bucket id of the report with the same key was abandoned.
+		s.stats.Abandoned.Add(1)
+		return abandon()
+	case share.Requests(u.GetNumRequestsAllowed(), u.GetNumRequestsDenied()) > 0:
 		b.idleSince = now
-	} else if now.Sub(b.idleSince) >= s.opts.IdleAfter {
+	case now.Sub(b.idleSince) >= s.opts.IdleAfter:
 		s.drop(ctx, c, key, b)
 		s.stats.Abandoned.Add(1)
-		return &rlqspb.RateLimitQuotaResponse_BucketAction{BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction_{
-			AbandonAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction{}}}
+		return abandon()
 	}
 	ttl := share.TTL(s.opts.AssignmentTTL, s.opts.ReportInterval)
 	rate, kind := it.rate, it.kind
@@ -170,7 +230,13 @@ func (s *Service) act(ctx context.Context, c *client, domain string, it item, re
 		s.stats.DenyAll.Add(1)
 		return blanket(typepb.RateLimitStrategy_DENY_ALL, ttl)
 	}
-	tb, ok := s.bucketFor(c.id, key, b, rate, rec)
+	var tb share.Bucket
+	var ok bool
+	if b != nil {
+		tb, ok = s.bucketFor(c.id, key, b, rate, rec)
+	} else {
+		tb, ok = s.opts.Shape.Tokens(rate)
+	}
 	switch {
 	case kind == shadowed:
 		// What it would have assigned is in the per-rule metrics.
@@ -236,7 +302,7 @@ func (s *Service) divide(key string, rate float64, rec *recorded) float64 {
 		}
 		s.mu.Unlock()
 	}
-	v := d.snap.Share(rate*d.part, rec.client, rec.demands[i])
+	v := d.snap.Share(rate*d.part, s.opts.Floor, rec.client, rec.demands[i])
 	if rec.parts != nil {
 		v *= rec.parts[i]
 	}
@@ -254,6 +320,7 @@ func (s *Service) close(c *client) {
 
 func (s *Service) drop(ctx context.Context, c *client, key string, b *bucket) {
 	delete(c.buckets, key)
+	b.dropped = true
 	s.stats.Buckets.Add(-1)
 	if !b.divided {
 		return
@@ -332,6 +399,11 @@ func bucketKey(domain string, end *descriptors.Node, path []*descriptors.Node, o
 		}
 	}
 	return b.String()
+}
+
+func abandon() *rlqspb.RateLimitQuotaResponse_BucketAction {
+	return &rlqspb.RateLimitQuotaResponse_BucketAction{BucketAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction_{
+		AbandonAction: &rlqspb.RateLimitQuotaResponse_BucketAction_AbandonAction{}}}
 }
 
 func blanket(r typepb.RateLimitStrategy_BlanketRule, ttl time.Duration) *rlqspb.RateLimitQuotaResponse_BucketAction {

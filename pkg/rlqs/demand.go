@@ -2,6 +2,8 @@ package rlqs
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,22 +35,34 @@ type DemandStore interface {
 // Memory is the DemandStore of one instance: it divides among the clients
 // connected to this process only. It is safe for concurrent use; the zero
 // value is not, use NewMemory.
+//
+// Each bucket's clients are a slice sorted by client id, not a map: most
+// buckets have one client or a few (a made-up bucket id has one), and a
+// map's smallest table is eight entries, several hundred bytes a bucket
+// where the slice takes one entry's; a client is found by binary search,
+// and only a join or a leave moves the entries after it.
 type Memory struct {
 	now     func() time.Time
 	mu      sync.Mutex
-	buckets map[string]map[string]memoryEntry
+	buckets map[string][]memoryEntry // by bucket: by client id, ascending
 }
 
 type memoryEntry struct {
+	client  string
 	demand  share.Demand
 	expires time.Time
+}
+
+// find returns where client is in es, or would be.
+func find(es []memoryEntry, client string) (int, bool) {
+	return slices.BinarySearchFunc(es, client, func(e memoryEntry, c string) int { return strings.Compare(e.client, c) })
 }
 
 var _ DemandStore = (*Memory)(nil)
 
 // NewMemory returns an empty store that reads the time from now.
 func NewMemory(now func() time.Time) *Memory {
-	return &Memory{now: now, buckets: make(map[string]map[string]memoryEntry)}
+	return &Memory{now: now, buckets: make(map[string][]memoryEntry)}
 }
 
 // RecordAll implements DemandStore: a map write per bucket, no copy.
@@ -57,12 +71,13 @@ func (m *Memory) RecordAll(_ context.Context, client string, buckets []string, d
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i, b := range buckets {
-		clients := m.buckets[b]
-		if clients == nil {
-			clients = make(map[string]memoryEntry)
-			m.buckets[b] = clients
+		e := memoryEntry{client: client, demand: demands[i], expires: expires}
+		es := m.buckets[b]
+		if j, ok := find(es, client); ok {
+			es[j] = e
+		} else {
+			m.buckets[b] = slices.Insert(es, j, e)
 		}
-		clients[client] = memoryEntry{demand: demands[i], expires: expires}
 	}
 	return nil
 }
@@ -75,16 +90,16 @@ func (m *Memory) ReadAll(_ context.Context, buckets []string) ([]map[string]shar
 	defer m.mu.Unlock()
 	out := make([]map[string]share.Demand, len(buckets))
 	for i, b := range buckets {
-		clients := m.buckets[b]
-		live := make(map[string]share.Demand, len(clients))
-		for id, e := range clients {
-			if !now.Before(e.expires) {
-				delete(clients, id)
-				continue
-			}
-			live[id] = e.demand
+		es, held := m.buckets[b]
+		es = slices.DeleteFunc(es, func(e memoryEntry) bool { return !now.Before(e.expires) })
+		live := make(map[string]share.Demand, len(es))
+		for _, e := range es {
+			live[e.client] = e.demand
 		}
-		if clients != nil && len(clients) == 0 {
+		switch {
+		case len(es) > 0:
+			m.buckets[b] = es
+		case held:
 			delete(m.buckets, b)
 		}
 		out[i] = live
@@ -96,10 +111,12 @@ func (m *Memory) ReadAll(_ context.Context, buckets []string) ([]map[string]shar
 func (m *Memory) Forget(_ context.Context, bucket, client string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if clients := m.buckets[bucket]; clients != nil {
-		delete(clients, client)
-		if len(clients) == 0 {
+	es := m.buckets[bucket]
+	if j, ok := find(es, client); ok {
+		if es = slices.Delete(es, j, j+1); len(es) == 0 {
 			delete(m.buckets, bucket)
+		} else {
+			m.buckets[bucket] = es
 		}
 	}
 	return nil

@@ -18,7 +18,7 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
-func newService(t *testing.T, opts Options) *Service {
+func newService(t testing.TB, opts Options) *Service {
 	t.Helper()
 	ix := testIndex(t)
 	svc, err := New(func() *descriptors.Index { return ix }, opts)
@@ -174,6 +174,63 @@ func TestIdleBucketAbandoned(t *testing.T) {
 	}
 	if svc.local.holds(bucketKeyOf(t, svc, "/api")) {
 		t.Fatal("the abandoned bucket's demand is still held")
+	}
+}
+
+// A report whose counts would wrap past 2^64−1 is the largest demand, not
+// none: beside an Envoy asking 50 of 100 a second it gets an equal share
+// (wrapped to zero it got a quarter, the surplus of a client asking
+// nothing), and its bucket is not idle.
+func TestAbsurdCountsSaturate(t *testing.T) {
+	clk := &clock{t: time.Unix(1_000_000, 0)}
+	svc := newService(t, Options{ReportInterval: time.Second, IdleAfter: 3 * time.Second, Now: clk.Now})
+	conn := serve(t, svc)
+	absurd, fair := dial(t, conn), dial(t, conn)
+	var got float64
+	for i := 0; i < 5; i++ {
+		fair.report(usage{bucket: api(), allowed: 50, elapsed: time.Second})
+		a := absurd.report(usage{bucket: api(), allowed: math.MaxUint64, denied: 1, elapsed: time.Second})[0]
+		if a.GetAbandonAction() != nil {
+			t.Fatalf("report %d: abandoned, as if it had reported no requests", i)
+		}
+		got = perSecond(tokens(t, a))
+		clk.Add(time.Second)
+	}
+	if math.Abs(got-50) > 1 {
+		t.Fatalf("2^64−1 allowed and 1 denied beside 50 of 100: %v a second, want 50", got)
+	}
+}
+
+// An Envoy that reports no requests beside one at the limit keeps a token
+// bucket of at least one token (its part of the floor), so that its first
+// requests when traffic returns are not all refused until its next
+// report; the busy one keeps at least 80 % of the limit.
+func TestIdleEnvoyKeepsAFloor(t *testing.T) {
+	clk := &clock{t: time.Unix(1_000_000, 0)}
+	svc := newService(t, Options{ReportInterval: time.Second, Now: clk.Now})
+	conn := serve(t, svc)
+	busy, idle := dial(t, conn), dial(t, conn)
+	// Both join first (a first report's demand is unknown: equal shares),
+	// so that the busy one's share moves past the band when the idle one
+	// reports its nothing.
+	busy.report(usage{bucket: api(), allowed: 1})
+	idle.report(usage{bucket: api(), allowed: 1})
+	busy.report(usage{bucket: api(), allowed: 1})
+	idle.report(usage{bucket: api(), elapsed: time.Second})
+	for i := 0; i < 3; i++ {
+		clk.Add(time.Second) // each report reads the division afresh
+		b := tokens(t, busy.report(usage{bucket: api(), allowed: 100, elapsed: time.Second})[0])
+		a := idle.report(usage{bucket: api(), elapsed: time.Second})[0]
+		tb := a.GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket()
+		if tb == nil || tb.GetMaxTokens() < 1 || tb.GetTokensPerFill().GetValue() < 1 {
+			t.Fatalf("report %d: the idle Envoy got %v, want a token bucket of at least one token", i, a)
+		}
+		if got := perSecond(b); got < 80 || got > 100 {
+			t.Fatalf("report %d: the busy Envoy got %v a second of 100, want 80 to 100", i, got)
+		}
+		if sum := perSecond(b) + perSecond(tb); sum > 100 {
+			t.Fatalf("report %d: %v a second assigned (%v + %v), over the limit 100", i, sum, perSecond(b), perSecond(tb))
+		}
 	}
 }
 

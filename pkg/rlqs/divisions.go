@@ -133,7 +133,7 @@ func (s *Service) read(ctx context.Context, wants []want, entries []*division, l
 			snaps[j] = share.NewDivision(local[j])
 		case local != nil:
 			snaps[j] = share.NewDivision(all[j])
-			parts[j] = held(snaps[j], wants[i].rate, local[j])
+			parts[j] = held(snaps[j], wants[i].rate, s.opts.Floor, local[j])
 		default:
 			snaps[j] = share.NewDivision(all[j])
 		}
@@ -161,15 +161,15 @@ func (s *Service) read(ctx context.Context, wants []want, entries []*division, l
 }
 
 // held is the part of rate that this instance's clients (local) hold in
-// snap's division.
-func held(snap *share.Division, rate float64, local map[string]share.Demand) float64 {
+// snap's division with floor.
+func held(snap *share.Division, rate, floor float64, local map[string]share.Demand) float64 {
 	if !(rate > 0) {
 		return 1
 	}
 	sum := 0.0
 	for id := range local {
 		if d, ok := snap.Clients()[id]; ok {
-			sum += snap.Share(rate, id, d)
+			sum += snap.Share(rate, floor, id, d)
 		}
 	}
 	return sum / rate

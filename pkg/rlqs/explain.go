@@ -230,7 +230,7 @@ func (s *Service) explainShares(ctx context.Context, b *Bucket, key, rule string
 	div := share.NewDivision(demands)
 	assigned := s.rules.assignedTo(rule, key)
 	for id, d := range demands {
-		c := BucketClient{ID: id, SharePerSecond: div.Share(limit, id, d)}
+		c := BucketClient{ID: id, SharePerSecond: div.Share(limit, s.opts.Floor, id, d)}
 		c.Instance, _, _ = strings.Cut(id, "-") // the instance is hex: its dash is the first
 		c.Here = c.Instance == s.instance
 		if d.Known {
@@ -260,9 +260,9 @@ func (m *Memory) Demands(_ context.Context, bucket string) (map[string]share.Dem
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make(map[string]share.Demand, len(m.buckets[bucket]))
-	for id, e := range m.buckets[bucket] {
+	for _, e := range m.buckets[bucket] {
 		if now.Before(e.expires) {
-			out[id] = e.demand
+			out[e.client] = e.demand
 		}
 	}
 	return out, nil

@@ -13,6 +13,10 @@ var (
 		"Bucket actions sent, by strategy: token_bucket, allow_all, deny_all, abandon.", []string{"strategy"}, nil)
 	noMatchDesc = prometheus.NewDesc("rls_rlqs_no_match_total",
 		"Buckets reported that no limit matched, answered ALLOW_ALL.", nil, nil)
+	overBoundDesc = prometheus.NewDesc("rls_rlqs_buckets_over_bound_total",
+		"Reports of a bucket answered undivided (the limit's whole rate, kept nowhere) because its stream held -rlqs-max-buckets-per-stream buckets (bound stream) or the instance -rlqs-max-buckets (bound instance).", []string{"bound"}, nil)
+	unreportedDesc = prometheus.NewDesc("rls_rlqs_buckets_unreported_total",
+		"Buckets dropped because their stream had not reported them for the idle time.", nil, nil)
 	storeFailuresDesc = prometheus.NewDesc("rls_rlqs_store_failures_total",
 		"Divisions made without the demand store, on this instance's last known part of the limit.", nil, nil)
 	silentDesc = prometheus.NewDesc("rls_rlqs_silent_streams_closed_total",
@@ -29,7 +33,7 @@ func (s *Service) Collector() prometheus.Collector { return collector{s} }
 type collector struct{ s *Service }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{streamsDesc, bucketsDesc, reportsDesc, assignmentsDesc, noMatchDesc, storeFailuresDesc, silentDesc, assignedDesc, limitDesc} {
+	for _, d := range []*prometheus.Desc{streamsDesc, bucketsDesc, reportsDesc, assignmentsDesc, noMatchDesc, overBoundDesc, unreportedDesc, storeFailuresDesc, silentDesc, assignedDesc, limitDesc} {
 		ch <- d
 	}
 }
@@ -50,6 +54,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(assignmentsDesc, st.DenyAll.Load(), "deny_all")
 	counter(assignmentsDesc, st.Abandoned.Load(), "abandon")
 	counter(noMatchDesc, st.NoMatch.Load())
+	counter(overBoundDesc, st.OverStream.Load(), "stream")
+	counter(overBoundDesc, st.OverAll.Load(), "instance")
+	counter(unreportedDesc, st.Unreported.Load())
 	counter(storeFailuresDesc, st.StoreFailures.Load())
 	counter(silentDesc, st.Silent.Load(), "timeout")
 	counter(silentDesc, st.Evicted.Load(), "evicted")

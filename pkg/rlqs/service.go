@@ -43,8 +43,14 @@ type Options struct {
 	// matches; default one hour.
 	NoMatchTTL time.Duration
 	// IdleAfter is how long a bucket reports no requests before it is
-	// abandoned; default twelve report intervals.
+	// abandoned, and how long one not reported at all is kept; default
+	// twelve report intervals.
 	IdleAfter time.Duration
+	// MaxStreamBuckets bounds the buckets one stream holds, and MaxBuckets
+	// those of every stream together: a bucket reported past either is
+	// answered undivided and kept nowhere. Defaults 1,000 and 200,000,
+	// ten and two times a fleet of 1,000 Envoys of 100 buckets each.
+	MaxStreamBuckets, MaxBuckets int
 	// Refresh is how old this instance's division of a bucket may grow
 	// before a report reads every client's demand of it again; the reports
 	// in between record their own demand and are answered from that
@@ -69,6 +75,13 @@ type Options struct {
 	ClientOf func(ctx context.Context) string
 	// Band is the hysteresis of a share, as a fraction; default 0.05.
 	Band float64
+	// Floor is the part of each limit set aside for the clients that ask
+	// for little: each of a bucket's n clients counts as asking at least
+	// Floor/n of the limit, so that an Envoy whose bucket was idle beside
+	// one at the limit holds a token bucket, not DENY_ALL, when its
+	// requests come back; the others keep at least 1 − Floor of it.
+	// Default 0.1; negative sets nothing aside.
+	Floor float64
 	// Shape bounds the token buckets; default share.DefaultShape.
 	Shape share.Shape
 	// Store holds the demands across instances; default a Memory store
@@ -79,6 +92,12 @@ type Options struct {
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
+
+// The default bounds of Options.MaxStreamBuckets and Options.MaxBuckets.
+const (
+	DefaultMaxStreamBuckets = 1_000
+	DefaultMaxBuckets       = 200_000
+)
 
 // Service is the RateLimitQuotaService. It is safe for concurrent use: one
 // goroutine per stream.
@@ -135,8 +154,17 @@ func New(index func() *descriptors.Index, opts Options) (*Service, error) {
 	if opts.SilentAfter <= 0 {
 		opts.SilentAfter = 3 * opts.ReportInterval
 	}
+	if opts.MaxStreamBuckets <= 0 {
+		opts.MaxStreamBuckets = DefaultMaxStreamBuckets
+	}
+	if opts.MaxBuckets <= 0 {
+		opts.MaxBuckets = DefaultMaxBuckets
+	}
 	if opts.Band <= 0 {
 		opts.Band = 0.05
+	}
+	if opts.Floor == 0 {
+		opts.Floor = 0.1
 	}
 	if opts.Shape == (share.Shape{}) {
 		opts.Shape = share.DefaultShape

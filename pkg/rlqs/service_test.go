@@ -40,7 +40,7 @@ descriptors:
         rate_limit: {unit: minute, requests_per_unit: 60}
 `
 
-func testIndex(t *testing.T) *descriptors.Index {
+func testIndex(t testing.TB) *descriptors.Index {
 	t.Helper()
 	d, err := config.Parse("limits.yaml", []byte(limitsYAML))
 	if err != nil {
@@ -64,7 +64,7 @@ func (c *clock) Add(d time.Duration) {
 
 // serve runs svc on a real gRPC server on loopback and returns a client
 // connection to it.
-func serve(t *testing.T, svc *Service) *grpc.ClientConn {
+func serve(t testing.TB, svc *Service) *grpc.ClientConn {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -84,12 +84,12 @@ func serve(t *testing.T, svc *Service) *grpc.ClientConn {
 
 // envoy is a minimal RLQS client: one stream, one report at a time.
 type envoy struct {
-	t      *testing.T
+	t      testing.TB
 	stream grpc.BidiStreamingClient[rlqspb.RateLimitQuotaUsageReports, rlqspb.RateLimitQuotaResponse]
 	cancel context.CancelFunc
 }
 
-func dial(t *testing.T, conn *grpc.ClientConn) *envoy {
+func dial(t testing.TB, conn *grpc.ClientConn) *envoy {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	st, err := rlqspb.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)

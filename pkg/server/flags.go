@@ -14,6 +14,7 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+	"github.com/envoy-rls/envoy-rls/pkg/rlqs"
 )
 
 // options are the server's settings, from flags and their RLS_ environment
@@ -93,6 +94,9 @@ type Options struct {
 	rlqsAssignmentTTL  time.Duration
 	rlqsSilentAfter    time.Duration
 	rlqsClient         string
+	// rlqsMaxStreamBuckets and rlqsMaxBuckets bound the RLQS buckets held
+	// (rlqs.Options.MaxStreamBuckets and MaxBuckets).
+	rlqsMaxStreamBuckets, rlqsMaxBuckets int
 	// overLimitCache answers hits on keys the store refused locally until
 	// the store's reset (pkg/limits/overlimit).
 	overLimitCache bool
@@ -308,6 +312,8 @@ func serverFlags(o *Options, h Help) *cli.CommandLine {
 	fs.DurationVar(&o.rlqsAssignmentTTL, "rlqs-assignment-ttl", 0, "TTL of an RLQS token bucket assignment, in whole seconds, raised to more than two -rlqs-report-interval (0: three intervals)")
 	fs.StringVar(&o.rlqsClient, "rlqs-client", "identity", "what one client of an RLQS division is: identity (the streams of one verified TLS client certificate, by its first URI, DNS or IP name, share one client's share; without one, each stream is a client), address (as identity, else the streams of one peer IP address share) or stream (each stream a client)")
 	fs.DurationVar(&o.rlqsSilentAfter, "rlqs-silent-after", 0, "close an RLQS stream that sends no report for this long, at least two -rlqs-report-interval (0: three intervals); apart from it, while every place of -max-open-streams is taken, a new stream closes the longest-silent RLQS stream silent for two intervals")
+	fs.IntVar(&o.rlqsMaxStreamBuckets, "rlqs-max-buckets-per-stream", rlqs.DefaultMaxStreamBuckets, "most RLQS buckets one Envoy's stream holds; a bucket reported past it is answered with its limit's whole rate, undivided and kept nowhere, and counted in rls_rlqs_buckets_over_bound_total{bound=\"stream\"}")
+	fs.IntVar(&o.rlqsMaxBuckets, "rlqs-max-buckets", rlqs.DefaultMaxBuckets, "most RLQS buckets all streams hold together, answered past it as past -rlqs-max-buckets-per-stream and counted with bound=\"instance\"")
 	fs.BoolVar(&o.overLimitCache, "over-limit-cache", true, "with Redis, refuse a key Redis refused locally until the reset Redis gave (cost-1 hits of limits that are not count_refused, or are fixed windows, not leaky_bucket, not one of several on a descriptor); peeks and refunds always ask Redis")
 	fs.BoolVar(&o.version, "version", false, "print the version, and the Go and go-control-plane versions, and exit (no environment twin)")
 	return cl
@@ -378,6 +384,8 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), h Help) (*
 		return nil, errors.New("-rlqs-silent-after must be at least two -rlqs-report-interval (0 is three): a live Envoy reports once an interval")
 	case o.rlqsClient != "identity" && o.rlqsClient != "address" && o.rlqsClient != "stream":
 		return nil, fmt.Errorf("-rlqs-client %q: want identity, address or stream", o.rlqsClient)
+	case o.rlqsMaxStreamBuckets <= 0 || o.rlqsMaxBuckets <= 0:
+		return nil, errors.New("-rlqs-max-buckets-per-stream and -rlqs-max-buckets must be positive")
 	case o.maxOpenStreams <= 0:
 		return nil, errors.New("-max-open-streams must be positive")
 	case o.grpcMaxResets < 0:

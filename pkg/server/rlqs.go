@@ -23,11 +23,13 @@ func newRLQS(o *Options, svc *rls.Service, store *storeHandle, m *metrics.Metric
 		return nil, nil
 	}
 	ro := rlqs.Options{
-		ReportInterval: o.rlqsReportInterval,
-		AssignmentTTL:  o.rlqsAssignmentTTL,
-		SilentAfter:    o.rlqsSilentAfter,
-		ClientOf:       rlqsClientOf(o.rlqsClient),
-		Logger:         log.Named("rlqs"),
+		ReportInterval:   o.rlqsReportInterval,
+		AssignmentTTL:    o.rlqsAssignmentTTL,
+		SilentAfter:      o.rlqsSilentAfter,
+		ClientOf:         rlqsClientOf(o.rlqsClient),
+		MaxStreamBuckets: o.rlqsMaxStreamBuckets,
+		MaxBuckets:       o.rlqsMaxBuckets,
+		Logger:           log.Named("rlqs"),
 	}
 	if store.redis != nil {
 		ro.Store = redisdemand.New(store.redis, o.redisKeyPrefix)

@@ -57,12 +57,12 @@ func (d *Division) Has(client string) bool {
 // snapshot's own and must not be changed.
 func (d *Division) Clients() map[string]Demand { return d.clients }
 
-// Share is client's share of limit, as Divide would give it over the
-// snapshot with client's demand replaced by mine (or added, for a client
-// the snapshot does not hold): the others are divided as they were read,
-// client as it is now. With mine the demand read, the shares of the
+// Share is client's share of limit, as Divide would give it with floor
+// over the snapshot with client's demand replaced by mine (or added, for a
+// client the snapshot does not hold): the others are divided as they were
+// read, client as it is now. With mine the demand read, the shares of the
 // snapshot's clients sum to limit, never more.
-func (d *Division) Share(limit float64, client string, mine Demand) float64 {
+func (d *Division) Share(limit, floor float64, client string, mine Demand) float64 {
 	if !(limit > 0) {
 		return 0
 	}
@@ -78,11 +78,14 @@ func (d *Division) Share(limit float64, client string, mine Demand) float64 {
 	} else {
 		v.n++
 	}
+	v.least = lowest(limit, floor, v.n)
+	v.low = sort.SearchFloat64s(d.known, v.least)
 	v.q = limit / float64(v.n) // an unknown demand wants an equal share
 	v.mine = v.q
 	if mine.Known {
-		v.mine = mine.Rate
+		v.mine = max(mine.Rate, v.least)
 	}
+	v.removed = max(v.removed, v.least)
 	level, ok := v.level(limit)
 	if !ok {
 		// Everyone is satisfied: the surplus goes to all alike.
@@ -92,19 +95,25 @@ func (d *Division) Share(limit float64, client string, mine Demand) float64 {
 }
 
 // view is the snapshot with one client's demand replaced: a multiset of n
-// wants, the known ones less removed, unknown copies of q, and mine.
+// wants, the known ones less removed, unknown copies of q, and mine; every
+// want counts as at least least (the floor's part of one client), so the
+// low known wants, the first low of them, count as least.
 type view struct {
 	d          *Division
 	n, unknown int
 	removed    float64
 	hasRemoved bool
 	q, mine    float64
+	least      float64
+	low        int
 }
 
 // below returns how many wants are under x, and their sum.
 func (v *view) below(x float64) (count int, sum float64) {
-	j := sort.SearchFloat64s(v.d.known, x)
-	count, sum = j, v.d.prefix[j]
+	if x > v.least {
+		j := sort.SearchFloat64s(v.d.known, x)
+		count, sum = j, v.d.prefix[j]-v.d.prefix[v.low]+float64(v.low)*v.least
+	}
 	if v.hasRemoved && v.removed < x {
 		count--
 		sum -= v.removed
@@ -127,7 +136,8 @@ func (v *view) filled(x float64) float64 {
 }
 
 func (v *view) total() float64 {
-	t := v.d.prefix[len(v.d.known)] + float64(v.unknown)*v.q + v.mine
+	k := len(v.d.known)
+	t := v.d.prefix[k] - v.d.prefix[v.low] + float64(v.low)*v.least + float64(v.unknown)*v.q + v.mine
 	if v.hasRemoved {
 		t -= v.removed
 	}

@@ -15,6 +15,7 @@ func TestDivisionIsDivide(t *testing.T) {
 	for round := 0; round < 3000; round++ {
 		n := r.IntN(12)
 		limit := []float64{0, 1, 100, 1000 * r.Float64()}[r.IntN(4)]
+		floor := []float64{0, 0, 0.1, 0.5, 1}[r.IntN(5)]
 		demands := map[string]Demand{}
 		for i := 0; i < n; i++ {
 			demands[fmt.Sprint("c", i)] = randomDemand(r, limit)
@@ -22,7 +23,7 @@ func TestDivisionIsDivide(t *testing.T) {
 		div := NewDivision(demands)
 		sum := 0.0
 		for id, d := range demands {
-			sum += div.Share(limit, id, d)
+			sum += div.Share(limit, floor, id, d)
 		}
 		if sum > limit*(1+1e-9) {
 			t.Fatalf("round %d: the snapshot's shares sum to %v, over %v", round, sum, limit)
@@ -38,9 +39,9 @@ func TestDivisionIsDivide(t *testing.T) {
 			after[k] = v
 		}
 		after[id] = mine
-		got := div.Share(limit, id, mine)
-		if want := divideOf(limit, after, id); math.Abs(got-want) > 1e-9*max(1, limit) {
-			t.Fatalf("round %d: limit %v, demands %v, %s wants %v: share %v, Divide gives %v", round, limit, demands, id, mine, got, want)
+		got := div.Share(limit, floor, id, mine)
+		if want := divideOf(limit, floor, after, id); math.Abs(got-want) > 1e-9*max(1, limit) {
+			t.Fatalf("round %d: limit %v, floor %v, demands %v, %s wants %v: share %v, Divide gives %v", round, limit, floor, demands, id, mine, got, want)
 		}
 	}
 }
@@ -57,7 +58,7 @@ func randomDemand(r *rand.Rand, limit float64) Demand {
 	return Demand{Rate: r.Float64() * limit, Known: true}
 }
 
-func divideOf(limit float64, demands map[string]Demand, id string) float64 {
+func divideOf(limit, floor float64, demands map[string]Demand, id string) float64 {
 	var ds []Demand
 	at := -1
 	for k, v := range demands {
@@ -66,7 +67,7 @@ func divideOf(limit float64, demands map[string]Demand, id string) float64 {
 		}
 		ds = append(ds, v)
 	}
-	return Divide(limit, ds)[at]
+	return Divide(limit, floor, ds)[at]
 }
 
 // A snapshot of a thousand clients answers a share in microseconds: the
@@ -79,6 +80,6 @@ func BenchmarkDivisionShare(b *testing.B) {
 	div := NewDivision(demands)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		div.Share(1000, "c7", Demand{Rate: 30, Known: true})
+		div.Share(1000, 0.1, "c7", Demand{Rate: 30, Known: true})
 	}
 }

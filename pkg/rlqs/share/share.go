@@ -25,12 +25,22 @@ type Demand struct {
 // Measure turns one report of a bucket into a demand. Envoy reports the
 // first request of a new bucket at once with time_elapsed 0, so a zero or
 // negative elapsed time yields an unknown demand rather than a division by
-// zero.
+// zero. The two counts are added saturating: a report of 2^64−1 allowed
+// and one denied is the largest demand there is, not zero.
 func Measure(allowed, denied uint64, elapsed time.Duration) Demand {
 	if elapsed <= 0 {
 		return Demand{}
 	}
-	return Demand{Rate: float64(allowed+denied) / elapsed.Seconds(), Known: true}
+	return Demand{Rate: float64(Requests(allowed, denied)) / elapsed.Seconds(), Known: true}
+}
+
+// Requests is allowed + denied, held at the largest uint64 where the sum
+// would wrap: the counts come from the client, which may send anything.
+func Requests(allowed, denied uint64) uint64 {
+	if sum := allowed + denied; sum >= allowed {
+		return sum
+	}
+	return math.MaxUint64
 }
 
 // Divide splits limit (requests per second) among the clients max-min
@@ -40,7 +50,13 @@ func Measure(allowed, denied uint64, elapsed time.Duration) Demand {
 // grows between two reports is not held at its last demand. Shares are in
 // the order of demands; their sum is limit (never more). A negative or NaN
 // rate counts as zero.
-func Divide(limit float64, demands []Demand) []float64 {
+//
+// floor is the fraction of limit set aside for the clients that ask for
+// little: each of the n clients' demand counts as at least floor × limit
+// / n (see lowest), so that a client that asked for nothing still holds a
+// token when its requests come back, and the others together keep at
+// least 1 − floor of the limit.
+func Divide(limit, floor float64, demands []Demand) []float64 {
 	n := len(demands)
 	shares := make([]float64, n)
 	if n == 0 || !(limit > 0) {
@@ -48,13 +64,16 @@ func Divide(limit float64, demands []Demand) []float64 {
 	}
 	want := make([]float64, n)
 	order := make([]int, n)
+	least := lowest(limit, floor, n)
 	for i, d := range demands {
 		order[i] = i
 		switch {
 		case !d.Known:
 			want[i] = limit / float64(n)
-		case d.Rate > 0:
+		case d.Rate > least:
 			want[i] = d.Rate
+		default:
+			want[i] = least
 		}
 	}
 	sort.SliceStable(order, func(a, b int) bool { return want[order[a]] < want[order[b]] })
@@ -78,6 +97,16 @@ func Divide(limit float64, demands []Demand) []float64 {
 		shares[i] += extra
 	}
 	return shares
+}
+
+// lowest is the least demand each of n clients counts as: an equal part of
+// floor × limit. A floor that is not positive sets nothing aside; one of 1
+// or more divides equally.
+func lowest(limit, floor float64, n int) float64 {
+	if !(floor > 0) {
+		return 0
+	}
+	return min(floor, 1) * limit / float64(n)
 }
 
 // Steady returns prev when next lies within band (a fraction, 0.05 for 5 %)

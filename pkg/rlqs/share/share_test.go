@@ -28,7 +28,7 @@ func TestDivideProperties(t *testing.T) {
 	r := rand.New(rand.NewSource(1))
 	for run := 0; run < 5000; run++ {
 		limit, ds := randomDemands(r)
-		got := Divide(limit, ds)
+		got := Divide(limit, 0, ds)
 		sum, wanted := 0.0, 0.0
 		for i, s := range got {
 			sum += s
@@ -71,23 +71,65 @@ func want(ds []Demand, i int, limit float64) float64 {
 	return math.Max(ds[i].Rate, 0)
 }
 
+// With a floor, every client gets at least its part of it, the shares
+// still sum to the limit, and the division is the one without a floor over
+// the demands raised to that part.
+func TestDivideFloor(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	for run := 0; run < 5000; run++ {
+		limit, ds := randomDemands(r)
+		floor := []float64{0.05, 0.1, 0.2}[r.Intn(3)]
+		least := floor * limit / float64(len(ds))
+		got := Divide(limit, floor, ds)
+		raised := make([]Demand, len(ds))
+		sum := 0.0
+		for i, d := range ds {
+			if d.Known && d.Rate < least {
+				d.Rate = least
+			}
+			raised[i] = d
+			sum += got[i]
+			if got[i] < least*(1-1e-12) {
+				t.Fatalf("run %d: client %d got %v, under the floor's part %v", run, i, got[i], least)
+			}
+		}
+		if math.Abs(sum-limit) > 1e-9*limit {
+			t.Fatalf("run %d: shares sum to %v, not the limit %v", run, sum, limit)
+		}
+		for i, w := range Divide(limit, 0, raised) {
+			if math.Abs(w-got[i]) > 1e-9*limit {
+				t.Fatalf("run %d: client %d got %v, %v without the floor over raised demands", run, i, got[i], w)
+			}
+		}
+	}
+	// An idle client beside one at the limit: the idle one holds a bucket,
+	// the busy one keeps all but the idle one's part.
+	got := Divide(100, 0.1, []Demand{{Rate: 0, Known: true}, {Rate: 100, Known: true}})
+	if got[0] != 5 || got[1] != 95 {
+		t.Fatalf("idle beside busy: got %v, want [5 95]", got)
+	}
+	if b, ok := DefaultShape.Tokens(got[0]); !ok || b.MaxTokens < 1 {
+		t.Fatalf("the idle client's %v a second: bucket %+v, %v", got[0], b, ok)
+	}
+}
+
 func TestDivideUnusedGoesToOthers(t *testing.T) {
-	got := Divide(100, []Demand{{Rate: 10, Known: true}, {Rate: 500, Known: true}, {Rate: 500, Known: true}})
+	got := Divide(100, 0, []Demand{{Rate: 10, Known: true}, {Rate: 500, Known: true}, {Rate: 500, Known: true}})
 	if got[0] != 10 || got[1] != 45 || got[2] != 45 {
 		t.Fatalf("got %v, want [10 45 45]", got)
 	}
-	got = Divide(100, []Demand{{Rate: 10, Known: true}, {Rate: 20, Known: true}})
+	got = Divide(100, 0, []Demand{{Rate: 10, Known: true}, {Rate: 20, Known: true}})
 	if got[0] != 45 || got[1] != 55 {
 		t.Fatalf("surplus: got %v, want [45 55]", got)
 	}
-	got = Divide(90, []Demand{{}, {}, {Rate: 1000, Known: true}})
+	got = Divide(90, 0, []Demand{{}, {}, {Rate: 1000, Known: true}})
 	if got[0] != 30 || got[1] != 30 || got[2] != 30 {
 		t.Fatalf("unknown demands: got %v, want equal shares", got)
 	}
-	if got := Divide(0, []Demand{{}}); got[0] != 0 {
+	if got := Divide(0, 0, []Demand{{}}); got[0] != 0 {
 		t.Fatalf("zero limit: got %v", got)
 	}
-	if got := Divide(10, []Demand{{Rate: math.NaN(), Known: true}, {Rate: -3, Known: true}}); got[0] != 5 || got[1] != 5 {
+	if got := Divide(10, 0, []Demand{{Rate: math.NaN(), Known: true}, {Rate: -3, Known: true}}); got[0] != 5 || got[1] != 5 {
 		t.Fatalf("bad rates: got %v", got)
 	}
 }
@@ -98,6 +140,14 @@ func TestMeasure(t *testing.T) {
 	}
 	if d := Measure(7, 3, 5*time.Second); !d.Known || d.Rate != 2 {
 		t.Fatalf("got %+v, want 2/s", d)
+	}
+	// Counts that would wrap past 2^64−1 saturate: the largest demand,
+	// never zero.
+	if d := Measure(math.MaxUint64, 1, time.Second); d.Rate != math.MaxUint64 {
+		t.Fatalf("2^64−1 allowed and 1 denied: got %+v, want %v/s", d, float64(math.MaxUint64))
+	}
+	if d := Measure(math.MaxUint64, math.MaxUint64, time.Second); d.Rate != math.MaxUint64 {
+		t.Fatalf("2^64−1 allowed and denied: got %+v, want %v/s", d, float64(math.MaxUint64))
 	}
 }
 

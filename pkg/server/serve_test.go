@@ -61,8 +61,12 @@ func startInProcessLogging(t *testing.T, log *zap.Logger, args ...string) *inPro
 	if err := os.WriteFile(cfgPath, []byte(serveLimits), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A store call may wait a second, not the 50 ms of production: a test
+	// that counts decisions on Redis, run beside the package's other
+	// tests under the race detector on two cores, saw calls time out
+	// into the failure mode. A test of the failure mode sets its own.
 	base := []string{"-config", cfgPath, "-grpc-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0",
-		"-debug-addr", "", "-shutdown-timeout", "5s"}
+		"-debug-addr", "", "-shutdown-timeout", "5s", "-store-timeout", "1s"}
 	o, err := parseFlags(append(base, args...), env(nil))
 	if err != nil {
 		t.Fatal(err)

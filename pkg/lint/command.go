@@ -20,7 +20,10 @@ the limit: descriptors and bucket ids that no limit matches, limits that no rout
 reach, a filter domain missing from the limits, and a leaky bucket whose
 worst wait exceeds the filter's timeout. Exit 0 when clean (printing what
 the limits hold, counted as check-config counts), 1 with findings, 2 on a
-usage error or when a file does not load.
+usage error or when a file does not load. What the limits hold that loads
+but is most likely not meant (a sliding_window with calendar: true) is
+warned of on stderr, as check-config warns of it, without changing the
+exit status.
 
 With -partial, the bootstrap is taken to serve part of the limits (one
 gateway per team, an RLQS Envoy beside an RLS one): every route must still
@@ -50,6 +53,9 @@ func Command(args []string, _ func(string) (string, bool), stdout, stderr io.Wri
 	if err != nil {
 		fmt.Fprintln(stderr, "envoy-rls lint:", err)
 		return 2
+	}
+	for _, w := range c.Warnings() {
+		fmt.Fprintln(stderr, "warning:", w)
 	}
 	if *partial {
 		findings = Partial(findings)

@@ -5,18 +5,20 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 )
 
-// docLintCommand is an `envoy-rls lint` command line as the docs write it:
-// up to the end of its code span or line.
-var docLintCommand = regexp.MustCompile("envoy-rls lint([^`\n]*)")
+// A lint command as the docs write it: in a code span, which may wrap
+// across lines, or alone on a line of a code block.
+var (
+	docLintSpan = regexp.MustCompile("`envoy-rls lint([^`]*)`")
+	docLintLine = regexp.MustCompile(`(?m)^\s*(?:\$ )?envoy-rls lint([^` + "`" + `\n]*)$`)
+)
 
 // docCommands returns every distinct `envoy-rls lint ...` command line of
 // the repository's docs (docs/*.md, README.md) and of the comments of its
-// example configs (config/*.yaml), with where each is first written. A
+// example configs (config/*.yaml), with the file that first gives each. A
 // synopsis (`[-envoy PATH]`) is no command and is left out.
 func docCommands(t *testing.T, root string) (cmds []string, where map[string]string) {
 	t.Helper()
@@ -34,20 +36,29 @@ func docCommands(t *testing.T, root string) (cmds []string, where map[string]str
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, line := range strings.Split(string(data), "\n") {
-			if strings.HasSuffix(file, ".yaml") && !strings.HasPrefix(strings.TrimSpace(line), "#") {
+		text := string(data)
+		if strings.HasSuffix(file, ".yaml") {
+			// The comments alone, without their #, so that a command
+			// wrapped across two of them reads as one.
+			var comments []string
+			for _, line := range strings.Split(text, "\n") {
+				if c, ok := strings.CutPrefix(strings.TrimSpace(line), "#"); ok {
+					comments = append(comments, c)
+				}
+			}
+			text = strings.Join(comments, "\n")
+		}
+		var found [][]string
+		found = append(found, docLintSpan.FindAllStringSubmatch(text, -1)...)
+		found = append(found, docLintLine.FindAllStringSubmatch(text, -1)...)
+		for _, m := range found {
+			args := strings.Join(strings.Fields(m[1]), " ")
+			if strings.ContainsAny(args, "[]") {
 				continue
 			}
-			for _, m := range docLintCommand.FindAllStringSubmatch(line, -1) {
-				args := strings.TrimRight(strings.TrimSpace(m[1]), ").,;:")
-				if strings.ContainsAny(args, "[]") {
-					continue
-				}
-				if _, seen := where[args]; !seen {
-					rel, _ := filepath.Rel(root, file)
-					where[args] = rel + ":" + strconv.Itoa(i+1)
-					cmds = append(cmds, args)
-				}
+			if _, seen := where[args]; !seen {
+				where[args], _ = filepath.Rel(root, file)
+				cmds = append(cmds, args)
 			}
 		}
 	}

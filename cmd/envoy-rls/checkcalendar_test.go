@@ -24,6 +24,17 @@ func TestCheckConfigCalendar(t *testing.T) {
 	if want := "  calendar: billing.plan: month in Europe/Berlin, now "; !strings.Contains(stdout.String(), want) {
 		t.Errorf("stdout %q lacks %q", stdout.String(), want)
 	}
+	if stderr.Len() > 0 {
+		t.Errorf("a calendar fixed window (the default) warned of: %q", stderr.String())
+	}
+	// A sliding window on a calendar loads, with a warning that says why.
+	sliding := filepath.Join(dir, "sliding.yaml")
+	os.WriteFile(sliding, []byte("domain: billing\ndescriptors:\n  - key: plan\n    rate_limit: {unit: day, requests_per_unit: 2, calendar: true, algorithm: sliding_window}\n"), 0o644) //nolint:errcheck // read below
+	stdout.Reset()
+	if code := checkConfig([]string{sliding}, env(nil), &stdout, &stderr); code != 0 ||
+		!strings.HasPrefix(stderr.String(), "warning: "+sliding+":4: billing.plan: algorithm: sliding_window with calendar: true weighs the last calendar window's count into this one") {
+		t.Errorf("a sliding calendar window: exit %d, stderr %q, want 0 and a warning", code, stderr.String())
+	}
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("domain: billing\ndescriptors:\n  - key: plan\n    rate_limit: {unit: month, requests_per_unit: 1, calendar: true, time_zone: Europe/Berln}\n"), 0o644) //nolint:errcheck // read below
 	stdout.Reset()

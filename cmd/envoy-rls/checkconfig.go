@@ -16,7 +16,9 @@ const checkConfigArgs = "[-max-delay DUR] [-xds] PATH"
 // checkConfig loads a limits file or directory the way the server does.
 func checkConfig(args []string, _ func(string) (string, bool), stdout, stderr io.Writer) int {
 	cl := cli.New("envoy-rls check-config", checkConfigArgs, `Loads PATH, a limits file or a directory of them, as the server would and
-prints what it holds; exit 0 when it loads, else the error and exit 1.
+prints what it holds, and on stderr a warning for what loads but is most
+likely not meant (a sliding_window with calendar: true); exit 0 when it
+loads, else the error and exit 1.
 A limit is a rate_limit body: each entry of a rate_limits list is one, and
 unlimited ones count (and are also counted apart).
 `+"\n"+checkXDSAbout)
@@ -39,6 +41,9 @@ unlimited ones count (and are also counted apart).
 	}
 	fmt.Fprintf(stdout, "%s: OK, %s\n", rest[0], c.Count())
 	writeCalendars(stdout, c, time.Now())
+	for _, w := range c.Warnings() {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
 	return 0
 }
 

@@ -6,7 +6,7 @@
 //
 //	envoy-rls [flags]                                   run the server
 //	envoy-rls check-config [-max-delay DUR] [-xds] PATH load a limits file or directory (or an xDS snapshot), exit 0 if valid
-//	envoy-rls lint [-envoy PATH] [-limits PATH]         check that Envoy's rate_limits actions reach the limits
+//	envoy-rls lint [-partial] [-envoy PATH] [-limits PATH] check that Envoy's rate_limits actions reach the limits
 //	envoy-rls explain [flags] DOMAIN key=value...       show which limit a descriptor matches and its state
 //	envoy-rls explain -rlqs [-addr URL] DOMAIN k=v...   show an RLQS bucket's clients, demands and shares
 //	envoy-rls top [-addr URL] [-admin-token-file PATH]  show the descriptors a running server refused most in the last minute

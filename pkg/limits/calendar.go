@@ -133,6 +133,19 @@ func WindowFrame(l Limit, now int64) Frame {
 	return calendarFrame(l.Calendar, now)
 }
 
+// WindowLen is the length of the window l counts in at instant now (µs):
+// its Period, or for a calendar limit the real length of the calendar
+// window now falls in (a December of 31 days, a February of 28 or 29, a
+// day of 23 or 25 hours across DST). It is what every report of a
+// window's length says (RateLimit-Policy's w, explain, an RLQS bucket's
+// rate), never the calendar unit's Nominal period.
+func WindowLen(l Limit, now int64) time.Duration {
+	if !l.Calendar.On() {
+		return l.Period
+	}
+	return micros(WindowFrame(l, now).Len())
+}
+
 // lastFrames keeps, per calendar, the last frame computed: every instant
 // of a window has the same frame, so the decisions of one window (a day,
 // a month) find it with a load instead of the few time.Date calls that

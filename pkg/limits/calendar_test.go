@@ -293,3 +293,42 @@ func TestCalendarSlidingWeight(t *testing.T) {
 		t.Errorf("reset after %s, want %s", d.Result.ResetAfter, want)
 	}
 }
+
+// TestWindowLen: the length every report of a window says is the real
+// length of the calendar window the instant falls in, never the unit's
+// nominal period; a plain limit's is its period.
+func TestWindowLen(t *testing.T) {
+	at := func(zone string, y int, m time.Month, d, h int) int64 {
+		z, err := limits.LoadZone(zone)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return time.Date(y, m, d, h, 0, 0, 0, z).UnixMicro()
+	}
+	const day = 24 * time.Hour
+	for _, tc := range []struct {
+		name string
+		unit limits.CalendarUnit
+		zone string
+		now  int64
+		want time.Duration
+	}{
+		{"December", limits.CalendarMonth, "Europe/Berlin", at("Europe/Berlin", 2026, 12, 7, 15), 31 * day},
+		{"February", limits.CalendarMonth, "America/New_York", at("America/New_York", 2027, 2, 14, 9), 28 * day},
+		{"February of a leap year", limits.CalendarMonth, "UTC", at("UTC", 2028, 2, 29, 23), 29 * day},
+		{"April", limits.CalendarMonth, "UTC", at("UTC", 2027, 4, 1, 0), 30 * day},
+		{"a spring-forward day", limits.CalendarDay, "America/New_York", at("America/New_York", 2026, 3, 8, 12), 23 * time.Hour},
+		{"a fall-back day", limits.CalendarDay, "America/New_York", at("America/New_York", 2026, 11, 1, 12), 25 * time.Hour},
+		{"a plain day", limits.CalendarDay, "America/New_York", at("America/New_York", 2026, 11, 2, 12), day},
+		{"a leap year", limits.CalendarYear, "UTC", at("UTC", 2028, 7, 1, 0), 366 * day},
+	} {
+		l := calendarLimit(t, limits.FixedWindow, 10, tc.unit, tc.zone)
+		if got := limits.WindowLen(l, tc.now); got != tc.want {
+			t.Errorf("%s: got %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	plain := limits.Limit{Algorithm: limits.FixedWindow, Requests: 10, Period: 30 * day}
+	if got := limits.WindowLen(plain, at("UTC", 2026, 12, 7, 0)); got != 30*day {
+		t.Errorf("a plain 30-day window in December: got %s, want 720h", got)
+	}
+}

@@ -34,6 +34,18 @@ func TestLintCalendar(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, ": OK, 1 domain, 5 limits (1 unlimited) on 5 descriptors") {
 		t.Errorf("calendar month in Berlin: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
+	if stderr != "" {
+		t.Errorf("calendar month in Berlin, fixed window: warned of: %q", stderr)
+	}
+	// A sliding window on a calendar is warned of, without a finding.
+	sliding := strings.Replace(string(data), token, "      algorithm: sliding_window\n      unit: day\n      requests_per_unit: 2\n      calendar: true\n", 1)
+	if err := os.WriteFile(limits, []byte(sliding), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runLint(t, "-envoy", lintTestdata+"clean/envoy.yaml", "-limits", limits)
+	if want := "warning: " + limits + ":"; code != 0 || !strings.HasPrefix(stderr, want) || !strings.Contains(stderr, "sliding_window with calendar: true") {
+		t.Errorf("a sliding calendar window: exit %d, stderr %q, want 0 and %q", code, stderr, want)
+	}
 	limits = write("Europe/Berln")
 	code, _, stderr = runLint(t, "-envoy", lintTestdata+"clean/envoy.yaml", "-limits", limits)
 	if want := `limits.yaml:15: time_zone: unknown time zone "Europe/Berln"`; code != 2 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "did you mean Europe/Berlin?") {

@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/envoy-rls/envoy-rls/internal/cli"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
 // CommandArgs is the usage of `envoy-rls lint` after its name.
-const CommandArgs = "[-envoy PATH] [-limits PATH] [-max-delay DUR]"
+const CommandArgs = "[-envoy PATH] [-limits PATH] [-partial] [-max-delay DUR]"
 
 const lintAbout = `Reads the routes' rate_limits actions in an Envoy bootstrap, derives every
 descriptor they can send (and every bucket id a rate_limit_quota filter's
@@ -19,7 +20,15 @@ the limit: descriptors and bucket ids that no limit matches, limits that no rout
 reach, a filter domain missing from the limits, and a leaky bucket whose
 worst wait exceeds the filter's timeout. Exit 0 when clean (printing what
 the limits hold, counted as check-config counts), 1 with findings, 2 on a
-usage error or when a file does not load.
+usage error or when a file does not load. What the limits hold that loads
+but is most likely not meant (a sliding_window with calendar: true) is
+warned of on stderr, as check-config warns of it, without changing the
+exit status.
+
+With -partial, the bootstrap is taken to serve part of the limits (one
+gateway per team, an RLQS Envoy beside an RLS one): every route must still
+reach a limit, but the limits, and domains, that no route reaches are not
+reported.
 `
 
 // Command is `envoy-rls lint`: it checks an Envoy bootstrap against a
@@ -31,6 +40,7 @@ func Command(args []string, _ func(string) (string, bool), stdout, stderr io.Wri
 	cl := cli.New("envoy-rls lint", CommandArgs, lintAbout)
 	envoyPath := cl.FS.String("envoy", "config/envoy.yaml", "the Envoy bootstrap, YAML or JSON")
 	limitsPath := cl.FS.String("limits", "config/limits.yaml", "the limits file or directory")
+	partial := cl.FS.Bool("partial", false, "the bootstrap serves part of the limits: check that every route reaches a limit, without reporting the limits no route reaches")
 	maxDelay := cl.FS.Duration("max-delay", config.DefaultMaxDelay, "the server's -max-delay")
 	rest, err := cl.ParseArgs(args)
 	if err == nil && len(rest) > 0 {
@@ -44,14 +54,31 @@ func Command(args []string, _ func(string) (string, bool), stdout, stderr io.Wri
 		fmt.Fprintln(stderr, "envoy-rls lint:", err)
 		return 2
 	}
+	for _, w := range c.Warnings() {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
+	if *partial {
+		findings = Partial(findings)
+	}
 	for _, f := range findings {
 		fmt.Fprintln(stdout, f)
 	}
 	if len(findings) > 0 {
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s, %s: OK, %s\n", *envoyPath, *limitsPath, c.Count())
+	ok := "OK"
+	if *partial {
+		ok = "OK (partial: limits no route reaches are not reported)"
+	}
+	fmt.Fprintf(stdout, "%s, %s: %s, %s\n", *envoyPath, *limitsPath, ok, c.Count())
 	return 0
+}
+
+// Partial keeps the findings that hold when a bootstrap serves only part
+// of the limits (lint -partial): all but Unreachable, since a limit that
+// this bootstrap's routes do not reach may be another gateway's.
+func Partial(findings []Finding) []Finding {
+	return slices.DeleteFunc(findings, func(f Finding) bool { return f.Kind == Unreachable })
 }
 
 // lintFiles is Check of the files, keeping the limits it loaded so that the command

@@ -48,6 +48,12 @@ func TestLintCommand(t *testing.T) {
 			`domain: vhost "backend" route "admin" typed_per_filter_config: edge-admin: the per-route domain "edge-admin" is not in the limits (domains: edge)`,
 			`unreachable: edge: no rate limit filter uses domain "edge": its 1 limit can never be reached`,
 		}},
+		{name: "domain, -partial: the domain findings stay, the unreachable domain goes", args: append([]string{"-partial"}, pair("domain")...), code: 1, stdout: []string{
+			`domain: listener "ingress" filter "envoy.filters.http.ratelimit": edge-prod: the filter's domain "edge-prod" is not in the limits (domains: edge)`,
+			`domain: vhost "backend" route "admin" typed_per_filter_config: edge-admin: the per-route domain "edge-admin" is not in the limits (domains: edge)`,
+		}},
+		{name: "clean, -partial", args: append(pair("clean"), "-partial"), code: 0,
+			stdout: []string{lintTestdata + "clean/envoy.yaml, " + lintTestdata + "clean/limits.yaml: OK (partial: limits no route reaches are not reported), 1 domain, 5 limits (1 unlimited) on 5 descriptors"}},
 		{name: "limits beyond -max-delay", args: append(pair("leaky"), "-max-delay", "100ms"), code: 2,
 			inStderr: "leaky_bucket"},
 		{name: "missing bootstrap", args: []string{"-envoy", lintTestdata + "nope.yaml", "-limits", lintTestdata + "clean/limits.yaml"}, code: 2,

@@ -6,15 +6,13 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
-// periodSeconds is the period a limit's rate is taken over, N per it: T,
-// or for a calendar limit the real length of its window at now (a month of
-// 28 to 31 days, a day of 23 or 25 hours across DST), so that the rate
-// divided is N over the window it counts in. An Envoy's token bucket
-// refills at that rate whatever is left of the window: a calendar quota
-// divided by RLQS is a rate, not the quota's remaining count.
+// periodSeconds is the period a limit's rate is taken over, N per it:
+// limits.WindowLen at now, T, or for a calendar limit the real length of
+// its window (a month of 28 to 31 days, a day of 23 or 25 hours across
+// DST), so that the rate divided is N over the window it counts in. An
+// Envoy's token bucket refills at that rate whatever is left of the
+// window: a calendar quota divided by RLQS is a rate, not the quota's
+// remaining count.
 func periodSeconds(l limits.Limit, now time.Time) float64 {
-	if !l.Calendar.On() {
-		return l.Period.Seconds()
-	}
-	return time.Duration(limits.WindowFrame(l, now.UnixMicro()).Len() * 1000).Seconds()
+	return limits.WindowLen(l, now.UnixMicro()).Seconds()
 }

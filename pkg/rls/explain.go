@@ -78,7 +78,10 @@ type ExplainedLimit struct {
 	RequestsPerUnit int64  `json:"requests_per_unit"`
 	Unit            string `json:"unit"`
 	UnitMultiplier  int64  `json:"unit_multiplier"`
-	PeriodSeconds   int64  `json:"period_seconds"`
+	// PeriodSeconds is the length of the window the limit counts in at
+	// the instant explained: unit × unit_multiplier, or a calendar
+	// window's real length (limits.WindowLen).
+	PeriodSeconds int64 `json:"period_seconds"`
 	// Burst is the bucket's capacity (token_bucket) or queue length
 	// (leaky_bucket); zero for the windows, which have none.
 	Burst int64 `json:"burst"`
@@ -213,8 +216,8 @@ func (s *Service) explanation(ix *descriptors.Index, p *plan, d *planned) Explan
 	// Explain applies no failure mode: a failed read is shown as such.
 	failed := firstError(d.results) != nil
 	for i, r := range desc.Rules {
-		l := explainLimit(r, i, desc, s.failureMode, s.statusShadow || s.overallShadow)
-		l.Calendar = explainCalendar(r.Limit, time.Now())
+		l := explainLimit(r, i, desc, s.failureMode, s.statusShadow || s.overallShadow, p.now)
+		l.Calendar = explainCalendar(r.Limit, p.now)
 		j := slices.Index(d.rules, r)
 		if j < 0 {
 			l.ReplacedBy = p.replacedBy[r.Name]
@@ -227,7 +230,7 @@ func (s *Service) explanation(ix *descriptors.Index, p *plan, d *planned) Explan
 		if res.Err != nil {
 			l.State.Error = res.Err.Error()
 		} else {
-			wait := d.wait(j)
+			wait := d.wait(j, p.now.UnixMicro())
 			l.State.Allowed, l.State.Remaining = res.Allowed, res.Remaining
 			l.State.Reset, l.State.ResetSeconds = wait.String(), wait.Seconds()
 			if res.Locked {
@@ -270,7 +273,7 @@ func explainLevel(e ExplainedEntry, n *descriptors.Node) ExplainedLevel {
 	return lv
 }
 
-func explainLimit(r *config.Rule, index int, d *config.Descriptor, serviceMode config.FailureMode, shadowMode bool) ExplainedLimit {
+func explainLimit(r *config.Rule, index int, d *config.Descriptor, serviceMode config.FailureMode, shadowMode bool, now time.Time) ExplainedLimit {
 	l := ExplainedLimit{
 		Name:            r.Name,
 		Index:           index,
@@ -279,7 +282,7 @@ func explainLimit(r *config.Rule, index int, d *config.Descriptor, serviceMode c
 		RequestsPerUnit: r.Limit.Requests,
 		Unit:            r.Unit.String(),
 		UnitMultiplier:  max(r.UnitMultiplier, 1),
-		PeriodSeconds:   int64(r.Limit.Period / time.Second),
+		PeriodSeconds:   int64(limits.WindowLen(r.Limit, now.UnixMicro()) / time.Second),
 		FailureMode:     r.FailureMode.String(),
 		Shadow:          d.ShadowMode || shadowMode,
 		QuotaMode:       d.QuotaMode,

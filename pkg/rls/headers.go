@@ -51,10 +51,12 @@ func RatelimitHeaders(names RatelimitHeaderNames) HeaderDialect { return ratelim
 // ietfHeaders are the fields of the IETF draft, for the descriptor that
 // is most restrictive (plan.mostRestrictive):
 //
-//	RateLimit-Policy: "NAME";q=REQUESTS_PER_UNIT;w=PERIOD_SECONDS
+//	RateLimit-Policy: "NAME";q=REQUESTS_PER_UNIT;w=WINDOW_SECONDS
 //	RateLimit: "NAME";r=REMAINING;t=RESET_SECONDS
 //	Retry-After: RESET_SECONDS                      (OVER_LIMIT only)
 //
+// WINDOW_SECONDS is the window's length at the answer's instant
+// (verdict.window): the period, or a calendar window's real length.
 // A descriptor whose state is unknown (its store call failed, so it took
 // its failure mode) gets RateLimit-Policy alone.
 type ietfHeaders struct{}
@@ -66,7 +68,7 @@ func (ietfHeaders) add(resp *rlsv3.RateLimitResponse, p *plan, over bool) {
 	}
 	v := &d.verdict
 	policy := sfString(name) + ";q=" + strconv.FormatUint(uint64(clampUint32(v.rule.Limit.Requests)), 10)
-	if period := int64(v.rule.Limit.Period / time.Second); period > 0 {
+	if period := int64(v.window / time.Second); period > 0 {
 		policy += ";w=" + strconv.FormatInt(period, 10)
 	}
 	add(resp, HeaderRateLimitPolicy, policy)

@@ -38,6 +38,9 @@ type plan struct {
 	// `replaces` drops to the name of the limit that drops it. Replacing
 	// is per request: a limit of one descriptor drops a limit of another.
 	replacedBy map[string]string
+	// now is the instant the plan is settled at (Options.Now): what its
+	// answer reports of a calendar window is that window's.
+	now time.Time
 
 	// entries and path are storage for the descriptors' entries and walks.
 	entries []descriptors.Entry

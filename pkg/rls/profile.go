@@ -126,10 +126,11 @@ func WholeSecondReset(l limits.Limit, wait time.Duration) time.Duration {
 // own form reports a peek on a new key as 0, the wait until it is full
 // again, and a hit that can never fit as a whole period.)
 func wholeSecondReset(l limits.Limit, wait time.Duration, now time.Time) time.Duration {
-	if l.Algorithm == limits.FixedWindow {
-		if t := l.Period.Microseconds(); t > 0 {
-			wait = time.Duration(t-now.UnixMicro()%t) * time.Microsecond
-		}
+	if l.Algorithm == limits.FixedWindow && l.Period > 0 {
+		// The window's end in the frame the stores count in: a calendar
+		// window's real one, not the unit's nominal period from the epoch.
+		us := now.UnixMicro()
+		wait = time.Duration(limits.WindowFrame(l, us).End-us) * time.Microsecond
 	}
 	return time.Duration(ceilSeconds(wait)) * time.Second
 }

@@ -34,6 +34,18 @@ func TestWholeSecondReset(t *testing.T) {
 			t.Errorf("%s: wholeSecondReset(%v) = %v, want %v", tt.name, tt.wait, got, tt.want)
 		}
 	}
+	// A calendar month's fixed window ends at the month's real end, in its
+	// zone (2027-01-01 00:00 in Berlin, 2026-12-31T23:00Z), not 30 days
+	// from the epoch.
+	berlin, err := limits.LoadZone("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	month := limits.Limit{Algorithm: limits.FixedWindow, Requests: 5, Period: limits.CalendarMonth.Nominal(),
+		Calendar: limits.Calendar{Unit: limits.CalendarMonth, Zone: berlin}}
+	if got, want := wholeSecondReset(month, 0, at), 30*24*time.Hour+12*time.Hour+29*time.Minute+45*time.Second; got != want {
+		t.Errorf("calendar month in Berlin: wholeSecondReset = %v, want %v (to the month's end)", got, want)
+	}
 	if got := ExactReset(fixed, 1500*time.Millisecond); got != 1500*time.Millisecond {
 		t.Errorf("ExactReset = %v, want the wait itself", got)
 	}

@@ -102,6 +102,12 @@ type Options struct {
 	// what the old config decided.
 	OnConfigChange func()
 
+	// Now is the service's clock, read once per answer (plan.settle) for
+	// what the answer reports of a calendar window (its length at that
+	// instant, limits.WindowLen); nil is time.Now. The stores decide on
+	// their own clocks. Tests fix it.
+	Now func() time.Time
+
 	// Tracer, when set, traces the calls that arrive in a recording span
 	// (the server span of package tracing): it is given the request's
 	// domain, number of descriptors, overall code and deciding rule, and
@@ -137,6 +143,7 @@ type Service struct {
 	// code (Profile.GlobalShadow). At most one is set.
 	statusShadow, overallShadow bool
 	headers                     []HeaderDialect
+	now                         func() time.Time
 
 	onConfigChange func()
 	tracer         trace.Tracer
@@ -192,9 +199,13 @@ func New(ix *descriptors.Index, opts Options) (*Service, error) {
 		statusShadow:       opts.ShadowMode && opts.Profile.GlobalShadow == ShadowStatuses,
 		overallShadow:      opts.ShadowMode && opts.Profile.GlobalShadow == ShadowOverallCode,
 		headers:            slices.Clone(opts.Headers),
+		now:                opts.Now,
 
 		onConfigChange: opts.OnConfigChange,
 		tracer:         opts.Tracer,
+	}
+	if s.now == nil {
+		s.now = time.Now
 	}
 	s.index.Store(ix)
 	return s, nil

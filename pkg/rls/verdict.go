@@ -3,6 +3,7 @@ package rls
 import (
 	"time"
 
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
 )
@@ -32,6 +33,10 @@ type verdict struct {
 	// until the same request would be allowed; on an allowed one, until
 	// remaining is back at its maximum.
 	wait time.Duration
+	// window is the length of the window rule counts in at the plan's
+	// instant (limits.WindowLen): its period, or a calendar window's real
+	// length (31 days in December). RateLimit-Policy's w reports it.
+	window time.Duration
 	// delay is how long a leaky bucket asks an allowed hit to wait.
 	delay time.Duration
 	// local reports a refusal the over-limit cache answered, without the
@@ -43,13 +48,15 @@ type verdict struct {
 // results and nothing else: it counts no metric and writes no log, so that
 // Explain can settle a plan too.
 func (p *plan) settle(s *Service) {
+	p.now = s.now()
+	now := p.now.UnixMicro()
 	for i := range p.descs {
 		d := &p.descs[i]
-		d.verdict = d.settle(s)
+		d.verdict = d.settle(s, now)
 	}
 }
 
-func (d *planned) settle(s *Service) verdict {
+func (d *planned) settle(s *Service, now int64) verdict {
 	switch {
 	case d.sameAs != nil:
 		return d.sameAs.verdict
@@ -58,7 +65,7 @@ func (d *planned) settle(s *Service) verdict {
 	case len(d.rules) == 0:
 		return verdict{outcome: metrics.OutcomeNoLimit, allowed: true, quota: d.quota}
 	case d.failure != nil:
-		v := verdict{rule: d.failure.rule, quota: d.quota}
+		v := verdict{rule: d.failure.rule, quota: d.quota, window: limits.WindowLen(d.failure.rule.Limit, now)}
 		v.outcome, v.over = failureOutcome(d.failure, s.statusShadow)
 		v.allowed = !v.over
 		if !v.over {
@@ -73,11 +80,12 @@ func (d *planned) settle(s *Service) verdict {
 	for _, r := range d.results {
 		v.allowed = v.allowed && r.Allowed
 	}
-	rep := d.reported(v.allowed)
+	rep := d.reported(v.allowed, now)
 	v.rule = d.rules[rep]
+	v.window = limits.WindowLen(v.rule.Limit, now)
 	v.remaining = d.results[rep].Remaining
 	v.local = !v.allowed && d.results[rep].Local
-	v.wait = s.profile.Reset(v.rule.Limit, d.wait(rep))
+	v.wait = s.profile.Reset(v.rule.Limit, d.wait(rep, now))
 	switch {
 	case v.allowed:
 		v.outcome = metrics.OutcomeOK
@@ -101,14 +109,14 @@ func (d *planned) settle(s *Service) verdict {
 // reported picks the limit a descriptor's status shows: on a refusal the
 // refusing limit with the longest wait, otherwise the one with the least
 // remaining (the first, on ties).
-func (d *planned) reported(allowed bool) int {
+func (d *planned) reported(allowed bool, now int64) int {
 	best := 0
 	for j, r := range d.results {
 		b := d.results[best]
 		switch {
 		case allowed && r.Remaining < b.Remaining:
 			best = j
-		case !allowed && !r.Allowed && (b.Allowed || d.wait(j) > d.wait(best)):
+		case !allowed && !r.Allowed && (b.Allowed || d.wait(j, now) > d.wait(best, now)):
 			best = j
 		}
 	}
@@ -118,15 +126,16 @@ func (d *planned) reported(allowed bool) int {
 // wait is the duration_until_reset of limit j: RetryAfter on a refusal,
 // ResetAfter on an allowed hit. A hit that can never fit, and any hit of a
 // block rule, has no wait after which it would be allowed; it is told to
-// wait a whole period at least (longer if the key needs longer to be full
-// again), so that a client that obeys does not retry at once, and forever.
-func (d *planned) wait(j int) time.Duration {
+// wait a whole window at least (its length at now; longer if the key needs
+// longer to be full again), so that a client that obeys does not retry at
+// once, and forever.
+func (d *planned) wait(j int, now int64) time.Duration {
 	r := d.results[j]
 	switch {
 	case r.Allowed:
 		return r.ResetAfter
 	case d.neverFits(j), d.rules[j].Limit.Blocks():
-		return max(r.ResetAfter, d.rules[j].Limit.Period)
+		return max(r.ResetAfter, limits.WindowLen(d.rules[j].Limit, now))
 	}
 	return r.RetryAfter
 }

@@ -134,6 +134,11 @@ func configInForce(cfg *config.Config, source string, m *metrics.Metrics, log *z
 		log.Warn("not loaded from the config directory: only its *.yaml and *.yml files are, not other files nor subdirectories",
 			zap.String("source", source), zap.Strings("not_loaded", cfg.NotLoaded))
 	}
+	if ws := cfg.Warnings(); len(ws) > 0 {
+		// Served all the same: a refusal would stop, at its next start, a
+		// server that served the file before.
+		log.Warn("the limits hold what loads but is most likely not meant", zap.String("source", source), zap.Strings("warnings", ws))
+	}
 	if locks := rlqs.Lockouts(cfg); len(locks) > 0 {
 		// Said at every load, as the RLQS buckets of these limits are
 		// answered from the config in force (pkg/rlqs/lockout.go).

@@ -181,3 +181,25 @@ func TestRedisRefusesThePassword(t *testing.T) {
 		return code == 200 && grpcServing(t, grpcAddr) == healthpb.HealthCheckResponse_SERVING
 	})
 }
+
+// A sliding window on a calendar is served, and said at the load with the
+// file, the line and the reason (config.Config.Warnings).
+func TestCalendarSlidingLogged(t *testing.T) {
+	dir := t.TempDir()
+	for name, data := range map[string]string{
+		"limits.yaml":  serveLimits,
+		"billing.yaml": "domain: billing\ndescriptors:\n  - key: plan\n    rate_limit: {unit: day, requests_per_unit: 2, calendar: true, algorithm: sliding_window}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	core, logs := observer.New(zapcore.InfoLevel)
+	addr := serveDir(t, dir, zap.New(core))
+	checkConfigInForce(t, addr, "2", "config: 2 domains")
+	w := logs.FilterMessage("the limits hold what loads but is most likely not meant").All()
+	if len(w) != 1 || w[0].Level != zapcore.WarnLevel ||
+		!strings.Contains(fmt.Sprint(w[0].ContextMap()["warnings"]), "billing.yaml:4: billing.plan: algorithm: sliding_window with calendar: true") {
+		t.Errorf("got %v, want one warning naming billing.yaml:4", w)
+	}
+}

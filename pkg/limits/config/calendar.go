@@ -19,7 +19,9 @@ var calendarUnits = map[Unit]limits.CalendarUnit{
 // calendar sets r.Limit.Calendar from calendar and time_zone, once the
 // limit is built: calendar: true counts in the calendar's windows of the
 // unit (day, week, month or year, one of them: unit_multiplier 1) in
-// time_zone (UTC when unset), for fixed_window and sliding_window only.
+// time_zone (UTC when unset), for fixed_window (the default of a calendar
+// limit, ruleFields) and sliding_window only; a sliding one is warned of
+// (Config.Warnings).
 func (v validator) calendar(r *Rule, raw *rawRule) error {
 	if !raw.calendar.v {
 		if f := raw.timeZone; f.set {

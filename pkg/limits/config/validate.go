@@ -256,7 +256,8 @@ type ruleFields struct {
 }
 
 // ruleFields parses each field of raw that is set, alone: the unit, the
-// algorithm (v's default when it names none), the multiplier (1 when
+// algorithm (fixed_window for a calendar limit that names none, else v's
+// default), the multiplier (1 when
 // unset), the bounds of requests_per_unit and burst; and sets r's failure
 // mode and replaces.
 func (v validator) ruleFields(r *Rule, raw *rawRule) (ruleFields, error) {
@@ -277,6 +278,11 @@ func (v validator) ruleFields(r *Rule, raw *rawRule) (ruleFields, error) {
 		if rf.algorithm, err = limits.ParseAlgorithm(f.v); err != nil {
 			return rf, algorithmChoice.refuse(f)
 		}
+	} else if raw.calendar.v {
+		// A calendar quota is a calendar window: counted per window and
+		// starting over at the zone's boundary, whatever the default of
+		// the limits that name no algorithm (calendar.go).
+		rf.algorithm = limits.FixedWindow
 	}
 	if f := raw.burst; f.set {
 		if err := bounds(f, 0); err != nil {

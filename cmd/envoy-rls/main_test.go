@@ -85,7 +85,7 @@ func TestHelp(t *testing.T) {
 		t.Errorf("-nope: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	code, _, errOut = runMain(t, nil, "serve")
-	if code != 2 || !strings.Contains(errOut, `unexpected argument "serve" (commands: check-config, lint, explain, top, version, help)`) {
+	if code != 2 || !strings.Contains(errOut, `unexpected argument "serve" (commands: check-config, lint, explain, top, call, reset, version, help)`) {
 		t.Errorf("serve: exit %d, stderr %q", code, errOut)
 	}
 }

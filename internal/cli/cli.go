@@ -63,6 +63,9 @@ func New(name, args, about string) *CommandLine {
 	return &CommandLine{FS: fs, name: name, args: args, about: about}
 }
 
+// Name is the command's name: "envoy-rls lint".
+func (c *CommandLine) Name() string { return c.name }
+
 // Usage is the one-line usage of the command.
 func (c *CommandLine) Usage() string {
 	if c.args == "" {

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/envoy-rls/envoy-rls/internal/cli"
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
@@ -120,11 +119,11 @@ func request(o *server.Options, args []string) (string, []descriptors.Entry, err
 	}
 	var entries []descriptors.Entry
 	for _, a := range args[1:] {
-		k, v, ok := strings.Cut(a, "=")
-		if !ok || k == "" {
-			return "", nil, fmt.Errorf("entry %q: want key=value", a)
+		e, err := parseEntry(a)
+		if err != nil {
+			return "", nil, err
 		}
-		entries = append(entries, descriptors.Entry{Key: k, Value: v})
+		entries = append(entries, e)
 	}
 	return args[0], entries, nil
 }

@@ -61,6 +61,7 @@ func (s *Service) answer(ctx context.Context, c *client, msg *rlqspb.RateLimitQu
 		if end != nil && len(end.Descriptor.Rules) > 0 {
 			items[i].key = bucketKey(msg.GetDomain(), end, path, ordered)
 			items[i].rate, items[i].kind = limitRate(end, now)
+			s.caveats.note(s.opts.Logger, ix, msg.GetDomain(), end)
 		}
 	}
 	rec := s.record(ctx, c, items, now)

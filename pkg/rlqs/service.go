@@ -86,8 +86,9 @@ type Service struct {
 	done      chan struct{}
 	drainOnce sync.Once
 
-	stats Stats
-	rules *ruleTotals
+	stats   Stats
+	rules   *ruleTotals
+	caveats caveats // caveats.go
 }
 
 var _ rlqspb.RateLimitQuotaServiceServer = (*Service)(nil)

@@ -399,7 +399,7 @@ func (r *running) close() {
 	if r.store != nil {
 		r.store.close() //nolint:errcheck // closing at exit
 	}
-	stopTracing(r.tracing, r.log) // the spans of the last calls
+	stopTracing(r.tracing) // the spans of the last calls
 	if r.gtls != nil {
 		r.gtls.close()
 	}

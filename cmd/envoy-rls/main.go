@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	// The time zone database, for calendar limits: a distroless image has
 	// none of its own.
@@ -118,6 +119,8 @@ func runNaming(args []string, lookupEnv func(string) (string, bool), names func(
 	if names != nil {
 		o.NameSettings(names)
 	}
+	info, _ := debug.ReadBuildInfo()
+	o.SetVersion(buildVersion(version, revision, info))
 	return server.Main(o, stderr)
 }
 

@@ -296,7 +296,7 @@ func (r *running) httpServer() {
 	if !o.jsonEndpoint {
 		api = withoutJSON(api)
 	}
-	api = r.admin.onHTTP(api)
+	api = withIndex(r.admin.onHTTP(api), r.index()) // index.go
 	r.hsrv = newHTTPServer(api, o, o.httpReadTimeout, r.log)
 }
 

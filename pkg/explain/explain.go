@@ -2,9 +2,11 @@
 // which node of the limits each entry matches, the limits that apply, the
 // store key of each and its current state, read with a peek. The service
 // it asks is built as the server builds its own (package server), so that
-// what it shows is what the server does. It is `envoy-rls top` too
-// (top.go), which asks a running server which descriptors its limits
-// refuse most.
+// what it shows is what the server does. It is also the commands that ask
+// a running server: `envoy-rls top` (top.go), which descriptors its limits
+// refuse most; `envoy-rls reset` (reset.go), a descriptor's limits
+// cleared; `envoy-rls call` (call.go), one ShouldRateLimit, as Envoy
+// sends it.
 package explain
 
 import (

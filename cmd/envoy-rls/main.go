@@ -10,6 +10,8 @@
 //	envoy-rls explain [flags] DOMAIN key=value...       show which limit a descriptor matches and its state
 //	envoy-rls explain -rlqs [-addr URL] DOMAIN k=v...   show an RLQS bucket's clients, demands and shares
 //	envoy-rls top [-addr URL] [-admin-token-file PATH]  show the descriptors a running server refused most in the last minute
+//	envoy-rls call -domain DOMAIN key=value... [+ ...]  send one ShouldRateLimit to a running server, print the answer
+//	envoy-rls reset -domain DOMAIN key=value...         clear one descriptor's limits on a running server
 //	envoy-rls version                                   print the version, and the Go and go-control-plane versions
 //	envoy-rls help [COMMAND]                            print the help of envoy-rls or of a command
 //
@@ -18,14 +20,15 @@
 // defaults. Run under the name ratelimit (/bin/ratelimit in the image), it
 // is a drop-in for envoyproxy/ratelimit, configured by that service's
 // environment (docs/environment.md). main only dispatches: the server is
-// package server, the drop-in's environment package dropin, and lint and
-// explain their packages' commands.
+// package server, the drop-in's environment package dropin, and lint,
+// explain, top, call and reset their packages' commands.
 package main
 
 import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	// The time zone database, for calendar limits: a distroless image has
 	// none of its own.
@@ -61,6 +64,8 @@ func commands() []command {
 		{"lint", lint.CommandArgs, "", "check that Envoy's rate_limits actions reach the limits", lint.Command},
 		{"explain", explain.CommandArgs, "DOMAIN key=value...", "show which limit a descriptor matches, and its state (-rlqs: an RLQS bucket's clients, demands and shares)", explain.Command},
 		{"top", explain.TopArgs, "[-addr URL]", "show the descriptors a running server refused most in the last minute", explain.TopCommand},
+		{"call", explain.CallArgs, "-domain DOMAIN key=value...", "send one ShouldRateLimit to a running server and print its answer (exit 3 on OVER_LIMIT)", explain.CallCommand},
+		{"reset", explain.ResetArgs, "-domain DOMAIN key=value...", "clear one descriptor's limits on a running server (its POST /reset)", explain.ResetCommand},
 		{"version", "", "", "print the version, and the Go and go-control-plane versions", versionCommand},
 		{"help", "[COMMAND]", "[COMMAND]", "print this help, or a command's", helpCommand},
 	}
@@ -114,6 +119,8 @@ func runNaming(args []string, lookupEnv func(string) (string, bool), names func(
 	if names != nil {
 		o.NameSettings(names)
 	}
+	info, _ := debug.ReadBuildInfo()
+	o.SetVersion(buildVersion(version, revision, info))
 	return server.Main(o, stderr)
 }
 

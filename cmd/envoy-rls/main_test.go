@@ -84,8 +84,12 @@ func TestHelp(t *testing.T) {
 	if code != 2 || out != "" || errOut != "envoy-rls: flag provided but not defined: -nope\nusage: envoy-rls [flags] (-h for help)\n" {
 		t.Errorf("-nope: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
+	code, _, errOut = runMain(t, nil, "-redis-ulr", "redis://localhost:6379")
+	if code != 2 || !strings.HasPrefix(errOut, "envoy-rls: flag provided but not defined: -redis-ulr, did you mean -redis-url?\n") {
+		t.Errorf("-redis-ulr: exit %d, stderr %q; want the flag it most likely meant", code, errOut)
+	}
 	code, _, errOut = runMain(t, nil, "serve")
-	if code != 2 || !strings.Contains(errOut, `unexpected argument "serve" (commands: check-config, lint, explain, top, version, help)`) {
+	if code != 2 || !strings.Contains(errOut, `unexpected argument "serve" (commands: check-config, lint, explain, top, call, reset, version, help)`) {
 		t.Errorf("serve: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -63,6 +63,9 @@ func New(name, args, about string) *CommandLine {
 	return &CommandLine{FS: fs, name: name, args: args, about: about}
 }
 
+// Name is the command's name: "envoy-rls lint".
+func (c *CommandLine) Name() string { return c.name }
+
 // Usage is the one-line usage of the command.
 func (c *CommandLine) Usage() string {
 	if c.args == "" {
@@ -202,7 +205,7 @@ func (c *CommandLine) ParseArgs(args []string) ([]string, error) {
 			if c.refused != nil {
 				return nil, c.refused
 			}
-			return nil, err
+			return nil, c.unknownFlag(err)
 		}
 		left := c.FS.Args()
 		if n := len(args) - len(left); n > 0 && args[n-1] == "--" {
@@ -214,6 +217,25 @@ func (c *CommandLine) ParseArgs(args []string) ([]string, error) {
 		rest = append(rest, left[0])
 		args = left[1:]
 	}
+}
+
+// notDefined starts the flag package's error for a flag it does not know.
+const notDefined = "flag provided but not defined: -"
+
+// unknownFlag is err, the flag package's, with the flag a typo most likely
+// meant when err is about a flag it does not know, as UnknownTwins does
+// for the environment: -redis-ulr is -redis-url.
+func (c *CommandLine) unknownFlag(err error) error {
+	name, ok := strings.CutPrefix(err.Error(), notDefined)
+	if !ok {
+		return err
+	}
+	var names []string
+	c.FS.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	if best := suggest.Nearest(name, names); best != "" {
+		return fmt.Errorf("%w, did you mean -%s?", err, best)
+	}
+	return err
 }
 
 // FillEnv sets every flag the command line did not give from its RLS_

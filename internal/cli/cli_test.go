@@ -71,3 +71,23 @@ func TestUnknownTwins(t *testing.T) {
 		t.Errorf("UnknownTwins:\n got  %q\n want %q", got, want)
 	}
 }
+
+// TestUnknownFlag: a flag the command does not have is refused with the
+// flag a typo most likely meant, as an unknown RLS_ variable is; one near
+// no flag is refused alone.
+func TestUnknownFlag(t *testing.T) {
+	for _, tc := range []struct{ arg, want string }{
+		{"-redis-ulr", "flag provided but not defined: -redis-ulr, did you mean -redis-url?"},
+		{"--redis-clutser=a", "flag provided but not defined: -redis-clutser, did you mean -redis-cluster?"},
+		{"-Config", "flag provided but not defined: -Config, did you mean -config?"},
+		{"-nope", "flag provided but not defined: -nope"},
+	} {
+		cl := New("test", "", "")
+		cl.FS.String("redis-url", "", "")
+		cl.FS.String("redis-cluster", "", "")
+		cl.FS.String("config", "", "")
+		if _, err := cl.ParseArgs([]string{"a", tc.arg}); err == nil || err.Error() != tc.want {
+			t.Errorf("%s: %v, want %q", tc.arg, err, tc.want)
+		}
+	}
+}

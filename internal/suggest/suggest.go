@@ -1,6 +1,6 @@
 // Package suggest finds the name a typo most likely meant, for the errors
 // and warnings that say "did you mean …?": the limits file's field names
-// and choices, and the server's RLS_ variables.
+// and choices, the server's RLS_ variables, and every command's flags.
 package suggest
 
 import "strings"

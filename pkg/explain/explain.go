@@ -2,9 +2,11 @@
 // which node of the limits each entry matches, the limits that apply, the
 // store key of each and its current state, read with a peek. The service
 // it asks is built as the server builds its own (package server), so that
-// what it shows is what the server does. It is `envoy-rls top` too
-// (top.go), which asks a running server which descriptors its limits
-// refuse most.
+// what it shows is what the server does. It is also the commands that ask
+// a running server: `envoy-rls top` (top.go), which descriptors its limits
+// refuse most; `envoy-rls reset` (reset.go), a descriptor's limits
+// cleared; `envoy-rls call` (call.go), one ShouldRateLimit, as Envoy
+// sends it.
 package explain
 
 import (
@@ -13,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/envoy-rls/envoy-rls/internal/cli"
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
@@ -120,11 +121,11 @@ func request(o *server.Options, args []string) (string, []descriptors.Entry, err
 	}
 	var entries []descriptors.Entry
 	for _, a := range args[1:] {
-		k, v, ok := strings.Cut(a, "=")
-		if !ok || k == "" {
-			return "", nil, fmt.Errorf("entry %q: want key=value", a)
+		e, err := parseEntry(a)
+		if err != nil {
+			return "", nil, err
 		}
-		entries = append(entries, descriptors.Entry{Key: k, Value: v})
+		entries = append(entries, e)
 	}
 	return args[0], entries, nil
 }

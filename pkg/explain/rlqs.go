@@ -119,15 +119,15 @@ func bucketID(args []string) (string, []descriptors.Entry, error) {
 	seen := map[string]bool{}
 	var entries []descriptors.Entry
 	for _, a := range args[1:] {
-		k, v, ok := strings.Cut(a, "=")
-		if !ok || k == "" {
-			return "", nil, fmt.Errorf("entry %q: want key=value", a)
+		e, err := parseEntry(a)
+		if err != nil {
+			return "", nil, err
 		}
-		if seen[k] {
-			return "", nil, fmt.Errorf("key %q given twice: a bucket id is a map, one value a key", k)
+		if seen[e.Key] {
+			return "", nil, fmt.Errorf("key %q given twice: a bucket id is a map, one value a key", e.Key)
 		}
-		seen[k] = true
-		entries = append(entries, descriptors.Entry{Key: k, Value: v})
+		seen[e.Key] = true
+		entries = append(entries, e)
 	}
 	return args[0], entries, nil
 }

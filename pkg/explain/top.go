@@ -1,6 +1,7 @@
 package explain
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,20 +51,28 @@ func TopCommand(args []string, lookupEnv func(string) (string, bool), stdout, st
 		return cl.Failed(err, stdout, stderr)
 	}
 	body, err := askTop(*addr, *tokenFile, *n)
+	return printAnswer(cl, body, err, *asJSON, "a report", writeTop, stdout, stderr)
+}
+
+// printAnswer prints an admin endpoint's answer body to the call of
+// command cl, or err: as it came with asJSON, else decoded into a T
+// (what names it) and written by write. It returns the command's exit
+// status: 0 when printed, 1 for err or an answer that is no T.
+func printAnswer[T any](cl *cli.CommandLine, body []byte, err error, asJSON bool, what string, write func(io.Writer, T), stdout, stderr io.Writer) int {
 	if err != nil {
-		fmt.Fprintln(stderr, "envoy-rls top:", err)
+		fmt.Fprintf(stderr, "%s: %v\n", cl.Name(), err)
 		return 1
 	}
-	if *asJSON {
+	if asJSON {
 		stdout.Write(body) //nolint:errcheck // nothing to do about a closed stdout
 		return 0
 	}
-	var rep topk.Report
-	if err := json.Unmarshal(body, &rep); err != nil {
-		fmt.Fprintln(stderr, "envoy-rls top: the answer is not a report:", err)
+	var v T
+	if err := json.Unmarshal(body, &v); err != nil {
+		fmt.Fprintf(stderr, "%s: the answer is not %s: %v\n", cl.Name(), what, err)
 		return 1
 	}
-	writeTop(stdout, rep)
+	write(stdout, v)
 	return 0
 }
 
@@ -75,15 +84,29 @@ func askTop(addr, tokenFile string, n int) ([]byte, error) {
 // askAdmin calls GET pathQuery on the admin endpoints at addr with the
 // first token of tokenFile, and returns the body of a 200.
 func askAdmin(addr, pathQuery, tokenFile string) ([]byte, error) {
+	return callAdmin(http.MethodGet, addr, pathQuery, tokenFile, nil)
+}
+
+// callAdmin calls method pathQuery on the admin endpoints at addr with
+// the first token of tokenFile and, when body is not nil, body as JSON,
+// and returns the body of a 200.
+func callAdmin(method, addr, pathQuery, tokenFile string, body []byte) ([]byte, error) {
 	u, err := url.Parse(strings.TrimSuffix(addr, "/") + pathQuery)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("-addr %q: want a URL such as http://127.0.0.1:8080", addr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), topTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
 		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if tokenFile != "" {
 		tok, err := firstToken(tokenFile)
@@ -97,14 +120,14 @@ func askAdmin(addr, pathQuery, tokenFile string) ([]byte, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s: %s", u.Redacted(), resp.Status, strings.TrimSpace(string(body)))
+		return nil, fmt.Errorf("%s %s: %s: %s", method, u.Redacted(), resp.Status, strings.TrimSpace(string(answer)))
 	}
-	return body, nil
+	return answer, nil
 }
 
 // firstToken is the first token of a token file: the last word of its

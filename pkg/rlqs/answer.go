@@ -76,6 +76,7 @@ func (s *Service) answer(ctx context.Context, c *client, msg *rlqspb.RateLimitQu
 			items[i].key = bucketKey(msg.GetDomain(), end, path, ordered)
 			items[i].rate, items[i].kind = limitRate(end, now)
 			items[i].b = s.hold(c, items[i].key, msg.GetDomain(), end, now)
+			s.caveats.note(s.opts.Logger, ix, msg.GetDomain(), end)
 		}
 	}
 	rec := s.record(ctx, c, items, now)

@@ -1,9 +1,6 @@
 package rlqs
 
 import (
-	"fmt"
-	"sort"
-
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
@@ -17,36 +14,11 @@ import (
 // rules, and one whose rules are all concurrency limits is answered
 // ALLOW_ALL. Refusing such a bucket (DENY_ALL) would turn a limit meant to
 // shed overload into one that refuses every request; refusing the whole
-// config would stop RLS, which does enforce it, from loading it. The
-// server says so at every load (Unenforced) and docs/rlqs.md documents it.
+// config would stop RLS, which does enforce it, from loading it. A
+// stream whose bucket matches one is told of in the log, once per limit
+// (caveats.go), and docs/rlqs.md documents it.
 
 // unenforced reports whether RLQS leaves rule r out of a bucket's rate.
 func unenforced(r *config.Rule) bool {
 	return !r.Unlimited && r.Limit.Algorithm == limits.Concurrency
-}
-
-// Unenforced lists the rules of cfg that RLQS does not enforce, each as
-// "file:line (domain)", by domain, in file order: what the server logs at load.
-func Unenforced(cfg *config.Config) []string {
-	var out []string
-	var walk func(d *config.Domain, ds []*config.Descriptor)
-	walk = func(d *config.Domain, ds []*config.Descriptor) {
-		for _, desc := range ds {
-			for _, r := range desc.Rules {
-				if unenforced(r) {
-					out = append(out, fmt.Sprintf("%s:%d (%s)", d.File, r.Line, d.Name))
-				}
-			}
-			walk(d, desc.Descriptors)
-		}
-	}
-	names := make([]string, 0, len(cfg.Domains))
-	for name := range cfg.Domains {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		walk(cfg.Domains[name], cfg.Domains[name].Descriptors)
-	}
-	return out
 }

@@ -2,8 +2,12 @@ package rlqs
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
@@ -24,7 +28,8 @@ descriptors:
 
 // TestConcurrencyLeftOut: a bucket whose only limit is a concurrency limit
 // is answered ALLOW_ALL, one with other limits is divided by them alone,
-// and Unenforced names the concurrency rules for the load's warning.
+// and a stream's first bucket of each concurrency rule is warned about,
+// once.
 func TestConcurrencyLeftOut(t *testing.T) {
 	d, err := config.Parse("limits.yaml", []byte(concurrencyYAML))
 	if err != nil {
@@ -38,9 +43,22 @@ func TestConcurrencyLeftOut(t *testing.T) {
 	if rate, k := limitRate(mixed, time.Now()); k != divided || rate != 50 {
 		t.Errorf("concurrency beside 50/s: rate %v kind %v, want 50/s divided", rate, k)
 	}
-	got := Unenforced(&config.Config{Domains: map[string]*config.Domain{d.Name: d}})
-	want := []string{"limits.yaml:6 (edge)", "limits.yaml:10 (edge)"}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("Unenforced = %q, want %q", got, want)
+	cfg := &config.Config{Domains: map[string]*config.Domain{d.Name: d}}
+	core, logs := observer.New(zap.DebugLevel)
+	var c caveats
+	for range 2 {
+		for _, n := range []*descriptors.Node{only, mixed} {
+			c.note(zap.New(core), descriptors.NewIndex(cfg), d.Name, n)
+		}
+	}
+	var got []string
+	for _, e := range logs.All() {
+		if e.Level != zap.WarnLevel || !strings.Contains(e.Message, "concurrency limit") {
+			t.Errorf("logged %s %q", e.Level, e.Message)
+		}
+		got = append(got, e.ContextMap()["limit"].(string))
+	}
+	if want := []string{"limits.yaml:6 (edge)", "limits.yaml:10 (edge)"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("warned of %q, want %q, each once", got, want)
 	}
 }

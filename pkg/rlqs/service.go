@@ -124,8 +124,9 @@ type Service struct {
 	groupsMu sync.Mutex
 	groups   map[string]*group // by ClientOf's name, while a stream of it is open
 
-	stats Stats
-	rules *ruleTotals
+	stats   Stats
+	rules   *ruleTotals
+	caveats caveats // caveats.go
 }
 
 var _ rlqspb.RateLimitQuotaServiceServer = (*Service)(nil)

@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -427,9 +429,9 @@ func (g *swappableGRPCLog) l() *zapgrpc.Logger                  { return g.curre
 func (g *swappableGRPCLog) Info(args ...any)                    { g.l().Info(args...) }
 func (g *swappableGRPCLog) Infoln(args ...any)                  { g.l().Infoln(args...) }
 func (g *swappableGRPCLog) Infof(format string, args ...any)    { g.l().Infof(format, args...) }
-func (g *swappableGRPCLog) Warning(args ...any)                 { g.l().Warning(args...) }
-func (g *swappableGRPCLog) Warningln(args ...any)               { g.l().Warningln(args...) }
-func (g *swappableGRPCLog) Warningf(format string, args ...any) { g.l().Warningf(format, args...) }
+func (g *swappableGRPCLog) Warning(args ...any)                 { g.warn(fmt.Sprint(args...)) }
+func (g *swappableGRPCLog) Warningln(args ...any)               { g.warn(fmt.Sprintln(args...)) }
+func (g *swappableGRPCLog) Warningf(format string, args ...any) { g.warn(fmt.Sprintf(format, args...)) }
 func (g *swappableGRPCLog) Error(args ...any)                   { g.l().Error(args...) }
 func (g *swappableGRPCLog) Errorln(args ...any)                 { g.l().Errorln(args...) }
 func (g *swappableGRPCLog) Errorf(format string, args ...any)   { g.l().Errorf(format, args...) }
@@ -437,6 +439,31 @@ func (g *swappableGRPCLog) Fatal(args ...any)                   { g.l().Fatal(ar
 func (g *swappableGRPCLog) Fatalln(args ...any)                 { g.l().Fatalln(args...) }
 func (g *swappableGRPCLog) Fatalf(format string, args ...any)   { g.l().Fatalf(format, args...) }
 func (g *swappableGRPCLog) V(level int) bool                    { return g.l().V(level) }
+
+// warn logs grpc-go's warning msg, but as one of its informational lines
+// (dropped) when it is one of the routine ones below: the clients of this
+// process and the clients of its server are someone else's to report.
+func (g *swappableGRPCLog) warn(msg string) {
+	msg = strings.TrimSuffix(msg, "\n")
+	for _, routine := range routineGRPCWarnings {
+		if strings.Contains(msg, routine) {
+			g.l().Info(msg)
+			return
+		}
+	}
+	g.l().Warning(msg)
+}
+
+// routineGRPCWarnings are the warnings of grpc-go's that are no news:
+//   - "transport is closing": a client (an Envoy ending its RLQS stream,
+//     a health checker) closed its connection while the server wrote a
+//     call's final status: a client gone away;
+//   - "addrConn.createTransport failed to connect": a client connection
+//     of this process (the OTLP exporter's, the xDS client's) cannot
+//     connect, which its owner logs at its own pace (tracing once a
+//     minute, the xDS client within its budget), where grpc-go said it
+//     again at every reconnection, in the millisecond of the owner's line.
+var routineGRPCWarnings = []string{"transport is closing", "addrConn.createTransport failed to connect"}
 
 // budgeted returns log limited to serverLogBudget entries a second.
 func budgeted(log *zap.Logger) *zap.Logger {

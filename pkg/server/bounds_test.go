@@ -394,12 +394,15 @@ func TestServerErrorLog(t *testing.T) {
 }
 
 // grpc-go's own warnings reach the service's log; its informational lines
-// do not.
+// do not, nor its routine warnings (a client gone away, a client
+// connection of the process's own that its owner reports).
 func TestGRPCLogRouted(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
 	routeGRPCLog(zap.New(core))
 	defer routeGRPCLog(zap.NewNop())
 	grpclog.Info("chatter")
+	grpclog.Warningf("grpc: Server.processRPC failed to write status: %v", `connection error: desc = "transport is closing"`)
+	grpclog.Warningln("[core] grpc: addrConn.createTransport failed to connect to {Addr: \"127.0.0.1:4317\"}")
 	grpclog.Warning("transport: something went wrong")
 	if logs.Len() != 1 || logs.All()[0].ContextMap()["from"] != "grpc" || !strings.Contains(logs.All()[0].Message, "something went wrong") {
 		t.Errorf("logged %v, want the warning alone", logs.All())

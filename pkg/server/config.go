@@ -14,7 +14,6 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 	"github.com/envoy-rls/envoy-rls/pkg/metrics"
-	"github.com/envoy-rls/envoy-rls/pkg/rlqs"
 	"github.com/envoy-rls/envoy-rls/pkg/rls"
 	"github.com/envoy-rls/envoy-rls/pkg/watch"
 )
@@ -138,16 +137,6 @@ func configInForce(cfg *config.Config, source string, m *metrics.Metrics, log *z
 		// Served all the same: a refusal would stop, at its next start, a
 		// server that served the file before.
 		log.Warn("the limits hold what loads but is most likely not meant", zap.String("source", source), zap.Strings("warnings", ws))
-	}
-	if locks := rlqs.Lockouts(cfg); len(locks) > 0 {
-		// Said at every load, as the RLQS buckets of these limits are
-		// answered from the config in force (pkg/rlqs/lockout.go).
-		log.Info("lockouts (block_for) are enforced in full over RLS; an RLQS bucket (-rlqs) of one gets its rate divided without the lock, which Envoy's token bucket cannot hold",
-			zap.Strings("lockouts", locks))
-	}
-	if at := rlqs.Unenforced(cfg); len(at) > 0 {
-		log.Warn("concurrency limits are enforced for ShouldRateLimit only: RLQS buckets leave them out (a token bucket cannot bound the requests in flight), and a bucket with no other limit is answered ALLOW_ALL; see docs/rlqs.md",
-			zap.String("source", source), zap.Strings("concurrency_limits", at))
 	}
 	switch {
 	case n.Domains == 0:

@@ -116,6 +116,8 @@ type Options struct {
 
 	// version asks for the version instead of the server.
 	version bool
+	// release is the build's version, for GET / (SetVersion).
+	release string
 	// envWarnings are the RLS_ variables that are no flag's twin
 	// (NoteEnvironment), logged at the start.
 	envWarnings []string

@@ -301,7 +301,7 @@ func (r *running) httpServer() {
 	if !o.jsonEndpoint {
 		api = withoutJSON(api)
 	}
-	api = r.admin.onHTTP(api)
+	api = withIndex(r.admin.onHTTP(api), r.index()) // index.go
 	r.hsrv = newHTTPServer(api, o, o.httpReadTimeout, r.log)
 }
 
@@ -404,7 +404,7 @@ func (r *running) close() {
 	if r.store != nil {
 		r.store.close() //nolint:errcheck // closing at exit
 	}
-	stopTracing(r.tracing, r.log) // the spans of the last calls
+	stopTracing(r.tracing) // the spans of the last calls
 	if r.gtls != nil {
 		r.gtls.close()
 	}

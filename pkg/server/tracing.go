@@ -84,14 +84,13 @@ func tracingInterceptors(tr *tracing.Tracing) []grpc.UnaryServerInterceptor {
 // be exported.
 const tracingShutdownBound = 5 * time.Second
 
-// stopTracing exports what tr still holds, within tracingShutdownBound.
-func stopTracing(tr *tracing.Tracing, log *zap.Logger) {
+// stopTracing exports what tr still holds, within tracingShutdownBound;
+// tr.Shutdown logs what it could not, once.
+func stopTracing(tr *tracing.Tracing) {
 	if tr == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), tracingShutdownBound)
 	defer cancel()
-	if err := tr.Shutdown(ctx); err != nil {
-		log.Warn("tracing: the last spans were not all exported", zap.Error(err))
-	}
+	_ = tr.Shutdown(ctx) // logged there
 }

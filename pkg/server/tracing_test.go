@@ -155,10 +155,10 @@ func TestTracingPropagated(t *testing.T) {
 	}
 }
 
-// TestTracingEndpointDown traces to an OTLP endpoint where nothing
-// listens: every call is decided as without tracing, and the spans are
-// dropped and counted in rls_trace_spans_dropped_total.
-func TestTracingEndpointDown(t *testing.T) {
+// traceToNowhere points the OTLP exporter at an address where nothing
+// listens, with short timeouts and batches.
+func traceToNowhere(t *testing.T) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -168,6 +168,13 @@ func TestTracingEndpointDown(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+down)
 	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "200")
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20")
+}
+
+// TestTracingEndpointDown traces to an OTLP endpoint where nothing
+// listens: every call is decided as without tracing, and the spans are
+// dropped and counted in rls_trace_spans_dropped_total.
+func TestTracingEndpointDown(t *testing.T) {
+	traceToNowhere(t)
 	s := startInProcess(t, "-tracing")
 	for i := range 20 {
 		value := fmt.Sprint("v", i)
@@ -204,5 +211,32 @@ func TestTracingFlagsRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.args[0]) || !strings.Contains(err.Error(), "want") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%v: got %v, want one line naming %s and what it wants", c.args, err, c.args[0])
 		}
+	}
+}
+
+// TestTracingExportFailureLoggedOnce: an OTLP endpoint that is down fails
+// export after export, over either protocol, and the log says so once
+// within the minute (docs/operations.md), not once per export nor twice
+// per failure.
+func TestTracingExportFailureLoggedOnce(t *testing.T) {
+	for _, protocol := range []string{"http", "grpc"} {
+		t.Run(protocol, func(t *testing.T) {
+			traceToNowhere(t)
+			log, logs := observed()
+			s := startInProcessLogging(t, log, "-tracing", "-tracing-protocol", protocol)
+			for i := range 10 {
+				tracedCall(t, s.grpcAddr, fmt.Sprint("v", i))
+				time.Sleep(50 * time.Millisecond) // an export, and its failure, each time
+			}
+			time.Sleep(500 * time.Millisecond)
+			w := warnings(logs)
+			if len(w) != 1 || !strings.Contains(w[0].Message, "spans dropped") {
+				var lines []string
+				for _, e := range w {
+					lines = append(lines, fmt.Sprintf("%s %q %v", e.Time.Format("15:04:05.000"), e.Message, e.ContextMap()))
+				}
+				t.Errorf("%d warnings, want the one about dropped spans:\n%s", len(w), strings.Join(lines, "\n"))
+			}
+		})
 	}
 }

@@ -158,11 +158,18 @@ func (t *Tracing) InstanceID() string { return t.instanceID }
 // Shutdown exports the spans still queued, within ctx, and stops the
 // exporter. The spans it could not export by then are counted as
 // dropped.
+//
+// What is lost is logged here, in one line whatever the interval (it is
+// the last): the caller need not log Shutdown's error again.
 func (t *Tracing) Shutdown(ctx context.Context) error {
 	err := t.provider.Shutdown(ctx)
 	t.drops.closed.Store(true)
-	if n := t.drops.held.Swap(0); n > 0 {
-		t.drops.dropped(DroppedExport, int(n), err)
+	n := t.drops.held.Swap(0)
+	if n > 0 && t.drops.onDropped != nil {
+		t.drops.onDropped(DroppedExport, int(n))
+	}
+	if (n > 0 || err != nil) && t.drops.log != nil {
+		t.drops.log.Warn("tracing: the last spans were not all exported", zap.Error(err), zap.Int64("spans_dropped", n))
 	}
 	return err
 }

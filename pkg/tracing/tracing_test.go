@@ -3,6 +3,7 @@ package tracing
 import (
 	"context"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -147,5 +148,39 @@ func TestNewRefuses(t *testing.T) {
 		if _, err := New(context.Background(), o); err == nil {
 			t.Errorf("%+v: got no error", o)
 		}
+	}
+}
+
+// TestShutdownLogsOnce: spans that an endpoint which never answers still
+// holds at the exit are counted and said in one line, Shutdown's own,
+// whatever was logged before: the caller logs nothing more.
+func TestShutdownLogsOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+ln.Addr().String())
+	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "10000")
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
+	core, logs := observer.New(zap.WarnLevel)
+	var d drops
+	tr, err := New(context.Background(), Options{SamplingRate: 1, ServiceName: "t", OnDropped: d.add, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	endSpans(tr, 5)
+	time.Sleep(100 * time.Millisecond) // an export started, hanging
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := tr.Shutdown(ctx); err == nil {
+		t.Error("Shutdown gave up on the spans and returned no error")
+	}
+	all := logs.All()
+	if len(all) != 1 || !strings.Contains(all[0].Message, "the last spans were not all exported") || all[0].ContextMap()["spans_dropped"] != int64(5) {
+		t.Errorf("logged %v, want one line of the 5 spans lost", all)
+	}
+	if got := d.get(DroppedExport); got != 5 {
+		t.Errorf("%d spans counted as export_failed, want 5", got)
 	}
 }

@@ -1,0 +1,54 @@
+package rlqs
+
+import (
+	"fmt"
+	"sync"
+
+	"go.uber.org/zap"
+
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+)
+
+// caveats says, once per limit, that a quota stream asked for a limit
+// RLQS holds only in part: a concurrency limit, left out of the bucket's
+// rate (concurrency.go), at warn; a lockout, divided without its lock
+// (lockout.go), at info. It is said when a stream's bucket first matches
+// such a limit, not at each load: a limits file whose concurrency limits
+// only ShouldRateLimit asks about (the usual case, and the repository's
+// own config/limits.yaml) is enforced in full, and a warning at every
+// start would teach operators to ignore warnings.
+type caveats struct {
+	said sync.Map // "FILE:LINE (DOMAIN)" of each limit said
+}
+
+// note logs the caveats of the rules of end, the node of domain in ix a
+// bucket matched, each the first time.
+func (c *caveats) note(log *zap.Logger, ix *descriptors.Index, domain string, end *descriptors.Node) {
+	for _, r := range end.Descriptor.Rules {
+		concurrency, lockout := unenforced(r), r.Limit.BlockFor > 0
+		if !concurrency && !lockout {
+			continue
+		}
+		at := ruleAt(ix.Config(), domain, r)
+		if _, done := c.said.LoadOrStore(at, true); done {
+			continue
+		}
+		if concurrency {
+			log.Warn("rlqs: a quota stream asks for a concurrency limit, which RLQS cannot enforce (a token bucket cannot bound the requests in flight): its bucket is divided by the descriptor's other limits, or answered ALLOW_ALL when it has none; ShouldRateLimit enforces it (docs/rlqs.md)",
+				zap.String("limit", at))
+			continue
+		}
+		log.Info("rlqs: a quota stream asks for a lockout (block_for): its bucket gets the limit's rate divided without the lock, which Envoy's token bucket cannot hold; ShouldRateLimit enforces it in full",
+			zap.String("limit", at), zap.Duration("block_for", r.Limit.BlockFor))
+	}
+}
+
+// ruleAt names rule r of domain in cfg as "FILE:LINE (DOMAIN)".
+func ruleAt(cfg *config.Config, domain string, r *config.Rule) string {
+	file := ""
+	if d := cfg.Domains[domain]; d != nil {
+		file = d.File
+	}
+	return fmt.Sprintf("%s:%d (%s)", file, r.Line, domain)
+}

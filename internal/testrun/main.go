@@ -88,7 +88,11 @@ type progress struct {
 	mu      sync.Mutex
 	out     io.Writer
 	started map[string]time.Time
-	output  map[string]*strings.Builder // per package, kept to print when it fails
+	// output is kept per test (package and test name) and per package
+	// (test ""), and printed when that test or package fails: go test's
+	// -json runs the tests verbosely, and a passing test's lines are not
+	// printed, as go test without -v does not.
+	output  map[testID]*strings.Builder
 	passed  []string
 	failed  []string
 	printed time.Time
@@ -99,51 +103,58 @@ func (p *progress) line(format string, args ...any) {
 	p.printed = time.Now()
 }
 
+// testID names a test of a package, or the package itself (Test "").
+type testID struct{ pkg, test string }
+
 func (p *progress) handle(e event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	switch {
-	case e.Action == "build-output":
+	id := testID{e.Package, e.Test}
+	switch e.Action {
+	case "build-output":
 		fmt.Fprint(p.out, e.Output)
 		p.printed = time.Now()
-	case e.Action == "build-fail":
-		// The package's own fail event follows, naming it.
-	case e.Test != "":
-		if e.Action == "output" {
-			p.buffer(e.Package).WriteString(e.Output)
-		}
-	case e.Action == "start":
+	case "start":
 		p.started[e.Package] = time.Now()
-	case e.Action == "output":
-		p.buffer(e.Package).WriteString(e.Output)
-	case e.Action == "pass":
-		delete(p.started, e.Package)
-		p.passed = append(p.passed, e.Package)
-		p.line("ok  \t%s\t%.1fs", e.Package, e.Elapsed)
-	case e.Action == "fail":
+	case "output":
+		p.buffer(id).WriteString(e.Output)
+	case "pass", "skip":
+		delete(p.output, id)
+		if e.Test == "" {
+			delete(p.started, e.Package)
+			if e.Action == "pass" {
+				p.passed = append(p.passed, e.Package)
+				p.line("ok  \t%s\t%.1fs", e.Package, e.Elapsed)
+			}
+		}
+	case "fail":
+		b := p.output[id]
+		delete(p.output, id)
+		if e.Test != "" {
+			if b != nil {
+				fmt.Fprint(p.out, b.String())
+				p.printed = time.Now()
+			}
+			return
+		}
 		delete(p.started, e.Package)
 		p.failed = append(p.failed, e.Package)
 		// go test's own output of a failed package ends with its FAIL
 		// line; a package that printed nothing gets one.
-		if b := p.output[e.Package]; b != nil && b.Len() > 0 {
+		if b != nil && b.Len() > 0 {
 			fmt.Fprint(p.out, b.String())
 			p.printed = time.Now()
 		} else {
 			p.line("FAIL\t%s\t%.1fs", e.Package, e.Elapsed)
 		}
-	case e.Action == "skip":
-		delete(p.started, e.Package)
-	}
-	if e.Action == "pass" || e.Action == "skip" {
-		delete(p.output, e.Package)
 	}
 }
 
-func (p *progress) buffer(pkg string) *strings.Builder {
-	b := p.output[pkg]
+func (p *progress) buffer(id testID) *strings.Builder {
+	b := p.output[id]
 	if b == nil {
 		b = new(strings.Builder)
-		p.output[pkg] = b
+		p.output[id] = b
 	}
 	return b
 }
@@ -182,7 +193,7 @@ func step(tally, dir string, env []string, goArgs []string, quiet time.Duration,
 		fmt.Fprintln(stderr, "testrun:", err)
 		return 2
 	}
-	p := &progress{out: stdout, started: map[string]time.Time{}, output: map[string]*strings.Builder{}, printed: time.Now()}
+	p := &progress{out: stdout, started: map[string]time.Time{}, output: map[testID]*strings.Builder{}, printed: time.Now()}
 	done := make(chan struct{})
 	go func() {
 		t := time.NewTicker(time.Second)

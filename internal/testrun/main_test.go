@@ -11,12 +11,15 @@ import (
 
 func TestProgressPrintsEndsAndFailures(t *testing.T) {
 	var out bytes.Buffer
-	p := &progress{out: &out, started: map[string]time.Time{}, output: map[string]*strings.Builder{}, printed: time.Now()}
+	p := &progress{out: &out, started: map[string]time.Time{}, output: map[testID]*strings.Builder{}, printed: time.Now()}
 	for _, e := range []event{
 		{Action: "start", Package: "x/ok"},
 		{Action: "start", Package: "x/bad"},
 		{Action: "output", Package: "x/ok", Test: "TestA", Output: "=== RUN   TestA\n"},
+		{Action: "output", Package: "x/bad", Test: "TestPasses", Output: "=== RUN   TestPasses\n"},
+		{Action: "pass", Package: "x/bad", Test: "TestPasses"},
 		{Action: "output", Package: "x/bad", Test: "TestB", Output: "    b_test.go:9: want 1, got 2\n"},
+		{Action: "fail", Package: "x/bad", Test: "TestB"},
 		{Action: "output", Package: "x/bad", Output: "FAIL\tx/bad\t0.1s\n"},
 		{Action: "pass", Package: "x/ok", Elapsed: 1.25},
 	} {
@@ -32,7 +35,7 @@ func TestProgressPrintsEndsAndFailures(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
 	}
-	if strings.Contains(got, "=== RUN   TestA") {
+	if strings.Contains(got, "=== RUN   TestA") || strings.Contains(got, "TestPasses") {
 		t.Errorf("a passing package's output was printed:\n%s", got)
 	}
 	if len(p.passed) != 1 || len(p.failed) != 1 {

@@ -14,12 +14,15 @@ import (
 var (
 	docLintSpan = regexp.MustCompile("`envoy-rls lint([^`]*)`")
 	docLintLine = regexp.MustCompile(`(?m)^\s*(?:\$ )?envoy-rls lint([^` + "`" + `\n]*)$`)
+	// docPlaceholder is an argument in capitals (PATH, FILE) of a synopsis.
+	docPlaceholder = regexp.MustCompile(`(^|\s)[A-Z]{2,}(\s|$)`)
 )
 
 // docCommands returns every distinct `envoy-rls lint ...` command line of
 // the repository's docs (docs/*.md, README.md) and of the comments of its
 // example configs (config/*.yaml), with the file that first gives each. A
-// synopsis (`[-envoy PATH]`) is no command and is left out.
+// synopsis (`[-envoy PATH]`, `-envoy PATH`: a bracket or a placeholder in
+// capitals) is no command and is left out.
 func docCommands(t *testing.T, root string) (cmds []string, where map[string]string) {
 	t.Helper()
 	var files []string
@@ -53,7 +56,7 @@ func docCommands(t *testing.T, root string) (cmds []string, where map[string]str
 		found = append(found, docLintLine.FindAllStringSubmatch(text, -1)...)
 		for _, m := range found {
 			args := strings.Join(strings.Fields(m[1]), " ")
-			if strings.ContainsAny(args, "[]") {
+			if strings.ContainsAny(args, "[]") || docPlaceholder.MatchString(args) {
 				continue
 			}
 			if _, seen := where[args]; !seen {

@@ -141,7 +141,7 @@ func greedy(ix *Index, domain string, entries []Entry) *Node {
 	sort.Slice(left, func(i, j int) bool { return left[i].Key < left[j].Key })
 	for len(left) > 0 {
 		i, next := -1, (*Node)(nil)
-		for kind := exactChild; kind <= bareChild && next == nil; kind++ {
+		for kind := Exact; kind <= Bare && next == nil; kind++ {
 			for j, e := range left {
 				if c := n.childOf(kind, e); c != nil {
 					i, next = j, c
@@ -179,7 +179,7 @@ func allWays(ix *Index, domain string, entries []Entry) []way {
 	var permute func(k int)
 	permute = func(k int) {
 		if k == len(perm) {
-			kinds := make([]int, len(perm))
+			kinds := make([]Kind, len(perm))
 			for {
 				n := ix.domains[domain]
 				ok := true
@@ -192,13 +192,13 @@ func allWays(ix *Index, domain string, entries []Entry) []way {
 				if ok {
 					w := way{end: n}
 					for lvl, i := range perm {
-						w.choice = append(w.choice, kinds[lvl]*64+i)
+						w.choice = append(w.choice, int(kinds[lvl])*64+i)
 					}
 					out = append(out, w)
 				}
 				lvl := 0
-				for ; lvl < len(kinds) && kinds[lvl] == bareChild; lvl++ {
-					kinds[lvl] = exactChild
+				for ; lvl < len(kinds) && kinds[lvl] == Bare; lvl++ {
+					kinds[lvl] = Exact
 				}
 				if lvl == len(kinds) {
 					return
@@ -290,7 +290,7 @@ func checkMatchSet(t *testing.T, ix *Index, id []Entry) {
 	for lvl, e := range ordered {
 		seen[e]++
 		found := false
-		for kind := exactChild; kind <= bareChild; kind++ {
+		for kind := Exact; kind <= Bare; kind++ {
 			if n.childOf(kind, e) == path[lvl] {
 				found = true
 			}

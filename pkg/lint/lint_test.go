@@ -683,7 +683,7 @@ descriptors:
 			t.Fatalf("%v: a known shape took several nodes", entries)
 		}
 		if len(m.limited) == 1 {
-			got = m.limited[0].path
+			got = m.limited[0].Path
 		}
 		if got != want {
 			t.Fatalf("%v: walk ends at %q, the index at %q", entries, got, want)

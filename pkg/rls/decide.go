@@ -108,11 +108,11 @@ func (s *Service) planRequest(ctx context.Context, req *rlsv3.RateLimitRequest) 
 	return p, nil
 }
 
-// errNotLoaded is the error of a request that arrives before any config
-// has; errNoConfig is the decision's, for gRPC.
+// ErrNotLoaded is Explain's and Reset's error for a request that arrives
+// before any config has; errNoConfig is the decision's, for gRPC.
 var (
-	errNotLoaded = errors.New("no rate limit configuration loaded")
-	errNoConfig  = status.Error(codes.Unavailable, errNotLoaded.Error())
+	ErrNotLoaded = errors.New("no rate limit configuration loaded")
+	errNoConfig  = status.Error(codes.Unavailable, ErrNotLoaded.Error())
 )
 
 // maxDelayFor bounds a leaky bucket's wait for a request of ctx: never past

@@ -175,7 +175,7 @@ func (s *Service) checkOne(domain string, entries []descriptors.Entry) (*descrip
 	if ix := s.index.Load(); ix.Loaded() {
 		return ix, nil
 	}
-	return nil, errNotLoaded
+	return nil, ErrNotLoaded
 }
 
 // planOne plans a request of one descriptor at cost 0 on ix: what Explain

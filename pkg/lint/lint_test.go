@@ -587,6 +587,15 @@ func TestParseBootstrap(t *testing.T) {
 	if _, err := ParseBootstrap([]byte(unknown)); err != nil {
 		t.Errorf("an unknown extension: %v", err)
 	}
+	// So are those lint does not read, whose configs are Envoy's to check:
+	// a CORS filter with a field CORS has not.
+	cors := strings.Replace(ok, "                http_filters:\n", `                http_filters:
+                  - name: envoy.filters.http.cors
+                    typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors, no_such_field: 1}
+`, 1)
+	if _, err := ParseBootstrap([]byte(cors)); err != nil {
+		t.Errorf("an extension lint does not read: %v", err)
+	}
 	// JSON is YAML.
 	if _, err := ParseBootstrap([]byte(`{"node": {"id": "n", "cluster": "c"}}`)); err != nil {
 		t.Errorf("JSON: %v", err)

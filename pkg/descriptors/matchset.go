@@ -34,15 +34,16 @@ func (ix *Index) MatchSet(domain string, entries []Entry, path []*Node, ordered 
 	sorted := append([]Entry(nil), entries...)
 	slices.SortFunc(sorted, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
 	w := newWalker(false, sorted, nil, path)
-	order := w.order
-	if w.walk(root, 0) {
-		end = w.path[len(w.path)-1]
-		order = w.order
-	} else if w.plain != nil {
-		end = w.plain
+	var order []int
+	switch {
+	case w.walk(root, 0):
+		end, order = w.path[len(w.path)-1], w.order
+	case w.plain != nil:
+		// No limit: the first way that consumed every entry, for the
+		// caller to tell where it ended.
+		end, order = w.plain, w.plainOrder
 		w.path = append(w.path[:w.base], w.plainPath...)
-		order = w.plainOrder
-	} else {
+	default:
 		return nil, true, w.path[:w.base], ordered
 	}
 	for _, i := range order {

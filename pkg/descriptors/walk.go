@@ -78,8 +78,8 @@ type Shapes interface {
 type walker struct {
 	ordered bool
 	n       int
-	// entries are the values known in full (Match, MatchSet); else
-	// shapes has them.
+	// entries are the values known in full (MatchSet); else shapes has
+	// them.
 	entries []Entry
 	shapes  Shapes
 	buf     []Choice
@@ -88,8 +88,8 @@ type walker struct {
 	used uint64
 	many []bool
 	// base is len(path) at the start; the walk's part follows. order has
-	// the entry each level consumed (a set walk, or shapes). unsure counts
-	// the steps of the current way that are not sure.
+	// the entry each level consumed. unsure counts the steps of the
+	// current way that are not sure.
 	base   int
 	path   []*Node
 	order  []int
@@ -166,9 +166,7 @@ func (w *walker) walk(n *Node, depth int) bool {
 // whether the walk is over, the way left as walked.
 func (w *walker) step(c *Node, sure bool, i, depth int) bool {
 	w.path = append(w.path, c)
-	if w.shapes != nil || !w.ordered {
-		w.order = append(w.order, i)
-	}
+	w.order = append(w.order, i)
 	w.consume(i, true)
 	if !sure {
 		w.unsure++
@@ -181,9 +179,7 @@ func (w *walker) step(c *Node, sure bool, i, depth int) bool {
 	}
 	w.consume(i, false)
 	w.path = w.path[:len(w.path)-1]
-	if w.shapes != nil || !w.ordered {
-		w.order = w.order[:len(w.order)-1]
-	}
+	w.order = w.order[:len(w.order)-1]
 	return false
 }
 

@@ -33,21 +33,18 @@ func (ix *Index) MatchSet(domain string, entries []Entry, path []*Node, ordered 
 	}
 	sorted := append([]Entry(nil), entries...)
 	slices.SortFunc(sorted, func(a, b Entry) int { return strings.Compare(a.Key, b.Key) })
-	w := newWalker(false, sorted, nil, path)
-	var order []int
+	w := newWalker(false, sorted, nil, path, ordered)
 	switch {
 	case w.walk(root, 0):
-		end, order = w.path[len(w.path)-1], w.order
+		end = w.path[len(w.path)-1]
 	case w.plain != nil:
 		// No limit: the first way that consumed every entry, for the
 		// caller to tell where it ended.
-		end, order = w.plain, w.plainOrder
+		end = w.plain
 		w.path = append(w.path[:w.base], w.plainPath...)
+		w.taken = append(w.taken[:w.baseTaken], w.plainTaken...)
 	default:
-		return nil, true, w.path[:w.base], ordered
+		return nil, true, w.path[:w.base], w.taken[:w.baseTaken]
 	}
-	for _, i := range order {
-		ordered = append(ordered, sorted[i])
-	}
-	return end, true, w.path, ordered
+	return end, true, w.path, w.taken
 }

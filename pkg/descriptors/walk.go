@@ -87,22 +87,27 @@ type walker struct {
 	// used, or many past 64 entries.
 	used uint64
 	many []bool
-	// base is len(path) at the start; the walk's part follows. order has
-	// the entry each level consumed. unsure counts the steps of the
-	// current way that are not sure.
-	base   int
-	path   []*Node
-	order  []int
-	unsure int
+	// base is len(path) at the start; the walk's part follows. The entry
+	// each level consumed is in order (shapes: its index) or taken (known
+	// values: the entry, in the caller's storage from baseTaken on).
+	// unsure counts the steps of the current way that are not sure.
+	base, baseTaken int
+	path            []*Node
+	order           []int
+	taken           []Entry
+	unsure          int
 	// With known values: the first way that consumed every entry and
-	// ended on a node without rules, and its order.
+	// ended on a node without rules, and its entries in order.
 	plain      *Node
 	plainPath  []*Node
-	plainOrder []int
+	plainTaken []Entry
 }
 
-func newWalker(ordered bool, entries []Entry, shapes Shapes, path []*Node) walker {
-	w := walker{ordered: ordered, n: len(entries), entries: entries, shapes: shapes, base: len(path), path: path}
+// newWalker prepares a walk of entries (or shapes) that appends its way to
+// path and, of entries, the entries in the order taken to taken.
+func newWalker(ordered bool, entries []Entry, shapes Shapes, path []*Node, taken []Entry) walker {
+	w := walker{ordered: ordered, n: len(entries), entries: entries, shapes: shapes,
+		base: len(path), path: path, baseTaken: len(taken), taken: taken}
 	if shapes != nil {
 		w.n = shapes.Len()
 	}
@@ -166,7 +171,11 @@ func (w *walker) walk(n *Node, depth int) bool {
 // whether the walk is over, the way left as walked.
 func (w *walker) step(c *Node, sure bool, i, depth int) bool {
 	w.path = append(w.path, c)
-	w.order = append(w.order, i)
+	if w.shapes != nil {
+		w.order = append(w.order, i)
+	} else {
+		w.taken = append(w.taken, w.entries[i])
+	}
 	w.consume(i, true)
 	if !sure {
 		w.unsure++
@@ -179,7 +188,11 @@ func (w *walker) step(c *Node, sure bool, i, depth int) bool {
 	}
 	w.consume(i, false)
 	w.path = w.path[:len(w.path)-1]
-	w.order = w.order[:len(w.order)-1]
+	if w.shapes != nil {
+		w.order = w.order[:len(w.order)-1]
+	} else {
+		w.taken = w.taken[:len(w.taken)-1]
+	}
 	return false
 }
 
@@ -191,7 +204,7 @@ func (w *walker) end(n *Node) bool {
 	} else if len(n.Descriptor.Rules) == 0 && w.plain == nil {
 		w.plain = n
 		w.plainPath = append([]*Node(nil), w.path[w.base:]...)
-		w.plainOrder = append([]int(nil), w.order...)
+		w.plainTaken = append([]Entry(nil), w.taken[w.baseTaken:]...)
 	}
 	return len(n.Descriptor.Rules) > 0 && w.unsure == 0
 }
@@ -271,7 +284,7 @@ func (ix *Index) WalkShapes(domain string, ordered bool, shapes Shapes) bool {
 		return false
 	}
 	if shapes.Len() > 0 {
-		w := newWalker(ordered, nil, shapes, nil)
+		w := newWalker(ordered, nil, shapes, nil, nil)
 		w.walk(root, 0)
 	}
 	return true

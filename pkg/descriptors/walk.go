@@ -138,6 +138,9 @@ func (w *walker) walk(n *Node, depth int) bool {
 					if w.step(c, true, i, depth) {
 						return true
 					}
+					if w.ordered {
+						return false // committed (Match takes this way with follow)
+					}
 				}
 			} else {
 				lo := len(w.buf)

@@ -1,127 +1,87 @@
 package main
 
 import (
-	"bytes"
-	"encoding/binary"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
+	"slices"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
-// clockTicks is the unit of /proc/PID/stat's utime and stime: AT_CLKTCK
-// from the auxiliary vector, 100 where that cannot be read.
-var clockTicks = func() int64 {
-	b, err := os.ReadFile("/proc/self/auxv")
-	if err != nil || strconv.IntSize != 64 {
-		return 100
-	}
-	for ; len(b) >= 16; b = b[16:] {
-		tag, val := binary.NativeEndian.Uint64(b), binary.NativeEndian.Uint64(b[8:])
-		if tag == 17 && val > 0 { // AT_CLKTCK
-			return int64(val)
-		}
-	}
-	return 100
-}()
-
 // processCPU is the user+system CPU time pid has used so far.
-func processCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+func processCPU(fs procfs.FS, pid int) (time.Duration, error) {
+	p, err := fs.Proc(pid)
 	if err != nil {
 		return 0, fmt.Errorf("-pids: %w", err)
 	}
-	return parseStat(b)
-}
-
-// parseStat reads utime and stime (fields 14 and 15) from a /proc/PID/stat
-// line; the command name, field 2, is in parentheses and may hold spaces.
-func parseStat(b []byte) (time.Duration, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("-pids: malformed stat line")
+	st, err := p.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("-pids: %w", err)
 	}
-	f := strings.Fields(string(b[i+1:])) // f[0] is field 3, state
-	if len(f) < 13 {
-		return 0, fmt.Errorf("-pids: short stat line")
-	}
-	var ticks int64
-	for _, s := range f[11:13] {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("-pids: %w", err)
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * time.Second / time.Duration(clockTicks), nil
+	return time.Duration(st.CPUTime() * float64(time.Second)), nil
 }
 
 func sampleCPU(pids []int) ([]time.Duration, error) {
+	if len(pids) == 0 {
+		return nil, nil
+	}
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return nil, fmt.Errorf("-pids: %w", err)
+	}
 	out := make([]time.Duration, len(pids))
 	for i, pid := range pids {
-		d, err := processCPU(pid)
-		if err != nil {
+		if out[i], err = processCPU(fs, pid); err != nil {
 			return nil, err
 		}
-		out[i] = d
 	}
 	return out, nil
 }
 
-// cpuTicks is one CPU line of /proc/stat, in ticks: the time spent busy
+// cpuTicks is one CPU's time so far, in seconds: the time spent busy
 // (user, nice, system, irq, softirq), the time the hypervisor took from
 // this VM for other guests (steal), and all of it.
-type cpuTicks struct{ busy, steal, total int64 }
+type cpuTicks struct{ busy, steal, total float64 }
 
-// hostTicks reads the machine's CPU time so far from /proc/stat: the "cpu"
-// line first, then each CPU's. A run's steal share says how far its numbers
-// are this machine's (on a shared host it moves them by tens of percent),
-// and each CPU's busy share whether the run was bound by a CPU at all: a
-// closed loop whose every CPU has time to spare is bound by the time its
-// calls wait, not by what they cost.
+// hostTicks reads the machine's CPU time so far from /proc/stat: all CPUs
+// first, then each CPU's, in the order of their numbers. A run's steal
+// share says how far its numbers are this machine's (on a shared host it
+// moves them by tens of percent), and each CPU's busy share whether the
+// run was bound by a CPU at all: a closed loop whose every CPU has time to
+// spare is bound by the time its calls wait, not by what they cost.
 func hostTicks() ([]cpuTicks, error) {
-	b, err := os.ReadFile("/proc/stat")
+	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return nil, err
 	}
-	return parseProcStat(b)
+	st, err := fs.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return hostCPUs(st), nil
 }
 
-// parseProcStat reads the lines of /proc/stat that start with "cpu", "cpu
-// user nice system idle iowait irq softirq steal …": steal is the eighth
-// number, total the sum of the first eight (guest time is already within
-// user).
-func parseProcStat(b []byte) ([]cpuTicks, error) {
-	var out []cpuTicks
-	for line := range bytes.Lines(b) {
-		f := strings.Fields(string(line))
-		if len(f) == 0 || !strings.HasPrefix(f[0], "cpu") {
-			continue
+// hostCPUs is st's CPU lines as cpuTicks: the total first, then each CPU.
+// total is the sum of the first eight numbers of a line (user to steal;
+// guest time is already within user).
+func hostCPUs(st procfs.Stat) []cpuTicks {
+	ticks := func(c procfs.CPUStat) cpuTicks {
+		return cpuTicks{
+			busy:  c.User + c.Nice + c.System + c.IRQ + c.SoftIRQ,
+			steal: c.Steal,
+			total: c.User + c.Nice + c.System + c.Idle + c.Iowait + c.IRQ + c.SoftIRQ + c.Steal,
 		}
-		if len(f) < 9 {
-			return nil, fmt.Errorf("/proc/stat: short %s line", f[0])
-		}
-		var t cpuTicks
-		for i, s := range f[1:9] {
-			n, err := strconv.ParseInt(s, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("/proc/stat: %w", err)
-			}
-			t.total += n
-			switch i {
-			case 0, 1, 2, 5, 6:
-				t.busy += n
-			case 7:
-				t.steal = n
-			}
-		}
-		out = append(out, t)
 	}
-	if len(out) == 0 || !bytes.HasPrefix(b, []byte("cpu ")) {
-		return nil, fmt.Errorf("/proc/stat: no cpu line")
+	out := []cpuTicks{ticks(st.CPUTotal)}
+	ids := make([]int64, 0, len(st.CPU))
+	for id := range st.CPU {
+		ids = append(ids, id)
 	}
-	return out, nil
+	slices.Sort(ids)
+	for _, id := range ids {
+		out = append(out, ticks(st.CPU[id]))
+	}
+	return out
 }
 
 // hostShares is what the machine did between two hostTicks readings: the
@@ -132,12 +92,12 @@ func hostShares(t0, t1 []cpuTicks) (steal float64, busy []float64) {
 		return 0, nil
 	}
 	if d := t1[0].total - t0[0].total; d > 0 {
-		steal = float64(t1[0].steal-t0[0].steal) / float64(d)
+		steal = (t1[0].steal - t0[0].steal) / d
 	}
 	for i := 1; i < len(t1); i++ {
 		b := 0.0
 		if d := t1[i].total - t0[i].total; d > 0 {
-			b = float64(t1[i].busy-t0[i].busy) / float64(d)
+			b = (t1[i].busy - t0[i].busy) / d
 		}
 		busy = append(busy, b)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/procfs"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -193,30 +195,32 @@ func TestTemplate(t *testing.T) {
 	}
 }
 
-func TestParseStat(t *testing.T) {
-	line := "1234 (a (weird) name) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1 0 100 1000 10\n"
-	d, err := parseStat([]byte(line))
+// The CPU time of a process and of the machine, read from a /proc of
+// testdata: a command name with spaces and parentheses, and two CPUs.
+func TestProcCPU(t *testing.T) {
+	fs, err := procfs.NewFS("testdata/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := 300 * time.Second / time.Duration(clockTicks); d != want {
-		t.Errorf("got %v, want %v", d, want)
+	d, err := processCPU(fs, 1234)
+	if err != nil || d != 3*time.Second {
+		t.Errorf("process 1234: got %v, %v; want 3s (300 ticks of 100 Hz)", d, err)
 	}
-	if _, err := parseStat([]byte("garbage")); err == nil {
-		t.Error("garbage parsed")
+	if _, err := processCPU(fs, 99999); err == nil {
+		t.Error("no process 99999, no error")
 	}
-}
-
-func TestParseProcStat(t *testing.T) {
-	stat := "cpu  100 5 50 800 10 1 2 32 0 0\ncpu0 50 2 25 400 5 0 1 16 0 0\ncpu1 50 3 25 400 5 1 1 16 0 0\nintr 1 2 3\n"
-	got, err := parseProcStat([]byte(stat))
-	want := []cpuTicks{{158, 32, 1000}, {78, 16, 499}, {80, 16, 501}}
-	if err != nil || !slices.Equal(got, want) {
-		t.Errorf("got %v, %v; want %v", got, err, want)
+	st, err := fs.Stat()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, bad := range []string{"intr 1 2 3", "cpu 1 2 3\n", "cpu  1 2 3 4 5 6 7 x\n"} {
-		if _, err := parseProcStat([]byte(bad)); err == nil {
-			t.Errorf("%q: no error", bad)
+	got := hostCPUs(st)
+	want := []cpuTicks{{1.58, 0.32, 10}, {0.78, 0.16, 4.99}, {0.80, 0.16, 5.01}}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range got {
+		if math.Abs(got[i].busy-want[i].busy) > 1e-9 || math.Abs(got[i].steal-want[i].steal) > 1e-9 || math.Abs(got[i].total-want[i].total) > 1e-9 {
+			t.Errorf("cpu line %d: got %v, want %v", i, got[i], want[i])
 		}
 	}
 }
@@ -291,5 +295,58 @@ func TestNoServer(t *testing.T) {
 	c := mustFlags(t, "-addr", addr, "-duration", "300ms", "-concurrency", "1")
 	if _, err := run(context.Background(), c); err == nil || !strings.Contains(err.Error(), "first call") {
 		t.Errorf("run against no server: %v, want the first call's error", err)
+	}
+}
+
+// The latencies of all callers, merged: each percentile at or above the
+// true one and within the histogram's precision (1/128), the minimum at or
+// below it, the count exact, p99.9 told apart from p99 when a few calls
+// are slow, and a latency out of range counted at its end.
+func TestSummarizeLatency(t *testing.T) {
+	c := mustFlags(t, "-noop")
+	const n = 100_000
+	vals := make([]time.Duration, n)
+	for i := range vals {
+		vals[i] = time.Duration(i+1) * 10 * time.Microsecond
+	}
+	a, b := &worker{h: newLatencies()}, &worker{h: newLatencies()}
+	for i, v := range vals {
+		recordLatency([]*worker{a, b}[i%2].h, v)
+	}
+	r := summarize(c, "x", []*worker{a, b}, time.Second)
+	if r.Calls != n {
+		t.Errorf("calls %d, want %d", r.Calls, n)
+	}
+	for _, p := range []struct {
+		q   float64
+		got float64
+	}{{50, r.Latency.P50}, {90, r.Latency.P90}, {99, r.Latency.P99}, {99.9, r.Latency.P999}, {100, r.Latency.Max}} {
+		exact := float64(vals[int(p.q/100*n)-1].Microseconds())
+		if p.got < exact || p.got > exact*(1+1.0/128) {
+			t.Errorf("p%v = %.1fµs, exact %.1fµs: outside [exact, exact+1/128]", p.q, p.got, exact)
+		}
+	}
+	if r.Latency.Min > 10 || r.Latency.Min < 10*(1-1.0/128) || math.Abs(r.Latency.Mean-500_005)/500_005 > 1.0/128 {
+		t.Errorf("min %.2fµs mean %.1fµs, want ≈10 and ≈500005", r.Latency.Min, r.Latency.Mean)
+	}
+
+	skewed := &worker{h: newLatencies()}
+	for range 990 {
+		recordLatency(skewed.h, 50*time.Microsecond)
+	}
+	for range 10 {
+		recordLatency(skewed.h, 10*time.Millisecond)
+	}
+	r = summarize(c, "x", []*worker{skewed}, time.Second)
+	if l := r.Latency; l.P99 < 50 || l.P99 > 50.4 || l.P999 < 10_000 || l.P999 > 10_080 {
+		t.Errorf("p99 %.1fµs p99.9 %.1fµs, want ≈50µs and ≈10ms", l.P99, l.P999)
+	}
+
+	out := &worker{h: newLatencies()}
+	recordLatency(out.h, -time.Second) // a clock step: counted as 0
+	recordLatency(out.h, 2*maxLatency)
+	r = summarize(c, "x", []*worker{out}, time.Second)
+	if l := r.Latency; r.Calls != 2 || l.Min != 0 || l.Max < maxLatency.Seconds()*1e6 || l.Max > maxLatency.Seconds()*1e6*(1+1.0/128) {
+		t.Errorf("calls %d min %.1fµs max %.1fµs, want 2, 0 and ≈%v", r.Calls, l.Min, l.Max, maxLatency)
 	}
 }

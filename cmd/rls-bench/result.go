@@ -53,7 +53,7 @@ type result struct {
 	// gave other guests during the run (/proc/stat), 0 where unknown.
 	Steal float64 `json:"steal"`
 	// CPUBusy is each CPU's busy share during the run (user, system and
-	// interrupts; not idle, not stolen), in /proc/stat's order.
+	// interrupts; not idle, not stolen), in the order of the CPUs' numbers.
 	CPUBusy []float64 `json:"cpu_busy,omitempty"`
 }
 

@@ -4,6 +4,8 @@
 // Matching follows envoyproxy/ratelimit: walk the request's entries level by
 // level; at each level try the exact key and value, then the `*` wildcard
 // values in config order, then the bare key (one counter per distinct value).
+// One walker (walk.go) does it for a request's ordered entries (Match), an
+// RLQS bucket id's unordered ones (MatchSet) and lint's partly known ones.
 // The first wildcard in config order that matches wins; an index built at
 // load, by each pattern's literal prefix or suffix, finds it without trying
 // those that cannot match for want of that prefix or suffix, however many a
@@ -44,6 +46,9 @@ type Node struct {
 	// Wildcard is set when the node's value holds a `*`.
 	Wildcard bool
 
+	// kids are the children in config order; exact, wildcards and bare
+	// find the one that takes a known entry.
+	kids      []*Node
 	exact     map[pair]*Node
 	wildcards wildcards
 	bare      map[string]*Node
@@ -93,6 +98,7 @@ func (n *Node) add(children []*config.Descriptor, parent string) {
 	for _, d := range children {
 		path := ChildPath(parent, d)
 		c := &Node{Descriptor: d, Path: path, Wildcard: strings.Contains(d.Value, "*")}
+		n.kids = append(n.kids, c)
 		switch {
 		case d.Value == "":
 			if n.bare == nil {
@@ -112,39 +118,25 @@ func (n *Node) add(children []*config.Descriptor, parent string) {
 	n.wildcards = newWildcards(wildcards)
 }
 
-// Match walks domain's tree with entries. It returns the node where the walk
-// ended on the last entry, or nil when the walk stopped early; known reports
-// whether the domain is configured at all. path receives the node matched at
-// each level (reuse its storage across calls to avoid allocating); on a
-// match, len(path) == len(entries).
+// Match walks domain's tree with entries, in order (walk.go has the rule).
+// It returns the node where the walk ended on the last entry, or nil when
+// the walk stopped early; known reports whether the domain is configured
+// at all. path receives the node matched at each level (reuse its storage
+// across calls to avoid allocating); on a match, len(path) == len(entries).
 func (ix *Index) Match(domain string, entries []Entry, path []*Node) (end *Node, known bool, _ []*Node) {
 	root, ok := ix.domains[domain]
 	if !ok {
 		return nil, false, path
 	}
-	n := root
-	for _, e := range entries {
-		next := n.child(e)
-		if next == nil {
-			return nil, true, path
-		}
-		path = append(path, next)
-		n = next
-	}
 	if len(entries) == 0 {
 		return nil, true, path
 	}
-	return n, true, path
-}
-
-func (n *Node) child(e Entry) *Node {
-	if c, ok := n.exact[pair{e.Key, e.Value}]; ok {
-		return c
+	base := len(path)
+	path = follow(root, entries, path)
+	if len(path)-base == len(entries) {
+		end = path[len(path)-1]
 	}
-	if c := n.wildcards.find(e); c != nil {
-		return c
-	}
-	return n.bare[e.Key]
+	return end, true, path
 }
 
 // WildcardMatch reports whether value matches pattern, where each `*` in

@@ -119,11 +119,11 @@ func checkChildren(t *testing.T, rng *rand.Rand, children []*config.Descriptor, 
 		e := Entry{Key: []string{"k", "l", "m", "n"}[rng.IntN(4)], Value: randValue(rng, children)}
 		want := refChild(children, e)
 		var got *config.Descriptor
-		if c := root.child(e); c != nil {
+		if c := root.first(e); c != nil {
 			got = c.Descriptor
 		}
 		if got != want {
-			t.Fatalf("child(%q) = %s, want %s\nconfig: %s", e, descr(got), descr(want), configString(children))
+			t.Fatalf("first(%q) = %s, want %s\nconfig: %s", e, descr(got), descr(want), configString(children))
 		}
 		// The index, even of fewer wildcards than the node would index.
 		wantWild := refChild(withoutLiteral(children), e)

@@ -181,6 +181,9 @@ func serveReset(w http.ResponseWriter, r *http.Request, o AdminOptions, who stri
 		o.Counted("reset", AdminNotFound)
 		log.Info("reset asked of a descriptor no limit counts", zap.String("reason", nl.Reason))
 		httpError(w, http.StatusNotFound, err.Error())
+	case err != nil && len(done.Limits) == 0 && refusedStatus(err) == http.StatusServiceUnavailable:
+		o.Counted("reset", AdminError)
+		httpError(w, http.StatusServiceUnavailable, err.Error())
 	case err != nil && len(done.Limits) == 0:
 		o.Counted("reset", AdminBadRequest)
 		httpError(w, http.StatusBadRequest, err.Error())

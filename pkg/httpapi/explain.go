@@ -34,7 +34,7 @@ func serveExplain(w http.ResponseWriter, r *http.Request, e Explainer) {
 	}
 	ex, err := e.Explain(r.Context(), q.domain, q.entries)
 	if err != nil {
-		httpError(w, http.StatusBadRequest, err.Error())
+		httpError(w, refusedStatus(err), err.Error())
 		return
 	}
 	asJSON := q.format == "json" || (q.format == "" && strings.Contains(r.Header.Get("Accept"), "application/json"))
@@ -136,4 +136,14 @@ func parseEntriesQuery(raw, param, usage string) (explainQuery, error) {
 		q.entries = append(q.entries, descriptors.Entry{Key: k, Value: v})
 	}
 	return q, nil
+}
+
+// refusedStatus is the HTTP status of a request Explain or Reset refuses:
+// 503 before any config has arrived, as the decision's UNAVAILABLE; 400
+// for a request out of bounds.
+func refusedStatus(err error) int {
+	if errors.Is(err, rls.ErrNotLoaded) {
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusBadRequest
 }

@@ -208,3 +208,22 @@ func FuzzParseExplainQuery(f *testing.F) {
 		}
 	})
 }
+
+// Before any config, /explain answers 503 with the decision's words, as
+// the decision answers UNAVAILABLE; a request out of bounds stays 400.
+func TestExplainBeforeConfig(t *testing.T) {
+	store := memory.New(memory.Options{SweepInterval: -1, Now: fixedClock})
+	t.Cleanup(func() { store.Close() })
+	svc, err := rls.New(descriptors.NewIndex(nil), rls.Options{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := Handler(Options{Limiter: svc, ConfigLines: func() []string { return nil }, Explainer: svc})
+	if code, _, out := get(h, "/explain?domain=edge&descriptor=a=b"); code != http.StatusServiceUnavailable || !strings.Contains(out, "no rate limit configuration loaded") {
+		t.Errorf("before any config: %d %s, want 503 no rate limit configuration loaded", code, out)
+	}
+	long := "a=b" + strings.Repeat(",a=b", rls.MaxEntries)
+	if code, _, out := get(h, "/explain?domain=edge&descriptor="+long); code != http.StatusBadRequest || !strings.Contains(out, "above the maximum") {
+		t.Errorf("out of bounds: %d %s, want 400", code, out)
+	}
+}

@@ -62,7 +62,7 @@ func (ck *checker) slotEntry(e *entry, t *tree, m *matchResult) {
 			continue
 		}
 		at := fmt.Sprintf("%s:%d", t.domain.File, rule.Line)
-		limit := e.domain + "." + n.path
+		limit := e.domain + "." + n.Path
 		switch {
 		case negative && !e.perRoute:
 			ck.add(Finding{Kind: Concurrency, Route: e.where, Limit: limit,
@@ -83,7 +83,7 @@ func (ck *checker) slotEntry(e *entry, t *tree, m *matchResult) {
 		u := slotUse{e.route, n}
 		w := ck.slots.ways[u]
 		if w == nil {
-			w = &slotWays{domain: e.domain, path: n.path, file: t.domain.File, line: rule.Line, lease: rule.Limit.Period.String(), countRefused: rule.Limit.CountRefused}
+			w = &slotWays{domain: e.domain, path: n.Path, file: t.domain.File, line: rule.Line, lease: rule.Limit.Period.String(), countRefused: rule.Limit.CountRefused}
 			ck.slots.ways[u] = w
 			ck.slots.order = append(ck.slots.order, u)
 		}
@@ -97,7 +97,7 @@ func (ck *checker) slotEntry(e *entry, t *tree, m *matchResult) {
 
 // concurrencyRule is node n's concurrency limit, or nil.
 func concurrencyRule(n *lnode) *config.Rule {
-	for _, r := range n.d.Rules {
+	for _, r := range n.Descriptor.Rules {
 		if !r.Unlimited && r.Limit.Algorithm == limits.Concurrency {
 			return r
 		}
@@ -134,6 +134,6 @@ func (ck *checker) quotaConcurrency(where, domain string, t *tree, n *lnode) {
 	if rule == nil {
 		return
 	}
-	ck.add(Finding{Kind: Concurrency, Route: where, Limit: domain + "." + n.path,
+	ck.add(Finding{Kind: Concurrency, Route: where, Limit: domain + "." + n.Path,
 		Message: fmt.Sprintf("RLQS does not enforce the concurrency limit (%s:%d): a token bucket cannot bound the requests in flight, so the bucket is divided by the node's other limits, or answered ALLOW_ALL if it has none; send it to the rate limit filter instead", t.domain.File, rule.Line)})
 }

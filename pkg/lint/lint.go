@@ -315,7 +315,7 @@ func (ck *checker) leaky(f *filter, domains []string, reached map[*lnode]bool) {
 			if !reached[n] && f.unchecked == "" && !ck.allIncomplete && !ck.incomplete[d] {
 				continue
 			}
-			for _, r := range n.d.Rules {
+			for _, r := range n.Descriptor.Rules {
 				if r.Unlimited || r.Limit.Algorithm != limits.LeakyBucket {
 					continue
 				}
@@ -331,7 +331,7 @@ func (ck *checker) leaky(f *filter, domains []string, reached map[*lnode]bool) {
 				if !set {
 					limit = fmt.Sprintf("default timeout %s (it sets none)", timeout)
 				}
-				ck.add(Finding{Kind: LeakyTimeout, Route: f.where(), Limit: d + "." + n.path,
+				ck.add(Finding{Kind: LeakyTimeout, Route: f.where(), Limit: d + "." + n.Path,
 					Message: fmt.Sprintf("%s (%s:%d) may delay a request %s, longer than the filter's %s: a request whose turn is further away is refused instead of delayed; set the filter's timeout above %s",
 						name, t.domain.File, r.Line, w, limit, w)})
 			}
@@ -355,8 +355,8 @@ func (ck *checker) unreachable() {
 			if ck.reached[n] {
 				continue
 			}
-			ck.add(Finding{Kind: Unreachable, Limit: name + "." + n.path,
-				Message: fmt.Sprintf("no route sends a descriptor that reaches this limit (%s:%d)", t.domain.File, n.d.Line)})
+			ck.add(Finding{Kind: Unreachable, Limit: name + "." + n.Path,
+				Message: fmt.Sprintf("no route sends a descriptor that reaches this limit (%s:%d)", t.domain.File, n.Descriptor.Line)})
 		}
 	}
 }

@@ -9,41 +9,35 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
-// tree is one domain's descriptors, walked as package descriptors walks
-// them, but for shapes whose values may be unknown.
+// tree is one domain's descriptors, indexed as envoy-rls indexes them, so
+// that lint walks them with envoy-rls's own walker (descriptors.Shapes),
+// for shapes whose values may be unknown.
 type tree struct {
 	domain *config.Domain
-	roots  []*lnode
+	ix     *descriptors.Index
 	// limits are the nodes with rules, in file order.
 	limits []*lnode
 }
 
-type lnode struct {
-	d *config.Descriptor
-	// path names the node as descriptors.Node.Path does: key_value.key2.
-	path string
-	kids []*lnode
-	wild bool
-}
+// lnode is a node of the config tree; its Path names it: key_value.key2.
+type lnode = descriptors.Node
+
+// treeDomain is the name a tree's one domain has in its index.
+const treeDomain = ""
 
 func newTree(d *config.Domain) *tree {
-	t := &tree{domain: d}
-	t.roots = t.add(d.Descriptors, "")
+	t := &tree{domain: d, ix: descriptors.NewIndex(&config.Config{Domains: map[string]*config.Domain{treeDomain: d}})}
+	t.addLimits(t.ix.Root(treeDomain))
 	return t
 }
 
-func (t *tree) add(ds []*config.Descriptor, parent string) []*lnode {
-	nodes := make([]*lnode, 0, len(ds))
-	for _, d := range ds {
-		path := descriptors.ChildPath(parent, d)
-		n := &lnode{d: d, path: path, wild: strings.Contains(d.Value, "*")}
-		if len(d.Rules) > 0 {
-			t.limits = append(t.limits, n)
+func (t *tree) addLimits(n *lnode) {
+	for _, c := range n.Children() {
+		if len(c.Descriptor.Rules) > 0 {
+			t.limits = append(t.limits, c)
 		}
-		n.kids = t.add(d.Descriptors, path)
-		nodes = append(nodes, n)
+		t.addLimits(c)
 	}
-	return nodes
 }
 
 // matchResult is where a shape's walks end.
@@ -73,36 +67,98 @@ type restriction struct {
 	values []string
 }
 
+// match walks a descriptor shape down the tree in order, as envoy-rls
+// matches a descriptor (descriptors.Index.Match): a known value takes one
+// child, the first in the walker's order; an unknown value may take any
+// (an exact value only for that value: a restriction).
 func (t *tree) match(items []item) *matchResult {
+	return t.walk(items, true)
+}
+
+// walk walks items down the tree, in order or as a set, and gathers where
+// the walks end.
+func (t *tree) walk(items []item, ordered bool) *matchResult {
 	m := &matchResult{depth: -1}
-	if len(items) > 0 {
-		t.walk(t.roots, items, 0, nil, nil, m)
-	}
+	t.ix.WalkShapes(treeDomain, ordered, &shapeWalk{items: items, m: m})
 	return m
 }
 
-func (t *tree) walk(kids []*lnode, items []item, depth int, parent *lnode, restr []string, m *matchResult) {
-	cands := candidates(kids, items[depth])
-	if len(cands) == 0 && depth > m.depth {
-		m.depth, m.stopped = depth, parent
-	}
-	for _, c := range cands {
-		r := restr
-		if c.restrict != "" {
-			r = append(restr[:len(restr):len(restr)], c.restrict)
-		}
-		if depth+1 < len(items) {
-			t.walk(c.node.kids, items, depth+1, c.node, r, m)
+// shapeWalk is lint's items as the walker sees them.
+type shapeWalk struct {
+	items []item
+	m     *matchResult
+}
+
+var _ descriptors.Shapes = (*shapeWalk)(nil)
+
+func (s *shapeWalk) Len() int { return len(s.items) }
+
+// Take offers the children of n of kind k that item i may take: surely when
+// its value is known, and, for an unknown value, an exact value only for
+// that value and a wildcard only if some value it stands for matches.
+func (s *shapeWalk) Take(n *lnode, k descriptors.Kind, i int, buf []descriptors.Choice) []descriptors.Choice {
+	it := s.items[i]
+	for _, c := range n.Children() {
+		if c.Descriptor.Key != it.key || descriptors.KindOf(c) != k {
 			continue
 		}
-		m.end(c.node, r)
+		var sure, ok bool
+		switch {
+		case k == descriptors.Bare:
+			sure, ok = true, true
+		case it.val.kind == known && k == descriptors.Wildcard:
+			ok = descriptors.WildcardMatch(c.Descriptor.Value, it.val.s)
+			sure = ok
+		case it.val.kind == known:
+			ok = c.Descriptor.Value == it.val.s
+			sure = ok
+		case k == descriptors.Wildcard:
+			ok = canMatch(c.Descriptor.Value, it.val)
+		case it.val.kind == prefixed:
+			ok = strings.HasPrefix(c.Descriptor.Value, it.val.s)
+		default:
+			ok = true
+		}
+		if ok {
+			buf = append(buf, descriptors.Choice{Node: c, Sure: sure})
+		}
+		if sure && k == descriptors.Wildcard {
+			break
+		}
+	}
+	return buf
+}
+
+// End records a way that consumed every item, with the restrictions its
+// exact values put on unknown values.
+func (s *shapeWalk) End(path []*lnode, order []int) {
+	var r []string
+	for lvl, n := range path {
+		if it := s.items[order[lvl]]; it.val.kind != known && descriptors.KindOf(n) == descriptors.Exact {
+			r = append(r, it.key+"="+strconv.Quote(n.Descriptor.Value))
+		}
+	}
+	s.m.end(path[len(path)-1], r)
+}
+
+// Stuck records the deepest way that stopped, for why.
+func (s *shapeWalk) Stuck(n *lnode, depth int, left []int) {
+	if depth <= s.m.depth {
+		return
+	}
+	s.m.depth, s.m.stopped, s.m.left = depth, nil, nil
+	if n.Descriptor != nil {
+		s.m.stopped = n
+	}
+	for _, i := range left {
+		s.m.left = append(s.m.left, s.items[i])
 	}
 }
 
 // end records a walk that consumed every entry at n, under restrictions r.
 func (m *matchResult) end(n *lnode, r []string) {
 	switch {
-	case len(n.d.Rules) == 0:
+	case len(n.Descriptor.Rules) == 0:
 		if m.noLimits == nil {
 			m.noLimits = n
 		}
@@ -133,60 +189,11 @@ func (m *matchResult) alternatives() []string {
 func (m *matchResult) why(domain string, items []item) string {
 	switch {
 	case m.noLimits != nil:
-		return fmt.Sprintf("it ends at %s.%s, which has no rate_limit", domain, m.noLimits.path)
+		return fmt.Sprintf("it ends at %s.%s, which has no rate_limit", domain, m.noLimits.Path)
 	case m.stopped == nil:
 		return fmt.Sprintf("no top-level descriptor of domain %s matches %s", domain, items[0])
 	}
-	return fmt.Sprintf("no descriptor under %s.%s matches %s", domain, m.stopped.path, items[m.depth])
-}
-
-type candidate struct {
-	node *lnode
-	// restrict is the key="value" an unknown value must be to take node.
-	restrict string
-}
-
-// candidates are the nodes among kids that an entry may take. A known value
-// takes one, as envoy-rls does: the exact value, else the first matching
-// wildcard, else the bare key. An unknown value may take any of them: exact
-// values only for that value (a restriction).
-func candidates(kids []*lnode, it item) []candidate {
-	var exact, wild, bare []candidate
-	for _, n := range kids {
-		if n.d.Key != it.key {
-			continue
-		}
-		switch {
-		case n.d.Value == "":
-			bare = append(bare, candidate{node: n})
-		case n.wild:
-			if canMatch(n.d.Value, it.val) {
-				wild = append(wild, candidate{node: n})
-			}
-		default:
-			switch it.val.kind {
-			case known:
-				if n.d.Value == it.val.s {
-					exact = append(exact, candidate{node: n})
-				}
-			case prefixed:
-				if strings.HasPrefix(n.d.Value, it.val.s) {
-					exact = append(exact, candidate{n, it.key + "=" + strconv.Quote(n.d.Value)})
-				}
-			default:
-				exact = append(exact, candidate{n, it.key + "=" + strconv.Quote(n.d.Value)})
-			}
-		}
-	}
-	if it.val.kind == known {
-		for _, cs := range [][]candidate{exact, wild, bare} {
-			if len(cs) > 0 {
-				return cs[:1]
-			}
-		}
-		return nil
-	}
-	return append(append(exact, wild...), bare...)
+	return fmt.Sprintf("no descriptor under %s.%s matches %s", domain, m.stopped.Path, items[m.depth])
 }
 
 // canMatch reports whether a value v stands for may match pattern.

@@ -3,7 +3,6 @@ package lint
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	xdscorev3 "github.com/cncf/xds/go/xds/core/v3"
@@ -12,8 +11,6 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/anypb"
-
-	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 )
 
 // quotaFilter is one envoy.filters.http.rate_limit_quota of an HTTP
@@ -172,7 +169,7 @@ func (ck *checker) quota(q *quotaFilter) {
 		case len(m.restricted) > 0:
 			msg = fmt.Sprintf("bucket id %s matches a limit only for values %s", id, strings.Join(m.alternatives(), ", "))
 		case m.noLimits != nil:
-			msg = fmt.Sprintf("bucket id %s matches no limit: it ends at %s.%s, which has no rate_limit", id, q.domain, m.noLimits.path)
+			msg = fmt.Sprintf("bucket id %s matches no limit: it ends at %s.%s, which has no rate_limit", id, q.domain, m.noLimits.Path)
 		default:
 			msg = fmt.Sprintf("bucket id %s matches no limit: %s", id, m.bucketWhy(q.domain))
 		}
@@ -181,112 +178,13 @@ func (ck *checker) quota(q *quotaFilter) {
 }
 
 // matchBucket walks a bucket id down the tree as envoy-rls matches one
-// (descriptors.MatchSet): a bucket id's entries have no order, so each
-// level consumes, among the entries not yet consumed, one whose child
-// matches: an exact value first, then a wildcard, then a bare key, ties
-// broken by key order (items come sorted by key); a way that leads
-// nowhere is backed out of and the next is taken. The id matches the limit
-// of the first way that consumes every entry and ends on a limit. An
-// unknown value may or may not equal an exact value (or match a
-// wildcard): both ways are walked.
+// (descriptors.Index.MatchSet): a bucket id's entries have no order, so
+// the walker backs out of a way that leads nowhere and takes the next; an
+// unknown value may or may not equal an exact value (or match a wildcard):
+// both ways are walked. Items come sorted by key, as the walker wants a
+// set's.
 func (t *tree) matchBucket(items []item) *matchResult {
-	m := &matchResult{depth: -1}
-	if len(items) > 0 {
-		t.walkBucket(t.roots, items, 0, nil, nil, m)
-	}
-	return m
-}
-
-// walkBucket walks every way from kids that envoy-rls may take, and
-// reports whether one of them surely ends on a limit, whatever the values:
-// the ways after it are then never taken, and are not walked.
-func (t *tree) walkBucket(kids []*lnode, rest []item, depth int, parent *lnode, restr []string, m *matchResult) (sure bool) {
-	choices := bucketChoices(kids, rest)
-	if len(choices) == 0 && depth > m.depth {
-		m.depth, m.stopped, m.left = depth, parent, rest
-	}
-	for _, ch := range choices {
-		c := ch.cand
-		r := restr
-		if c.restrict != "" {
-			r = append(restr[:len(restr):len(restr)], c.restrict)
-		}
-		others := append(rest[:ch.i:ch.i], rest[ch.i+1:]...)
-		var ends bool
-		if len(others) > 0 {
-			ends = t.walkBucket(c.node.kids, others, depth+1, c.node, r, m)
-		} else {
-			m.end(c.node, r)
-			ends = len(c.node.d.Rules) > 0
-		}
-		if ch.certain && ends {
-			return true
-		}
-	}
-	return false
-}
-
-// bucketChoice is one way a level may go: entry i of the rest takes cand,
-// surely (certain) or for some values only.
-type bucketChoice struct {
-	i       int
-	cand    candidate
-	certain bool
-}
-
-// bucketChoices are the ways one level may consume an entry of rest, in
-// envoy-rls's order of preference. Of an entry's wildcards, envoy-rls
-// tries the first that matches its value: a wildcard certain to match
-// ends that entry's wildcards.
-func bucketChoices(kids []*lnode, rest []item) []bucketChoice {
-	var out []bucketChoice
-	for tier := 0; tier < 3; tier++ {
-		for i, it := range rest {
-			for _, n := range kids {
-				if n.d.Key != it.key {
-					continue
-				}
-				c, certain, ok := tierMatch(tier, n, it)
-				if !ok {
-					continue
-				}
-				out = append(out, bucketChoice{i, c, certain})
-				if certain && tier == 1 {
-					break
-				}
-			}
-		}
-	}
-	return out
-}
-
-// tierMatch says whether node n, of tier 0 (exact), 1 (wildcard) or 2
-// (bare), may take entry it, and whether it surely does.
-func tierMatch(tier int, n *lnode, it item) (c candidate, certain, ok bool) {
-	c = candidate{node: n}
-	switch {
-	case tier == 2 && n.d.Value == "":
-		return c, true, true
-	case tier == 1 && n.wild:
-		if it.val.kind == known {
-			ok = descriptors.WildcardMatch(n.d.Value, it.val.s)
-			return c, ok, ok
-		}
-		return c, false, canMatch(n.d.Value, it.val)
-	case tier == 0 && n.d.Value != "" && !n.wild:
-		switch it.val.kind {
-		case known:
-			ok = n.d.Value == it.val.s
-			return c, ok, ok
-		case prefixed:
-			if !strings.HasPrefix(n.d.Value, it.val.s) {
-				return c, false, false
-			}
-		}
-		c.restrict = it.key + "=" + strconv.Quote(n.d.Value)
-		return c, false, true
-	}
-	return c, false, false
+	return t.walk(items, false)
 }
 
 // bucketWhy says where the deepest walk of a bucket id stopped.
@@ -299,5 +197,5 @@ func (m *matchResult) bucketWhy(domain string) string {
 	if m.stopped == nil {
 		return fmt.Sprintf("no top-level descriptor of domain %s takes any of %s", domain, left)
 	}
-	return fmt.Sprintf("no descriptor under %s.%s takes any of %s", domain, m.stopped.path, left)
+	return fmt.Sprintf("no descriptor under %s.%s takes any of %s", domain, m.stopped.Path, left)
 }

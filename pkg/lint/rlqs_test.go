@@ -138,10 +138,10 @@ descriptors:
 		t.Fatal(err)
 	}
 	m := newTree(d).matchBucket([]item{{"a", value{kind: anyValue}}, {"b", value{kind: anyValue}}})
-	if !m.full || len(m.limited) != 1 || m.limited[0].path != "a.b" {
+	if !m.full || len(m.limited) != 1 || m.limited[0].Path != "a.b" {
 		var got []string
 		for _, n := range m.limited {
-			got = append(got, n.path)
+			got = append(got, n.Path)
 		}
 		t.Fatalf("full %v, limits reached %v; want a.b alone", m.full, got)
 	}

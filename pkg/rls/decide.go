@@ -2,6 +2,7 @@ package rls
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -107,8 +108,12 @@ func (s *Service) planRequest(ctx context.Context, req *rlsv3.RateLimitRequest) 
 	return p, nil
 }
 
-// errNoConfig answers a request that arrives before any config has.
-var errNoConfig = status.Error(codes.Unavailable, "no rate limit configuration loaded")
+// ErrNotLoaded is Explain's and Reset's error for a request that arrives
+// before any config has; errNoConfig is the decision's, for gRPC.
+var (
+	ErrNotLoaded = errors.New("no rate limit configuration loaded")
+	errNoConfig  = status.Error(codes.Unavailable, ErrNotLoaded.Error())
+)
 
 // maxDelayFor bounds a leaky bucket's wait for a request of ctx: never past
 // its deadline, nor -max-delay (a descriptor limit override can slow a

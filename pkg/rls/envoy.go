@@ -1,6 +1,7 @@
 package rls
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -120,23 +121,43 @@ func clampUint32(v int64) uint32 {
 // descriptors, an empty descriptor, sizes beyond the bounds, and a refund
 // when refunds are refused (-negative-hits=false).
 func (s *Service) validate(req *rlsv3.RateLimitRequest) error {
+	if err := checkDomain(req.GetDomain()); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
 	switch {
-	case req.GetDomain() == "":
-		return status.Error(codes.InvalidArgument, "rate limit domain must not be empty")
 	case len(req.GetDescriptors()) == 0:
 		return status.Error(codes.InvalidArgument, "rate limit descriptor list must not be empty")
 	case len(req.GetDescriptors()) > MaxDescriptors:
 		return status.Errorf(codes.InvalidArgument, "%d descriptors, above the maximum of %d", len(req.GetDescriptors()), MaxDescriptors)
 	}
 	for i, d := range req.GetDescriptors() {
-		switch n := len(d.GetEntries()); {
-		case n == 0:
-			return status.Errorf(codes.InvalidArgument, "descriptor %d has no entries", i)
-		case n > MaxEntries:
-			return status.Errorf(codes.InvalidArgument, "descriptor %d has %d entries, above the maximum of %d", i, n, MaxEntries)
-		case s.refuseNegativeHits && d.GetIsNegativeHits():
+		if err := checkEntries(i, len(d.GetEntries())); err != nil {
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+		if s.refuseNegativeHits && d.GetIsNegativeHits() {
 			return status.Errorf(codes.InvalidArgument, "descriptor %d: is_negative_hits is not accepted (-negative-hits=false)", i)
 		}
+	}
+	return nil
+}
+
+// checkDomain and checkEntries are the bounds of a request that both the
+// decision (validate) and Explain enforce, in the same words: Explain
+// answers for the request of one descriptor, descriptor 0.
+func checkDomain(domain string) error {
+	if domain == "" {
+		return errors.New("rate limit domain must not be empty")
+	}
+	return nil
+}
+
+// checkEntries checks the number of entries n of descriptor i.
+func checkEntries(i, n int) error {
+	switch {
+	case n == 0:
+		return fmt.Errorf("descriptor %d has no entries", i)
+	case n > MaxEntries:
+		return fmt.Errorf("descriptor %d has %d entries, above the maximum of %d", i, n, MaxEntries)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package rls
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -141,18 +140,14 @@ type ExplainedState struct {
 // consumes nothing. It builds and settles the plan a request with this one
 // descriptor would get, at cost 0, so it cannot disagree with
 // ShouldRateLimit; it counts nothing in the metrics and applies no failure
-// mode. Its error is for a request no call could make (an empty domain, no
-// entries, too many); a store failure is reported in the limits' state.
+// mode. Its error is the one ShouldRateLimit would answer a request with
+// this one descriptor before planning it (checkOne); a store failure is
+// reported in the limits' state.
 func (s *Service) Explain(ctx context.Context, domain string, entries []descriptors.Entry) (Explanation, error) {
-	switch {
-	case domain == "":
-		return Explanation{}, errors.New("domain must not be empty")
-	case len(entries) == 0:
-		return Explanation{}, errors.New("the descriptor has no entries")
-	case len(entries) > MaxEntries:
-		return Explanation{}, fmt.Errorf("the descriptor has %d entries, above the maximum of %d", len(entries), MaxEntries)
+	ix, err := s.checkOne(domain, entries)
+	if err != nil {
+		return Explanation{}, err
 	}
-	ix := s.index.Load()
 	p, err := s.planOne(ix, domain, entries)
 	if err != nil {
 		return Explanation{}, err
@@ -165,6 +160,22 @@ func (s *Service) Explain(ctx context.Context, domain string, entries []descript
 	ex := s.explanation(ix, p, &p.descs[0])
 	s.explainSlots(ctx, &ex, &p.descs[0])
 	return ex, nil
+}
+
+// checkOne refuses, as the decision does, the request of one descriptor
+// that no config can answer (validate's bounds), then one that comes before
+// any config has: it returns the index to plan on.
+func (s *Service) checkOne(domain string, entries []descriptors.Entry) (*descriptors.Index, error) {
+	if err := checkDomain(domain); err != nil {
+		return nil, err
+	}
+	if err := checkEntries(0, len(entries)); err != nil {
+		return nil, err
+	}
+	if ix := s.index.Load(); ix.Loaded() {
+		return ix, nil
+	}
+	return nil, ErrNotLoaded
 }
 
 // planOne plans a request of one descriptor at cost 0 on ix: what Explain

@@ -3,9 +3,14 @@ package rls
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/status"
 
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
@@ -290,5 +295,44 @@ descriptors:
 	ex := explain(t, f.svc, "edge", "x", "1")
 	if a, b := ex.Limits[0].State, ex.Limits[1].State; a.Remaining != 0 || b.Remaining != 7 {
 		t.Errorf("explained: a %+v, b %+v; want 0 and 7 remaining", *a, *b)
+	}
+}
+
+// Explain and Reset refuse what the decision refuses before planning, in
+// the decision's words: the request's bounds, and a request that comes
+// before any config (which Explain once answered as an unknown domain).
+func TestExplainRefusesAsTheDecision(t *testing.T) {
+	f := newFixture(t, nil, Options{})
+	long := make([]string, 0, 2*(MaxEntries+1))
+	for i := range MaxEntries + 1 {
+		long = append(long, fmt.Sprint("k", i), "v")
+	}
+	for _, tc := range []struct {
+		name     string
+		domain   string
+		kv       []string
+		unloaded bool
+	}{
+		{"empty domain", "", []string{"remote_address", "1.2.3.4"}, false},
+		{"no entries", "edge", nil, false},
+		{"too many entries", "edge", long, false},
+		{"no config yet", "edge", []string{"remote_address", "1.2.3.4"}, true},
+	} {
+		if tc.unloaded {
+			f.svc.SetIndex(descriptors.NewIndex(nil))
+		}
+		_, decided := f.svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{
+			Domain: tc.domain, Descriptors: []*ratelimitv3.RateLimitDescriptor{desc(tc.kv...)}})
+		st, _ := status.FromError(decided)
+		if decided == nil || st.Message() == "" {
+			t.Fatalf("%s: the decision answered %v, want an error", tc.name, decided)
+		}
+		_, explained := f.svc.Explain(context.Background(), tc.domain, entries(tc.kv...))
+		_, reset := f.svc.Reset(context.Background(), tc.domain, entries(tc.kv...))
+		for what, err := range map[string]error{"Explain": explained, "Reset": reset} {
+			if err == nil || err.Error() != st.Message() {
+				t.Errorf("%s: %s said %v, want the decision's %q", tc.name, what, err, st.Message())
+			}
+		}
 	}
 }

@@ -38,14 +38,14 @@ func (e *NoLimitError) Error() string { return "nothing to reset: " + e.Reason }
 // descriptor would be decided by (the plan Explain and ShouldRateLimit
 // build), under their store keys. Its error is a *NoLimitError when no
 // limit counts the descriptor, an error of the store's (which may have
-// cleared part: resetting again is harmless), or, for a request no call
-// could make, a plain one.
+// cleared part: resetting again is harmless), or, for a request the
+// decision would refuse before planning, Explain's.
 func (s *Service) Reset(ctx context.Context, domain string, entries []descriptors.Entry) (ResetDone, error) {
-	if domain == "" || len(entries) == 0 || len(entries) > MaxEntries {
-		_, err := s.Explain(ctx, domain, entries) // its error says which
+	ix, err := s.checkOne(domain, entries)
+	if err != nil {
 		return ResetDone{}, err
 	}
-	p, err := s.planOne(s.index.Load(), domain, entries)
+	p, err := s.planOne(ix, domain, entries)
 	if err != nil {
 		return ResetDone{}, err
 	}

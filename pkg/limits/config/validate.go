@@ -229,9 +229,6 @@ func (v validator) rule(raw *rawRule, inList bool) (*Rule, error) {
 	if err := v.calendar(r, raw); err != nil {
 		return nil, err
 	}
-	if err := v.notYetRule(r, raw); err != nil {
-		return nil, err
-	}
 	if err := r.Limit.Validate(); err != nil {
 		// The error names the field at fault; point at it when the rule
 		// sets it (a defaulted burst is the rule's requests_per_unit).
@@ -333,9 +330,6 @@ func (v validator) unlimitedRule(r *Rule, raw *rawRule, inList bool) (*Rule, err
 		presence(raw.lease, "a lease"),
 	); ok {
 		return nil, f.at.nameErrorf("unlimited with %s", f.what)
-	}
-	if err := v.notYetRule(r, raw); err != nil {
-		return nil, err
 	}
 	return r, nil
 }

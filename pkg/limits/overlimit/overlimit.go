@@ -29,8 +29,8 @@
 // likewise). Hits of any other
 // cost go to the store: a peek (cost 0) and a refund (cost < 0) always, as
 // their answer is not a refusal (envoyproxy/ratelimit serves them from its
-// cache, its #1077), and a cost above 1 too, so that its RetryAfter stays
-// exact.
+// over-limit cache, and so answers a peek or a refund on a cached key as
+// refused), and a cost above 1 too, so that its RetryAfter stays exact.
 // A refund sent through this cache also forgets the key (it may be allowed
 // again at once); a refund sent through another instance is not seen, so this
 // instance may go on refusing that key until T, never longer than the store

@@ -113,7 +113,7 @@ func TestRedisLostItsData(t *testing.T) {
 	httpAddr, logs := serveOnRedis(t, srv, "")
 	httpDo(t, "POST", "http://"+httpAddr+"/json", jsonRequest("a", ""))
 	eventually(t, "the marker written", func() bool {
-		v, err := srv.Do("GET", "rls:marker")
+		v, err := srv.Do("GET", "rls:{marker}")
 		return err == nil && v != "(nil)"
 	})
 	if _, err := srv.Do("FLUSHALL"); err != nil {

@@ -18,14 +18,15 @@ type markerRead struct {
 
 // markerKeys are the keys whose disappearance tells that Redis lost its
 // data, by master: under the prefix, without a TTL, holding the token of
-// the store that wrote it. A single Redis has one, PREFIXmarker; a
-// cluster one per master, PREFIXmarker{mN}, N the first whose hash slot
+// the store that wrote it, named as every key of the service is (the
+// prefix, then a hash tag). A single Redis has one, PREFIX{marker}; a
+// cluster one per master, PREFIX{mN}:marker, N the first whose hash slot
 // is in the master's first range of slots (so the same after a
 // failover), since a master may lose its data alone.
 func (in *inspector) markerKeys(ctx context.Context) map[string]string {
 	c, ok := in.client.(*redis.ClusterClient)
 	if !ok {
-		return map[string]string{in.prefix + "marker": ""}
+		return map[string]string{in.prefix + "{marker}": ""}
 	}
 	//lint:ignore SA1019 go-redis maps the cluster with CLUSTER SLOTS itself, which the user has; CLUSTER SHARDS would need one more ACL rule
 	ranges, err := c.ClusterSlots(ctx).Result()
@@ -42,7 +43,7 @@ func (in *inspector) markerKeys(ctx context.Context) map[string]string {
 		for i := 0; ; i++ {
 			tag := "m" + strconv.Itoa(i)
 			if slot := int(crc16(tag) % 16384); slot >= int(r.Start) && slot <= int(r.End) {
-				keys[in.prefix+"marker{"+tag+"}"] = r.Nodes[0].Addr
+				keys[in.prefix+"{"+tag+"}:marker"] = r.Nodes[0].Addr
 				break
 			}
 		}

@@ -7,7 +7,8 @@
 // algorithm of package limits, on the state Redis answered (so the
 // embedded store, which decides with the same functions, makes identical
 // decisions), and a hit whose run is refused has its charge undone, again
-// with native commands, in a second round trip before Decide returns. A
+// with native commands, in a second round trip that Decide does not wait
+// for unless the answer needs its replies (sendBack). A
 // window (fixed_window, sliding_window) is a counter per window that a
 // saturating BITFIELD INCRBY moves (window.go), a bucket (token_bucket,
 // leaky_bucket) one integer that a BITFIELD moves in one atomic step, only
@@ -33,7 +34,10 @@
 //     and never gives a bucket back time that a concurrent hit may have
 //     clamped (bucket.go). An undo that fails (Redis gone, or the caller
 //     gone and Redis slow) leaves the charge counted until the key
-//     expires; so does the charge of a hit whose reply could not be read.
+//     expires (counted in BackFailed, and logged); so does the charge of
+//     a hit whose reply could not be read. Decide returns without waiting
+//     for an undo whose replies its answer does not read: the charge is
+//     then counted up to a round trip after it returns.
 //   - A refund (negative cost) is applied at once when its run cannot be
 //     refused (alone, or with other refunds); in a run that can be, it
 //     only reads in the first round trip and is applied after it, if the
@@ -125,7 +129,9 @@ type Options struct {
 	// tests, which need fixed instants to compare the store with the Go
 	// algorithms. Nil means the Redis server's clock (TIME, as the store
 	// measures it), as production must: instances with skewed clocks then
-	// still agree.
+	// still agree. With a Clock, Decide also waits for the undos of its
+	// refused runs (sendBack), so that a test's next call finds them done,
+	// as it would on the embedded store.
 	Clock func() int64
 	// Batching chooses whether concurrent calls share pipelines (see
 	// Batching); the zero value merges them, per master on a cluster.
@@ -199,6 +205,13 @@ type Store struct {
 	heard        sync.WaitGroup
 	// inspect checks Redis for what no call reports, at each Ping.
 	inspect *inspector
+	// log is Options.Logger (a no-op if nil); backFailed counts the backs
+	// that failed, backLogged is when one was last logged (backDone).
+	log        *zap.Logger
+	backFailed atomic.Int64
+	backLogged atomic.Int64
+	// aside counts the backs in flight that no call waits for (sendAside).
+	aside sync.WaitGroup
 }
 
 // New returns a Store on client: a *redis.Client, a *redis.ClusterClient or
@@ -211,7 +224,10 @@ func New(client redisClient, opts Options) *Store {
 	}
 	_, cluster := client.(*redis.ClusterClient)
 	s := &Store{members: newLogMembers(), client: client, single: singleOf(client), cluster: cluster, clock: opts.Clock, onPipeline: onPipeline,
-		expiries: newExpirySeen(), prevs: newPrevCounts(), tracer: opts.Tracer, resetChannel: opts.ResetChannel, inspect: newInspector(client, opts)}
+		expiries: newExpirySeen(), prevs: newPrevCounts(), tracer: opts.Tracer, resetChannel: opts.ResetChannel, inspect: newInspector(client, opts), log: opts.Logger}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
 	switch {
 	case opts.Batching == BatchOff:
 	case cluster:
@@ -259,7 +275,13 @@ func (s *Store) Close() {
 		s.heard.Wait()
 	}
 	s.probes.Wait()
+	s.settle()
 }
+
+// settle waits for the undos, refunds and expiries in flight that no call
+// waits for (sendAside): a test that reads Redis's state after its calls
+// calls it first.
+func (s *Store) settle() { s.aside.Wait() }
 
 // Ping reports whether Redis answers, for health checks: a Redis that
 // answers but refuses the client's settings, or lacks permissions the
@@ -432,9 +454,20 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 	lockRefusals(ctx, results, wk.locks, back)
 	later := s.undoRefused(ctx, results, runs, pend, back, s.latest(now))
 	lockRefunds(results, wk.locks, back)
-	s.sendBack(ctx, hits, results, back, later)
+	s.sendBack(ctx, hits, results, back, later, startsLock(wk.locks))
 	lockAnswers(ctx, hits, results, wk.locks)
 	return end
+}
+
+// startsLock reports whether a refusal of the round starts a lock, whose
+// answer waits for its SET (lockAnswers).
+func startsLock(locks []*lockHit) bool {
+	for _, lk := range locks {
+		if lk.start != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // plan queues in wk the commands of every run from first on, up to the
@@ -585,22 +618,29 @@ type lateAnswer struct {
 	answer func() (limits.Result, error)
 }
 
-// sendBack sends the undos and reads in back, then answers the hits that
-// waited for them (later). A call whose ctx has ended undoes all the same,
-// without waiting: those hits then fail with its error.
-func (s *Store) sendBack(ctx context.Context, hits []limits.Hit, results []limits.Result, back *work, later []lateAnswer) {
+// sendBack sends the undos, held-back refunds, expiries and reads in
+// back, and answers the hits that wait for them (later). Only those
+// answers, and a lock's start (locks), need back's replies: otherwise the
+// call returns at once and back goes aside (sendAside), a round trip
+// fewer for the call, its charges counted the longer. With Options.Clock
+// (tests, which compare each call with the embedded store's) the call
+// waits for back, so that its next call sees it done. A call whose ctx
+// has ended sends back aside all the same: those hits then fail with its
+// error.
+func (s *Store) sendBack(ctx context.Context, hits []limits.Hit, results []limits.Result, back *work, later []lateAnswer, locks bool) {
 	if len(back.cmds) == 0 {
 		return
 	}
 	failed := ctx.Err()
-	if failed != nil {
-		// An undo that fails (Redis gone) leaves the charge counted until
-		// the key expires: stricter, never looser. Its replies are not for
-		// this call to read.
-		go s.send(context.WithoutCancel(ctx), back)
-	} else {
+	switch {
+	case failed == nil && (len(later) > 0 || locks || s.clock != nil):
 		s.send(ctx, back)
 		failed = back.err
+		if failed == nil {
+			s.backDone(back)
+		}
+	default:
+		s.sendAside(ctx, back)
 	}
 	for _, l := range later {
 		res, err := limits.Result{}, failed
@@ -613,6 +653,53 @@ func (s *Store) sendBack(ctx context.Context, hits []limits.Hit, results []limit
 		results[l.i] = res
 	}
 }
+
+// sendAside sends back from a goroutine of its own, on a context without
+// the call's cancellation or deadline (the client's timeouts bound it),
+// and counts and logs its failure (backDone). An undo that fails (Redis
+// gone) leaves the charge counted until the key expires: stricter, never
+// looser. Close waits for it (settle).
+func (s *Store) sendAside(ctx context.Context, back *work) {
+	s.aside.Add(1)
+	go func() {
+		defer s.aside.Done()
+		s.send(context.WithoutCancel(ctx), back)
+		s.backDone(back)
+	}()
+}
+
+// backDone counts, and logs at most every backLogEvery, a back whose
+// commands did not all run: an undo, a refund, an expiry or a read that
+// Redis did not do.
+func (s *Store) backDone(back *work) {
+	err := back.err
+	for _, c := range back.cmds {
+		if err != nil {
+			break
+		}
+		if e := c.Err(); e != nil && !errors.Is(e, redis.Nil) {
+			err = e
+		}
+	}
+	if err == nil {
+		return
+	}
+	n := s.backFailed.Add(1)
+	now := localMicros()
+	if last := s.backLogged.Load(); (last == 0 || now-last >= backLogEvery) && s.backLogged.CompareAndSwap(last, now) {
+		s.log.Warn("redisstore: undos or refunds not done: their charges stay counted until their keys expire",
+			zap.Int64("failed_so_far", n), zap.Error(err))
+	}
+}
+
+// backLogEvery is the least time, in µs, between two logs of backs that
+// failed (backDone).
+const backLogEvery = int64(10 * time.Second / time.Microsecond)
+
+// BackFailed is how many undos (with the refunds, expiries and reads sent
+// with them) have failed since the store was made: each left a charge
+// counted until its key expires.
+func (s *Store) BackFailed() int64 { return s.backFailed.Load() }
 
 // decideBuckets decides the bucket hits of a round from their replies, and
 // sends again those that must go again at the later instant their key has

@@ -97,6 +97,11 @@ func TestBatchDeadline(t *testing.T) {
 	c.AddHook(&pc)
 	s := New(c, Options{Flushes: 1})
 	defer s.Close()
+	s.probes.Wait() // the warm-up's TIME is not the slow call's pipeline
+	select {
+	case <-pc.started:
+	default:
+	}
 	pc.delay.Store(int64(300 * time.Millisecond))
 
 	var wg sync.WaitGroup

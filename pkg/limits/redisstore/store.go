@@ -54,7 +54,9 @@
 // Native commands cannot read TIME: they take the instant from the store's
 // estimate of the Redis server's clock (clock.go), which the TIME that a
 // pipeline on a single Redis carries every 2 ms keeps within half a round
-// trip. Instances with skewed clocks still agree.
+// trip. Instances with skewed clocks still agree. A store asks for its
+// first TIME, and opens the connections of its flushes, as it is made
+// (warmUp), so that a call made soon after finds them.
 //
 // State is kept compactly, with a TTL no shorter than the time after which
 // the state is equivalent to an absent key (rounded up to the millisecond):
@@ -236,6 +238,9 @@ func New(client redisClient, opts Options) *Store {
 	default:
 		s.batch = newBatcher(s, opts.Flushes)
 	}
+	if s.clock == nil {
+		s.warmUp()
+	}
 	if cluster {
 		s.topo = newTopology(client.(*redis.ClusterClient), func(masters []MasterState) {
 			if s.nodes != nil {
@@ -244,6 +249,34 @@ func New(client redisClient, opts Options) *Store {
 		})
 	}
 	return s
+}
+
+// warmUp asks Redis's clock (ask), and on a single Redis opens the
+// connections of the flushes a batcher may have in flight on a far Redis,
+// from goroutines of their own (Close waits for them): a store just made
+// then has an estimate of the clock and its connections open by the time
+// the first calls come, or soon after, and a call does not spend its
+// deadline on a TIME of its own, a dial and go-redis's handshake before
+// its decision's round trip. Done once: a pool kept warm (MinIdleConns)
+// dials in the background through a stall, which the breaker's recovery
+// felt.
+func (s *Store) warmUp() {
+	s.ask()
+	c, ok := s.client.(*redis.Client)
+	if !ok {
+		return
+	}
+	n := DefaultFlushes
+	if s.batch != nil {
+		n = s.batch.far
+	}
+	for range n - 1 { // ask's TIME opens one
+		s.probes.Add(1)
+		go func() {
+			defer s.probes.Done()
+			_ = c.Ping(context.Background()).Err()
+		}()
+	}
 }
 
 // poolSize is the connections the client keeps for each node, 0 when it

@@ -56,7 +56,12 @@
 // pipeline on a single Redis carries every 2 ms keeps within half a round
 // trip. Instances with skewed clocks still agree. A store asks for its
 // first TIME, and opens the connections of its flushes, as it is made
-// (warmUp), so that a call made soon after finds them.
+// (warmUp), so that a call made soon after finds them; a call that finds
+// no estimate all the same is decided at a provisional instant, this
+// host's wall clock, its TIME riding ahead of its charges: its decisions
+// stand if that TIME shows Redis's clock could have read that instant when
+// the call started (within the estimate's uncertainty there), and are
+// undone and made again at the estimate otherwise (Store.now).
 //
 // State is kept compactly, with a TTL no shorter than the time after which
 // the state is equivalent to an absent key (rounded up to the millisecond):
@@ -214,6 +219,9 @@ type Store struct {
 	backLogged atomic.Int64
 	// aside counts the backs in flight that no call waits for (sendAside).
 	aside sync.WaitGroup
+	// wall is this host's clock, read for a provisional instant (now):
+	// time.Now, but for a test of one that Redis's clock belies.
+	wall func() time.Time
 }
 
 // New returns a Store on client: a *redis.Client, a *redis.ClusterClient or
@@ -226,7 +234,7 @@ func New(client redisClient, opts Options) *Store {
 	}
 	_, cluster := client.(*redis.ClusterClient)
 	s := &Store{members: newLogMembers(), client: client, single: singleOf(client), cluster: cluster, clock: opts.Clock, onPipeline: onPipeline,
-		expiries: newExpirySeen(), prevs: newPrevCounts(), tracer: opts.Tracer, resetChannel: opts.ResetChannel, inspect: newInspector(client, opts), log: opts.Logger}
+		expiries: newExpirySeen(), prevs: newPrevCounts(), tracer: opts.Tracer, resetChannel: opts.ResetChannel, inspect: newInspector(client, opts), log: opts.Logger, wall: time.Now}
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
@@ -400,18 +408,45 @@ func (s *Store) Decide(ctx context.Context, hits []limits.Hit, results []limits.
 	if len(hits) == 0 {
 		return
 	}
-	now, err := s.now(ctx)
+	at, err := s.now(ctx, hits)
 	if err != nil {
-		for i := range hits {
-			results[i] = limits.Result{Err: err}
-		}
+		failFrom(results[:len(hits)], err)
 		return
 	}
 	dl, ok := ctx.Deadline()
 	s.prevs.observe(dl, ok, time.Now())
 	for first := 0; first < len(hits); {
-		first = s.decideRound(ctx, hits, results, first, now)
+		next, held := s.decideRound(ctx, hits, results, first, at)
+		if held {
+			first, at.provisional = next, false // the later rounds at the same instant
+			continue
+		}
+		// A provisional instant that Redis's clock belied: its charges
+		// are being undone, and the round goes again at the estimate.
+		now, err := s.asked(ctx)
+		if err != nil {
+			failFrom(results[first:len(hits)], err)
+			return
+		}
+		at = instant{micros: now}
 	}
+}
+
+// failFrom sets err on every result.
+func failFrom(results []limits.Result, err error) {
+	for i := range results {
+		results[i] = limits.Result{Err: err}
+	}
+}
+
+// instant is the instant of a call, in µs since the epoch. A provisional
+// one is this host's wall clock, read at local (localMicros), for a call
+// that found no estimate of Redis's clock (Store.now): its round's
+// pipeline carries a TIME, and its decisions stand only if that TIME
+// shows Redis's clock could have read micros at local (redisClock.holds).
+type instant struct {
+	micros, local int64
+	provisional   bool
 }
 
 // pending is one hit of a round, its commands queued: a *windowHit, a
@@ -456,7 +491,11 @@ const roundOnStack = 8
 // that names a key an earlier one of the round names, and returns where it
 // stopped: one pass that queues every hit's commands, one send, one pass
 // that decides, one that undoes the refused runs, and their send.
-func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []limits.Result, first int, now int64) int {
+//
+// A round at a provisional instant (held false) whose TIME belies it
+// decides nothing: its charges are undone aside (takeBack), and the call
+// decides the runs from first again.
+func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []limits.Result, first int, at instant) (end int, held bool) {
 	// A round's runs, and each hit's pending commands, by index in the
 	// call's hits (nil for a hit of a run that was not sent).
 	var runsOnStack [roundOnStack]span
@@ -466,11 +505,16 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 		pend = make([]pending, len(hits))
 	}
 	wk := &work{}
-	runs, end := s.plan(ctx, hits, results, first, now, runsOnStack[:0], pend, wk)
-	if wk.decisions == 0 {
-		return end
+	if at.provisional {
+		wk.clock = s.newClockProbe() // first in the pipeline, before the charges
 	}
-	if len(wk.cmds) > 0 { // none when every run is a block rule's
+	runs, end := s.plan(ctx, hits, results, first, at, runsOnStack[:0], pend, wk)
+	if wk.decisions == 0 {
+		return end, true
+	}
+	if len(wk.cmds) == 0 { // every run is a block rule's: nothing sent, nothing charged
+		at.provisional = false
+	} else {
 		s.send(ctx, wk)
 	}
 	if wk.err != nil {
@@ -480,8 +524,23 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 		for _, r := range runs {
 			failRun(hits, results, r, wk.err)
 		}
-		return end
+		return end, true
 	}
+	if at.provisional {
+		if err := wk.clock.err(); err != nil {
+			// The TIME failed, as the charges after it may have: the round
+			// fails, its charges counted (stricter, never looser).
+			for _, r := range runs {
+				failRun(hits, results, r, err)
+			}
+			return end, true
+		}
+		if !s.redisClock.holds(at.local, at.micros) {
+			s.takeBack(ctx, hits, results, runs, pend)
+			return first, false
+		}
+	}
+	now := at.micros
 	back := &work{}
 	s.decideHits(ctx, hits, results, runs, pend, back)
 	lockRefusals(ctx, results, wk.locks, back)
@@ -489,8 +548,34 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 	lockRefunds(results, wk.locks, back)
 	s.sendBack(ctx, hits, results, back, later, startsLock(wk.locks))
 	lockAnswers(ctx, hits, results, wk.locks)
-	return end
+	return end, true
 }
+
+// takeBack undoes, aside, every charge of a round decided at a provisional
+// instant that Redis's clock belied, as if each of its runs were refused:
+// whatever it allowed was decided at the wrong instant. A bucket keeps its
+// charge (keepBuckets: stricter, never looser), as does a count_refused
+// limit's; its refunds only read (plan), so the round going again applies
+// them once.
+func (s *Store) takeBack(ctx context.Context, hits []limits.Hit, results []limits.Result, runs []span, pend []pending) {
+	back := &work{}
+	s.decideHits(ctx, hits, results, runs, pend, back)
+	for _, r := range runs {
+		for i := r.first; i <= r.last; i++ {
+			if results[i].Err == nil {
+				pend[i].undo(ctx, back, undoing{allowed: results[i].Allowed, latest: keepBuckets})
+			}
+		}
+	}
+	if len(back.cmds) > 0 {
+		s.sendAside(ctx, back)
+	}
+}
+
+// keepBuckets is an instant (µs) so late that a bucket's undo given it as
+// the latest a concurrent hit was decided at gives nothing back (and
+// times 1000, in ns, still fits an int64).
+const keepBuckets = int64(1) << 52
 
 // startsLock reports whether a refusal of the round starts a lock, whose
 // answer waits for its SET (lockAnswers).
@@ -508,7 +593,11 @@ func startsLock(locks []*lockHit) bool {
 // and returns the runs, appended to runs, and where it stopped. A run that
 // cannot be decided (an invalid limit, a repeated key) has its error set
 // here and sends nothing.
-func (s *Store) plan(ctx context.Context, hits []limits.Hit, results []limits.Result, first int, now int64, runs []span, pend []pending, wk *work) ([]span, int) {
+func (s *Store) plan(ctx context.Context, hits []limits.Hit, results []limits.Result, first int, at instant, runs []span, pend []pending, wk *work) ([]span, int) {
+	now, prevs := at.micros, s.prevs
+	if at.provisional {
+		prevs = coldPrevs // no previous window's count taken as final on it
+	}
 	end := first
 	for end < len(hits) {
 		last := end
@@ -530,13 +619,14 @@ func (s *Store) plan(ctx context.Context, hits []limits.Hit, results []limits.Re
 		for i := r.first; i <= r.last; i++ {
 			h := &hits[i]
 			// A count_refused limit keeps what its hit does, whatever the
-			// run's verdict: its refund need not wait.
-			later := refunds && h.Cost < 0 && !h.Limit.CountRefused
+			// run's verdict: its refund need not wait, but at a
+			// provisional instant, which may be belied, every refund waits.
+			later := h.Cost < 0 && (at.provisional || refunds && !h.Limit.CountRefused)
 			switch {
 			case h.Limit.Blocks():
 				pend[i] = blockHit{}
 			case isWindow(h.Limit.Algorithm):
-				pend[i] = newWindowHit(ctx, i, h, now, s.expiries, s.prevs, wk, later)
+				pend[i] = newWindowHit(ctx, i, h, now, s.expiries, prevs, wk, later)
 			case h.Limit.Algorithm == limits.TokenBucket || h.Limit.Algorithm == limits.LeakyBucket:
 				pend[i] = newBucketHit(ctx, i, h, now, wk, later)
 			case h.Limit.Algorithm == limits.Concurrency:
@@ -853,16 +943,53 @@ func (s *Store) latest(now int64) int64 {
 	}
 	now, u, ok := s.redisClock.now()
 	if !ok {
-		return 1<<62 - 1 // no estimate: keep every bucket charge
+		return keepBuckets // no estimate: keep every bucket charge
 	}
 	return now + 2*u
 }
 
 // now is the instant of a call: Options.Clock's, or Redis's clock as
-// estimated from the TIME of earlier pipelines (fresh). Without an estimate
-// (the first calls, or after 100 s idle) it waits for a TIME that every
-// call in the same case shares (ask).
-func (s *Store) now(ctx context.Context) (int64, error) {
+// estimated from the TIME of earlier pipelines (fresh). Without an
+// estimate (the first calls, or after 100 s idle), on a single Redis, a
+// call whose hits allow it takes a provisional instant, this host's wall
+// clock, and its pipeline carries the TIME that checks it (decideRound):
+// one round trip, as with an estimate. Otherwise it waits for a TIME that
+// every call in the same case shares (asked).
+func (s *Store) now(ctx context.Context, hits []limits.Hit) (instant, error) {
+	if s.clock != nil {
+		return instant{micros: s.clock()}, nil
+	}
+	if now, ok := s.redisClock.fresh(); ok {
+		return instant{micros: now}, nil
+	}
+	if s.mayGuess(hits) {
+		return instant{micros: s.wall().UnixMicro(), local: localMicros(), provisional: true}, nil
+	}
+	now, err := s.asked(ctx)
+	return instant{micros: now}, err
+}
+
+// mayGuess reports whether a call of hits may be decided at a provisional
+// instant: on a single Redis (a cluster's TIME goes aside, not in the
+// call's pipeline), and none of its hits a concurrency limit's (whose
+// release gives back slots in a second round trip of its own) or under a
+// lockout (whose refusal starts a lock that an undo could not lift).
+func (s *Store) mayGuess(hits []limits.Hit) bool {
+	if s.cluster {
+		return false
+	}
+	for i := range hits {
+		if hits[i].Limit.Algorithm == limits.Concurrency || hits[i].Limit.BlockFor > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// asked is Options.Clock's instant, or Redis's clock, estimated: at once
+// if the estimate is fresh, else once a TIME that every call in the same
+// case shares (ask) is answered. It is never provisional.
+func (s *Store) asked(ctx context.Context) (int64, error) {
 	if s.clock != nil {
 		return s.clock(), nil
 	}

@@ -219,6 +219,12 @@ type Store struct {
 	backLogged atomic.Int64
 	// aside counts the backs in flight that no call waits for (sendAside).
 	aside sync.WaitGroup
+	// warmClient is the client on a single Redis (or a Sentinel's
+	// master), nil on a cluster; warming counts the connections being
+	// opened aside, up to warmMax (warmOne).
+	warmClient *redis.Client
+	warming    atomic.Int64
+	warmMax    int
 	// wall is this host's clock, read for a provisional instant (now):
 	// time.Now, but for a test of one that Redis's clock belies.
 	wall func() time.Time
@@ -246,6 +252,8 @@ func New(client redisClient, opts Options) *Store {
 	default:
 		s.batch = newBatcher(s, opts.Flushes)
 	}
+	s.warmClient, _ = client.(*redis.Client)
+	s.warmMax = max(DefaultFlushes, s.poolSize())
 	if s.clock == nil {
 		s.warmUp()
 	}
@@ -260,31 +268,42 @@ func New(client redisClient, opts Options) *Store {
 }
 
 // warmUp asks Redis's clock (ask), and on a single Redis opens the
-// connections of the flushes a batcher may have in flight on a far Redis,
-// from goroutines of their own (Close waits for them): a store just made
-// then has an estimate of the clock and its connections open by the time
-// the first calls come, or soon after, and a call does not spend its
-// deadline on a TIME of its own, a dial and go-redis's handshake before
-// its decision's round trip. Done once: a pool kept warm (MinIdleConns)
-// dials in the background through a stall, which the breaker's recovery
-// felt.
+// connections of the flushes a batcher may have in flight on a far Redis
+// (warmOne): a store just made then has an estimate of the clock and its
+// connections open by the time the first calls come, or soon after, and a
+// call does not spend its deadline on a TIME of its own, a dial and
+// go-redis's handshake before its decision's round trip.
 func (s *Store) warmUp() {
 	s.ask()
-	c, ok := s.client.(*redis.Client)
-	if !ok {
+	for range s.warmMax - 1 { // ask's TIME opens one
+		s.warmOne()
+	}
+}
+
+// warmOne opens a connection aside, on a single Redis: a PING on no
+// call's context, which leaves a connection with go-redis's handshake
+// done idle in the pool (one it finds idle, it only uses), at most
+// warmMax at once; Close waits for them. A pipeline that fails other than
+// by a reply (exec) loses its connection, and the next call to need one
+// would dial it and wait for the handshake within its own deadline, two
+// round trips: on a far Redis, past the store timeout, so that one
+// timeout led to the next and an open breaker's probes all failed. (A pool
+// kept at MinIdleConns does not help: go-redis dials those connections but
+// makes their handshake when a call first takes one.)
+func (s *Store) warmOne() {
+	if s.warmClient == nil {
 		return
 	}
-	n := DefaultFlushes
-	if s.batch != nil {
-		n = s.batch.far
+	if s.warming.Add(1) > int64(s.warmMax) {
+		s.warming.Add(-1)
+		return
 	}
-	for range n - 1 { // ask's TIME opens one
-		s.probes.Add(1)
-		go func() {
-			defer s.probes.Done()
-			_ = c.Ping(context.Background()).Err()
-		}()
-	}
+	s.probes.Add(1)
+	go func() {
+		defer s.probes.Done()
+		defer s.warming.Add(-1)
+		_ = s.warmClient.Ping(context.Background()).Err()
+	}()
 }
 
 // poolSize is the connections the client keeps for each node, 0 when it

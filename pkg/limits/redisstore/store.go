@@ -267,9 +267,8 @@ func New(client redisClient, opts Options) *Store {
 	return s
 }
 
-// warmUp asks Redis's clock (ask), and on a single Redis opens the
-// connections of the flushes a batcher may have in flight on a far Redis
-// (warmOne): a store just made then has an estimate of the clock and its
+// warmUp asks Redis's clock (ask), and on a single Redis opens as many
+// connections as the client's pool holds (warmOne): a store just made then has an estimate of the clock and its
 // connections open by the time the first calls come, or soon after, and a
 // call does not spend its deadline on a TIME of its own, a dial and
 // go-redis's handshake before its decision's round trip.

@@ -110,6 +110,8 @@ func runFarTarget(t *testing.T, srv *redistest.Server, ft farTarget, d time.Dura
 // handshake) missed the timeout at these round trips.
 //
 //	RLS_FAR_TARGETS=1 RLS_FAR_SECONDS=10 go test -count=1 -run TestFarTargets -v ./pkg/limits/redisstore/
+//
+// RLS_FAR_DEBUG=1 logs each failed call, its instant and error.
 func TestFarTargets(t *testing.T) {
 	if os.Getenv("RLS_FAR_TARGETS") == "" {
 		t.Skip("a measurement at the default store timeout, which a loaded machine sways: set RLS_FAR_TARGETS=1 (TestOneRoundTrip checks the round trips)")

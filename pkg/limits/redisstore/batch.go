@@ -273,6 +273,8 @@ func (s *Store) exec(ctx context.Context, groups ...*work) {
 	}
 	if err != nil && unavailable(err) {
 		s.warmOne() // its connection is closed: open the next aside
+	} else {
+		s.answered.Store(localMicros())
 	}
 }
 

@@ -111,6 +111,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/breaker"
 )
 
 // redisClient is the part of go-redis that the store uses, declared here so
@@ -122,11 +123,12 @@ type redisClient interface {
 }
 
 var (
-	_ redisClient     = (*redis.Client)(nil)
-	_ redisClient     = (*redis.ClusterClient)(nil)
-	_ redisClient     = redis.UniversalClient(nil)
-	_ limits.Store    = (*Store)(nil)
-	_ limits.Resetter = (*Store)(nil)
+	_ redisClient       = (*redis.Client)(nil)
+	_ redisClient       = (*redis.ClusterClient)(nil)
+	_ redisClient       = redis.UniversalClient(nil)
+	_ limits.Store      = (*Store)(nil)
+	_ limits.Resetter   = (*Store)(nil)
+	_ breaker.Answering = (*Store)(nil)
 )
 
 // Options tune a Store. The zero value is what production uses.
@@ -225,6 +227,9 @@ type Store struct {
 	warmClient *redis.Client
 	warming    atomic.Int64
 	warmMax    int
+	// answered is when (localMicros) a reply last came back from Redis,
+	// 0 before the first (AnsweredWithin).
+	answered atomic.Int64
 	// wall is this host's clock, read for a provisional instant (now):
 	// time.Now, but for a test of one that Redis's clock belies.
 	wall func() time.Time
@@ -301,8 +306,19 @@ func (s *Store) warmOne() {
 	go func() {
 		defer s.probes.Done()
 		defer s.warming.Add(-1)
-		_ = s.warmClient.Ping(context.Background()).Err()
+		if err := s.warmClient.Ping(context.Background()).Err(); err == nil || !unavailable(err) {
+			s.answered.Store(localMicros())
+		}
 	}()
+}
+
+// AnsweredWithin reports whether a reply came back from Redis within the
+// last d: a pipeline's, however late for its calls, or a connection's
+// opened aside (warmOne). It implements breaker.Answering, so that a
+// breaker does not take a slow Redis for one that is down.
+func (s *Store) AnsweredWithin(d time.Duration) bool {
+	at := s.answered.Load()
+	return at != 0 && localMicros()-at <= d.Microseconds()
 }
 
 // poolSize is the connections the client keeps for each node, 0 when it

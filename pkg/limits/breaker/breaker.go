@@ -23,6 +23,14 @@
 // timeout; anything shorter costs only the calls it caught, which take the
 // failure mode after their timeout as they would without a breaker.
 //
+// A store that can tell (Answering) is asked, when a call's hits all
+// timed out, whether it has answered anything within the last Timeout:
+// if it has (a slow round trip, a connection's handshake at start, and
+// the store's work aside came back), the call proves it slow, not down,
+// and counts for nothing. A store that hangs answers nothing, and opens
+// the breaker about a store timeout later than it would otherwise; one
+// that refuses connections is down at once, as before.
+//
 // When it probes. The first probe goes Timeout after the breaker opens, so
 // that a store back from a short outage is used again soon after its
 // return; each failed probe doubles the wait, up to Cooldown, so that a
@@ -38,6 +46,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -78,9 +87,19 @@ type Options struct {
 	Now func() time.Time
 }
 
+// Answering is what a store may tell the breaker besides its answers:
+// whether it has had any reply from its backend within the last d (a
+// round trip that came back, however late for its caller). It must be
+// fast and safe for concurrent use.
+type Answering interface {
+	AnsweredWithin(d time.Duration) bool
+}
+
 // Breaker wraps a store. It is safe for concurrent use.
 type Breaker struct {
 	inner     limits.Store
+	answering Answering // inner, if it tells; nil otherwise
+	timeout   time.Duration
 	circuit   *Circuit
 	onChange  func(bool)
 	onStoreUp func(bool)
@@ -97,7 +116,9 @@ var (
 
 // New wraps inner.
 func New(inner limits.Store, opts Options) *Breaker {
-	return &Breaker{inner: inner, circuit: NewCircuit(opts), onChange: opts.OnChange, onStoreUp: opts.OnStoreUp}
+	c := NewCircuit(opts)
+	a, _ := inner.(Answering)
+	return &Breaker{inner: inner, answering: a, timeout: c.timeout, circuit: c, onChange: opts.OnChange, onStoreUp: opts.OnStoreUp}
 }
 
 // Open reports whether the breaker is failing fast.
@@ -113,7 +134,11 @@ func (b *Breaker) Decide(ctx context.Context, hits []limits.Hit, results []limit
 		return
 	}
 	b.inner.Decide(ctx, hits, results)
-	if b.circuit.Record(probe, outcomeOf(ctx, results[:len(hits)])) {
+	o := outcomeOf(ctx, results[:len(hits)])
+	if o == Down && b.answering != nil && timedOut(results[:len(hits)]) && b.answering.AnsweredWithin(b.timeout) {
+		o = Unknown // slow, not down
+	}
+	if b.circuit.Record(probe, o) {
 		b.notify()
 	}
 }
@@ -161,6 +186,18 @@ func outcomeOf(ctx context.Context, results []limits.Result) Outcome {
 		return Unknown
 	}
 	return Down
+}
+
+// timedOut reports whether every hit failed by a timeout (its call's
+// deadline, or a socket's): a store that refuses connections, or answers
+// an error, is not slow.
+func timedOut(results []limits.Result) bool {
+	for _, r := range results {
+		if !errors.Is(r.Err, context.DeadlineExceeded) && !errors.Is(r.Err, os.ErrDeadlineExceeded) {
+			return false
+		}
+	}
+	return true
 }
 
 // Reset passes the reset on to the store it wraps, open or not: an

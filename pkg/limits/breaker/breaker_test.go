@@ -449,3 +449,54 @@ func BenchmarkOpen(b *testing.B) {
 	br.circuit.open.Store(true)
 	benchStore(b, br)
 }
+
+// slowStore fails as a switchStore does, and tells whether its backend
+// has answered lately (Answering).
+type slowStore struct {
+	switchStore
+	answering atomic.Bool
+}
+
+func (s *slowStore) AnsweredWithin(time.Duration) bool { return s.answering.Load() }
+
+// A store that answers late (its calls time out, its backend's replies
+// still come back) is slow, not down: its timeouts, however long they go
+// on, do not open the breaker; once it answers nothing, they do, and
+// failures other than timeouts open it whatever it answers.
+func TestSlowDoesNotOpen(t *testing.T) {
+	s := &slowStore{switchStore: switchStore{err: fmt.Errorf("%w: %w", limits.ErrUnavailable, context.DeadlineExceeded)}}
+	s.answering.Store(true)
+	c := newClock()
+	b := newBreaker(s, c, nil, 0)
+	s.down.Store(true)
+	for i := range 20 {
+		if r := decide(b); errors.Is(r.Err, ErrOpen) {
+			t.Fatalf("call %d answered by the breaker on a slow store", i)
+		}
+		c.advance(timeout / 2)
+	}
+	if b.Open() {
+		t.Fatal("failures of a store that still answers opened the breaker")
+	}
+	s.answering.Store(false)
+	if !failThrice(b, c) {
+		t.Error("three failures over a timeout of a store that answers nothing left the breaker closed")
+	}
+	// Refused connections are not slow: they open it, answering or not.
+	r := &slowStore{switchStore: switchStore{err: errDown}}
+	r.answering.Store(true)
+	r.down.Store(true)
+	if !failThrice(newBreaker(r, c, nil, 0), c) {
+		t.Error("three failures over a timeout, not timeouts, left the breaker closed")
+	}
+}
+
+// failThrice makes three calls over a timeout on b, and reports whether
+// b is open after them.
+func failThrice(b *Breaker, c *clock) bool {
+	for _, d := range []time.Duration{0, timeout / 2, timeout / 2} {
+		c.advance(d)
+		decide(b)
+	}
+	return b.Open()
+}

@@ -271,6 +271,11 @@ func (s *Store) exec(ctx context.Context, groups ...*work) {
 	if err != nil && s.topo != nil && s.nodeFailed(groups) {
 		s.topo.kick() // the map may name a master that is gone
 	}
+	if err != nil && unavailable(err) {
+		s.warmOne() // its connection is closed: open the next aside
+	} else {
+		s.answered.Store(localMicros())
+	}
 }
 
 // nodeFailed reports whether a command of groups could not reach its node.

@@ -83,19 +83,32 @@ func abs(x int64) int64 {
 
 // bound is the uncertainty of sample s at local instant now.
 func (c *redisClock) bound(s clockSample, now int64) int64 {
-	return s.err + (now-s.at)*maxDrift/1_000_000
+	return s.err + abs(now-s.at)*maxDrift/1_000_000
 }
 
 // now returns the estimate of Redis's clock in microseconds since the
 // epoch, and its uncertainty; ok is false until a first sample.
 func (c *redisClock) now() (now, uncertainty int64, ok bool) {
-	local := localMicros()
+	return c.at(localMicros())
+}
+
+// at is now at the local instant local (localMicros), past or not.
+func (c *redisClock) at(local int64) (now, uncertainty int64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.ok {
 		return 0, 0, false
 	}
 	return local + c.best.off, c.bound(c.best, local), true
+}
+
+// holds reports whether Redis's clock, as the samples bound it, may have
+// read micros at the local instant local: whether a provisional instant
+// (Store.now) lies within the uncertainty of the estimate there, which
+// the TIME that rode with its charges gives it at the least.
+func (c *redisClock) holds(local, micros int64) bool {
+	now, u, ok := c.at(local)
+	return ok && abs(micros-now) <= u
 }
 
 // fresh returns the estimate of Redis's clock, in microseconds since the

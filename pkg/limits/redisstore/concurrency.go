@@ -215,7 +215,7 @@ var _ limits.SlotReader = (*Store)(nil)
 // Slots lists the live slots of h's concurrency key: its members scored
 // after the store's instant, grouped by their expiry.
 func (s *Store) Slots(ctx context.Context, h limits.Hit) ([]limits.LogEntry, int64, error) {
-	now, err := s.now(ctx)
+	now, err := s.asked(ctx)
 	if err != nil {
 		return nil, 0, err
 	}

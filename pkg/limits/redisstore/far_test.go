@@ -29,9 +29,10 @@ import (
 // take besides its decision's round trip, which is what the test checks
 // (the calls that wait for none). A call that queues behind a merged flush
 // in flight waits for it (maxStall at most, or for a slot when every flush
-// is out), a refused hit's undo is a flush more (a wait and
-// a round trip), and a connection the pool opens under load costs a round
-// trip more before its first command (go-redis's HELLO), all within the
+// is out), a refused log's or concurrency hit's undo is a flush more (a
+// wait and a round trip: its answer reads it; other undos go after the
+// answer), and a connection the pool opens under load costs a round trip
+// more before its first command (go-redis's HELLO), all within the
 // deadline of the call that needed it. TestFarColdStart and TestFarCurve
 // run at the default store timeout.
 type farCase struct {

@@ -492,7 +492,8 @@ func checkJointKey(t *testing.T, c redis.UniversalClient, key string, l limits.L
 }
 
 // fanOut runs callers goroutines, the g-th on stores[g % len(stores)] with
-// a generator of its own (g and seed), and waits for them.
+// a generator of its own (g and seed), and waits for them and for the
+// stores' undos.
 func fanOut(stores []*Store, callers int, seed uint64, f func(s *Store, rng *rand.Rand)) {
 	var wg sync.WaitGroup
 	for g := range callers {
@@ -500,4 +501,7 @@ func fanOut(stores []*Store, callers int, seed uint64, f func(s *Store, rng *ran
 		wg.Go(func() { f(s, rand.New(rand.NewPCG(uint64(g), seed))) })
 	}
 	wg.Wait()
+	for _, s := range stores {
+		s.settle()
+	}
 }

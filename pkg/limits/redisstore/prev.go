@@ -62,6 +62,15 @@ type prevShard struct {
 	m  map[string]int64
 }
 
+// coldPrevs takes no previous window's count as final: the windows of a
+// round at a provisional instant (Store.now) use it, so that an instant
+// Redis's clock belies keeps no count.
+var coldPrevs = func() *prevCounts {
+	p := newPrevCounts()
+	p.wait.Store(noDeadline)
+	return p
+}()
+
 func newPrevCounts() *prevCounts {
 	p := &prevCounts{seed: maphash.MakeSeed()}
 	for i := range p.shards {

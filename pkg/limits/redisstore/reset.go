@@ -24,7 +24,7 @@ import (
 // publishes the keys in the same pipeline, so that every store that hears
 // the channel forgets them too (HearResets).
 func (s *Store) Reset(ctx context.Context, hits []limits.Hit) error {
-	now, err := s.now(ctx)
+	now, err := s.asked(ctx)
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,8 @@
 // algorithm of package limits, on the state Redis answered (so the
 // embedded store, which decides with the same functions, makes identical
 // decisions), and a hit whose run is refused has its charge undone, again
-// with native commands, in a second round trip before Decide returns. A
+// with native commands, in a second round trip that Decide does not wait
+// for unless the answer needs its replies (sendBack). A
 // window (fixed_window, sliding_window) is a counter per window that a
 // saturating BITFIELD INCRBY moves (window.go), a bucket (token_bucket,
 // leaky_bucket) one integer that a BITFIELD moves in one atomic step, only
@@ -33,7 +34,10 @@
 //     and never gives a bucket back time that a concurrent hit may have
 //     clamped (bucket.go). An undo that fails (Redis gone, or the caller
 //     gone and Redis slow) leaves the charge counted until the key
-//     expires; so does the charge of a hit whose reply could not be read.
+//     expires (counted in BackFailed, and logged); so does the charge of
+//     a hit whose reply could not be read. Decide returns without waiting
+//     for an undo whose replies its answer does not read: the charge is
+//     then counted up to a round trip after it returns.
 //   - A refund (negative cost) is applied at once when its run cannot be
 //     refused (alone, or with other refunds); in a run that can be, it
 //     only reads in the first round trip and is applied after it, if the
@@ -50,7 +54,14 @@
 // Native commands cannot read TIME: they take the instant from the store's
 // estimate of the Redis server's clock (clock.go), which the TIME that a
 // pipeline on a single Redis carries every 2 ms keeps within half a round
-// trip. Instances with skewed clocks still agree.
+// trip. Instances with skewed clocks still agree. A store asks for its
+// first TIME, and opens the connections of its flushes, as it is made
+// (warmUp), so that a call made soon after finds them; a call that finds
+// no estimate all the same is decided at a provisional instant, this
+// host's wall clock, its TIME riding ahead of its charges: its decisions
+// stand if that TIME shows Redis's clock could have read that instant when
+// the call started (within the estimate's uncertainty there), and are
+// undone and made again at the estimate otherwise (Store.now).
 //
 // State is kept compactly, with a TTL no shorter than the time after which
 // the state is equivalent to an absent key (rounded up to the millisecond):
@@ -100,6 +111,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/breaker"
 )
 
 // redisClient is the part of go-redis that the store uses, declared here so
@@ -111,11 +123,12 @@ type redisClient interface {
 }
 
 var (
-	_ redisClient     = (*redis.Client)(nil)
-	_ redisClient     = (*redis.ClusterClient)(nil)
-	_ redisClient     = redis.UniversalClient(nil)
-	_ limits.Store    = (*Store)(nil)
-	_ limits.Resetter = (*Store)(nil)
+	_ redisClient       = (*redis.Client)(nil)
+	_ redisClient       = (*redis.ClusterClient)(nil)
+	_ redisClient       = redis.UniversalClient(nil)
+	_ limits.Store      = (*Store)(nil)
+	_ limits.Resetter   = (*Store)(nil)
+	_ breaker.Answering = (*Store)(nil)
 )
 
 // Options tune a Store. The zero value is what production uses.
@@ -125,7 +138,9 @@ type Options struct {
 	// tests, which need fixed instants to compare the store with the Go
 	// algorithms. Nil means the Redis server's clock (TIME, as the store
 	// measures it), as production must: instances with skewed clocks then
-	// still agree.
+	// still agree. With a Clock, Decide also waits for the undos of its
+	// refused runs (sendBack), so that a test's next call finds them done,
+	// as it would on the embedded store.
 	Clock func() int64
 	// Batching chooses whether concurrent calls share pipelines (see
 	// Batching); the zero value merges them, per master on a cluster.
@@ -199,6 +214,25 @@ type Store struct {
 	heard        sync.WaitGroup
 	// inspect checks Redis for what no call reports, at each Ping.
 	inspect *inspector
+	// log is Options.Logger (a no-op if nil); backFailed counts the backs
+	// that failed, backLogged is when one was last logged (backDone).
+	log        *zap.Logger
+	backFailed atomic.Int64
+	backLogged atomic.Int64
+	// aside counts the backs in flight that no call waits for (sendAside).
+	aside sync.WaitGroup
+	// warmClient is the client on a single Redis (or a Sentinel's
+	// master), nil on a cluster; warming counts the connections being
+	// opened aside, up to warmMax (warmOne).
+	warmClient *redis.Client
+	warming    atomic.Int64
+	warmMax    int
+	// answered is when (localMicros) a reply last came back from Redis,
+	// 0 before the first (AnsweredWithin).
+	answered atomic.Int64
+	// wall is this host's clock, read for a provisional instant (now):
+	// time.Now, but for a test of one that Redis's clock belies.
+	wall func() time.Time
 }
 
 // New returns a Store on client: a *redis.Client, a *redis.ClusterClient or
@@ -211,7 +245,10 @@ func New(client redisClient, opts Options) *Store {
 	}
 	_, cluster := client.(*redis.ClusterClient)
 	s := &Store{members: newLogMembers(), client: client, single: singleOf(client), cluster: cluster, clock: opts.Clock, onPipeline: onPipeline,
-		expiries: newExpirySeen(), prevs: newPrevCounts(), tracer: opts.Tracer, resetChannel: opts.ResetChannel, inspect: newInspector(client, opts)}
+		expiries: newExpirySeen(), prevs: newPrevCounts(), tracer: opts.Tracer, resetChannel: opts.ResetChannel, inspect: newInspector(client, opts), log: opts.Logger, wall: time.Now}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
 	switch {
 	case opts.Batching == BatchOff:
 	case cluster:
@@ -219,6 +256,11 @@ func New(client redisClient, opts Options) *Store {
 		s.nodes.onGate = opts.OnGate
 	default:
 		s.batch = newBatcher(s, opts.Flushes)
+	}
+	s.warmClient, _ = client.(*redis.Client)
+	s.warmMax = max(DefaultFlushes, s.poolSize())
+	if s.clock == nil {
+		s.warmUp()
 	}
 	if cluster {
 		s.topo = newTopology(client.(*redis.ClusterClient), func(masters []MasterState) {
@@ -228,6 +270,55 @@ func New(client redisClient, opts Options) *Store {
 		})
 	}
 	return s
+}
+
+// warmUp asks Redis's clock (ask), and on a single Redis opens as many
+// connections as the client's pool holds (warmOne): a store just made then has an estimate of the clock and its
+// connections open by the time the first calls come, or soon after, and a
+// call does not spend its deadline on a TIME of its own, a dial and
+// go-redis's handshake before its decision's round trip.
+func (s *Store) warmUp() {
+	s.ask()
+	for range s.warmMax - 1 { // ask's TIME opens one
+		s.warmOne()
+	}
+}
+
+// warmOne opens a connection aside, on a single Redis: a PING on no
+// call's context, which leaves a connection with go-redis's handshake
+// done idle in the pool (one it finds idle, it only uses), at most
+// warmMax at once; Close waits for them. A pipeline that fails other than
+// by a reply (exec) loses its connection, and the next call to need one
+// would dial it and wait for the handshake within its own deadline, two
+// round trips: on a far Redis, past the store timeout, so that one
+// timeout led to the next and an open breaker's probes all failed. (A pool
+// kept at MinIdleConns does not help: go-redis dials those connections but
+// makes their handshake when a call first takes one.)
+func (s *Store) warmOne() {
+	if s.warmClient == nil {
+		return
+	}
+	if s.warming.Add(1) > int64(s.warmMax) {
+		s.warming.Add(-1)
+		return
+	}
+	s.probes.Add(1)
+	go func() {
+		defer s.probes.Done()
+		defer s.warming.Add(-1)
+		if err := s.warmClient.Ping(context.Background()).Err(); err == nil || !unavailable(err) {
+			s.answered.Store(localMicros())
+		}
+	}()
+}
+
+// AnsweredWithin reports whether a reply came back from Redis within the
+// last d: a pipeline's, however late for its calls, or a connection's
+// opened aside (warmOne). It implements breaker.Answering, so that a
+// breaker does not take a slow Redis for one that is down.
+func (s *Store) AnsweredWithin(d time.Duration) bool {
+	at := s.answered.Load()
+	return at != 0 && localMicros()-at <= d.Microseconds()
 }
 
 // poolSize is the connections the client keeps for each node, 0 when it
@@ -259,7 +350,13 @@ func (s *Store) Close() {
 		s.heard.Wait()
 	}
 	s.probes.Wait()
+	s.settle()
 }
+
+// settle waits for the undos, refunds and expiries in flight that no call
+// waits for (sendAside): a test that reads Redis's state after its calls
+// calls it first.
+func (s *Store) settle() { s.aside.Wait() }
 
 // Ping reports whether Redis answers, for health checks: a Redis that
 // answers but refuses the client's settings, or lacks permissions the
@@ -345,18 +442,45 @@ func (s *Store) Decide(ctx context.Context, hits []limits.Hit, results []limits.
 	if len(hits) == 0 {
 		return
 	}
-	now, err := s.now(ctx)
+	at, err := s.now(ctx, hits)
 	if err != nil {
-		for i := range hits {
-			results[i] = limits.Result{Err: err}
-		}
+		failFrom(results[:len(hits)], err)
 		return
 	}
 	dl, ok := ctx.Deadline()
 	s.prevs.observe(dl, ok, time.Now())
 	for first := 0; first < len(hits); {
-		first = s.decideRound(ctx, hits, results, first, now)
+		next, held := s.decideRound(ctx, hits, results, first, at)
+		if held {
+			first, at.provisional = next, false // the later rounds at the same instant
+			continue
+		}
+		// A provisional instant that Redis's clock belied: its charges
+		// are being undone, and the round goes again at the estimate.
+		now, err := s.asked(ctx)
+		if err != nil {
+			failFrom(results[first:len(hits)], err)
+			return
+		}
+		at = instant{micros: now}
 	}
+}
+
+// failFrom sets err on every result.
+func failFrom(results []limits.Result, err error) {
+	for i := range results {
+		results[i] = limits.Result{Err: err}
+	}
+}
+
+// instant is the instant of a call, in µs since the epoch. A provisional
+// one is this host's wall clock, read at local (localMicros), for a call
+// that found no estimate of Redis's clock (Store.now): its round's
+// pipeline carries a TIME, and its decisions stand only if that TIME
+// shows Redis's clock could have read micros at local (redisClock.holds).
+type instant struct {
+	micros, local int64
+	provisional   bool
 }
 
 // pending is one hit of a round, its commands queued: a *windowHit, a
@@ -401,7 +525,11 @@ const roundOnStack = 8
 // that names a key an earlier one of the round names, and returns where it
 // stopped: one pass that queues every hit's commands, one send, one pass
 // that decides, one that undoes the refused runs, and their send.
-func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []limits.Result, first int, now int64) int {
+//
+// A round at a provisional instant (held false) whose TIME belies it
+// decides nothing: its charges are undone aside (takeBack), and the call
+// decides the runs from first again.
+func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []limits.Result, first int, at instant) (end int, held bool) {
 	// A round's runs, and each hit's pending commands, by index in the
 	// call's hits (nil for a hit of a run that was not sent).
 	var runsOnStack [roundOnStack]span
@@ -411,11 +539,16 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 		pend = make([]pending, len(hits))
 	}
 	wk := &work{}
-	runs, end := s.plan(ctx, hits, results, first, now, runsOnStack[:0], pend, wk)
-	if wk.decisions == 0 {
-		return end
+	if at.provisional {
+		wk.clock = s.newClockProbe() // first in the pipeline, before the charges
 	}
-	if len(wk.cmds) > 0 { // none when every run is a block rule's
+	runs, end := s.plan(ctx, hits, results, first, at, runsOnStack[:0], pend, wk)
+	if wk.decisions == 0 {
+		return end, true
+	}
+	if len(wk.cmds) == 0 { // every run is a block rule's: nothing sent, nothing charged
+		at.provisional = false
+	} else {
 		s.send(ctx, wk)
 	}
 	if wk.err != nil {
@@ -425,16 +558,68 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 		for _, r := range runs {
 			failRun(hits, results, r, wk.err)
 		}
-		return end
+		return end, true
 	}
+	if at.provisional {
+		if err := wk.clock.err(); err != nil {
+			// The TIME failed, as the charges after it may have: the round
+			// fails, its charges counted (stricter, never looser).
+			for _, r := range runs {
+				failRun(hits, results, r, err)
+			}
+			return end, true
+		}
+		if !s.redisClock.holds(at.local, at.micros) {
+			s.takeBack(ctx, hits, results, runs, pend)
+			return first, false
+		}
+	}
+	now := at.micros
 	back := &work{}
 	s.decideHits(ctx, hits, results, runs, pend, back)
 	lockRefusals(ctx, results, wk.locks, back)
 	later := s.undoRefused(ctx, results, runs, pend, back, s.latest(now))
 	lockRefunds(results, wk.locks, back)
-	s.sendBack(ctx, hits, results, back, later)
+	s.sendBack(ctx, hits, results, back, later, startsLock(wk.locks))
 	lockAnswers(ctx, hits, results, wk.locks)
-	return end
+	return end, true
+}
+
+// takeBack undoes, aside, every charge of a round decided at a provisional
+// instant that Redis's clock belied, as if each of its runs were refused:
+// whatever it allowed was decided at the wrong instant. A bucket keeps its
+// charge (keepBuckets: stricter, never looser), as does a count_refused
+// limit's; its refunds only read (plan), so the round going again applies
+// them once.
+func (s *Store) takeBack(ctx context.Context, hits []limits.Hit, results []limits.Result, runs []span, pend []pending) {
+	back := &work{}
+	s.decideHits(ctx, hits, results, runs, pend, back)
+	for _, r := range runs {
+		for i := r.first; i <= r.last; i++ {
+			if results[i].Err == nil {
+				pend[i].undo(ctx, back, undoing{allowed: results[i].Allowed, latest: keepBuckets})
+			}
+		}
+	}
+	if len(back.cmds) > 0 {
+		s.sendAside(ctx, back)
+	}
+}
+
+// keepBuckets is an instant (µs) so late that a bucket's undo given it as
+// the latest a concurrent hit was decided at gives nothing back (and
+// times 1000, in ns, still fits an int64).
+const keepBuckets = int64(1) << 52
+
+// startsLock reports whether a refusal of the round starts a lock, whose
+// answer waits for its SET (lockAnswers).
+func startsLock(locks []*lockHit) bool {
+	for _, lk := range locks {
+		if lk.start != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // plan queues in wk the commands of every run from first on, up to the
@@ -442,7 +627,11 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 // and returns the runs, appended to runs, and where it stopped. A run that
 // cannot be decided (an invalid limit, a repeated key) has its error set
 // here and sends nothing.
-func (s *Store) plan(ctx context.Context, hits []limits.Hit, results []limits.Result, first int, now int64, runs []span, pend []pending, wk *work) ([]span, int) {
+func (s *Store) plan(ctx context.Context, hits []limits.Hit, results []limits.Result, first int, at instant, runs []span, pend []pending, wk *work) ([]span, int) {
+	now, prevs := at.micros, s.prevs
+	if at.provisional {
+		prevs = coldPrevs // no previous window's count taken as final on it
+	}
 	end := first
 	for end < len(hits) {
 		last := end
@@ -464,13 +653,14 @@ func (s *Store) plan(ctx context.Context, hits []limits.Hit, results []limits.Re
 		for i := r.first; i <= r.last; i++ {
 			h := &hits[i]
 			// A count_refused limit keeps what its hit does, whatever the
-			// run's verdict: its refund need not wait.
-			later := refunds && h.Cost < 0 && !h.Limit.CountRefused
+			// run's verdict: its refund need not wait, but at a
+			// provisional instant, which may be belied, every refund waits.
+			later := h.Cost < 0 && (at.provisional || refunds && !h.Limit.CountRefused)
 			switch {
 			case h.Limit.Blocks():
 				pend[i] = blockHit{}
 			case isWindow(h.Limit.Algorithm):
-				pend[i] = newWindowHit(ctx, i, h, now, s.expiries, s.prevs, wk, later)
+				pend[i] = newWindowHit(ctx, i, h, now, s.expiries, prevs, wk, later)
 			case h.Limit.Algorithm == limits.TokenBucket || h.Limit.Algorithm == limits.LeakyBucket:
 				pend[i] = newBucketHit(ctx, i, h, now, wk, later)
 			case h.Limit.Algorithm == limits.Concurrency:
@@ -585,22 +775,29 @@ type lateAnswer struct {
 	answer func() (limits.Result, error)
 }
 
-// sendBack sends the undos and reads in back, then answers the hits that
-// waited for them (later). A call whose ctx has ended undoes all the same,
-// without waiting: those hits then fail with its error.
-func (s *Store) sendBack(ctx context.Context, hits []limits.Hit, results []limits.Result, back *work, later []lateAnswer) {
+// sendBack sends the undos, held-back refunds, expiries and reads in
+// back, and answers the hits that wait for them (later). Only those
+// answers, and a lock's start (locks), need back's replies: otherwise the
+// call returns at once and back goes aside (sendAside), a round trip
+// fewer for the call, its charges counted the longer. With Options.Clock
+// (tests, which compare each call with the embedded store's) the call
+// waits for back, so that its next call sees it done. A call whose ctx
+// has ended sends back aside all the same: those hits then fail with its
+// error.
+func (s *Store) sendBack(ctx context.Context, hits []limits.Hit, results []limits.Result, back *work, later []lateAnswer, locks bool) {
 	if len(back.cmds) == 0 {
 		return
 	}
 	failed := ctx.Err()
-	if failed != nil {
-		// An undo that fails (Redis gone) leaves the charge counted until
-		// the key expires: stricter, never looser. Its replies are not for
-		// this call to read.
-		go s.send(context.WithoutCancel(ctx), back)
-	} else {
+	switch {
+	case failed == nil && (len(later) > 0 || locks || s.clock != nil):
 		s.send(ctx, back)
 		failed = back.err
+		if failed == nil {
+			s.backDone(back)
+		}
+	default:
+		s.sendAside(ctx, back)
 	}
 	for _, l := range later {
 		res, err := limits.Result{}, failed
@@ -613,6 +810,53 @@ func (s *Store) sendBack(ctx context.Context, hits []limits.Hit, results []limit
 		results[l.i] = res
 	}
 }
+
+// sendAside sends back from a goroutine of its own, on a context without
+// the call's cancellation or deadline (the client's timeouts bound it),
+// and counts and logs its failure (backDone). An undo that fails (Redis
+// gone) leaves the charge counted until the key expires: stricter, never
+// looser. Close waits for it (settle).
+func (s *Store) sendAside(ctx context.Context, back *work) {
+	s.aside.Add(1)
+	go func() {
+		defer s.aside.Done()
+		s.send(context.WithoutCancel(ctx), back)
+		s.backDone(back)
+	}()
+}
+
+// backDone counts, and logs at most every backLogEvery, a back whose
+// commands did not all run: an undo, a refund, an expiry or a read that
+// Redis did not do.
+func (s *Store) backDone(back *work) {
+	err := back.err
+	for _, c := range back.cmds {
+		if err != nil {
+			break
+		}
+		if e := c.Err(); e != nil && !errors.Is(e, redis.Nil) {
+			err = e
+		}
+	}
+	if err == nil {
+		return
+	}
+	n := s.backFailed.Add(1)
+	now := localMicros()
+	if last := s.backLogged.Load(); (last == 0 || now-last >= backLogEvery) && s.backLogged.CompareAndSwap(last, now) {
+		s.log.Warn("redisstore: undos or refunds not done: their charges stay counted until their keys expire",
+			zap.Int64("failed_so_far", n), zap.Error(err))
+	}
+}
+
+// backLogEvery is the least time, in µs, between two logs of backs that
+// failed (backDone).
+const backLogEvery = int64(10 * time.Second / time.Microsecond)
+
+// BackFailed is how many undos (with the refunds, expiries and reads sent
+// with them) have failed since the store was made: each left a charge
+// counted until its key expires.
+func (s *Store) BackFailed() int64 { return s.backFailed.Load() }
 
 // decideBuckets decides the bucket hits of a round from their replies, and
 // sends again those that must go again at the later instant their key has
@@ -733,16 +977,53 @@ func (s *Store) latest(now int64) int64 {
 	}
 	now, u, ok := s.redisClock.now()
 	if !ok {
-		return 1<<62 - 1 // no estimate: keep every bucket charge
+		return keepBuckets // no estimate: keep every bucket charge
 	}
 	return now + 2*u
 }
 
 // now is the instant of a call: Options.Clock's, or Redis's clock as
-// estimated from the TIME of earlier pipelines (fresh). Without an estimate
-// (the first calls, or after 100 s idle) it waits for a TIME that every
-// call in the same case shares (ask).
-func (s *Store) now(ctx context.Context) (int64, error) {
+// estimated from the TIME of earlier pipelines (fresh). Without an
+// estimate (the first calls, or after 100 s idle), on a single Redis, a
+// call whose hits allow it takes a provisional instant, this host's wall
+// clock, and its pipeline carries the TIME that checks it (decideRound):
+// one round trip, as with an estimate. Otherwise it waits for a TIME that
+// every call in the same case shares (asked).
+func (s *Store) now(ctx context.Context, hits []limits.Hit) (instant, error) {
+	if s.clock != nil {
+		return instant{micros: s.clock()}, nil
+	}
+	if now, ok := s.redisClock.fresh(); ok {
+		return instant{micros: now}, nil
+	}
+	if s.mayGuess(hits) {
+		return instant{micros: s.wall().UnixMicro(), local: localMicros(), provisional: true}, nil
+	}
+	now, err := s.asked(ctx)
+	return instant{micros: now}, err
+}
+
+// mayGuess reports whether a call of hits may be decided at a provisional
+// instant: on a single Redis (a cluster's TIME goes aside, not in the
+// call's pipeline), and none of its hits a concurrency limit's (whose
+// release gives back slots in a second round trip of its own) or under a
+// lockout (whose refusal starts a lock that an undo could not lift).
+func (s *Store) mayGuess(hits []limits.Hit) bool {
+	if s.cluster {
+		return false
+	}
+	for i := range hits {
+		if hits[i].Limit.Algorithm == limits.Concurrency || hits[i].Limit.BlockFor > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// asked is Options.Clock's instant, or Redis's clock, estimated: at once
+// if the estimate is fresh, else once a TIME that every call in the same
+// case shares (ask) is answered. It is never provisional.
+func (s *Store) asked(ctx context.Context) (int64, error) {
 	if s.clock != nil {
 		return s.clock(), nil
 	}

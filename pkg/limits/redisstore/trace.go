@@ -42,8 +42,14 @@ func callerSpan(ctx context.Context) *trace.Span {
 func (s *Store) pipelineSpan(ctx context.Context, groups []*work) (context.Context, func(error)) {
 	var parent *trace.Span
 	var links []trace.Link
-	decisions, commands := 0, 0
+	// A group that decides nothing is no call of its own: the undo, the
+	// refund or the expiry a call sends after its answer (sendAside), or
+	// a clock's TIME.
+	calls, decisions, commands := 0, 0, 0
 	for _, g := range groups {
+		if g.decisions > 0 {
+			calls++
+		}
 		decisions += g.decisions
 		commands += len(g.cmds)
 		switch {
@@ -59,10 +65,12 @@ func (s *Store) pipelineSpan(ctx context.Context, groups []*work) (context.Conte
 	}
 	ctx, span := s.tracer.Start(trace.ContextWithSpan(ctx, *parent), PipelineSpanName,
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithLinks(links...),
-		trace.WithAttributes(attrDBSystem, attrCalls.Int(len(groups)), attrDecisions.Int(decisions), attrCommands.Int(commands)))
+		trace.WithAttributes(attrDBSystem, attrCalls.Int(calls), attrDecisions.Int(decisions), attrCommands.Int(commands)))
 	back := trace.Link{SpanContext: span.SpanContext()}
 	for _, g := range groups {
-		if g.caller != nil && g.caller != parent {
+		// A call's own work sent aside carries its span too: no link of
+		// a span to its own child.
+		if g.caller != nil && (*g.caller).SpanContext().SpanID() != (*parent).SpanContext().SpanID() {
 			(*g.caller).AddLink(back)
 		}
 	}

@@ -87,7 +87,9 @@ func checkPipelineSpans(t *testing.T, spans tracetest.SpanStubs, callers map[tra
 		}
 		reached[sp.Parent.SpanID()]++
 		carried := 1 + len(sp.Links)
-		if got := attr(sp, "rls.pipeline.calls"); got != int64(carried) {
+		// A pipeline of nothing but what a call sends after its answer
+		// (its undo, its expiries) carries no call of its own.
+		if got := attr(sp, "rls.pipeline.calls"); got != int64(carried) && (got != 0 || len(sp.Links) > 0) {
 			t.Errorf("pipeline of %d calls (its parent and %d links) says rls.pipeline.calls=%d", carried, len(sp.Links), got)
 		}
 		if len(sp.Links) > 0 {

@@ -19,7 +19,15 @@ import (
 // own config/limits.yaml) is enforced in full, and a warning at every
 // start would teach operators to ignore warnings.
 type caveats struct {
-	said sync.Map // "FILE:LINE (DOMAIN)" of each limit said
+	mu   sync.Mutex
+	said map[ruleID]bool // each limit said
+}
+
+// ruleID names a limit across reloads: its file, line and domain, a key
+// that looking up allocates nothing, since a report asks at each bucket.
+type ruleID struct {
+	file, domain string
+	line         int
 }
 
 // note logs the caveats of the rules of end, the node of domain in ix a
@@ -30,10 +38,20 @@ func (c *caveats) note(log *zap.Logger, ix *descriptors.Index, domain string, en
 		if !concurrency && !lockout {
 			continue
 		}
-		at := ruleAt(ix.Config(), domain, r)
-		if _, done := c.said.LoadOrStore(at, true); done {
+		id := ruleID{file: fileOf(ix.Config(), domain), domain: domain, line: r.Line}
+		c.mu.Lock()
+		done := c.said[id]
+		if !done {
+			if c.said == nil {
+				c.said = make(map[ruleID]bool)
+			}
+			c.said[id] = true
+		}
+		c.mu.Unlock()
+		if done {
 			continue
 		}
+		at := fmt.Sprintf("%s:%d (%s)", id.file, id.line, id.domain)
 		if concurrency {
 			log.Warn("rlqs: a quota stream asks for a concurrency limit, which RLQS cannot enforce (a token bucket cannot bound the requests in flight): its bucket is divided by the descriptor's other limits, or answered ALLOW_ALL when it has none; ShouldRateLimit enforces it (docs/rlqs.md)",
 				zap.String("limit", at))
@@ -44,11 +62,10 @@ func (c *caveats) note(log *zap.Logger, ix *descriptors.Index, domain string, en
 	}
 }
 
-// ruleAt names rule r of domain in cfg as "FILE:LINE (DOMAIN)".
-func ruleAt(cfg *config.Config, domain string, r *config.Rule) string {
-	file := ""
+// fileOf is the file of domain in cfg, "" for none.
+func fileOf(cfg *config.Config, domain string) string {
 	if d := cfg.Domains[domain]; d != nil {
-		file = d.File
+		return d.File
 	}
-	return fmt.Sprintf("%s:%d (%s)", file, r.Line, domain)
+	return ""
 }

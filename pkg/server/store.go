@@ -109,6 +109,7 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger, tracer trace.Tra
 		}})
 	ping := func(ctx context.Context) error { return o.refusal(s.Ping(ctx)) }
 	warmUp(ping, log)
+	registerRedisCollectors(m, s, len(seeds) > 0)
 	// Once Redis is found down for a store timeout, stop waiting on it:
 	// answer by the failure mode at once, and probe it, first after one
 	// store timeout, then backing off to twice a second. Each call's finding
@@ -117,24 +118,6 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger, tracer trace.Tra
 	// the keys of the live masters too; there, the store has a breaker per
 	// master of its own.
 	var store limits.Store = s
-	// What the inspections of Redis find (redisstore/inspect.go): its
-	// evictions, a full memory, missing permissions, lost data.
-	m.Registry.MustRegister(metrics.NewRedisInspectionCollector(func() metrics.RedisInspection {
-		in := s.Inspection()
-		return metrics.RedisInspection{Evicted: in.Evicted, Evicts: in.Evicts(), Full: in.Full(), Missing: len(in.Missing), Lost: in.Lost}
-	}))
-	if len(seeds) > 0 {
-		m.Registry.MustRegister(metrics.NewClusterMastersCollector(func() (int, int, int) {
-			masters := s.Masters()
-			down := 0
-			for _, ms := range masters {
-				if ms.Err != nil {
-					down++
-				}
-			}
-			return len(masters), down, s.MastersFailingFast()
-		}))
-	}
 	if len(seeds) == 0 {
 		store = breaker.New(s, breaker.Options{Timeout: o.storeTimeout, OnStoreUp: m.StoreUp, OnChange: func(open bool) {
 			m.BreakerOpen(open)
@@ -167,6 +150,30 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger, tracer trace.Tra
 		mem.Close()
 		return client.Close()
 	}}, nil
+}
+
+// registerRedisCollectors exports what the inspections of Redis find
+// (redisstore/inspect.go: its evictions, a full memory, missing
+// permissions, lost data) and, on a cluster, its masters and those
+// answered by the failure mode at once.
+func registerRedisCollectors(m *metrics.Metrics, s *redisstore.Store, cluster bool) {
+	m.Registry.MustRegister(metrics.NewRedisInspectionCollector(func() metrics.RedisInspection {
+		in := s.Inspection()
+		return metrics.RedisInspection{Evicted: in.Evicted, Evicts: in.Evicts(), Full: in.Full(), Missing: len(in.Missing), Lost: in.Lost}
+	}))
+	if !cluster {
+		return
+	}
+	m.Registry.MustRegister(metrics.NewClusterMastersCollector(func() (int, int, int) {
+		masters := s.Masters()
+		down := 0
+		for _, ms := range masters {
+			if ms.Err != nil {
+				down++
+			}
+		}
+		return len(masters), down, s.MastersFailingFast()
+	}))
 }
 
 // storeNeeds is what the limits of cfg keep in Redis, for the

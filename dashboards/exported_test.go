@@ -176,7 +176,7 @@ func nativeCluster(t *testing.T) map[string]bool {
 // limit, shadow mode, an invalid request, a refused reload, and a Redis
 // error under failure mode error.
 func dropIn(t *testing.T) map[string]bool {
-	builtin, err := os.ReadFile("../pkg/metrics/ratelimit_mapper.yaml")
+	builtin, err := os.ReadFile("../internal/metrics/ratelimit_mapper.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/envoy-rls/envoy-rls/internal/cli"
+	"github.com/envoy-rls/envoy-rls/internal/xds"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
-	"github.com/envoy-rls/envoy-rls/pkg/xds"
 )
 
 const checkConfigArgs = "[-max-delay DUR] [-xds] PATH"

@@ -34,10 +34,10 @@ import (
 	// none of its own.
 	_ "time/tzdata"
 
-	"github.com/envoy-rls/envoy-rls/pkg/dropin"
-	"github.com/envoy-rls/envoy-rls/pkg/explain"
-	"github.com/envoy-rls/envoy-rls/pkg/lint"
-	"github.com/envoy-rls/envoy-rls/pkg/server"
+	"github.com/envoy-rls/envoy-rls/internal/dropin"
+	"github.com/envoy-rls/envoy-rls/internal/explain"
+	"github.com/envoy-rls/envoy-rls/internal/lint"
+	"github.com/envoy-rls/envoy-rls/internal/server"
 )
 
 func main() {

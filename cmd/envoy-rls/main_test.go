@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/envoy-rls/envoy-rls/internal/cli"
-	"github.com/envoy-rls/envoy-rls/pkg/server"
+	"github.com/envoy-rls/envoy-rls/internal/server"
 )
 
 // env is a lookup of the environment vars.
@@ -213,7 +213,7 @@ func TestVersionBinary(t *testing.T) {
 }
 
 // countLimits has nested descriptors, a rate_limits list and an unlimited
-// limit, in a shape pkg/lint's clean bootstrap reaches entirely.
+// limit, in a shape internal/lint's clean bootstrap reaches entirely.
 const countLimits = `domain: edge
 descriptors:
   - key: remote_address
@@ -247,7 +247,7 @@ func TestCountsAgree(t *testing.T) {
 	if code != 0 || out != limits+": OK, "+want+"\n" {
 		t.Errorf("check-config: exit %d, stdout %q, stderr %q; want %q", code, out, errOut, want)
 	}
-	envoy := "../../pkg/lint/testdata/clean/envoy.yaml"
+	envoy := "../../internal/lint/testdata/clean/envoy.yaml"
 	code, out, errOut = runMain(t, nil, "lint", "-envoy", envoy, "-limits", limits)
 	if code != 0 || out != envoy+", "+limits+": OK, "+want+"\n" {
 		t.Errorf("lint: exit %d, stdout %q, stderr %q; want %q", code, out, errOut, want)

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/envoy-rls/envoy-rls/pkg/server"
+	"github.com/envoy-rls/envoy-rls/internal/server"
 )
 
 // Server is a running server's addresses, and its log.

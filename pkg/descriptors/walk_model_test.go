@@ -6,14 +6,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/envoy-rls/envoy-rls/internal/walktest"
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
-	"github.com/envoy-rls/envoy-rls/pkg/descriptors/walktest"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
 // The walker's users in this package, Match and MatchSet, against the model
 // of the rule (walktest); lint's walks are held to the same model in
-// pkg/lint.
+// internal/lint.
 func TestWalkAgainstModel(t *testing.T) {
 	walktest.Each(1, 3000, func(c *config.Config, ids [][]descriptors.Entry) {
 		ix := descriptors.NewIndex(c)

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/envoy-rls/envoy-rls/pkg/rlqs/share"
+	"github.com/envoy-rls/envoy-rls/pkg/rlqs/internal/share"
 )
 
 // DemandStore holds what each client (one Envoy's stream) wants of each

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/envoy-rls/envoy-rls/pkg/rlqs/share"
+	"github.com/envoy-rls/envoy-rls/pkg/rlqs/internal/share"
 )
 
 // Memory keeps each bucket's clients in a sorted slice: random records,

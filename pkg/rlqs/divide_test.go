@@ -1,7 +1,7 @@
 package rlqs
 
 import (
-	"github.com/envoy-rls/envoy-rls/pkg/rlqs/share"
+	"github.com/envoy-rls/envoy-rls/pkg/rlqs/internal/share"
 	"math"
 	"strings"
 	"sync/atomic"

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/envoy-rls/envoy-rls/pkg/rlqs/share"
+	"github.com/envoy-rls/envoy-rls/pkg/rlqs/internal/share"
 )
 
 // division is this instance's division of one bucket: every client's

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
-	"github.com/envoy-rls/envoy-rls/pkg/rlqs/share"
+	"github.com/envoy-rls/envoy-rls/pkg/rlqs/internal/share"
 )
 
 // Outcomes of an explained bucket: what the service does with its id.

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/envoy-rls/envoy-rls/internal/redistest"
+	"github.com/envoy-rls/envoy-rls/pkg/rlqs/internal/share"
 	"github.com/envoy-rls/envoy-rls/pkg/rlqs/redisdemand"
-	"github.com/envoy-rls/envoy-rls/pkg/rlqs/share"
 )
 
 // countingStore is a real DemandStore that counts the reads of each

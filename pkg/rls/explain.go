@@ -6,10 +6,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/envoy-rls/envoy-rls/internal/metrics"
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
-	"github.com/envoy-rls/envoy-rls/pkg/metrics"
 )
 
 // How an entry of the walk matched a node of the config tree.

@@ -16,11 +16,11 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/envoy-rls/envoy-rls/internal/metrics"
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/memory"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/storetest"
-	"github.com/envoy-rls/envoy-rls/pkg/metrics"
 	"github.com/envoy-rls/envoy-rls/pkg/rls"
 )
 

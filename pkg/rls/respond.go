@@ -7,7 +7,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/envoy-rls/envoy-rls/pkg/metrics"
+	"github.com/envoy-rls/envoy-rls/internal/metrics"
 )
 
 // respond turns a settled plan into Envoy's answer, counts each

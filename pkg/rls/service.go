@@ -22,10 +22,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/envoy-rls/envoy-rls/internal/metrics"
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
-	"github.com/envoy-rls/envoy-rls/pkg/metrics"
 )
 
 // Bounds on one request. Envoy's route actions produce a handful of

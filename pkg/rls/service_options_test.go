@@ -17,11 +17,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/envoy-rls/envoy-rls/internal/metrics"
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/storetest"
-	"github.com/envoy-rls/envoy-rls/pkg/metrics"
 )
 
 // This file tests the options behind the binary's flags for callers that

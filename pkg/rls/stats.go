@@ -6,7 +6,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/envoy-rls/envoy-rls/pkg/metrics"
+	"github.com/envoy-rls/envoy-rls/internal/metrics"
 )
 
 // What a descriptor's verdict gives envoyproxy/ratelimit's stats

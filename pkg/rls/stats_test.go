@@ -10,10 +10,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/envoy-rls/envoy-rls/internal/metrics"
+	"github.com/envoy-rls/envoy-rls/internal/topk"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
-	"github.com/envoy-rls/envoy-rls/pkg/metrics"
-	"github.com/envoy-rls/envoy-rls/pkg/topk"
 )
 
 func statsFixture(t *testing.T, wrap func(limits.Store) limits.Store, opts Options) (*fixture, *metrics.Metrics) {

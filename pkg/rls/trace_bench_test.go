@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/envoy-rls/envoy-rls/internal/otlptest"
-	"github.com/envoy-rls/envoy-rls/pkg/tracing"
+	"github.com/envoy-rls/envoy-rls/internal/tracing"
 )
 
 // BenchmarkShouldRateLimitTraced is BenchmarkShouldRateLimitGRPC's

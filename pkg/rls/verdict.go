@@ -3,9 +3,9 @@ package rls
 import (
 	"time"
 
+	"github.com/envoy-rls/envoy-rls/internal/metrics"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
-	"github.com/envoy-rls/envoy-rls/pkg/metrics"
 )
 
 // verdict is how one descriptor of a plan is answered, worked out once by

@@ -40,7 +40,7 @@ const (
 	appCluster       = "app"       // the upstream cluster, and the compose service
 	hcmFilter        = "envoy.filters.network.http_connection_manager"
 	routerFilter     = "envoy.filters.http.router"
-	envoyRLSPkgDir   = "pkg/server" // the server's flags
+	envoyRLSPkgDir   = "internal/server" // the server's flags
 	envoyYAMLPath    = "config/envoy.yaml"
 	limitsYAMLPath   = "config/limits.yaml"
 	composePath      = "docker-compose.yml"
@@ -189,7 +189,7 @@ func loadLimits(t testing.TB) (*config.Config, *config.Domain) {
 }
 
 // flagDefaults reads the defaults of envoy-rls's flags from the source of
-// pkg/server, the one place they are defined: the calls
+// internal/server, the one place they are defined: the calls
 // fs.XxxVar(&o.field, "name", default, "usage"). String defaults are
 // returned as is, durations in time.Duration's format, booleans as
 // strconv.FormatBool does.
@@ -251,7 +251,7 @@ var timeUnits = map[string]time.Duration{
 	"Second": time.Second, "Minute": time.Minute, "Hour": time.Hour,
 }
 
-// evalDefault evaluates the flag defaults pkg/server writes: literals,
+// evalDefault evaluates the flag defaults internal/server writes: literals,
 // N*time.Unit, and config.DefaultMaxDelay.
 func evalDefault(e ast.Expr) (string, bool) {
 	if s, ok := stringLit(e); ok {

@@ -12,8 +12,8 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/envoy-rls/envoy-rls/internal/lint"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
-	"github.com/envoy-rls/envoy-rls/pkg/lint"
 )
 
 const envoyLoginYAMLPath = "config/envoy-login.yaml"

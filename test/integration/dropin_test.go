@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/envoy-rls/envoy-rls/internal/redistest"
-	"github.com/envoy-rls/envoy-rls/pkg/xds/xdstest"
+	"github.com/envoy-rls/envoy-rls/internal/xds/xdstest"
 )
 
 // These tests run the binary as envoyproxy/ratelimit's image runs it

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// binFlag is a row of docs/flags.md, the table pkg/server's flags generate.
+// binFlag is a row of docs/flags.md, the table internal/server's flags generate.
 type binFlag struct {
 	name, typ, env, def, meaning string
 }

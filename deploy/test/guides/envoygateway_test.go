@@ -9,9 +9,9 @@ import (
 	egv1a1 "github.com/envoyproxy/gateway/api/v1alpha1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/envoy-rls/envoy-rls/pkg/dropin"
+	"github.com/envoy-rls/envoy-rls/internal/dropin"
+	"github.com/envoy-rls/envoy-rls/internal/server"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
-	"github.com/envoy-rls/envoy-rls/pkg/server"
 )
 
 const (

@@ -12,8 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/envoy-rls/envoy-rls/internal/server"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
-	"github.com/envoy-rls/envoy-rls/pkg/server"
 )
 
 // Where the guides say envoy-rls runs: the Service the chart makes with its

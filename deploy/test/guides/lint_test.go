@@ -15,8 +15,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/envoy-rls/envoy-rls/internal/lint"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
-	"github.com/envoy-rls/envoy-rls/pkg/lint"
 )
 
 // gatewayEnvoy is the Envoy a guide's platform builds, as far as rate

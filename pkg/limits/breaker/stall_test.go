@@ -226,7 +226,7 @@ func runStall(t *testing.T, r *stallRedis, d time.Duration, shape shape, tail ti
 	return ep
 }
 
-// newStallBreaker is the breaker as pkg/server builds it.
+// newStallBreaker is the breaker as internal/server builds it.
 func newStallBreaker(s limits.Store, onChange func(bool)) *breaker.Breaker {
 	return breaker.New(s, breaker.Options{Timeout: stallTimeout, OnChange: onChange})
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/envoy-rls/envoy-rls/pkg/rlqs/share"
+	"github.com/envoy-rls/envoy-rls/pkg/rlqs/internal/share"
 )
 
 // Demands returns the live demands of bucket, every instance's: one

@@ -9,8 +9,8 @@ import (
 
 	"github.com/envoy-rls/envoy-rls/internal/redistest"
 	"github.com/envoy-rls/envoy-rls/pkg/rlqs"
+	"github.com/envoy-rls/envoy-rls/pkg/rlqs/internal/share"
 	"github.com/envoy-rls/envoy-rls/pkg/rlqs/redisdemand"
-	"github.com/envoy-rls/envoy-rls/pkg/rlqs/share"
 )
 
 var _ rlqs.DemandStore = (*redisdemand.Store)(nil)

@@ -83,83 +83,101 @@ type Metrics struct {
 // collectors beside them.
 func New() *Metrics {
 	r := prometheus.NewRegistry()
-	m := &Metrics{
-		Registry: r,
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rls_decisions_total",
-			Help: "Descriptor decisions by domain, rule and outcome.",
-		}, []string{"domain", "rule", "outcome"}),
-		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rls_store_errors_total",
-			Help: "Store calls that failed or timed out, by kind.",
-		}, []string{"kind"}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rls_requests_total",
-			Help: "ShouldRateLimit calls by overall code (ok, over_limit, invalid, unavailable).",
-		}, []string{"code"}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "rls_request_duration_seconds",
-			Help:    "Time to answer one ShouldRateLimit call.",
-			Buckets: durationBuckets,
-		}),
-		storeLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "rls_store_duration_seconds",
-			Help:    "Time of one store call (all descriptors of a request).",
-			Buckets: durationBuckets,
-		}),
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rls_config_reloads_total",
-			Help: "Limits config reloads by result (success, failure).",
-		}, []string{"result"}),
-		configSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "rls_config_last_reload_successful",
-			Help: "Whether the last attempt to load the limits config succeeded (1) or kept the old config (0).",
-		}),
-		configDomains: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "rls_config_domains",
-			Help: "Domains in the config in force; 0 is an empty config, under which every request is allowed.",
-		}),
-		configLimits: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "rls_config_limits",
-			Help: "Limits (rate_limit bodies, unlimited ones included) in the config in force.",
-		}),
-		configTime: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "rls_config_last_reload_success_timestamp_seconds",
-			Help: "When the config in effect was loaded.",
-		}),
-		storeUp: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "rls_store_up",
-			Help: "Whether the store answers (1) or is unavailable (0): as the latest store call found it, or, while no calls come, a periodic health check.",
-		}),
-		localDecided: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "rls_local_fallback_decisions_total",
-			Help: "Descriptors decided on this instance's embedded store because the shared store failed (failure_mode local).",
-		}),
-		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "rls_store_circuit_open",
-			Help: "Whether the store's circuit breaker is open (failing fast without calling the store).",
-		}),
-		redisRuns: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "rls_redis_pipeline_runs",
-			Help:    "Script runs (a hit, or the limits of one descriptor) that one pipeline to Redis carried: how well concurrent calls share round trips (a cluster splits a pipeline by node).",
-			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
-		}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "rls_refused_total",
-			Help: "Connections and calls refused at a bound before any work: grpc_connection and http_connection (the listener's -*-max-connections), grpc_call (-max-in-flight, -max-in-flight-per-connection), grpc_resets (a gRPC connection closed past -grpc-max-resets), json_body (a /json body past the bound of the bodies being read).",
-		}, []string{"what"}),
-	}
+	m := &Metrics{Registry: r}
+	m.initRequestFamilies()
+	m.initConfigFamilies()
+	m.initStoreFamilies()
 	m.statsdSent, m.statsdDropped, m.admin = sinkCounters()
-	m.browser = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "rls_browser_refused_total",
-		Help: "HTTP calls refused as a page's in a browser, before any work, by endpoint (json, top, reset, rlqs) and reason: cross_site (Sec-Fetch-Site cross-site or same-site), foreign_origin (an Origin other than the address called, or a Host that is a name), content_type (a reset whose body is not application/json).",
-	}, []string{"endpoint", "reason"})
 	m.configNotLoaded, m.storeRefused = mistakeGauges()
 	r.MustRegister(m.decisions, m.storeErrors, m.requests, m.latency, m.storeLatency,
 		m.reloads, m.configSuccess, m.configTime, m.configDomains, m.configLimits, m.configNotLoaded, m.storeRefused, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns, m.refused,
 		m.statsdSent, m.statsdDropped, m.admin, m.browser,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// initRequestFamilies makes the families of the calls and their
+// descriptors: decisions, requests, their latency, and the calls refused
+// before any work.
+func (m *Metrics) initRequestFamilies() {
+	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rls_decisions_total",
+		Help: "Descriptor decisions by domain, rule and outcome.",
+	}, []string{"domain", "rule", "outcome"})
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rls_requests_total",
+		Help: "ShouldRateLimit calls by overall code (ok, over_limit, invalid, unavailable).",
+	}, []string{"code"})
+	m.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "rls_request_duration_seconds",
+		Help:    "Time to answer one ShouldRateLimit call.",
+		Buckets: durationBuckets,
+	})
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rls_refused_total",
+		Help: "Connections and calls refused at a bound before any work: grpc_connection and http_connection (the listener's -*-max-connections), grpc_call (-max-in-flight, -max-in-flight-per-connection), grpc_resets (a gRPC connection closed past -grpc-max-resets), json_body (a /json body past the bound of the bodies being read).",
+	}, []string{"what"})
+	m.browser = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rls_browser_refused_total",
+		Help: "HTTP calls refused as a page's in a browser, before any work, by endpoint (json, top, reset, rlqs) and reason: cross_site (Sec-Fetch-Site cross-site or same-site), foreign_origin (an Origin other than the address called, or a Host that is a name), content_type (a reset whose body is not application/json).",
+	}, []string{"endpoint", "reason"})
+}
+
+// initConfigFamilies makes the families of the config's loads and of the
+// config in force.
+func (m *Metrics) initConfigFamilies() {
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rls_config_reloads_total",
+		Help: "Limits config reloads by result (success, failure).",
+	}, []string{"result"})
+	m.configSuccess = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rls_config_last_reload_successful",
+		Help: "Whether the last attempt to load the limits config succeeded (1) or kept the old config (0).",
+	})
+	m.configDomains = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rls_config_domains",
+		Help: "Domains in the config in force; 0 is an empty config, under which every request is allowed.",
+	})
+	m.configLimits = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rls_config_limits",
+		Help: "Limits (rate_limit bodies, unlimited ones included) in the config in force.",
+	})
+	m.configTime = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rls_config_last_reload_success_timestamp_seconds",
+		Help: "When the config in effect was loaded.",
+	})
+}
+
+// initStoreFamilies makes the families of the store: its calls, their
+// errors and latency, whether it answers, and what stands in when it
+// does not.
+func (m *Metrics) initStoreFamilies() {
+	m.storeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "rls_store_errors_total",
+		Help: "Store calls that failed or timed out, by kind.",
+	}, []string{"kind"})
+	m.storeLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "rls_store_duration_seconds",
+		Help:    "Time of one store call (all descriptors of a request).",
+		Buckets: durationBuckets,
+	})
+	m.storeUp = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rls_store_up",
+		Help: "Whether the store answers (1) or is unavailable (0): as the latest store call found it, or, while no calls come, a periodic health check.",
+	})
+	m.localDecided = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "rls_local_fallback_decisions_total",
+		Help: "Descriptors decided on this instance's embedded store because the shared store failed (failure_mode local).",
+	})
+	m.breakerOpen = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "rls_store_circuit_open",
+		Help: "Whether the store's circuit breaker is open (failing fast without calling the store).",
+	})
+	m.redisRuns = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "rls_redis_pipeline_runs",
+		Help:    "Script runs (a hit, or the limits of one descriptor) that one pipeline to Redis carried: how well concurrent calls share round trips (a cluster splits a pipeline by node).",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
+	})
 }
 
 // mistakeGauges are the gauges of operators' mistakes the service serves

@@ -59,28 +59,49 @@ func parseFlags(args []string, stderr io.Writer) (*settings, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	switch {
-	case c.concurrency < 1:
-		return nil, errors.New("-concurrency must be at least 1")
-	case c.conns < 1:
-		return nil, errors.New("-conns must be at least 1")
-	case c.duration <= 0:
-		return nil, errors.New("-duration must be positive")
-	case c.duration > maxDuration:
-		return nil, fmt.Errorf("-duration %s is above the bound of %s", c.duration, maxDuration)
-	case c.rate < 0:
-		return nil, errors.New("-rate must be 0 (closed loop) or positive")
-	case c.keys < 1 || c.keys > 10_000_000:
-		return nil, errors.New("-keys must be in [1, 10000000]")
-	case c.timeout <= 0:
-		return nil, errors.New("-timeout must be positive")
-	case c.hits > 1<<32-1:
-		return nil, errors.New("-hits must fit in 32 bits")
-	}
-	if _, err := parseTemplate(c.template); err != nil {
+	if err := c.check(); err != nil {
 		return nil, err
 	}
-	for _, p := range strings.Split(pids, ",") {
+	var err error
+	if c.pids, err = parsePIDs(pids); err != nil {
+		return nil, err
+	}
+	if err := c.checkLoopback(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// check refuses settings out of their bounds and a descriptor template
+// that does not parse.
+func (c *settings) check() error {
+	switch {
+	case c.concurrency < 1:
+		return errors.New("-concurrency must be at least 1")
+	case c.conns < 1:
+		return errors.New("-conns must be at least 1")
+	case c.duration <= 0:
+		return errors.New("-duration must be positive")
+	case c.duration > maxDuration:
+		return fmt.Errorf("-duration %s is above the bound of %s", c.duration, maxDuration)
+	case c.rate < 0:
+		return errors.New("-rate must be 0 (closed loop) or positive")
+	case c.keys < 1 || c.keys > 10_000_000:
+		return errors.New("-keys must be in [1, 10000000]")
+	case c.timeout <= 0:
+		return errors.New("-timeout must be positive")
+	case c.hits > 1<<32-1:
+		return errors.New("-hits must fit in 32 bits")
+	}
+	_, err := parseTemplate(c.template)
+	return err
+}
+
+// parsePIDs reads -pids, comma-separated process ids; empty items are
+// skipped.
+func parsePIDs(list string) ([]int, error) {
+	var pids []int
+	for _, p := range strings.Split(list, ",") {
 		if p = strings.TrimSpace(p); p == "" {
 			continue
 		}
@@ -88,22 +109,28 @@ func parseFlags(args []string, stderr io.Writer) (*settings, error) {
 		if err != nil || n <= 0 {
 			return nil, fmt.Errorf("-pids: %q is not a process id", p)
 		}
-		c.pids = append(c.pids, n)
+		pids = append(pids, n)
 	}
-	if !c.allowRemote {
-		check := c.addr
-		if c.serveNoop != "" {
-			check = c.serveNoop
-		} else if c.noop {
-			check = ""
-		}
-		if check != "" {
-			if err := requireLoopback(check); err != nil {
-				return nil, err
-			}
-		}
+	return pids, nil
+}
+
+// checkLoopback refuses, unless -allow-remote, an address to call or
+// serve on that is not a loopback address: the one -serve-noop serves on,
+// else -addr unless -noop serves in-process.
+func (c *settings) checkLoopback() error {
+	if c.allowRemote {
+		return nil
 	}
-	return c, nil
+	check := c.addr
+	if c.serveNoop != "" {
+		check = c.serveNoop
+	} else if c.noop {
+		check = ""
+	}
+	if check == "" {
+		return nil
+	}
+	return requireLoopback(check)
 }
 
 // requireLoopback refuses an address whose host is not (or does not resolve

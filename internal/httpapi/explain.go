@@ -68,39 +68,9 @@ func parseExplainQuery(raw string) (explainQuery, error) {
 // param, and a format, as parseExplainQuery does; usage is the form the
 // errors show.
 func parseEntriesQuery(raw, param, usage string) (explainQuery, error) {
-	var q explainQuery
-	var desc string
-	seen := map[string]bool{}
-	for part := range strings.SplitSeq(raw, "&") {
-		if part == "" {
-			continue
-		}
-		rawName, rawValue, _ := strings.Cut(part, "=")
-		name, err := url.QueryUnescape(rawName)
-		if err != nil {
-			return q, fmt.Errorf("parameter %q: %v", rawName, err)
-		}
-		if seen[name] {
-			return q, fmt.Errorf("parameter %s given twice: one descriptor per call", name)
-		}
-		seen[name] = true
-		switch name {
-		case param:
-			desc = rawValue
-			continue
-		case "domain", "format":
-		default:
-			return q, fmt.Errorf("unknown parameter %q (want domain, %s and optionally format)", name, param)
-		}
-		v, err := url.QueryUnescape(rawValue)
-		if err != nil {
-			return q, fmt.Errorf("parameter %s: %v", name, err)
-		}
-		if name == "domain" {
-			q.domain = v
-		} else {
-			q.format = v
-		}
+	q, desc, err := splitEntriesQuery(raw, param)
+	if err != nil {
+		return q, err
 	}
 	switch {
 	case q.domain == "":
@@ -110,32 +80,80 @@ func parseEntriesQuery(raw, param, usage string) (explainQuery, error) {
 	case q.format != "" && q.format != "json" && q.format != "text":
 		return q, fmt.Errorf("format %q: want json or text", q.format)
 	}
+	q.entries, err = parseEntriesParam(desc, param)
+	return q, err
+}
+
+// splitEntriesQuery reads the parameters of the raw query, each once: the
+// domain and the format decoded, and the parameter named param as it
+// stands, for parseEntriesParam to split before it decodes.
+func splitEntriesQuery(raw, param string) (q explainQuery, desc string, err error) {
+	seen := map[string]bool{}
+	for part := range strings.SplitSeq(raw, "&") {
+		if part == "" {
+			continue
+		}
+		rawName, rawValue, _ := strings.Cut(part, "=")
+		name, err := url.QueryUnescape(rawName)
+		if err != nil {
+			return q, "", fmt.Errorf("parameter %q: %v", rawName, err)
+		}
+		if seen[name] {
+			return q, "", fmt.Errorf("parameter %s given twice: one descriptor per call", name)
+		}
+		seen[name] = true
+		switch name {
+		case param:
+			desc = rawValue
+			continue
+		case "domain", "format":
+		default:
+			return q, "", fmt.Errorf("unknown parameter %q (want domain, %s and optionally format)", name, param)
+		}
+		v, err := url.QueryUnescape(rawValue)
+		if err != nil {
+			return q, "", fmt.Errorf("parameter %s: %v", name, err)
+		}
+		if name == "domain" {
+			q.domain = v
+		} else {
+			q.format = v
+		}
+	}
+	return q, desc, nil
+}
+
+// parseEntriesParam splits desc, the raw value of the parameter named
+// param, into entries: at its `,` and `=` before decoding each part, or,
+// encoded whole (no literal `=`), after decoding it.
+func parseEntriesParam(desc, param string) ([]descriptors.Entry, error) {
 	decodeParts := true
 	if !strings.Contains(desc, "=") {
 		// Encoded whole: decode, then split.
 		d, err := url.QueryUnescape(desc)
 		if err != nil {
-			return q, fmt.Errorf("%s: %v", param, err)
+			return nil, fmt.Errorf("%s: %v", param, err)
 		}
 		desc, decodeParts = d, false
 	}
+	var entries []descriptors.Entry
 	for part := range strings.SplitSeq(desc, ",") {
 		k, v, ok := strings.Cut(part, "=")
 		if decodeParts {
 			var err error
 			if k, err = url.QueryUnescape(k); err != nil {
-				return q, fmt.Errorf("%s: %v", param, err)
+				return nil, fmt.Errorf("%s: %v", param, err)
 			}
 			if v, err = url.QueryUnescape(v); err != nil {
-				return q, fmt.Errorf("%s: %v", param, err)
+				return nil, fmt.Errorf("%s: %v", param, err)
 			}
 		}
 		if !ok || k == "" {
-			return q, fmt.Errorf("%s entry %q: want key=value", param, part)
+			return nil, fmt.Errorf("%s entry %q: want key=value", param, part)
 		}
-		q.entries = append(q.entries, descriptors.Entry{Key: k, Value: v})
+		entries = append(entries, descriptors.Entry{Key: k, Value: v})
 	}
-	return q, nil
+	return entries, nil
 }
 
 // refusedStatus is the HTTP status of a request Explain or Reset refuses:

@@ -339,56 +339,72 @@ func (env *envoyConfig) entriesFor(f *filter) []*entry {
 			if pr.disabled || (f.disabled && !pr.present) {
 				continue
 			}
-			domain, domainWhere := f.domain, ""
+			re := routeEntries{out: out, stage: f.stage,
+				base: entry{domain: f.domain, route: r, nodeCluster: env.nodeCluster}}
 			if d := pr.cfg.GetDomain(); d != "" {
-				domain, domainWhere = d, pr.where+" typed_per_filter_config"
-			}
-			perRoute := false
-			add := func(where string, rls []*routev3.RateLimit, stage bool) {
-				for j, rl := range rls {
-					if stage && rl.GetStage().GetValue() != f.stage {
-						continue
-					}
-					out = append(out, &entry{
-						where:       fmt.Sprintf("%s rate_limits[%d]", where, j),
-						domain:      domain,
-						domainWhere: domainWhere,
-						rl:          rl,
-						route:       r,
-						nodeCluster: env.nodeCluster,
-						perRoute:    perRoute,
-					})
-				}
+				re.base.domain, re.base.domainWhere = d, pr.where+" typed_per_filter_config"
 			}
 			switch {
 			case len(pr.cfg.GetRateLimits()) > 0:
-				perRoute = true
-				add(pr.where+" typed_per_filter_config", pr.cfg.GetRateLimits(), false)
+				re.base.perRoute = true
+				re.add(pr.where+" typed_per_filter_config", pr.cfg.GetRateLimits(), false)
 			case len(f.rateLimits) > 0:
-				add(f.where(), f.rateLimits, false)
+				re.add(f.where(), f.rateLimits, false)
 			default:
-				ra := r.GetRoute()
-				add(rWhere, ra.GetRateLimits(), true)
-				vhOpt := ratelimitv3.RateLimitPerRoute_OVERRIDE
-				if pr.cfg != nil {
-					vhOpt = pr.cfg.GetVhRateLimits()
-				}
-				//lint:ignore SA1019 deprecated, but Envoy still honours it, so the lint must too
-				if ra.GetIncludeVhRateLimits().GetValue() {
-					vhOpt = ratelimitv3.RateLimitPerRoute_INCLUDE
-				}
-				switch vhOpt {
-				case ratelimitv3.RateLimitPerRoute_INCLUDE:
-					add(vhWhere, vh.GetRateLimits(), true)
-				case ratelimitv3.RateLimitPerRoute_OVERRIDE:
-					if len(ra.GetRateLimits()) == 0 {
-						add(vhWhere, vh.GetRateLimits(), true)
-					}
-				}
+				re.addRouteAndVhost(r, rWhere, vh, vhWhere, pr)
 			}
+			out = re.out
 		}
 	}
 	return out
+}
+
+// routeEntries gathers the entries one route applies: each is base, but
+// for where it stands and its rate_limits entry.
+type routeEntries struct {
+	base entry
+	// stage is the filter's: a route's or a vhost's entries of another
+	// stage are not its.
+	stage uint32
+	out   []*entry
+}
+
+// add adds an entry for each of rls, which stand at where; byStage skips
+// those of another stage than the filter's.
+func (re *routeEntries) add(where string, rls []*routev3.RateLimit, byStage bool) {
+	for j, rl := range rls {
+		if byStage && rl.GetStage().GetValue() != re.stage {
+			continue
+		}
+		e := re.base
+		e.where = fmt.Sprintf("%s rate_limits[%d]", where, j)
+		e.rl = rl
+		re.out = append(re.out, &e)
+	}
+}
+
+// addRouteAndVhost adds the entries of route r, when neither a per-route
+// config nor the filter gives its own: r's rate_limits, and its vhost's as
+// vh_rate_limits (or the deprecated include_vh_rate_limits) says.
+func (re *routeEntries) addRouteAndVhost(r *routev3.Route, rWhere string, vh *routev3.VirtualHost, vhWhere string, pr perRoute) {
+	ra := r.GetRoute()
+	re.add(rWhere, ra.GetRateLimits(), true)
+	vhOpt := ratelimitv3.RateLimitPerRoute_OVERRIDE
+	if pr.cfg != nil {
+		vhOpt = pr.cfg.GetVhRateLimits()
+	}
+	//lint:ignore SA1019 deprecated, but Envoy still honours it, so the lint must too
+	if ra.GetIncludeVhRateLimits().GetValue() {
+		vhOpt = ratelimitv3.RateLimitPerRoute_INCLUDE
+	}
+	switch vhOpt {
+	case ratelimitv3.RateLimitPerRoute_INCLUDE:
+		re.add(vhWhere, vh.GetRateLimits(), true)
+	case ratelimitv3.RateLimitPerRoute_OVERRIDE:
+		if len(ra.GetRateLimits()) == 0 {
+			re.add(vhWhere, vh.GetRateLimits(), true)
+		}
+	}
 }
 
 // routeName names a route by its name, or else by its match.

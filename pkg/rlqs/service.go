@@ -188,6 +188,10 @@ func New(index func() *descriptors.Index, opts Options) (*Service, error) {
 	return s, nil
 }
 
+// quotaStream is the gRPC stream of one Envoy's usage reports and the
+// answers to them.
+type quotaStream = grpc.BidiStreamingServer[rlqspb.RateLimitQuotaUsageReports, rlqspb.RateLimitQuotaResponse]
+
 // StreamRateLimitQuotas answers each usage report of one Envoy with an
 // action for every bucket it reported. It returns when the stream's
 // context ends, whatever its receiver is doing, so that the stream's place
@@ -215,6 +219,52 @@ func (s *Service) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqspb.RateL
 	defer s.close(c)
 	ctx, cancel := context.WithCancelCause(st.Context())
 	defer cancel(nil)
+	var err error
+	me, err = s.answerReports(ctx, cancel, st, c)
+	return err
+}
+
+// answerReports answers c's reports on st until the stream ends, and says
+// why it ended. It returns the stream as Evict sees it from the first
+// report on (nil before one came), for the caller to take out last.
+func (s *Service) answerReports(ctx context.Context, cancel context.CancelCauseFunc, st quotaStream, c *client) (*stream, error) {
+	msgs, errc := receiveReports(ctx, st)
+	silent := time.NewTimer(s.opts.SilentAfter)
+	defer silent.Stop()
+	var me *stream
+	for {
+		select {
+		case <-ctx.Done():
+			return me, s.endedByContext(ctx)
+		case <-silent.C:
+			s.stats.Silent.Add(1)
+			return me, status.Error(codes.DeadlineExceeded, "rlqs: no report for "+s.opts.SilentAfter.String())
+		case <-s.done:
+			// Envoy restarts its stream at its next report, on another
+			// instance or on this one once it is back.
+			return me, status.Error(codes.Unavailable, "envoy-rls is shutting down")
+		case err := <-errc:
+			if errors.Is(err, io.EOF) {
+				return me, nil
+			}
+			return me, err
+		case msg := <-msgs:
+			now := s.opts.Now()
+			silent.Reset(s.opts.SilentAfter)
+			if me == nil {
+				me = s.enter(cancel, now)
+			}
+			me.last.Store(now.UnixNano())
+			if err := st.Send(s.answer(ctx, c, msg, now)); err != nil {
+				return me, err
+			}
+		}
+	}
+}
+
+// receiveReports hands each report st receives over on the first channel,
+// until ctx ends, and the error that ends the receiving on the second.
+func receiveReports(ctx context.Context, st quotaStream) (<-chan *rlqspb.RateLimitQuotaUsageReports, <-chan error) {
 	msgs := make(chan *rlqspb.RateLimitQuotaUsageReports)
 	errc := make(chan error, 1)
 	go func() {
@@ -231,43 +281,20 @@ func (s *Service) StreamRateLimitQuotas(st grpc.BidiStreamingServer[rlqspb.RateL
 			}
 		}
 	}()
-	silent := time.NewTimer(s.opts.SilentAfter)
-	defer silent.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			// The receiver may have stopped without a word, on a message
-			// it could not hand over: only the context tells the stream
-			// is over, and the stream's place is held until this returns.
-			if errors.Is(context.Cause(ctx), errEvicted) {
-				s.stats.Evicted.Add(1)
-				return status.Error(codes.ResourceExhausted, "rlqs: the longest-silent stream, closed for a new one: every stream place is taken")
-			}
-			return status.FromContextError(ctx.Err()).Err()
-		case <-silent.C:
-			s.stats.Silent.Add(1)
-			return status.Error(codes.DeadlineExceeded, "rlqs: no report for "+s.opts.SilentAfter.String())
-		case <-s.done:
-			// Envoy restarts its stream at its next report, on another
-			// instance or on this one once it is back.
-			return status.Error(codes.Unavailable, "envoy-rls is shutting down")
-		case err := <-errc:
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		case msg := <-msgs:
-			now := s.opts.Now()
-			silent.Reset(s.opts.SilentAfter)
-			if me == nil {
-				me = s.enter(cancel, now)
-			}
-			me.last.Store(now.UnixNano())
-			if err := st.Send(s.answer(ctx, c, msg, now)); err != nil {
-				return err
-			}
-		}
+	return msgs, errc
+}
+
+// endedByContext is the status of a stream whose context ended: evicted
+// for a new stream, or cancelled or past its deadline. The receiver may
+// have stopped without a word, on a message it could not hand over: only
+// the context tells the stream is over, and the stream's place is held
+// until StreamRateLimitQuotas returns.
+func (s *Service) endedByContext(ctx context.Context) error {
+	if errors.Is(context.Cause(ctx), errEvicted) {
+		s.stats.Evicted.Add(1)
+		return status.Error(codes.ResourceExhausted, "rlqs: the longest-silent stream, closed for a new one: every stream place is taken")
 	}
+	return status.FromContextError(ctx.Err()).Err()
 }
 
 // Drain ends every stream, now and to come, with UNAVAILABLE, so that a

@@ -174,6 +174,42 @@ func (p *progress) still(quiet time.Duration) {
 	p.line("… still running: %s", strings.Join(names, ", "))
 }
 
+// remind says which packages are still running, each second that follows
+// quiet ones, until done is closed.
+func (p *progress) remind(quiet time.Duration, done <-chan struct{}) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			p.still(quiet)
+		}
+	}
+}
+
+// follow reads go test -json's events from r until it ends, and passes
+// on the go command's own lines as they are.
+func (p *progress) follow(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Action == "" {
+			// Not test2json's: the go command's own words.
+			p.mu.Lock()
+			fmt.Fprintln(p.out, sc.Text())
+			p.mu.Unlock()
+			continue
+		}
+		p.handle(e)
+	}
+}
+
+// step runs go test -json with goArgs in dir, env added, prints its
+// progress, adds its packages to the tally, and returns go test's exit
+// code (2 when it could not run or the tally could not be written).
 func step(tally, dir string, env []string, goArgs []string, quiet time.Duration, stdout, stderr io.Writer) int {
 	cmd := exec.Command("go", append([]string{"test", "-json"}, goArgs...)...)
 	cmd.Dir = dir
@@ -195,31 +231,8 @@ func step(tally, dir string, env []string, goArgs []string, quiet time.Duration,
 	}
 	p := &progress{out: stdout, started: map[string]time.Time{}, output: map[testID]*strings.Builder{}, printed: time.Now()}
 	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				p.still(quiet)
-			}
-		}
-	}()
-	sc := bufio.NewScanner(pipe)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var e event
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil || e.Action == "" {
-			// Not test2json's: the go command's own words.
-			p.mu.Lock()
-			fmt.Fprintln(stdout, sc.Text())
-			p.mu.Unlock()
-			continue
-		}
-		p.handle(e)
-	}
+	go p.remind(quiet, done)
+	p.follow(pipe)
 	waitErr := cmd.Wait()
 	close(done)
 	if err := appendTally(tally, p.passed, p.failed); err != nil {

@@ -228,21 +228,9 @@ func (c *Client) Run(ctx context.Context) {
 // attempt dials anew, so that it reads the TLS files of the moment and
 // follows the client's backoff rather than gRPC's own.
 func (c *Client) stream(ctx context.Context) (answered bool, err error) {
-	creds := insecure.NewCredentials()
-	if c.o.TLS != nil {
-		tc, err := c.o.TLS.Config()
-		if err != nil {
-			return false, fmt.Errorf("TLS: %w", err)
-		}
-		creds = credentials.NewTLS(tc)
-	}
-	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(creds),
-		grpc.WithUserAgent("envoy-rls"),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: 20 * time.Second}),
-	}
-	if c.o.MaxMessageBytes > 0 {
-		opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.o.MaxMessageBytes)))
+	opts, err := c.dialOptions()
+	if err != nil {
+		return false, err
 	}
 	conn, err := grpc.NewClient(c.o.Server, opts...)
 	if err != nil {
@@ -290,6 +278,29 @@ func (c *Client) stream(ctx context.Context) (answered bool, err error) {
 			return answered, err
 		}
 	}
+}
+
+// dialOptions are the options of one connection to the server: its
+// credentials, read from the TLS files of the moment, keepalives, and the
+// bound on a message.
+func (c *Client) dialOptions() ([]grpc.DialOption, error) {
+	creds := insecure.NewCredentials()
+	if c.o.TLS != nil {
+		tc, err := c.o.TLS.Config()
+		if err != nil {
+			return nil, fmt.Errorf("TLS: %w", err)
+		}
+		creds = credentials.NewTLS(tc)
+	}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithUserAgent("envoy-rls"),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: 20 * time.Second}),
+	}
+	if c.o.MaxMessageBytes > 0 {
+		opts = append(opts, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.o.MaxMessageBytes)))
+	}
+	return opts, nil
 }
 
 // handle applies one response and returns its ACK, or refuses it and

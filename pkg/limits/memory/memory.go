@@ -213,21 +213,8 @@ const maxRunOnStack = 8
 // decideRun decides a run of joint hits in one critical section of every
 // shard it touches, taken in index order so that two runs never deadlock.
 func (s *Store) decideRun(hits []limits.Hit, results []limits.Result, now int64) {
-	if k := limits.RepeatedKey(hits); k >= 0 {
-		err := fmt.Errorf("memory: joint run of %d hits: hit %d (%s): %w", len(hits), k, hits[k].Key, limits.ErrRepeatedKey)
-		for m := range hits {
-			results[m] = limits.Result{Err: err}
-		}
+	if invalidRun(hits, results) {
 		return
-	}
-	for k := range hits {
-		if err := hits[k].Limit.Validate(); err != nil {
-			for m := range hits {
-				results[m] = limits.Result{Err: fmt.Errorf("joint with hit %d: %w", k, err)}
-			}
-			results[k] = limits.Result{Err: err}
-			return
-		}
 	}
 	var shardsBuf [maxRunOnStack]int
 	var decisionsBuf [maxRunOnStack]limits.Decision
@@ -275,6 +262,29 @@ func (s *Store) decideRun(hits []limits.Hit, results []limits.Result, now int64)
 			sh.promote(i, lvl)
 		}
 	}
+}
+
+// invalidRun reports whether a run of joint hits cannot be decided, a key
+// repeated in it or a limit invalid, and then gives every hit of the run
+// the error: a joint run is decided whole or not at all.
+func invalidRun(hits []limits.Hit, results []limits.Result) bool {
+	if k := limits.RepeatedKey(hits); k >= 0 {
+		err := fmt.Errorf("memory: joint run of %d hits: hit %d (%s): %w", len(hits), k, hits[k].Key, limits.ErrRepeatedKey)
+		for m := range hits {
+			results[m] = limits.Result{Err: err}
+		}
+		return true
+	}
+	for k := range hits {
+		if err := hits[k].Limit.Validate(); err != nil {
+			for m := range hits {
+				results[m] = limits.Result{Err: fmt.Errorf("joint with hit %d: %w", k, err)}
+			}
+			results[k] = limits.Result{Err: err}
+			return true
+		}
+	}
+	return false
 }
 
 // Stats returns the current counters. It takes each shard's lock in turn, so

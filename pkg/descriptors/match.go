@@ -1,15 +1,3 @@
-// Package descriptors maps the descriptors Envoy sends onto the limits of a
-// loaded config, and names the store key each one is counted under.
-//
-// Matching follows envoyproxy/ratelimit: walk the request's entries level by
-// level; at each level try the exact key and value, then the `*` wildcard
-// values in config order, then the bare key (one counter per distinct value).
-// One walker (walk.go) does it for a request's ordered entries (Match), an
-// RLQS bucket id's unordered ones (MatchSet) and lint's partly known ones.
-// The first wildcard in config order that matches wins; an index built at
-// load, by each pattern's literal prefix or suffix, finds it without trying
-// those that cannot match for want of that prefix or suffix, however many a
-// config holds. A limit applies only where the walk ends on the last entry.
 package descriptors
 
 import (

@@ -1,12 +1,3 @@
-// Package limits holds what a rate limit is and how it is decided: the
-// Limit value type, the five algorithms as pure functions of
-// (state, limit, cost, now), and the Store contract that every backend
-// (the embedded store in package memory, Redis in package redisstore)
-// implements with the same semantics.
-//
-// Time is integer microseconds everywhere a decision is computed; every
-// store decides with the functions here, on the state it keeps, so that all
-// make the same decision for the same sequence of requests.
 package limits
 
 import (

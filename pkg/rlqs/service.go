@@ -1,12 +1,3 @@
-// Package rlqs serves envoy.service.rate_limit_quota.v3: each Envoy reports,
-// per bucket, the requests it allowed and denied, and gets back a share of
-// the bucket's limit to enforce by itself as a token bucket, so that no
-// request waits on a call to this service.
-//
-// A bucket id is matched against the limits of the report's domain, the
-// same descriptor trees the RLS service reads; a limit's rate is global,
-// divided max-min fairly (package share) among every client that reports a
-// bucket, on every instance that shares the DemandStore.
 package rlqs
 
 import (

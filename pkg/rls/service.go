@@ -1,14 +1,3 @@
-// Package rls is Envoy's RateLimitService v3 over the limits of a loaded
-// config and a store. A request becomes a plan (plan.go): each descriptor
-// matched to its limits, with their store keys and costs. The plan is
-// decided in one store call (decide.go), the descriptors the store failed
-// take their failure modes in one pass (failure.go), each gets a verdict
-// (verdict.go), and the verdicts become Envoy's answer, one status per
-// descriptor in order (respond.go, headers.go), and one metrics record each
-// (stats.go). Where envoyproxy/ratelimit's answers differ from envoy-rls's
-// own, the service follows the Profile it was given (profile.go). Explain
-// (explain.go) builds and settles the same plan. envoy.go converts between
-// Envoy's protobuf and the service's types.
 package rls
 
 import (

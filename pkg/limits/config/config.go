@@ -1,9 +1,3 @@
-// Package config loads limits into an immutable snapshot, from two sources
-// checked by one validator: limits files, in the envoyproxy/ratelimit YAML
-// format plus envoy-rls's additions, parsed strictly (an unknown field, a
-// typo, a duplicate is an error naming file, line and word); and the
-// RateLimitConfig messages of an xDS server (FromProto), whose errors name
-// the resource and the field's path instead.
 package config
 
 import (

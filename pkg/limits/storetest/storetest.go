@@ -1,14 +1,3 @@
-// Package storetest is the conformance suite of limits.Store: one table of
-// cases, run against every store (the embedded one and Redis), so that all of
-// them decide exactly as docs/semantics.md says and as limits.DecideWithin
-// computes, joint runs of hits included.
-//
-// The suite owns the clock. A store under test must read the clock it is
-// given once per Decide call instead of its own; Run advances it between
-// calls, so every case runs at fixed instants.
-//
-// A store converts Hit.MaxDelay to DecideWithin's microseconds as
-// Hit.MaxDelayMicros does; the suite's deadlines are whole milliseconds.
 package storetest
 
 import (

@@ -10,8 +10,8 @@
 # number of workers (over GHZ_CONNS connections), each service one after
 # the other: throughput, p99, the CPU per decision of the service and of
 # Redis (utime+stime from /proc/PID/stat around the run), the Redis
-# commands and bytes (in and out) per decision (INFO commandstats and
-# stats around the run), the load average before the point; then
+# commands, bytes (in and out) and reads (syscalls: what pipelining saves)
+# per decision (INFO stats around the run), the load average before the point; then
 # envoy-rls's ratios to envoyproxy/ratelimit, point by point.
 #
 #   PEER_RLS_BIN=/path/to/ratelimit scripts/bench-ghz.sh
@@ -98,10 +98,12 @@ start_noop
 # ticks PID: the CPU time PID has used, in clock ticks (utime+stime).
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
-# redis_counts: Redis's commands processed, bytes in and bytes out so far.
+# redis_counts: Redis's commands processed, bytes in, bytes out and reads
+# (its read syscalls: a pipeline's decisions share one) so far.
 redis_counts() {
 	redis-cli -p "$redis_port" info stats | tr -d '\r' |
-		awk -F: '/^total_commands_processed:/ {c=$2} /^total_net_input_bytes:/ {i=$2} /^total_net_output_bytes:/ {o=$2} END {print c, i, o}'
+		awk -F: '/^total_commands_processed:/ {c=$2} /^total_net_input_bytes:/ {i=$2} /^total_net_output_bytes:/ {o=$2}
+			/^total_reads_processed:/ {r=$2} END {print c, i, o, r}'
 }
 
 # point C K ALGO PORT PID [REDISPID]: one ghz run of C workers against
@@ -130,7 +132,8 @@ point() {
 		{load: $load, count: .count, ok: $ok, rps: .rps,
 		 p99: ([.latencyDistribution[]? | select(.percentage == 99) | .latency / 1000] | first // null),
 		 cpu: ($svc * 1e6 / $hz / $ok), redis: ($redis * 1e6 / $hz / $ok),
-		 cmds: (($b[0] - $a[0]) / $ok), in: (($b[1] - $a[1]) / $ok), out: (($b[2] - $a[2]) / $ok)}' <<<"$out"
+		 cmds: (($b[0] - $a[0]) / $ok), in: (($b[1] - $a[1]) / $ok), out: (($b[2] - $a[2]) / $ok),
+		 reads: (($b[3] - $a[3]) / $ok)}' <<<"$out"
 }
 
 # record SEQ SERVICE ALGO C K JSON FLOORJSON [PEERJSON]: one point, for the
@@ -146,9 +149,9 @@ record() {
 # with ranges, each cell the range of its values over the rounds.
 tables() {
 	two_tables "${1:-}" '[.c, .seq]' \
-		"| service | algorithm | workers | load | calls/s | × floor | p99 µs | non-OK | service CPU µs/decision | Redis CPU µs/decision | Redis commands/decision | Redis bytes in/out per decision |
-|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" \
-		'"| \(.svc) | \(.algo) | \(.c) | \($g | span(.load; r2)) | \($g | span(.rps; i)) | \($g | span(.tputx; r2)) | \($g | span(.p99; i)) | \($g | span(.count - .ok; i)) | \($g | span(.cpu; r1)) | \($g | span(.redis; r1)) | \($g | span(.cmds; r2)) | \($g | span(.in; i)) / \($g | span(.out; i)) |"' \
+		"| service | algorithm | workers | load | calls/s | × floor | p99 µs | non-OK | service CPU µs/decision | Redis CPU µs/decision | Redis commands/decision | Redis bytes in/out per decision | Redis reads/decision |
+|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" \
+		'"| \(.svc) | \(.algo) | \(.c) | \($g | span(.load; r2)) | \($g | span(.rps; i)) | \($g | span(.tputx; r2)) | \($g | span(.p99; i)) | \($g | span(.count - .ok; i)) | \($g | span(.cpu; r1)) | \($g | span(.redis; r1)) | \($g | span(.cmds; r2)) | \($g | span(.in; i)) / \($g | span(.out; i)) | \($g | span(.reads; r2)) |"' \
 		"| envoy-rls algorithm | workers | service + Redis CPU per decision | service CPU | Redis CPU | throughput | p99 |
 |---|---:|---:|---:|---:|---:|---:|" \
 		'"| \(.algo) | \(.c) | \($g | span(.vs.both; r2)) | \($g | span(.vs.cpu; r2)) | \($g | span(.vs.redis; r2)) | \($g | span(.vs.tput; r2)) | \($g | span(.vs.p99; r2)) |"'

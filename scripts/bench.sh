@@ -71,11 +71,7 @@ point() {
 declare -A floor_tput floor_p99 floor_cpu
 
 echo "floor: no-op RateLimitService…" >&2
-noop_port="$(free_port)"
-"${on_svc[@]}" bin/rls-bench -serve-noop "127.0.0.1:$noop_port" 2>/dev/null &
-noop_pid=$!
-pids+=("$noop_pid")
-wait_port "$noop_port" "$noop_pid"
+start_noop
 # measure_floor C K: the no-op's throughput, p99 and CPU for C callers and K
 # keys, kept for the ratios of the points that follow (in this shell: not
 # to be called in $(…)); its JSON goes to $tmp/floor.json.

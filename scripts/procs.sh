@@ -139,3 +139,120 @@ start_peer() {
 	pids+=("$svc_pid")
 	wait_port "$svc_port" "$svc_pid" || { cat "$tmp/svc.log" >&2; exit 1; }
 }
+
+# peer_limits: envoyproxy/ratelimit's limits of the side-by-side runs, the
+# row to compare with envoy-rls's fixed_window count_refused (10^9 a
+# second), under $tmp/runtime where start_peer reads them.
+peer_limits() {
+	mkdir -p "$tmp/runtime/ratelimit/config"
+	cat >"$tmp/runtime/ratelimit/config/bench.yaml" <<'YAML'
+domain: bench
+descriptors:
+  - key: fixed_window
+    rate_limit:
+      unit: second
+      requests_per_unit: 1000000000
+YAML
+}
+
+# start_noop: the floor, rls-bench's no-op RateLimitService in a process of
+# its own (bin/rls-bench, from build), on a free port; sets noop_port and
+# noop_pid.
+start_noop() {
+	noop_port="$(free_port)"
+	"${on_svc[@]}" bin/rls-bench -serve-noop "127.0.0.1:$noop_port" 2>/dev/null &
+	noop_pid=$!
+	pids+=("$noop_pid")
+	wait_port "$noop_port" "$noop_pid"
+}
+
+# span_defs: jq definitions of the side-by-side tables: span(f; fmt), the
+# range (low–high) of f over a group of points, and the formats i, r1 and
+# r2 (rounded to units, tenths and hundredths).
+span_defs='
+	def span(f; fmt): [.[] | f | select(. != null)] as $v
+		| if ($v | length) == 0 then "–" else ($v | min | fmt) as $a | ($v | max | fmt) as $b
+		| if $a == $b then "\($a)" else "\($a)–\($b)" end end;
+	def i: round; def r1: . * 10 | round / 10; def r2: . * 100 | round / 100;'
+
+# side_by_side ROUNDS "CALLERS…" "KEYS…" "ALGORITHMS…" PEERBIN RLSBIN: the
+# rounds of a side-by-side script: for each number of callers and of keys,
+# the no-op floor, envoyproxy/ratelimit's fixed window (PEERBIN) and each
+# of envoy-rls's ALGORITHMS (RLSBIN), one after the other on the Redis of
+# start_redis, each point taken by the script's own functions:
+#   point C K ALGO PORT PID [REDISPID]   prints the point's JSON;
+#   record SEQ SERVICE ALGO C K JSON FLOORJSON [PEERJSON]   keeps it;
+#   summary JSON   a line of progress.
+# load holds the load average read before each point, for record.
+side_by_side() {
+	local rounds="$1" callers="$2" keys="$3" algorithms="$4" peer_bin="$5" rls_bin="$6"
+	local round c k floor peer out algo label seq
+	for round in $(seq "$rounds"); do
+		for c in $callers; do
+			for k in $keys; do
+				echo "round $round, $c callers, $k keys…" >&2
+				load="$(cut -d' ' -f1 /proc/loadavg)"
+				floor="$(point "$c" "$k" fixed_window "$noop_port" "$noop_pid")"
+				record 0 "no-op floor" – "$c" "$k" "$floor" "$floor"
+
+				start_peer "$peer_bin"
+				load="$(cut -d' ' -f1 /proc/loadavg)"
+				peer="$(point "$c" "$k" fixed_window "$svc_port" "$svc_pid" "$redis_pid")"
+				stop "$svc_pid"
+				record 1 "envoyproxy/ratelimit" "fixed_window (refused count)" "$c" "$k" "$peer" "$floor"
+				echo "  envoyproxy/ratelimit: $(summary "$peer")" >&2
+
+				start_envoy_rls "$rls_bin" "$tmp/envoy-rls.yaml"
+				seq=2
+				for algo in $algorithms; do
+					load="$(cut -d' ' -f1 /proc/loadavg)"
+					out="$(point "$c" "$k" "$algo" "$svc_port" "$svc_pid" "$redis_pid")"
+					label="$algo"
+					[[ "$algo" == fixed_window ]] && label="fixed_window count_refused"
+					record "$seq" envoy-rls "$label" "$c" "$k" "$out" "$floor" "$peer"
+					seq=$((seq + 1))
+					echo "  envoy-rls $algo: $(summary "$out")" >&2
+				done
+				stop "$svc_pid"
+			done
+		done
+	done
+}
+
+# need_peer: exits unless PEER_RLS_BIN names the envoyproxy/ratelimit
+# binary.
+need_peer() {
+	[[ -n "${PEER_RLS_BIN:-}" && -x "$PEER_RLS_BIN" ]] || { echo "$NAME: PEER_RLS_BIN must name the envoyproxy/ratelimit binary" >&2; exit 1; }
+}
+
+# print_tables ROUNDS: the script's tables (its function tables), then,
+# over more than one round, the range of each cell over the rounds: what
+# BENCHMARKS.md cites.
+print_tables() {
+	tables
+	if (($1 > 1)); then
+		echo
+		echo "Ranges over the $1 rounds (low–high):"
+		echo
+		tables ranges
+	fi
+}
+
+# two_tables MODE GROUPBY HEAD1 ROW1 HEAD2 ROW2: the two tables of a
+# side-by-side script from $tmp/points.jsonl: every point (HEAD1, each row
+# the jq string ROW1 of a group $g of points) and envoy-rls's ratios to
+# envoyproxy/ratelimit (HEAD2, ROW2, over the points that have them). With
+# MODE "ranges", a group is the points of one place in a round (GROUPBY, a
+# jq array of fields) over the rounds, and each cell their range; else a
+# group is one point.
+two_tables() {
+	local group='map([.])'
+	[[ "$1" == ranges ]] && group="group_by($2)"
+	echo "$3"
+	jq -s -r "$span_defs $group"'[] | . as $g | $g[0] | '"$4" "$tmp/points.jsonl"
+	echo
+	echo "envoy-rls against envoyproxy/ratelimit in the same round:"
+	echo
+	echo "$5"
+	jq -s -r "$span_defs"' map(select(.vs != null)) | '"$group"'[] | . as $g | $g[0] | '"$6" "$tmp/points.jsonl"
+}

@@ -14,8 +14,7 @@ import (
 )
 
 // This file routes the server libraries' own logs (net/http's, grpc-go's)
-// through the service's logger, within a budget: an error that repeats
-// for every connection must not drown the service's own log.
+// through the service's logger, within a budget.
 
 // serverLogBudget is how many lines per second the server libraries may log
 // of their own; the rest of a second's lines are dropped. An error that

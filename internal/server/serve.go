@@ -323,6 +323,10 @@ func (r *running) httpServer() {
 // the config's loads, the TLS files' reload, the store's watch.
 func (r *running) serve(bg context.Context) {
 	o := r.o
+	// Each config the source puts in force from now on goes to the
+	// service, and health follows; one that came since build, before the
+	// first call is answered.
+	r.src.serve(bg, &r.wg, r.svc, r.updateHealth)
 	r.goServe(func() error { return serveGRPC(r.gs, r.grpcLis) })
 	r.goServe(func() error { return serveHTTP(r.hsrv, r.httpLis) })
 	if r.ls.debug != nil {
@@ -332,7 +336,6 @@ func (r *running) serve(bg context.Context) {
 	stopFamilies, stopPush := serveStats(o, r.m, r.ls.stats, r.log, &r.wg, r.errc), startPush(r.pusher)
 	r.stopStats = func() { stopPush(); stopFamilies() } // after the last decision: its stats are pushed
 	r.admin.serve(bg, o, r.ls.admin, r.m, &r.wg, r.errc)
-	r.src.serve(bg, &r.wg, r.svc, r.updateHealth) // each config put in force, health follows
 	if r.gtls != nil {
 		r.gtls.run(bg, &r.wg)
 	}

@@ -56,10 +56,20 @@ var (
 // loaded here, a *ConfigError to Run when it does not load; loaded, when
 // not nil, runs right after that load (openFiles).
 func openSource(o *Options, log *zap.Logger, loaded func()) (source, error) {
+	// Each error returned alone: a nil *xdsSource or *filesSource would be
+	// a source that is not nil.
 	if o.xds.server != "" {
-		return openXDS(o, log)
+		s, err := openXDS(o, log)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
-	return openFiles(o, log, loaded)
+	s, err := openFiles(o, log, loaded)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // hasDomainIfNeeded is the healthy of both sources: true unless needs

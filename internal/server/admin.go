@@ -114,8 +114,7 @@ func (a *admin) serve(bg context.Context, o *Options, l net.Listener, m *metrics
 	where := "http-addr"
 	if l != nil {
 		a.srv = newHTTPServer(a.handler, o, o.httpReadTimeout, a.log)
-		_, httpConns := connectionBounds(o)
-		bounded := newLimitListener(l, httpConns, func() { m.Refused(metrics.RefusedHTTPConnection) })
+		bounded := boundedHTTP(o, m, l)
 		wg.Add(1)
 		go func() { defer wg.Done(); errc <- serveHTTP(a.srv, bounded) }()
 		where = l.Addr().String()

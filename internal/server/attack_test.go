@@ -16,6 +16,8 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/envoy-rls/envoy-rls/internal/grpcguard"
 )
 
 // h2Attacker is one HTTP/2 connection of an attacker, written frame by
@@ -183,7 +185,7 @@ var grpcPrefix200K = []byte{0, 0, 0x03, 0x20, 0x00}
 // headers alone, or a prefix announcing 200 KB and nothing after), their
 // PINGs answered, hold no place in -max-in-flight: a normal client beside
 // them gets its answers. The server ends the stalled streams once they
-// have waited messageWait for their message.
+// have waited grpcguard.MessageWait for their message.
 func TestHeaderOnlyStreams(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -194,7 +196,7 @@ func TestHeaderOnlyStreams(t *testing.T) {
 			t.Parallel()
 			s := startInProcess(t)
 			// A Watch stream with no deadline, its message sent, outlives
-			// messageWait.
+			// grpcguard.MessageWait.
 			watch, _ := openWatch(t, grpcDial(t, s.grpcAddr, insecure.NewCredentials()))
 			watchEnded := make(chan error, 1)
 			go func() {
@@ -215,18 +217,18 @@ func TestHeaderOnlyStreams(t *testing.T) {
 			if share < 0.9 {
 				t.Errorf("%.1f%% of the calls answered beside 4,096 stalled streams, want at least 90%%", 100*share)
 			}
-			deadline := time.Now().Add(messageWait + callBound)
+			deadline := time.Now().Add(grpcguard.MessageWait + callBound)
 			for i, a := range attackers {
 				for a.resets.Load() < 1024 && time.Now().Before(deadline) {
 					time.Sleep(50 * time.Millisecond)
 				}
 				if n := a.resets.Load(); n < 1024 {
-					t.Errorf("attacker %d: %d of its 1,024 stalled streams ended by the server within %s", i, n, messageWait+callBound)
+					t.Errorf("attacker %d: %d of its 1,024 stalled streams ended by the server within %s", i, n, grpcguard.MessageWait+callBound)
 				}
 			}
 			select {
 			case err := <-watchEnded:
-				t.Errorf("a Watch stream whose message came ended after %s: %v", messageWait, err)
+				t.Errorf("a Watch stream whose message came ended after %s: %v", grpcguard.MessageWait, err)
 			default:
 			}
 		})

@@ -8,23 +8,20 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/grpclog"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/envoy-rls/envoy-rls/internal/grpcguard"
 )
 
 // closedWithin reports whether the server closes c within bound, reading
@@ -136,98 +133,23 @@ func TestGRPCMessageBound(t *testing.T) {
 	}
 }
 
-// holdCalls starts n unary calls from the connection of peer p through
-// l's interceptor, each held in its handler until release is closed, and
-// returns once all hold their place.
-func holdCalls(t *testing.T, l *inflightLimit, p *peer.Peer, n int, release <-chan struct{}) {
-	t.Helper()
-	ctx := peer.NewContext(context.Background(), p)
-	held := make(chan error, n)
-	for range n {
-		go func() {
-			_, err := l.unary(ctx, nil, nil, func(context.Context, any) (any, error) {
-				held <- nil
-				<-release
-				return nil, nil
-			})
-			if err != nil {
-				held <- err
-			}
-		}()
-	}
-	for range n {
-		if err := <-held; err != nil {
-			t.Fatalf("a held call: %v", err)
-		}
-	}
-}
-
-// callThrough makes one unary call from the connection of p through l's
-// interceptor, answered at once.
-func callThrough(l *inflightLimit, p *peer.Peer) error {
-	_, err := l.unary(peer.NewContext(context.Background(), p), nil, nil, func(context.Context, any) (any, error) { return nil, nil })
-	return err
-}
-
-// Calls past -max-in-flight are refused at once, and the place of a call
-// is given back when it is answered. (One connection holds the whole
-// bound here: its share is all of it.)
-func TestMaxInFlight(t *testing.T) {
-	t.Parallel()
-	l := newInflightLimit(2, 2, nil)
-	p := &peer.Peer{}
-	release := make(chan struct{})
-	holdCalls(t, l, p, 2, release)
-	if err := callThrough(l, p); status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("a third call: %v, want RESOURCE_EXHAUSTED", err)
-	}
-	if _, err := l.admit(context.Background(), nil); status.Code(err) != codes.ResourceExhausted {
-		t.Errorf("a third call's headers while the bound is full: %v, want RESOURCE_EXHAUSTED", err)
-	}
-	close(release)
-	deadline := time.Now().Add(callBound)
-	for callThrough(l, p) != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("calls are still refused after the held ones were answered")
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// One connection holds at most its share of the bound (an eighth by
-// default); the others' calls are answered beside it.
-func TestMaxInFlightPerConnection(t *testing.T) {
-	t.Parallel()
-	l := newInflightLimit(16, int64(perConnInFlight(&Options{maxInFlight: 16})), nil)
-	greedy := &peer.Peer{}
-	release := make(chan struct{})
-	defer close(release)
-	holdCalls(t, l, greedy, 2, release)
-	if err := callThrough(l, greedy); status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("a third call on a connection holding its share (2 of 16): %v, want RESOURCE_EXHAUSTED", err)
-	}
-	if err := callThrough(l, &peer.Peer{}); err != nil {
-		t.Errorf("a call on another connection: %v", err)
-	}
-}
-
 // Streaming calls (health Watch) last as long as their clients want, so
 // they hold no place of -max-in-flight: connections holding every Watch
 // stream they may do not keep one decision from being answered. They have
 // a bound of their own, -max-open-streams, of which one connection holds
-// at most streamsPerConn.
+// at most grpcguard.StreamsPerConn.
 func TestStreamsBoundApart(t *testing.T) {
 	t.Parallel()
-	s := startInProcess(t, "-max-in-flight", "16", "-max-open-streams", fmt.Sprint(streamsPerConn+4))
+	s := startInProcess(t, "-max-in-flight", "16", "-max-open-streams", fmt.Sprint(grpcguard.StreamsPerConn+4))
 	greedy := grpcDial(t, s.grpcAddr, insecure.NewCredentials())
-	for range streamsPerConn {
+	for range grpcguard.StreamsPerConn {
 		openWatch(t, greedy)
 	}
 	if err := watchRefused(greedy); status.Code(err) != codes.ResourceExhausted {
-		t.Errorf("a Watch past a connection's %d: %v, want RESOURCE_EXHAUSTED", streamsPerConn, err)
+		t.Errorf("a Watch past a connection's %d: %v, want RESOURCE_EXHAUSTED", grpcguard.StreamsPerConn, err)
 	}
 	if _, err := grpcCall(greedy, "beside-watches"); err != nil {
-		t.Errorf("a decision on a connection holding %d Watch streams: %v", streamsPerConn, err)
+		t.Errorf("a decision on a connection holding %d Watch streams: %v", grpcguard.StreamsPerConn, err)
 	}
 	other := grpcDial(t, s.grpcAddr, insecure.NewCredentials())
 	for range 4 {
@@ -315,117 +237,4 @@ func TestMaxInFlightFailedCalls(t *testing.T) {
 		}
 	}
 	answeredWithin(t, conn, "after 12 failed calls")
-}
-
-// Past a listener's bound a new connection is closed at once, and a closed
-// one gives its place back.
-func TestLimitListener(t *testing.T) {
-	t.Parallel()
-	inner, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := make(chan struct{}, 10)
-	l := newLimitListener(inner, 2, func() { refused <- struct{}{} })
-	defer l.Close()
-	accepted := make(chan net.Conn, 10)
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c
-		}
-	}()
-	dial := func() net.Conn {
-		c, err := net.Dial("tcp", inner.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	dial()
-	dial()
-	first := <-accepted
-	<-accepted
-	third := dial()
-	select {
-	case <-refused:
-	case <-time.After(callBound):
-		t.Fatal("the third connection was not refused")
-	}
-	if !closedWithin(t, third, callBound) {
-		t.Error("the refused connection was left open")
-	}
-	first.Close()
-	first.Close() // a second Close gives nothing back twice
-	dial()
-	select {
-	case <-accepted:
-	case <-time.After(callBound):
-		t.Fatal("a place given back was not taken")
-	}
-	dial()
-	select {
-	case <-refused:
-	case <-time.After(callBound):
-		t.Fatal("the bound did not hold after a connection closed twice")
-	}
-}
-
-// The server libraries' own errors reach the service's log as structured
-// entries, within the budget.
-func TestServerErrorLog(t *testing.T) {
-	core, logs := observer.New(zap.WarnLevel)
-	std := serverErrorLog(zap.New(core), "http")
-	for range 100 {
-		std.Print("http: Accept error: accept4: too many open files; retrying in 1s")
-	}
-	n := logs.Len()
-	if n == 0 || n > 2*serverLogBudget {
-		t.Fatalf("%d entries of 100 within a second or two, want 1 to %d", n, 2*serverLogBudget)
-	}
-	e := logs.All()[0]
-	if e.Level != zap.WarnLevel || e.ContextMap()["from"] != "http" || !strings.Contains(e.Message, "too many open files") {
-		t.Errorf("entry %+v", e)
-	}
-}
-
-// grpc-go's own warnings reach the service's log; its informational lines
-// do not, nor its routine warnings (a client gone away, a client
-// connection of the process's own that its owner reports).
-func TestGRPCLogRouted(t *testing.T) {
-	core, logs := observer.New(zap.DebugLevel)
-	routeGRPCLog(zap.New(core))
-	defer routeGRPCLog(zap.NewNop())
-	grpclog.Info("chatter")
-	grpclog.Warningf("grpc: Server.processRPC failed to write status: %v", `connection error: desc = "transport is closing"`)
-	grpclog.Warningln("[core] grpc: addrConn.createTransport failed to connect to {Addr: \"127.0.0.1:4317\"}")
-	grpclog.Warning("transport: something went wrong")
-	if logs.Len() != 1 || logs.All()[0].ContextMap()["from"] != "grpc" || !strings.Contains(logs.All()[0].Message, "something went wrong") {
-		t.Errorf("logged %v, want the warning alone", logs.All())
-	}
-}
-
-// BenchmarkInflight takes and gives back a place, from callers spread over
-// 8 connections.
-func BenchmarkInflight(b *testing.B) {
-	l := newInflightLimit(4096, 512, nil)
-	var next atomic.Int64
-	peers := make([]context.Context, 8)
-	for i := range peers {
-		peers[i] = peer.NewContext(context.Background(), &peer.Peer{})
-	}
-	b.RunParallel(func(pb *testing.PB) {
-		ctx := peers[next.Add(1)%int64(len(peers))]
-		for pb.Next() {
-			p, ok := l.take(ctx)
-			if !ok {
-				b.Fatal("refused")
-			}
-			l.give(p)
-		}
-	})
 }

@@ -52,17 +52,17 @@ func serveConfig(t *testing.T, dir string, log *zap.Logger, vars map[string]stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	start, err := loadConfig(o, log, nil)
+	src, err := openSource(o, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ls, err := listen(o, log)
 	if err != nil {
-		start.close()
+		src.close()
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	serveLoggingUntilCleanup(t, ctx, cancel, o, start, ls, log)
+	serveLoggingUntilCleanup(t, ctx, cancel, o, src, ls, log)
 	return ls.grpc.Addr().String(), ls.http.Addr().String()
 }
 

@@ -62,7 +62,8 @@ type Options struct {
 	grpcTLSClientCA      string
 	grpcTLSClientSAN     string
 	grpcMaxConnectionAge time.Duration
-	// Bounds on what clients can make the service hold (bounds.go).
+	// Bounds on what clients can make the service hold (flagbounds.go,
+	// package grpcguard).
 	grpcMaxConnectionIdle time.Duration
 	grpcMaxMessageBytes   int
 	grpcMaxStreams        int
@@ -287,17 +288,7 @@ func serverFlags(o *Options, h Help) *cli.CommandLine {
 	fs.StringVar(&o.grpcTLSClientCA, "grpc-tls-client-ca", "", "PEM CAs of gRPC clients: require a client certificate they signed (mutual TLS)")
 	fs.StringVar(&o.grpcTLSClientSAN, "grpc-tls-client-san", "", "with -grpc-tls-client-ca, accept only client certificates that name this DNS name or IP address")
 	fs.DurationVar(&o.grpcMaxConnectionAge, "grpc-max-connection-age", 0, "close a gRPC connection after this long (±10%), so that clients reconnect and spread over new replicas; calls in flight get -shutdown-timeout to finish; 0: never")
-	fs.DurationVar(&o.grpcMaxConnectionIdle, "grpc-max-connection-idle", 2*time.Minute, "close a gRPC connection that has had no call for this long (the client reconnects when it needs to); 0: never")
-	fs.IntVar(&o.grpcMaxMessageBytes, "grpc-max-message-bytes", defaultMaxMessageBytes, "largest gRPC request read; a larger one is refused with RESOURCE_EXHAUSTED before it is read")
-	fs.IntVar(&o.grpcMaxStreams, "grpc-max-streams", 1024, "most calls at once on one gRPC connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS)")
-	fs.IntVar(&o.grpcMaxResets, "grpc-max-resets", 1000, "most streams a client may reset on one gRPC connection a second, in bursts of as many (the HTTP/2 rapid reset); past it the connection is sent GOAWAY (ENHANCE_YOUR_CALM) and closed; 0: no bound")
-	fs.IntVar(&o.maxInFlight, "max-in-flight", 4096, "most gRPC calls in flight at once, over all connections, counted from their decoded request until answered; past it a call is refused with RESOURCE_EXHAUSTED")
-	fs.IntVar(&o.maxInFlightPerConn, "max-in-flight-per-connection", 0, "most gRPC calls in flight at once on one connection, counted as -max-in-flight; past it a call is refused with RESOURCE_EXHAUSTED (0: an eighth of -max-in-flight)")
-	fs.IntVar(&o.maxOpenStreams, "max-open-streams", 1024, "most streaming gRPC calls (RLQS, health Watch, reflection) open at once, over all connections, counted apart from -max-in-flight since each lasts as long as its client wants; one connection may hold 16 of them; past it a new one is refused with RESOURCE_EXHAUSTED")
-	fs.IntVar(&o.grpcMaxConnections, "grpc-max-connections", 0, "most connections open at once on -grpc-addr; past it a new one is closed at once (0: three quarters of the file descriptors the process may open)")
-	fs.IntVar(&o.httpMaxConnections, "http-max-connections", 0, "most connections open at once on -http-addr, counted apart from gRPC's so that health checks are still answered (0: an eighth of the file descriptors the process may open)")
-	fs.DurationVar(&o.httpIdleTimeout, "http-idle-timeout", 60*time.Second, "close a keep-alive HTTP connection that has sent no request for this long")
-	fs.DurationVar(&o.httpReadTimeout, "http-read-timeout", 30*time.Second, "longest an HTTP client may take to send a whole request, and to read the answer")
+	boundFlags(fs, o) // flagbounds.go
 	fs.StringVar(&o.redisKeyPrefix, "redis-key-prefix", descriptors.KeyPrefix, "start of every store key (no { or }); instances that share counters must use the same one")
 	fs.IntVar(&o.redisPoolSize, "redis-pool-size", 0, "Redis connections per node (0: go-redis's default, 10 per CPU)")
 	fs.BoolVar(&o.shadowMode, "shadow-mode", false, "report every OVER_LIMIT as OK and count it as shadow_over_limit (a dry run of the limits)")
@@ -348,68 +339,61 @@ func ParseFlags(args []string, lookupEnv func(string) (string, bool), h Help) (*
 		return nil, err
 	}
 	o.fromEnv = cl.FromEnv
-	if err := o.checkRedis(); err != nil {
-		return nil, err
-	}
-	switch {
-	case o.storeTimeout <= 0:
-		return nil, errors.New("-store-timeout must be positive")
-	case o.maxKeys <= 0:
-		return nil, errors.New("-max-keys must be positive")
-	case o.maxDelay <= 0:
-		return nil, errors.New("-max-delay must be positive")
-	case (o.grpcTLSCert == "") != (o.grpcTLSKey == ""):
-		return nil, errors.New("-grpc-tls-cert and -grpc-tls-key go together: set both or neither")
-	case o.grpcTLSClientSAN != "" && o.grpcTLSClientCA == "":
-		return nil, errors.New("-grpc-tls-client-san needs -grpc-tls-client-ca: only a verified client certificate's names can be checked")
-	case o.grpcTLSClientCA != "" && o.grpcTLSCert == "":
-		return nil, errors.New("-grpc-tls-client-ca needs -grpc-tls-cert and -grpc-tls-key: mutual TLS is TLS first")
-	case o.grpcMaxConnectionAge < 0:
-		return nil, errors.New("-grpc-max-connection-age must not be negative (0 turns it off)")
-	case o.redisPoolSize < 0:
-		return nil, errors.New("-redis-pool-size must not be negative (0 is go-redis's default)")
-	case o.grpcMaxConnectionIdle < 0:
-		return nil, errors.New("-grpc-max-connection-idle must not be negative (0 turns it off)")
-	case o.grpcMaxMessageBytes < minMessageBytes:
-		return nil, fmt.Errorf("-grpc-max-message-bytes must be at least %d", minMessageBytes)
-	case o.grpcMaxStreams <= 0 || o.grpcMaxStreams > 1<<31-1:
-		return nil, errors.New("-grpc-max-streams must be positive")
-	case o.maxInFlight <= 0:
-		return nil, errors.New("-max-in-flight must be positive")
-	case o.stats.valuesMiB < 1 || o.stats.valuesMiB > 1<<20:
-		return nil, errors.New("-stat-values-max-mib must be from 1 to 1048576 (MiB)")
-	case o.rlqsReportInterval < time.Second:
-		return nil, errors.New("-rlqs-report-interval must be at least 1s: Envoy reports in whole seconds")
-	case o.rlqsAssignmentTTL < 0:
-		return nil, errors.New("-rlqs-assignment-ttl must not be negative (0 is three report intervals)")
-	case o.rlqsSilentAfter != 0 && o.rlqsSilentAfter < 2*o.rlqsReportInterval:
-		return nil, errors.New("-rlqs-silent-after must be at least two -rlqs-report-interval (0 is three): a live Envoy reports once an interval")
-	case o.rlqsClient != "identity" && o.rlqsClient != "address" && o.rlqsClient != "stream":
-		return nil, fmt.Errorf("-rlqs-client %q: want identity, address or stream", o.rlqsClient)
-	case o.rlqsMaxStreamBuckets <= 0 || o.rlqsMaxBuckets <= 0:
-		return nil, errors.New("-rlqs-max-buckets-per-stream and -rlqs-max-buckets must be positive")
-	case o.maxOpenStreams <= 0:
-		return nil, errors.New("-max-open-streams must be positive")
-	case o.grpcMaxResets < 0:
-		return nil, errors.New("-grpc-max-resets must not be negative (0 turns it off)")
-	case o.maxInFlightPerConn < 0:
-		return nil, errors.New("-max-in-flight-per-connection must not be negative (0 is an eighth of -max-in-flight)")
-	case o.httpIdleTimeout <= 0 || o.httpReadTimeout <= 0:
-		return nil, errors.New("-http-idle-timeout and -http-read-timeout must be positive")
-	case o.grpcMaxConnections < 0 || o.httpMaxConnections < 0:
-		return nil, errors.New("-grpc-max-connections and -http-max-connections must not be negative (0 derives them from the file descriptor limit)")
-	}
-	if err := o.statsd.check(); err != nil {
-		return nil, err
-	}
-	if err := descriptors.CheckKeyPrefix(o.redisKeyPrefix); err != nil {
-		return nil, fmt.Errorf("-redis-key-prefix: %w", err)
-	}
-	if err := o.xds.check(cl.FS, o.configPath); err != nil {
+	if err := o.check(cl.FS); err != nil {
 		return nil, err
 	}
 	o.xds.healthyNeedsConfig = o.xds.healthyNeedsConfig || o.healthyNeedsConfig
 	return o, nil
+}
+
+// check reports options that are out of range or do not go together
+// (fs holds the flags, for their defaults), and reads the secrets given
+// by file.
+func (o *Options) check(fs *flag.FlagSet) error {
+	if err := o.checkRedis(); err != nil {
+		return err
+	}
+	switch {
+	case o.storeTimeout <= 0:
+		return errors.New("-store-timeout must be positive")
+	case o.maxKeys <= 0:
+		return errors.New("-max-keys must be positive")
+	case o.maxDelay <= 0:
+		return errors.New("-max-delay must be positive")
+	case (o.grpcTLSCert == "") != (o.grpcTLSKey == ""):
+		return errors.New("-grpc-tls-cert and -grpc-tls-key go together: set both or neither")
+	case o.grpcTLSClientSAN != "" && o.grpcTLSClientCA == "":
+		return errors.New("-grpc-tls-client-san needs -grpc-tls-client-ca: only a verified client certificate's names can be checked")
+	case o.grpcTLSClientCA != "" && o.grpcTLSCert == "":
+		return errors.New("-grpc-tls-client-ca needs -grpc-tls-cert and -grpc-tls-key: mutual TLS is TLS first")
+	case o.redisPoolSize < 0:
+		return errors.New("-redis-pool-size must not be negative (0 is go-redis's default)")
+	case o.stats.valuesMiB < 1 || o.stats.valuesMiB > 1<<20:
+		return errors.New("-stat-values-max-mib must be from 1 to 1048576 (MiB)")
+	case o.rlqsReportInterval < time.Second:
+		return errors.New("-rlqs-report-interval must be at least 1s: Envoy reports in whole seconds")
+	case o.rlqsAssignmentTTL < 0:
+		return errors.New("-rlqs-assignment-ttl must not be negative (0 is three report intervals)")
+	case o.rlqsSilentAfter != 0 && o.rlqsSilentAfter < 2*o.rlqsReportInterval:
+		return errors.New("-rlqs-silent-after must be at least two -rlqs-report-interval (0 is three): a live Envoy reports once an interval")
+	case o.rlqsClient != "identity" && o.rlqsClient != "address" && o.rlqsClient != "stream":
+		return fmt.Errorf("-rlqs-client %q: want identity, address or stream", o.rlqsClient)
+	case o.rlqsMaxStreamBuckets <= 0 || o.rlqsMaxBuckets <= 0:
+		return errors.New("-rlqs-max-buckets-per-stream and -rlqs-max-buckets must be positive")
+	}
+	if err := o.checkBounds(); err != nil { // flagbounds.go
+		return err
+	}
+	if err := o.statsd.check(); err != nil {
+		return err
+	}
+	if err := descriptors.CheckKeyPrefix(o.redisKeyPrefix); err != nil {
+		return fmt.Errorf("-redis-key-prefix: %w", err)
+	}
+	if err := o.xds.check(fs, o.configPath); err != nil {
+		return err
+	}
+	return nil
 }
 
 // limitDefaultFlags defines what a limit that does not say gets, for the

@@ -26,24 +26,14 @@ func setGRPCHealth(hs *health.Server, serving bool) {
 	hs.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, st)
 }
 
-// configHealthy reports whether the config in force lets the service
-// report healthy: an xDS snapshot's say (xdsSource.healthy), or, from
-// files, a domain in force when -healthy-needs-config asks for one.
-func (r *running) configHealthy() bool {
-	if r.start.xds != nil {
-		return r.start.xds.healthy()
-	}
-	return !r.o.healthyNeedsConfig || len(r.svc.Index().Config().Domains) > 0
-}
-
 // updateHealth gives gRPC health the say of the config in force and of the
-// store.
+// store. It runs on the source's loads and on the store's watch at once,
+// so each finding and its setting go under healthMu: a finding already
+// stale must not overwrite a newer one.
 func (r *running) updateHealth() {
-	if r.start.xds != nil {
-		r.start.xds.healthChanged()
-		return
-	}
-	setGRPCHealth(r.hs, r.configHealthy() && !r.storeRefused.Load())
+	r.healthMu.Lock()
+	defer r.healthMu.Unlock()
+	setGRPCHealth(r.hs, r.src.healthy() && !r.storeRefused.Load())
 }
 
 // storeRefusedChanged records whether Redis refuses the settings, for
@@ -54,13 +44,13 @@ func (r *running) storeRefusedChanged(refused bool) {
 }
 
 // limitsInForce is the config the service decides by: the service's once
-// it runs (files reloaded, xDS snapshots), the start's before.
+// it runs (files reloaded, xDS snapshots), the source's before.
 func (r *running) limitsInForce() *config.Config {
-	switch {
-	case r.svc != nil:
+	if r.svc != nil {
 		return r.svc.Index().Config()
-	case r.start.cfg != nil:
-		return r.start.cfg
+	}
+	if cfg := r.src.config(); cfg != nil {
+		return cfg
 	}
 	return &config.Config{}
 }

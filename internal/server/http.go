@@ -6,10 +6,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/envoy-rls/envoy-rls/internal/grpcguard"
 	"github.com/envoy-rls/envoy-rls/internal/httpapi"
+	"github.com/envoy-rls/envoy-rls/internal/metrics"
 	"github.com/envoy-rls/envoy-rls/pkg/rls"
 )
 
@@ -50,4 +53,38 @@ func debugServer(o *Options, log *zap.Logger) *http.Server {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return newHTTPServer(mux, o, debugWriteTimeout, log)
+}
+
+// A request to the HTTP API is small (MaxBodyBytes) and answered at once,
+// so a client that takes longer than -http-read-timeout to send it, or to
+// read the answer, is not one to wait for; a pprof profile streams for as
+// long as it was asked to (30 s by default), so the debug server may write
+// for longer.
+const (
+	httpReadHeaderTimeout = 10 * time.Second
+	debugWriteTimeout     = 5 * time.Minute
+	httpMaxHeaderBytes    = 64 << 10
+)
+
+// newHTTPServer returns a server of h with the HTTP bounds of o (writing
+// for up to writeTimeout), whose own error log (accept errors, TLS
+// handshake failures) goes to log.
+func newHTTPServer(h http.Handler, o *Options, writeTimeout time.Duration, log *zap.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: min(httpReadHeaderTimeout, o.httpReadTimeout),
+		ReadTimeout:       o.httpReadTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       o.httpIdleTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+		ErrorLog:          serverErrorLog(log, "http"),
+	}
+}
+
+// boundedHTTP is l, an HTTP listener, within -http-max-connections (or
+// its share of the file descriptors), each connection refused past it
+// counted in m.
+func boundedHTTP(o *Options, m *metrics.Metrics, l net.Listener) net.Listener {
+	_, httpConns := grpcguard.ConnectionBounds(o.grpcMaxConnections, o.httpMaxConnections)
+	return grpcguard.BoundListener(l, httpConns, func() { m.Refused(metrics.RefusedHTTPConnection) })
 }

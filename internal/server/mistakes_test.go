@@ -84,11 +84,11 @@ func TestNotLoadedReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start, err := loadConfig(o, zap.NewNop(), nil)
+	src, err := openSource(o, zap.NewNop(), nil)
 	if err != nil {
 		t.Fatalf("the next start: %v", err)
 	}
-	start.close()
+	src.close()
 }
 
 // -healthy-needs-config (the drop-in's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED)
@@ -136,7 +136,7 @@ func TestMissingConfigNamesItsSetting(t *testing.T) {
 			t.Fatal(err)
 		}
 		o.NameSettings(tc.names)
-		if _, err := loadConfig(o, zap.NewNop(), nil); err == nil || err.Error() != tc.want {
+		if _, err := openSource(o, zap.NewNop(), nil); err == nil || err.Error() != tc.want {
 			t.Errorf("%v %v: got %v, want %q", tc.args, tc.vars, err, tc.want)
 		}
 	}

@@ -166,7 +166,9 @@ func TestReloadSameContents(t *testing.T) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	startReload(ctx, &wg, w, vol.dir, config.DefaultOptions(), svc, m, zap.New(core), func() {})
+	src := &filesSource{path: vol.dir, lo: config.DefaultOptions(), log: zap.New(core), watch: w, m: m}
+	src.cur.Store(cfg)
+	src.serve(ctx, &wg, svc, func() {})
 	ix := svc.Index()
 
 	later := time.Now().Add(time.Hour)
@@ -202,7 +204,7 @@ func TestReloadSameContents(t *testing.T) {
 
 // TestReloadChangeWhileStarting: a change made after the server has first
 // loaded its config, before it runs the config's watcher, is reloaded: the
-// watcher was started before that load. loadConfig's hook makes the change
+// watcher was started before that load. openSource's hook makes the change
 // right after the load, and listen and serveOn, which serve calls next,
 // widen the window before the watcher runs.
 func TestReloadChangeWhileStarting(t *testing.T) {
@@ -216,7 +218,7 @@ func TestReloadChangeWhileStarting(t *testing.T) {
 		t.Fatal(err)
 	}
 	const other = "  - key: other\n    rate_limit: {unit: second, requests_per_unit: 5}\n"
-	start, err := loadConfig(o, zap.NewNop(), func() {
+	src, err := openSource(o, zap.NewNop(), func() {
 		if err := os.WriteFile(path, []byte(serveLimits+other), 0o644); err != nil {
 			t.Error(err)
 		}
@@ -224,20 +226,20 @@ func TestReloadChangeWhileStarting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if start.watch == nil {
-		t.Fatal("loadConfig: no watcher, want one")
+	if src.(*filesSource).watch == nil {
+		t.Fatal("openSource: no watcher, want one")
 	}
-	if lines := start.cfg.Lines(); len(lines) != 1 {
+	if lines := src.config().Lines(); len(lines) != 1 {
 		t.Fatalf("the first load: got %q, want the one limit of the config before the change", lines)
 	}
 	ls, err := listen(o, zap.NewNop())
 	if err != nil {
-		start.close()
+		src.close()
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- serveOn(ctx, o, start, zap.NewNop(), ls) }()
+	go func() { done <- serveOn(ctx, o, src, zap.NewNop(), ls) }()
 	defer func() {
 		cancel()
 		select {

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/envoy-rls/envoy-rls/internal/grpcguard"
 	"github.com/envoy-rls/envoy-rls/internal/httpapi"
 	"github.com/envoy-rls/envoy-rls/internal/metrics"
 	"github.com/envoy-rls/envoy-rls/internal/statsd"
@@ -77,15 +78,15 @@ func Run(ctx context.Context, o *Options, log *zap.Logger) error {
 	for _, w := range o.envWarnings {
 		log.Warn(w)
 	}
-	start, err := loadConfig(o, log, nil)
+	src, err := openSource(o, log, nil)
 	if err != nil {
 		return &ConfigError{err}
 	}
-	if !start.waitFirst(ctx, log) { // xds.go: stopped before the first snapshot
-		start.close()
+	if !src.ready(ctx) { // stopped before the first xDS snapshot
+		src.close()
 		return nil
 	}
-	return runServer(ctx, o, start, log)
+	return runServer(ctx, o, src, log)
 }
 
 func newLogger(o *Options, stderr io.Writer) (*zap.Logger, error) {
@@ -108,24 +109,24 @@ func newLogger(o *Options, stderr io.Writer) (*zap.Logger, error) {
 	return zap.New(core), nil
 }
 
-func runServer(ctx context.Context, o *Options, start *startConfig, log *zap.Logger) error {
+func runServer(ctx context.Context, o *Options, src source, log *zap.Logger) error {
 	ls, err := listen(o, log)
 	if err != nil {
-		start.close()
+		src.close()
 		return err
 	}
-	return serveOn(ctx, o, start, log, ls)
+	return serveOn(ctx, o, src, log, ls)
 }
 
-// serveOn runs the server on ls, with the config and its watcher in start,
-// until ctx is done, and closes them.
-func serveOn(ctx context.Context, o *Options, start *startConfig, log *zap.Logger, ls *listeners) error {
+// serveOn runs the server on ls, with the limits from src, until ctx is
+// done, and closes them.
+func serveOn(ctx context.Context, o *Options, src source, log *zap.Logger, ls *listeners) error {
 	defer ls.close()
-	defer start.close()
+	defer src.close()
 	routeGRPCLog(log)
 	// One place in errc for each server that may stop: gRPC, HTTP, pprof,
 	// the stats and the admin endpoints.
-	r := &running{o: o, start: start, log: log, ls: ls, errc: make(chan error, 5)}
+	r := &running{o: o, src: src, log: log, ls: ls, errc: make(chan error, 5)}
 	defer r.close()
 	if err := r.build(); err != nil {
 		return err
@@ -147,10 +148,10 @@ func serveOn(ctx context.Context, o *Options, start *startConfig, log *zap.Logge
 // order they depend on each other, started by serve, stopped by drain,
 // released by close.
 type running struct {
-	o     *Options
-	start *startConfig
-	log   *zap.Logger
-	ls    *listeners
+	o   *Options
+	src source
+	log *zap.Logger
+	ls  *listeners
 
 	gtls             *grpcTLS         // nil without -grpc-tls-cert
 	tracing          *tracing.Tracing // nil without -tracing
@@ -161,14 +162,14 @@ type running struct {
 	rlqs             *rlqs.Service // nil with -rlqs=false
 	gs               *grpc.Server
 	hs               *health.Server
-	// inflight and watches are what the drain waits on: the decisions in
-	// flight, and the health Watch streams that never end by themselves.
-	inflight inflightCounter
-	watches  watchDrain
+	// guard bounds the gRPC server; the drain waits on it for the
+	// decisions in flight, and ends the health Watch streams through it.
+	guard *grpcguard.Guard
 	// serving is what /healthz says until the drain begins; storeRefused
 	// whether Redis refuses the settings, as the store's watch last found.
 	serving      atomic.Bool
 	storeRefused atomic.Bool
+	healthMu     sync.Mutex   // updateHealth's
 	hsrv, dsrv   *http.Server // dsrv nil when pprof is off
 	admin        *admin       // nil when GET /top, POST /reset and GET /rlqs are off
 	stopStats    func()
@@ -199,13 +200,10 @@ func (r *running) build() error {
 		return err
 	}
 	r.pusher = pusher
-	if r.start.xds == nil { // xds.go counts each snapshot
-		r.m.Reload(true, time.Now())
-		configInForce(r.start.cfg, o.configPath, r.m, r.log, false)
-	}
-	grpcConns, httpConns := connectionBounds(o)
-	r.grpcLis = newLimitListener(r.ls.grpc, grpcConns, func() { r.m.Refused(metrics.RefusedGRPCConnection) })
-	r.httpLis = newLimitListener(r.ls.http, httpConns, func() { r.m.Refused(metrics.RefusedHTTPConnection) })
+	r.src.count(r.m)
+	grpcConns, _ := grpcguard.ConnectionBounds(o.grpcMaxConnections, o.httpMaxConnections)
+	r.grpcLis = grpcguard.BoundListener(r.ls.grpc, grpcConns, func() { r.m.Refused(metrics.RefusedGRPCConnection) })
+	r.httpLis = boundedHTTP(o, r.m, r.ls.http)
 	tr, err := startTracing(&o.tracing, r.m, r.log) // tracing.go
 	if err != nil {
 		return err
@@ -222,7 +220,7 @@ func (r *running) build() error {
 	r.store = store
 	so := o.serviceOptions(store, r.log, r.m)
 	so.Tracer = tracer
-	if r.svc, err = rls.New(descriptors.NewIndex(r.start.cfg), so); err != nil {
+	if r.svc, err = rls.New(descriptors.NewIndex(r.src.config()), so); err != nil {
 		return err
 	}
 	if r.rlqs, err = newRLQS(o, r.svc, r.store, r.m, r.log); err != nil { // rlqs.go
@@ -232,39 +230,31 @@ func (r *running) build() error {
 		return err
 	}
 	r.grpcServer()
-	r.start.serving(r.svc, r.hs, r.m, r.storeRefused.Load) // xds.go: snapshots swapped into svc, health by -xds-healthy-needs-config
 	r.httpServer()
 	return nil
 }
 
-// grpcServer makes the gRPC server: the service, its bounds, health and
-// reflection.
+// grpcServer makes the gRPC server: the service, its bounds (package
+// grpcguard), health and reflection.
 func (r *running) grpcServer() {
 	o := r.o
-	refused := func() { r.m.Refused(metrics.RefusedGRPCCall) }
-	calls := newInflightLimit(int64(o.maxInFlight), int64(perConnInFlight(o)), refused)
-	streams := newInflightLimit(int64(o.maxOpenStreams), streamsPerConn, refused) // bounds.go
-	if r.rlqs != nil {
-		streams.evict = r.rlqs.Evict
+	r.guard = grpcguard.New(r.guardOptions())
+	creds := insecure.NewCredentials()
+	if r.gtls != nil {
+		creds = credentials.NewTLS(r.gtls.config)
 	}
-	gopts := []grpc.ServerOption{
+	gopts := append(r.guard.ServerOptions(creds),
 		// Envoy keeps a few long-lived HTTP/2 connections and may ping them;
 		// do not punish that.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(append(tracingInterceptors(r.tracing), calls.unary, callStats(r.m), r.inflight.interceptor)...), // callStats: stats.go
-		grpc.ChainStreamInterceptor(streams.stream, r.watches.interceptor),
+		grpc.ChainUnaryInterceptor(append(tracingInterceptors(r.tracing), r.guard.Unary, callStats(r.m))...), // callStats: stats.go
+		grpc.ChainStreamInterceptor(r.guard.Stream),
 		// Every call on a goroutine of its own grows a fresh stack, which
 		// shows as runtime.newstack in a profile under load (BENCHMARKS.md
 		// has the share). Workers keep their grown stacks; past this many
 		// calls at once, grpc-go falls back to a goroutine per call.
 		grpc.NumStreamWorkers(streamWorkers),
-	}
-	gopts = append(gopts, grpcBounds(o, calls)...)
-	creds := insecure.NewCredentials()
-	if r.gtls != nil {
-		creds = credentials.NewTLS(r.gtls.config)
-	}
-	gopts = append(gopts, grpc.Creds(boundResets(creds, o.grpcMaxResets, func() { r.m.Refused(metrics.RefusedGRPCResets) }))) // resets.go
+	)
 	r.gs = grpc.NewServer(gopts...)
 	rlsv3.RegisterRateLimitServiceServer(r.gs, r.svc)
 	if r.rlqs != nil {
@@ -278,6 +268,30 @@ func (r *running) grpcServer() {
 	r.updateHealth()
 }
 
+// guardOptions are the gRPC bounds the flags say, each refusal counted.
+func (r *running) guardOptions() grpcguard.Options {
+	o := r.o
+	g := grpcguard.Options{
+		MaxInFlight:           o.maxInFlight,
+		MaxInFlightPerConn:    o.maxInFlightPerConn,
+		MaxOpenStreams:        o.maxOpenStreams,
+		MaxStreams:            o.grpcMaxStreams,
+		MaxMessageBytes:       o.grpcMaxMessageBytes,
+		MaxResets:             o.grpcMaxResets,
+		MaxConnectionIdle:     o.grpcMaxConnectionIdle,
+		MaxConnectionAge:      o.grpcMaxConnectionAge,
+		MaxConnectionAgeGrace: o.shutdownTimeout,
+		OnRefusedCall:         func() { r.m.Refused(metrics.RefusedGRPCCall) },
+		OnResets:              func() { r.m.Refused(metrics.RefusedGRPCResets) },
+	}
+	if r.rlqs != nil {
+		// While every stream place is taken, a new stream closes the
+		// longest-silent RLQS stream.
+		g.Evict = r.rlqs.Evict
+	}
+	return g
+}
+
 // httpServer makes the server of the HTTP endpoints (package httpapi).
 func (r *running) httpServer() {
 	o := r.o
@@ -286,7 +300,7 @@ func (r *running) httpServer() {
 	r.m.JSONBodies(bodies.Held)
 	api := httpapi.Handler(httpapi.Options{
 		Limiter:      r.svc,
-		Serving:      func() bool { return r.serving.Load() && r.configHealthy() },
+		Serving:      func() bool { return r.serving.Load() && r.src.healthy() },
 		StorePing:    r.store.ping,
 		ConfigLines:  func() []string { return r.svc.Index().Config().Lines() },
 		ConfigHealth: func() string { return configHealth(r.svc.Index()) },
@@ -306,9 +320,13 @@ func (r *running) httpServer() {
 }
 
 // serve starts the servers, and the background work that ends with bg:
-// the config's reload, the TLS files' reload, the store's watch.
+// the config's loads, the TLS files' reload, the store's watch.
 func (r *running) serve(bg context.Context) {
 	o := r.o
+	// Each config the source puts in force from now on goes to the
+	// service, and health follows; one that came since build, before the
+	// first call is answered.
+	r.src.serve(bg, &r.wg, r.svc, r.updateHealth)
 	r.goServe(func() error { return serveGRPC(r.gs, r.grpcLis) })
 	r.goServe(func() error { return serveHTTP(r.hsrv, r.httpLis) })
 	if r.ls.debug != nil {
@@ -318,9 +336,6 @@ func (r *running) serve(bg context.Context) {
 	stopFamilies, stopPush := serveStats(o, r.m, r.ls.stats, r.log, &r.wg, r.errc), startPush(r.pusher)
 	r.stopStats = func() { stopPush(); stopFamilies() } // after the last decision: its stats are pushed
 	r.admin.serve(bg, o, r.ls.admin, r.m, &r.wg, r.errc)
-	if r.start.watch != nil {
-		startReload(bg, &r.wg, r.start.watch, o.configPath, o.loadOptions(), r.svc, r.m, r.log, r.updateHealth)
-	}
 	if r.gtls != nil {
 		r.gtls.run(bg, &r.wg)
 	}
@@ -329,18 +344,9 @@ func (r *running) serve(bg context.Context) {
 		go func() { defer r.wg.Done(); watchStore(bg, r.store.ping, r.m, r.log, r.storeRefusedChanged) }()
 	}
 	r.log.Info("serving", zap.String("grpc", r.grpcLis.Addr().String()), zap.String("http", r.httpLis.Addr().String()),
-		zap.String("config", r.configSource()), zap.String("failure_mode", o.failureMode.String()),
+		zap.String("config", r.src.name()), zap.String("failure_mode", o.failureMode.String()),
 		zap.Bool("grpc_tls", o.grpcTLSCert != ""), zap.Bool("grpc_mtls", o.grpcTLSClientCA != ""),
 		zap.Bool("shadow_mode", o.shadowMode), zap.String("profile", o.answers.profile().Name))
-}
-
-// configSource names where the limits come from: the xDS server, or the
-// -config path.
-func (r *running) configSource() string {
-	if r.start.xds != nil {
-		return "xds " + r.o.xds.server
-	}
-	return r.o.configPath
 }
 
 // goServe runs a server's Serve, its error to errc.
@@ -358,7 +364,7 @@ func (r *running) drain(stopBG func()) {
 	r.hs.Shutdown()
 	// Health Watch streams never end by themselves; each ends once it has
 	// told its watcher NOT_SERVING, so that GracefulStop can finish.
-	r.watches.drain()
+	r.guard.DrainWatches()
 	if r.rlqs != nil {
 		r.rlqs.Drain() // RLQS streams too: Envoy reconnects elsewhere
 	}
@@ -380,7 +386,7 @@ func (r *running) drain(stopBG func()) {
 func (r *running) stopGRPC(deadline time.Time) {
 	done := make(chan struct{})
 	go func() { r.gs.GracefulStop(); close(done) }()
-	if !r.inflight.waitIdle(done, deadline) {
+	if !r.guard.WaitIdle(done, deadline) {
 		r.log.Warn("drain timed out: closing the remaining calls", zap.Duration("timeout", r.o.shutdownTimeout))
 	} else {
 		// Every decision is answered, but its last frames may still sit in
@@ -417,6 +423,10 @@ func serveGRPC(s *grpc.Server, l net.Listener) error {
 	}
 	return nil
 }
+
+// streamGrace is how long shutdown waits, once every unary call is
+// answered, for the connections to close by themselves before closing them.
+const streamGrace = 500 * time.Millisecond
 
 // streamWorkers is how many goroutines serve gRPC calls. Calls wait on
 // Redis, so more than the cores are busy at once; idle workers cost only

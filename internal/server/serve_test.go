@@ -71,7 +71,7 @@ func startInProcessLogging(t *testing.T, log *zap.Logger, args ...string) *inPro
 	if err != nil {
 		t.Fatal(err)
 	}
-	start, err := loadConfig(o, zap.NewNop(), nil)
+	src, err := openSource(o, zap.NewNop(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,17 +90,17 @@ func startInProcessLogging(t *testing.T, log *zap.Logger, args ...string) *inPro
 		s.adminAddr = ls.admin.Addr().String()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	serveLoggingUntilCleanup(t, ctx, cancel, o, start, ls, log)
+	serveLoggingUntilCleanup(t, ctx, cancel, o, src, ls, log)
 	return s
 }
 
 // serveLoggingUntilCleanup runs serveOn, its log to log, until the test
 // ends, then cancels ctx and fails the test unless the server stops
 // cleanly and in time.
-func serveLoggingUntilCleanup(t *testing.T, ctx context.Context, cancel context.CancelFunc, o *Options, start *startConfig, ls *listeners, log *zap.Logger) {
+func serveLoggingUntilCleanup(t *testing.T, ctx context.Context, cancel context.CancelFunc, o *Options, src source, ls *listeners, log *zap.Logger) {
 	t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- serveOn(ctx, o, start, log, ls) }()
+	go func() { done <- serveOn(ctx, o, src, log, ls) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -443,7 +443,7 @@ func TestGRPCTLSBadFiles(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), callBound)
 			defer cancel()
-			err = runServer(ctx, o, &startConfig{cfg: &config.Config{}}, zap.NewNop())
+			err = runServer(ctx, o, fixedConfig(&config.Config{}), zap.NewNop())
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("runServer: %v, want an error mentioning %q", err, tc.want)
 			}
@@ -470,4 +470,11 @@ func TestGRPCMaxConnectionAge(t *testing.T) {
 	if _, err := grpcCall(conn, "b"); err != nil {
 		t.Errorf("call after the connection aged out: %v", err)
 	}
+}
+
+// fixedConfig is a source of cfg alone, never reloaded.
+func fixedConfig(cfg *config.Config) source {
+	s := &filesSource{log: zap.NewNop()}
+	s.cur.Store(cfg)
+	return s
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/envoy-rls/envoy-rls/internal/cli"
 	"io/fs"
 	"math"
 	"net"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/envoy-rls/envoy-rls/internal/cli"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
@@ -187,8 +188,7 @@ func serveStats(o *Options, m *metrics.Metrics, l net.Listener, log *zap.Logger,
 		}
 		families.ServeHTTP(w, r)
 	}), o, o.httpReadTimeout, log)
-	_, httpConns := connectionBounds(o)
-	bounded := newLimitListener(l, httpConns, func() { m.Refused(metrics.RefusedHTTPConnection) })
+	bounded := boundedHTTP(o, m, l)
 	wg.Add(1)
 	go func() { defer wg.Done(); errc <- serveHTTP(srv, bounded) }()
 	log.Info("serving envoyproxy/ratelimit's stats", zap.String("addr", l.Addr().String()), zap.String("path", o.stats.path))

@@ -94,22 +94,43 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger, tracer trace.Tra
 		mem.Close()
 		return nil, err
 	}
+	s := redisstore.New(client, redisStoreOptions(o, m, log, tracer, inForce))
+	ping := func(ctx context.Context) error { return o.refusal(s.Ping(ctx)) }
+	warmUp(ping, log)
+	registerRedisCollectors(m, s, len(seeds) > 0)
+	h := &storeHandle{local: mem, ping: ping, redis: client, close: func() error {
+		s.Close() // the merged pipelines in flight, before their client
+		mem.Close()
+		return client.Close()
+	}}
+	h.Store, h.onConfigChange = guardRedis(o, s, len(seeds) > 0, m, log)
+	log.Info("using Redis", zap.Bool("cluster", len(seeds) > 0), zap.Bool("sentinel", o.redisSentinel != ""),
+		zap.Bool("over_limit_cache", o.overLimitCache))
+	return h, nil
+}
+
+// redisStoreOptions are the options of the Redis store o names; inForce
+// as openStore's.
+func redisStoreOptions(o *Options, m *metrics.Metrics, log *zap.Logger, tracer trace.Tracer, inForce func() *config.Config) redisstore.Options {
 	var prefix string // none: the inspections write nothing
 	var needs func() redisstore.Needs
 	if inForce != nil {
 		prefix, needs = o.redisKeyPrefix, func() redisstore.Needs { return storeNeeds(inForce()) }
 	}
-	s := redisstore.New(client, redisstore.Options{OnPipeline: m.RedisPipeline, Tracer: tracer, ResetChannel: o.redisKeyPrefix + "resets",
+	return redisstore.Options{OnPipeline: m.RedisPipeline, Tracer: tracer, ResetChannel: o.redisKeyPrefix + "resets",
 		KeyPrefix: prefix, Needs: needs, RLQS: o.rlqs, Logger: log.Named("redis"), OnGate: func(addr string, shut bool) {
 			if shut {
 				log.Warn("cluster master not answering: its keys take the failure mode at once until a probe is answered", zap.String("master", addr))
 			} else {
 				log.Info("cluster master answers again, or its slots moved: its keys are decided again", zap.String("master", addr))
 			}
-		}})
-	ping := func(ctx context.Context) error { return o.refusal(s.Ping(ctx)) }
-	warmUp(ping, log)
-	registerRedisCollectors(m, s, len(seeds) > 0)
+		}}
+}
+
+// guardRedis returns s, the Redis store, behind the breaker (but on a
+// cluster) and the over-limit cache (with -over-limit-cache), and what a
+// config change must call: the cache's clearing, nil without it.
+func guardRedis(o *Options, s *redisstore.Store, cluster bool, m *metrics.Metrics, log *zap.Logger) (limits.Store, func()) {
 	// Once Redis is found down for a store timeout, stop waiting on it:
 	// answer by the failure mode at once, and probe it, first after one
 	// store timeout, then backing off to twice a second. Each call's finding
@@ -118,7 +139,7 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger, tracer trace.Tra
 	// the keys of the live masters too; there, the store has a breaker per
 	// master of its own.
 	var store limits.Store = s
-	if len(seeds) == 0 {
+	if !cluster {
 		store = breaker.New(s, breaker.Options{Timeout: o.storeTimeout, OnStoreUp: m.StoreUp, OnChange: func(open bool) {
 			m.BreakerOpen(open)
 			if open {
@@ -143,13 +164,7 @@ func openStore(o *Options, m *metrics.Metrics, log *zap.Logger, tracer trace.Tra
 	// The keys another instance resets (POST /reset) leave this one's
 	// caches too.
 	s.HearResets(onReset)
-	log.Info("using Redis", zap.Bool("cluster", len(seeds) > 0), zap.Bool("sentinel", o.redisSentinel != ""),
-		zap.Bool("over_limit_cache", o.overLimitCache))
-	return &storeHandle{Store: store, local: mem, ping: ping, redis: client, onConfigChange: onConfigChange, close: func() error {
-		s.Close() // the merged pipelines in flight, before their client
-		mem.Close()
-		return client.Close()
-	}}, nil
+	return store, onConfigChange
 }
 
 // registerRedisCollectors exports what the inspections of Redis find

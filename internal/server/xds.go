@@ -1,25 +1,17 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/envoy-rls/envoy-rls/internal/cli"
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"go.uber.org/zap"
-	"google.golang.org/grpc/health"
-
-	"github.com/envoy-rls/envoy-rls/internal/metrics"
+	"github.com/envoy-rls/envoy-rls/internal/cli"
 	"github.com/envoy-rls/envoy-rls/internal/xds"
-	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
-	"github.com/envoy-rls/envoy-rls/pkg/rls"
 )
 
 // xdsOptions are the flags of the xDS client (-xds-*): with -xds-server
@@ -147,181 +139,4 @@ func (kv *keyValues) Set(s string) error {
 
 func (kv *keyValues) Kind() cli.ValueKind {
 	return cli.ValueKind{Word: "pairs", Want: "comma-separated key=value pairs, such as a=1,b=2"}
-}
-
-// xdsSource is the config's source when -xds-server is set: the xDS
-// client, run from before the listeners open (the first snapshot may be
-// what the service waits for), and, once the server runs, the service
-// its snapshots are swapped into, the health they decide and the metrics
-// that count them.
-type xdsSource struct {
-	o      *xdsOptions
-	client *xds.Client
-	stop   context.CancelFunc
-	done   chan struct{}
-	// first is closed when the first snapshot is applied.
-	first     chan struct{}
-	firstOnce sync.Once
-
-	mu  sync.Mutex
-	cfg *config.Config // the last snapshot applied; nil before the first
-	// What serving attached; nil before.
-	svc *rls.Service
-	hs  *health.Server
-	m   *metrics.Metrics
-	log *zap.Logger
-	// storeRefused reports a Redis refusing the settings, which gRPC
-	// health reports too (health.go); nil before serving.
-	storeRefused func() bool
-	// loads are the snapshots applied (true) and refused (false) before
-	// the metrics were there, for them to count.
-	loads []load
-}
-
-type load struct {
-	ok bool
-	at time.Time
-}
-
-// startXDS starts the xDS client. The service starts with no config (every
-// call UNAVAILABLE), and
-// takes the first snapshot's once it is applied: before the listeners
-// open without -xds-force-start (startConfig.waitFirst), whenever it
-// comes with it.
-func startXDS(o *Options, log *zap.Logger) (*startConfig, error) {
-	s := &xdsSource{o: &o.xds, done: make(chan struct{}), first: make(chan struct{}), log: log}
-	co := o.xds.clientOptions(o.loadOptions())
-	co.Apply, co.Refused, co.Logger = s.apply, s.refused, log
-	c, err := xds.New(co)
-	if err != nil {
-		return nil, err
-	}
-	s.client = c
-	ctx, cancel := context.WithCancel(context.Background())
-	s.stop = cancel
-	go func() { defer close(s.done); c.Run(ctx) }()
-	log.Info("taking the limits from xDS", zap.String("server", o.xds.server), zap.String("node_id", o.xds.nodeID),
-		zap.Bool("tls", o.xds.tls), zap.Bool("client_certificate", o.xds.tlsCert != ""), zap.Bool("force_start", o.xds.forceStart))
-	// No config until the first snapshot: the service answers UNAVAILABLE
-	// until then (with -xds-force-start), and Envoy's failure mode decides.
-	return &startConfig{xds: s}, nil
-}
-
-// apply is the client's Apply: the snapshot's config swapped in, counted,
-// and health updated.
-func (s *xdsSource) apply(_ string, c *config.Config) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.cfg = c
-	if s.svc != nil {
-		s.svc.SetIndex(descriptors.NewIndex(c))
-	}
-	s.count(true)
-	if s.m != nil { // before, serving reports it
-		configInForce(c, s.o.server, s.m, s.log, false)
-	}
-	s.setHealth()
-	s.firstOnce.Do(func() { close(s.first) })
-}
-
-// refused is the client's Refused: counted as a refused reload.
-func (s *xdsSource) refused(string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.count(false)
-}
-
-// count records a load in the metrics, or for them (s.mu held).
-func (s *xdsSource) count(ok bool) {
-	if s.m == nil {
-		s.loads = append(s.loads, load{ok, time.Now()})
-		return
-	}
-	s.m.Reload(ok, time.Now())
-}
-
-// healthy reports whether the config lets the service report healthy:
-// always, unless -xds-healthy-needs-config asks for a domain in force.
-func (s *xdsSource) healthy() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.healthyLocked()
-}
-
-func (s *xdsSource) healthyLocked() bool {
-	return !s.o.healthyNeedsConfig || s.cfg != nil && len(s.cfg.Domains) > 0
-}
-
-// healthChanged gives gRPC health the say of something besides the config
-// (a Redis refusing the settings).
-func (s *xdsSource) healthChanged() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.setHealth()
-}
-
-// setHealth gives gRPC health the config's say (s.mu held). Once the
-// server shuts down, the health server ignores it.
-func (s *xdsSource) setHealth() {
-	if s.hs == nil {
-		return
-	}
-	setGRPCHealth(s.hs, s.healthyLocked() && (s.storeRefused == nil || !s.storeRefused()))
-}
-
-// stats are the client's counts, for the metrics.
-func (s *xdsSource) stats() metrics.XDSStats {
-	st := s.client.Stats()
-	return metrics.XDSStats{Version: st.Version, Applied: st.Applied, Refused: st.Refused, Failures: st.Failures, Connected: st.Connected}
-}
-
-// close stops the client and waits for it.
-func (s *xdsSource) close() {
-	s.stop()
-	<-s.done
-}
-
-// waitFirst holds the start, without -xds-force-start, until the first
-// snapshot is applied, which the service then starts with: it answers
-// only with limits, as from a file. It reports false if ctx ends first.
-func (s *startConfig) waitFirst(ctx context.Context, log *zap.Logger) bool {
-	if s.xds == nil || s.xds.o.forceStart {
-		return true
-	}
-	log.Info("waiting for the first xDS snapshot before serving (-xds-force-start serves without one)")
-	select {
-	case <-s.xds.first:
-	case <-ctx.Done():
-		return false
-	}
-	s.xds.mu.Lock()
-	s.cfg = s.xds.cfg
-	s.xds.mu.Unlock()
-	return true
-}
-
-// serving hands the running service, its health server and its metrics
-// to the xDS client's snapshots: a snapshot applied since the service
-// was built is swapped in, the loads so far are counted, and gRPC health
-// follows -xds-healthy-needs-config. Nothing to do for a file.
-func (s *startConfig) serving(svc *rls.Service, hs *health.Server, m *metrics.Metrics, storeRefused func() bool) {
-	x := s.xds
-	if x == nil {
-		return
-	}
-	m.Registry.MustRegister(metrics.NewXDSCollector(x.stats))
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	x.svc, x.hs, x.m, x.storeRefused = svc, hs, m, storeRefused
-	if x.cfg != nil && x.cfg != s.cfg {
-		svc.SetIndex(descriptors.NewIndex(x.cfg))
-	}
-	for _, l := range x.loads {
-		m.Reload(l.ok, l.at)
-	}
-	if x.cfg != nil {
-		configInForce(x.cfg, x.o.server, m, x.log, false)
-	}
-	x.loads = nil
-	x.setHealth()
 }

@@ -73,13 +73,13 @@ func startXDSServerLogging(t *testing.T, log *zap.Logger, args ...string) *xdsPr
 	if err != nil {
 		t.Fatal(err)
 	}
-	start, err := loadConfig(o, log, nil)
+	src, err := openSource(o, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if !start.waitFirst(ctx, log) {
-		t.Fatal("waitFirst ended without its context ending")
+	if !src.ready(ctx) {
+		t.Fatal("ready ended without its context ending")
 	}
 	ls, err := listen(o, zap.NewNop())
 	if err != nil {
@@ -87,7 +87,7 @@ func startXDSServerLogging(t *testing.T, log *zap.Logger, args ...string) *xdsPr
 	}
 	s := &xdsProcess{inProcess: &inProcess{grpcAddr: ls.grpc.Addr().String(), httpAddr: ls.http.Addr().String()}}
 	s.conn = grpcDial(t, s.grpcAddr, insecure.NewCredentials())
-	serveLoggingUntilCleanup(t, ctx, cancel, o, start, ls, log)
+	serveLoggingUntilCleanup(t, ctx, cancel, o, src, ls, log)
 	return s
 }
 
@@ -259,13 +259,13 @@ func TestXDSWaitsForTheFirstSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start, err := loadConfig(o, zap.NewNop(), nil)
+	src, err := openSource(o, zap.NewNop(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer start.close()
+	defer src.close()
 	ready := make(chan bool, 1)
-	go func() { ready <- start.waitFirst(context.Background(), zap.NewNop()) }()
+	go func() { ready <- src.ready(context.Background()) }()
 
 	eventually(t, "attempts refused while down", func() bool { return srv.Refused() >= 2 })
 	srv.Up()
@@ -281,13 +281,13 @@ func TestXDSWaitsForTheFirstSnapshot(t *testing.T) {
 	select {
 	case ok := <-ready:
 		if !ok {
-			t.Fatal("waitFirst: got false, want the snapshot")
+			t.Fatal("ready: got false, want the snapshot")
 		}
 	case <-time.After(callBound):
 		t.Fatal("the start still waits after a snapshot was applied")
 	}
-	if d := start.cfg.Domains["test"]; d == nil || d.Descriptors[0].Rules[0].Limit.Requests != 4 {
-		t.Errorf("the config the service starts with: got %v, want version 2's", start.cfg.Domains)
+	if d := src.config().Domains["test"]; d == nil || d.Descriptors[0].Rules[0].Limit.Requests != 4 {
+		t.Errorf("the config the service starts with: got %v, want version 2's", src.config().Domains)
 	}
 
 	// A stop before any snapshot ends the wait.
@@ -296,15 +296,15 @@ func TestXDSWaitsForTheFirstSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start2, err := loadConfig(o2, zap.NewNop(), nil)
+	src2, err := openSource(o2, zap.NewNop(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer start2.close()
+	defer src2.close()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if start2.waitFirst(ctx, zap.NewNop()) {
-		t.Error("waitFirst after its context ended: got true, want false")
+	if src2.ready(ctx) {
+		t.Error("ready after its context ended: got true, want false")
 	}
 }
 
@@ -356,7 +356,7 @@ func TestXDSBadTLSFileFailsTheStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := loadConfig(o, zap.NewNop(), nil); err == nil || !strings.Contains(err.Error(), "server CA") {
+	if _, err := openSource(o, zap.NewNop(), nil); err == nil || !strings.Contains(err.Error(), "server CA") {
 		t.Errorf("got %v, want the missing CA named", err)
 	}
 }

@@ -1,49 +1,14 @@
-package server
+package grpcguard
 
 import (
 	"context"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
-
-// streamGrace is how long shutdown waits, once every unary call is
-// answered, for the connections to close by themselves before closing them.
-const streamGrace = 500 * time.Millisecond
-
-// inflightCounter counts the unary calls being answered, so that shutdown
-// can wait for them without waiting for long-lived streams.
-type inflightCounter struct{ n atomic.Int64 }
-
-func (c *inflightCounter) interceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	c.n.Add(1)
-	defer c.n.Add(-1)
-	return handler(ctx, req)
-}
-
-// waitIdle waits until no unary call is in flight, or done is closed (every
-// connection has ended), or deadline passes; it reports whether the drain
-// finished in time.
-func (c *inflightCounter) waitIdle(done <-chan struct{}, deadline time.Time) bool {
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for c.n.Load() > 0 {
-		select {
-		case <-done:
-			return true
-		case <-t.C:
-			if time.Now().After(deadline) {
-				return false
-			}
-		}
-	}
-	return true
-}
 
 // watchDrain ends the health Watch streams at shutdown. A Watch stream
 // lasts as long as its client wants, so GracefulStop would wait for it

@@ -1,4 +1,4 @@
-package server
+package grpcguard
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ import (
 // stream costs the server its headers' decoding, a stream and a handler,
 // and the client nothing but two frames: four connections doing it can
 // take the cores from every other caller. grpc-go runs at most
-// -grpc-max-streams handlers per connection at once, which bounds the
+// Options.MaxStreams handlers per connection at once, which bounds the
 // streams alive but not how fast they come and go, so each connection has
 // a budget of resets, and a connection past it is closed: first told so
 // with a GOAWAY (ENHANCE_YOUR_CALM) naming the last stream the server

@@ -7,59 +7,75 @@ import (
 	"io/fs"
 	"runtime/debug"
 	"sync"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/envoy-rls/envoy-rls/internal/metrics"
-	"github.com/envoy-rls/envoy-rls/internal/watch"
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 	"github.com/envoy-rls/envoy-rls/pkg/rls"
 )
 
-// startConfig is the config the server starts with, and the watcher that
-// reloads it.
-type startConfig struct {
-	cfg *config.Config
-	// watch was started before cfg was read, so that a change made while
-	// the server starts, after the read and before the watcher runs, is
-	// reloaded rather than missed. Nil when the config cannot be watched:
-	// reload is off.
-	watch *watch.Watcher
-	// xds is the xDS client that the config comes from instead (xds.go).
-	xds *xdsSource
+// source is where the limits come from: the -config file or directory
+// (filesSource), or an xDS server (xdsSource). The server holds one,
+// opened before the listeners, and asks it, in this order: to wait for
+// the config to start with (ready), for the config in force (config),
+// to count its loads once the metrics are there (count), to put each
+// later load in force in the running service (serve), whether the config
+// lets the service report healthy (healthy), and, at the end, to stop
+// (close).
+type source interface {
+	// ready waits until there is a config to start with, and reports
+	// false if ctx ends first.
+	ready(ctx context.Context) bool
+	// config is the config the source last put in force; nil before the
+	// first (xDS with -xds-force-start).
+	config() *config.Config
+	// count records the loads so far in m, which counts the later ones.
+	count(m *metrics.Metrics)
+	// serve swaps every later load into svc, then calls loaded, until
+	// ctx ends; its goroutines, if any, are in wg.
+	serve(ctx context.Context, wg *sync.WaitGroup, svc *rls.Service, loaded func())
+	// healthy reports whether the config in force lets the service report
+	// healthy: always, unless -healthy-needs-config (or
+	// -xds-healthy-needs-config) asks for a domain in force.
+	healthy() bool
+	// name names the source in the log: the -config path or the xDS
+	// server.
+	name() string
+	// close stops the source, whether or not it served.
+	close()
 }
 
-// loadConfig starts watching the config, then loads it: in that order, as
-// watchAndLoad does for the TLS files, so that no change goes unseen. A
-// config that cannot be watched is still served, without reload; that is
-// logged only once the config has loaded, so that an invalid one is the
-// plain error alone. loaded, when not nil, runs right after the load: a
-// test's way into the window, until the watcher runs, that the watcher must
-// cover.
-func loadConfig(o *Options, log *zap.Logger, loaded func()) (*startConfig, error) {
+var (
+	_ source = (*filesSource)(nil)
+	_ source = (*xdsSource)(nil)
+)
+
+// openSource opens the source the options name. The config of files is
+// loaded here, a *ConfigError to Run when it does not load; loaded, when
+// not nil, runs right after that load (openFiles).
+func openSource(o *Options, log *zap.Logger, loaded func()) (source, error) {
+	// Each error returned alone: a nil *xdsSource or *filesSource would be
+	// a source that is not nil.
 	if o.xds.server != "" {
-		return startXDS(o, log)
-	}
-	w, werr := watch.New(log, watch.Options{}, o.configPath)
-	cfg, err := o.loadOptions().Load(o.configPath)
-	if loaded != nil {
-		loaded()
-	}
-	if err != nil {
-		if werr == nil {
-			w.Close() //nolint:errcheck // nothing to do about a watch that fails to close
+		s, err := openXDS(o, log)
+		if err != nil {
+			return nil, err
 		}
-		return nil, o.missingConfig(err)
+		return s, nil
 	}
-	if werr != nil {
-		log.Warn("config reload is off", zap.Error(werr))
-		w = nil
+	s, err := openFiles(o, log, loaded)
+	if err != nil {
+		return nil, err
 	}
-	// An empty config (only -allow-empty-config lets a directory load
-	// empty) is said once the metrics are there (configInForce).
-	return &startConfig{cfg: cfg, watch: w}, nil
+	return s, nil
+}
+
+// hasDomainIfNeeded is the healthy of both sources: true unless needs
+// asks for a domain and cfg, the config in force, has none.
+func hasDomainIfNeeded(needs bool, cfg *config.Config) bool {
+	return !needs || cfg != nil && len(cfg.Domains) > 0
 }
 
 // missingConfig is err, the load's error, naming the setting to check
@@ -72,44 +88,6 @@ func (o *Options) missingConfig(err error) error {
 		return fmt.Errorf("%w: check %s", err, o.setting("config"))
 	}
 	return err
-}
-
-// close stops the watcher when the server stops, or does not start; after
-// the watcher's Run, which closes it too, it is harmless.
-func (s *startConfig) close() {
-	if s.xds != nil {
-		s.xds.close()
-	}
-	if s.watch != nil {
-		s.watch.Close() //nolint:errcheck // nothing to do about a watch that fails to close
-	}
-}
-
-// startReload reloads the config from path whenever w, its watcher, calls
-// back (then calls loaded): when the contents of its file or directory change, and once a change
-// written in place has settled, so that a file caught half written is not
-// served. A config that does not load is refused with the same
-// message as at startup, and the last good one stays in effect. A change
-// that leaves the files' bytes as they were (a touch, a ConfigMap update to
-// the same data) is no reload: the watcher does not call back, so the
-// snapshot and the over-limit cache stay, and nothing is logged or counted.
-func startReload(ctx context.Context, wg *sync.WaitGroup, w *watch.Watcher, path string, lo config.Options, svc *rls.Service, m *metrics.Metrics, log *zap.Logger, loaded func()) {
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		w.Run(ctx, func() {
-			cfg, err := lo.Load(path)
-			if err != nil {
-				m.Reload(false, time.Now())
-				log.Error("config reload refused, keeping the last good config", zap.String("error", err.Error()))
-				return
-			}
-			svc.SetIndex(descriptors.NewIndex(cfg))
-			m.Reload(true, time.Now())
-			configInForce(cfg, path, m, log, true)
-			loaded()
-		})
-	}()
 }
 
 // configInForce reports the config just put in force, from source (the

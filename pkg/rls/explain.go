@@ -226,13 +226,23 @@ func (s *Service) explanation(ix *descriptors.Index, p *plan, d *planned) Explan
 	}
 	// Explain applies no failure mode: a failed read is shown as such.
 	failed := firstError(d.results) != nil
+	ex.Limits = s.explainLimits(p, d, failed)
+	ex.Outcome = outcome(d, failed)
+	return ex
+}
+
+// explainLimits explains each limit of d's node, with its state when it
+// is decided; failed is whether a store read of d failed.
+func (s *Service) explainLimits(p *plan, d *planned, failed bool) []ExplainedLimit {
+	desc := d.node.Descriptor
+	out := make([]ExplainedLimit, 0, len(desc.Rules))
 	for i, r := range desc.Rules {
 		l := explainLimit(r, i, desc, s.failureMode, s.statusShadow || s.overallShadow, p.now)
 		l.Calendar = explainCalendar(r.Limit, p.now)
 		j := slices.Index(d.rules, r)
 		if j < 0 {
 			l.ReplacedBy = p.replacedBy[r.Name]
-			ex.Limits = append(ex.Limits, l)
+			out = append(out, l)
 			continue
 		}
 		res := d.results[j]
@@ -249,25 +259,30 @@ func (s *Service) explanation(ix *descriptors.Index, p *plan, d *planned) Explan
 			}
 		}
 		l.Reported = !failed && r == d.verdict.rule
-		ex.Limits = append(ex.Limits, l)
+		out = append(out, l)
 	}
+	return out
+}
+
+// outcome sums up in one sentence what a request of d's descriptor would
+// get.
+func outcome(d *planned, failed bool) string {
 	v := d.verdict
 	name := ruleName(d, v.rule)
 	switch {
 	case len(d.rules) == 0:
-		ex.Outcome = "no limit: every limit of the node is replaced by another; answered OK without a limit"
+		return "no limit: every limit of the node is replaced by another; answered OK without a limit"
 	case failed:
-		ex.Outcome = "the store could not be read: the descriptor would take its failure mode"
+		return "the store could not be read: the descriptor would take its failure mode"
 	case v.allowed:
-		ex.Outcome = fmt.Sprintf("a request of cost 1 would be allowed now; the status would report %s with %d remaining", name, v.remaining)
+		return fmt.Sprintf("a request of cost 1 would be allowed now; the status would report %s with %d remaining", name, v.remaining)
 	case v.outcome == metrics.OutcomeShadowOver:
-		ex.Outcome = fmt.Sprintf("a request would be over %s, but in shadow mode: answered OK", name)
+		return fmt.Sprintf("a request would be over %s, but in shadow mode: answered OK", name)
 	case v.outcome == metrics.OutcomeQuotaOver:
-		ex.Outcome = fmt.Sprintf("a request would be over %s, a quota: its status OVER_LIMIT, the request refused only if every quota-mode descriptor of it is over", name)
+		return fmt.Sprintf("a request would be over %s, a quota: its status OVER_LIMIT, the request refused only if every quota-mode descriptor of it is over", name)
 	default:
-		ex.Outcome = fmt.Sprintf("a request would be refused (OVER_LIMIT) by %s for %s", name, v.wait)
+		return fmt.Sprintf("a request would be refused (OVER_LIMIT) by %s for %s", name, v.wait)
 	}
-	return ex
 }
 
 func explainLevel(e ExplainedEntry, n *descriptors.Node) ExplainedLevel {

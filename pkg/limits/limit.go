@@ -11,6 +11,7 @@ package limits
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -173,6 +174,15 @@ func (l Limit) MaxWait() time.Duration {
 // PeriodMicros is T in integer microseconds.
 func (l Limit) PeriodMicros() int64 { return l.Period.Microseconds() }
 
+// AppendPeriod appends to dst what a store key says of l's period: T in
+// microseconds, followed by what a modifier that numbers windows apart
+// from floor(now/T) adds (Calendar.appendKey). It is called directly, not
+// through Modifiers, so that a key built in a stack buffer stays there.
+func (l Limit) AppendPeriod(dst []byte) []byte {
+	dst = strconv.AppendInt(dst, l.PeriodMicros(), 10)
+	return l.Calendar.appendKey(dst)
+}
+
 // Validate reports why a limit cannot be decided, or nil. The error is a
 // *FieldError.
 func (l Limit) Validate() error {
@@ -229,10 +239,14 @@ func (l Limit) Validate() error {
 // loader can point at that field without reading the message.
 type FieldError struct {
 	// Field is requests_per_unit, burst, period (unit × unit_multiplier),
-	// algorithm, calendar, unit_multiplier, time_zone or block_for.
+	// unit, algorithm, unit_multiplier, or a field of a modifier
+	// (Modifiers).
 	Field string
 	// Msg says what is wrong with the field's value.
 	Msg string
+	// AtName makes the error about the field as a whole (that it is there
+	// at all): a loader points at its name rather than at its value.
+	AtName bool
 }
 
 // Error reads "FIELD MSG", such as "burst must not be negative, got -1".

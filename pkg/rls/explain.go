@@ -78,8 +78,8 @@ type ExplainedLimit struct {
 	Unit            string `json:"unit"`
 	UnitMultiplier  int64  `json:"unit_multiplier"`
 	// PeriodSeconds is the length of the window the limit counts in at
-	// the instant explained: unit × unit_multiplier, or a calendar
-	// window's real length (limits.WindowLen).
+	// the instant explained: unit × unit_multiplier, or the real length
+	// of the window a modifier makes it count in (limits.WindowLen).
 	PeriodSeconds int64 `json:"period_seconds"`
 	// Burst is the bucket's capacity (token_bucket) or queue length
 	// (leaky_bucket); zero for the windows, which have none.
@@ -91,7 +91,8 @@ type ExplainedLimit struct {
 	Shadow             bool   `json:"shadow"`
 	QuotaMode          bool   `json:"quota_mode,omitempty"`
 	CountRefused       bool   `json:"count_refused,omitempty"`
-	// BlockFor is a lockout's block_for (Go duration), empty for others.
+	// BlockFor is the limit's block_for (Go duration), empty when it has
+	// none.
 	BlockFor string   `json:"block_for,omitempty"`
 	Replaces []string `json:"replaces,omitempty"`
 	// ReplacedBy names the limit of the same descriptor whose `replaces`
@@ -105,8 +106,9 @@ type ExplainedLimit struct {
 	// Reported is set on the limit a status would report: the least
 	// remaining, or the refusing one with the longest wait.
 	Reported bool `json:"reported,omitempty"`
-	// Calendar is a calendar limit's window now (explain_calendar.go).
-	Calendar *ExplainedCalendar `json:"calendar,omitempty"`
+	// ModifiersExplained is what the limit's modifiers say of it now
+	// (limits.Explain), its fields the limit's own in JSON.
+	limits.ModifiersExplained
 	// Lease is a concurrency limit's lease, and Slots its slots held,
 	// oldest first (explain_slots.go); its unit is "unknown".
 	Lease string          `json:"lease,omitempty"`
@@ -125,9 +127,8 @@ type ExplainedState struct {
 	// otherwise the wait until a request would be allowed.
 	Reset        string  `json:"reset"`
 	ResetSeconds float64 `json:"reset_seconds"`
-	// LockedUntil is, on a lockout's key that its lock refuses
-	// (block_for), the instant the lock ends (RFC 3339, UTC): Reset is the
-	// time left on it.
+	// LockedUntil is, on a key that its lock refuses (block_for), the
+	// instant the lock ends (RFC 3339, UTC): Reset is the time left on it.
 	LockedUntil string `json:"locked_until,omitempty"`
 	// Error is set when the store could not be read; the other fields are
 	// then meaningless.
@@ -238,7 +239,7 @@ func (s *Service) explainLimits(p *plan, d *planned, failed bool) []ExplainedLim
 	out := make([]ExplainedLimit, 0, len(desc.Rules))
 	for i, r := range desc.Rules {
 		l := explainLimit(r, i, desc, s.failureMode, s.statusShadow || s.overallShadow, p.now)
-		l.Calendar = explainCalendar(r.Limit, p.now)
+		l.ModifiersExplained = limits.Explain(r.Limit, p.now.UnixMicro())
 		j := slices.Index(d.rules, r)
 		if j < 0 {
 			l.ReplacedBy = p.replacedBy[r.Name]

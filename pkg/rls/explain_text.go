@@ -114,7 +114,9 @@ func writeLimit(b *strings.Builder, l ExplainedLimit) {
 		return
 	}
 	fmt.Fprintf(b, "      key:   %s\n", l.Key)
-	writeCalendar(b, l.Calendar)
+	for _, line := range l.ModifiersExplained.Lines() {
+		fmt.Fprintf(b, "      %s\n", line)
+	}
 	switch st := l.State; {
 	case st == nil:
 	case st.Error != "":

@@ -88,20 +88,10 @@ func DecideWithin(l Limit, s State, cost, now, maxDelay int64) Decision {
 	if l.BlockFor > 0 {
 		return lockout(l, s, cost, now, maxDelay)
 	}
-	switch l.Algorithm {
-	case FixedWindow:
-		return fixedWindow(l, s, cost, now)
-	case TokenBucket:
-		return tokenBucket(l, s, cost, now)
-	case SlidingLog:
-		return slidingLog(l, s, cost, now)
-	case LeakyBucket:
-		return leakyBucket(l, s, cost, now, maxDelay)
-	case Concurrency:
-		return concurrency(l, s, cost, now)
-	default:
-		return slidingWindow(l, s, cost, now)
+	if !l.Algorithm.Implemented() {
+		return slidingWindow(l, s, cost, now, maxDelay)
 	}
+	return algorithms[l.Algorithm].decide(l, s, cost, now, maxDelay)
 }
 
 // charged reports whether a refused hit still consumes: count_refused
@@ -115,7 +105,7 @@ func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecon
 
 // fixedWindow counts hits in epoch-aligned windows floor(now/T), or in a
 // calendar's windows (WindowFrame).
-func fixedWindow(l Limit, s State, cost, now int64) Decision {
+func fixedWindow(l Limit, s State, cost, now, _ int64) Decision {
 	n, f := l.Requests, WindowFrame(l, now)
 	w, end := f.W, f.End
 	count := int64(0)
@@ -163,7 +153,7 @@ func fixedWindow(l Limit, s State, cost, now int64) Decision {
 // prev × (T − elapsed)/T + cur, computed in float64 in this exact order of
 // operations. In a calendar's windows T is the current window's real
 // length, and the wait into the next window is reckoned with that one's.
-func slidingWindow(l Limit, s State, cost, now int64) Decision {
+func slidingWindow(l Limit, s State, cost, now, _ int64) Decision {
 	n, f := l.Requests, WindowFrame(l, now)
 	w, t, tn := f.W, f.Len(), f.NextLen()
 	e := now - f.Start
@@ -295,7 +285,7 @@ func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
 // B − (tat − now)/I tokens at now. A hit of cost c fits if c tokens are
 // there, tat ≤ now + (B − c)·I, and moves tat on by c·I from now or tat,
 // whichever is later.
-func tokenBucket(l Limit, s State, cost, now int64) Decision {
+func tokenBucket(l Limit, s State, cost, now, _ int64) Decision {
 	n, b, i := l.Requests, l.Capacity(), Interval(l)
 	t := nanos(now)
 	tat := t

@@ -4,7 +4,7 @@ import (
 	"time"
 )
 
-// A limit's kind is its algorithm (Algorithm, one of algorithmNames) and
+// A limit's kind is its algorithm (Algorithm, an entry of algorithms) and
 // the modifiers it has: a modifier changes what a limit of some algorithms
 // does, and is set by fields of its own in a limits file (block_for makes
 // a lockout, lockout.go; calendar and time_zone make a calendar limit,
@@ -19,6 +19,54 @@ import (
 // stores keep a modifier's state as they keep their algorithms' (the
 // Redis store's form of each is its own), and the conformance suite
 // (package storetest) has a file of cases per kind.
+
+// algorithmKind is one entry of algorithms: an algorithm's name in a
+// limits file, its tag in store keys, its pure decision (Decide's, on
+// its own state) and, for a state kept unchanged beside a lock, the
+// instant that state stops mattering (nil: it is kept beside none).
+type algorithmKind struct {
+	name, short string
+	decide      func(l Limit, s State, cost, now, maxDelay int64) Decision
+	expiry      func(l Limit, s State, now int64) int64
+}
+
+// algorithms is the table of algorithms, by Algorithm. DecideWithin
+// calls an entry's decide by index, as a switch would jump.
+var algorithms = [...]algorithmKind{
+	SlidingWindow: {"sliding_window", "sw", slidingWindow, windowExpiry},
+	FixedWindow:   {"fixed_window", "fw", fixedWindow, windowExpiry},
+	TokenBucket:   {"token_bucket", "tb", tokenBucket, bucketExpiry},
+	SlidingLog:    {"sliding_log", "sl", slidingLog, logExpiry},
+	LeakyBucket:   {"leaky_bucket", "lb", leakyBucket, bucketExpiry},
+	Concurrency:   {"concurrency", "cc", concurrency, nil},
+}
+
+// windowExpiry is a window's state's: its frame's (WindowFrame). A
+// sliding window's state of the previous window is its count until the
+// current one ends.
+func windowExpiry(l Limit, s State, now int64) int64 {
+	f := WindowFrame(l, now)
+	sliding := l.Algorithm == SlidingWindow
+	switch {
+	case s.Window == f.W && sliding && s.Count > 0:
+		return f.Next
+	case s.Window == f.W, s.Window == f.W-1 && sliding:
+		return f.End
+	}
+	return 0
+}
+
+// bucketExpiry is a bucket's state's: the instant it is full (token) or
+// empty (leaky) again.
+func bucketExpiry(_ Limit, s State, _ int64) int64 { return ceilDiv(s.TAT, 1000) }
+
+// logExpiry is a sliding log's state's: its newest entry's leaving.
+func logExpiry(l Limit, s State, _ int64) int64 {
+	if len(s.Log) > 0 {
+		return s.Log[len(s.Log)-1].At + l.PeriodMicros()
+	}
+	return 0
+}
 
 // Modifier is one entry of Modifiers.
 type Modifier struct {

@@ -31,57 +31,40 @@ const (
 	Concurrency
 )
 
-var algorithmNames = [...]string{
-	SlidingWindow: "sliding_window",
-	FixedWindow:   "fixed_window",
-	TokenBucket:   "token_bucket",
-	SlidingLog:    "sliding_log",
-	LeakyBucket:   "leaky_bucket",
-	Concurrency:   "concurrency",
-}
-
 // String returns the name used in the limits file.
 func (a Algorithm) String() string {
-	if int(a) < len(algorithmNames) {
-		return algorithmNames[a]
+	if a.Implemented() {
+		return algorithms[a].name
 	}
 	return fmt.Sprintf("algorithm(%d)", uint8(a))
 }
 
 // ShortName is the compact tag used inside store keys.
 func (a Algorithm) ShortName() string {
-	switch a {
-	case SlidingWindow:
-		return "sw"
-	case FixedWindow:
-		return "fw"
-	case TokenBucket:
-		return "tb"
-	case SlidingLog:
-		return "sl"
-	case LeakyBucket:
-		return "lb"
-	case Concurrency:
-		return "cc"
+	if a.Implemented() {
+		return algorithms[a].short
 	}
 	return "xx"
 }
 
 // ParseAlgorithm maps a limits-file name to an Algorithm.
 func ParseAlgorithm(s string) (Algorithm, error) {
-	for i, n := range algorithmNames {
-		if n == s {
+	names := make([]string, len(algorithms))
+	for i, k := range algorithms {
+		if k.name == s {
 			return Algorithm(i), nil
 		}
+		names[i] = k.name
 	}
-	return 0, fmt.Errorf("unknown algorithm %q (want one of %s)", s, strings.Join(algorithmNames[:], ", "))
+	return 0, fmt.Errorf("unknown algorithm %q (want one of %s)", s, strings.Join(names, ", "))
 }
 
-// Implemented reports whether the algorithm can be decided by this build.
-// The limits file refuses algorithms that are not implemented yet, so that a
-// file never silently loads a limit that nothing enforces.
+// Implemented reports whether the algorithm can be decided by this build:
+// whether it has an entry in the table of algorithms. The limits file
+// refuses algorithms that are not implemented yet, so that a file never
+// silently loads a limit that nothing enforces.
 func (a Algorithm) Implemented() bool {
-	return int(a) < len(algorithmNames)
+	return int(a) < len(algorithms)
 }
 
 // Limit is one rate limit: Requests per Period, counted by Algorithm.

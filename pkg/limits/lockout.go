@@ -161,30 +161,10 @@ func lockout(l Limit, s State, cost, now, maxDelay int64) Decision {
 // stateExpiry is the instant state s of limit l stops mattering at now, as
 // the algorithm's own Decision says when it stores it (0 for an absent or
 // stale key): what a lock kept beside an unchanged state must not cut
-// short. A window's is its frame's (WindowFrame: epoch or calendar).
+// short. Each algorithm's is its entry's (algorithmKind.expiry).
 func stateExpiry(l Limit, s State, now int64) int64 {
-	if !s.Live {
+	if !s.Live || !l.Algorithm.Implemented() || algorithms[l.Algorithm].expiry == nil {
 		return 0
 	}
-	t := l.PeriodMicros()
-	switch l.Algorithm {
-	case FixedWindow, SlidingWindow:
-		f := WindowFrame(l, now)
-		switch {
-		case s.Window == f.W && l.Algorithm == SlidingWindow && s.Count > 0:
-			return f.Next
-		case s.Window == f.W, s.Window == f.W-1 && l.Algorithm == SlidingWindow:
-			// A sliding window's state of the previous window is its
-			// count until the current one ends.
-			return f.End
-		}
-		return 0
-	case TokenBucket, LeakyBucket:
-		return ceilDiv(s.TAT, 1000)
-	case SlidingLog:
-		if len(s.Log) > 0 {
-			return s.Log[len(s.Log)-1].At + t
-		}
-	}
-	return 0
+	return algorithms[l.Algorithm].expiry(l, s, now)
 }

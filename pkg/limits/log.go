@@ -3,7 +3,7 @@ package limits
 // slidingLog keeps one entry per allowed hit and counts the costs inside
 // (now − T, now]: exact, with memory that grows with N (bounded by
 // MaxLogRequests).
-func slidingLog(l Limit, s State, cost, now int64) Decision {
+func slidingLog(l Limit, s State, cost, now, _ int64) Decision {
 	n, t := l.Requests, l.PeriodMicros()
 	// Count is the sum of the log's costs: the total inside the window is
 	// that, less the entries at or before now − T, which have left it. Only

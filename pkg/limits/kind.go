@@ -12,13 +12,17 @@ import (
 // that the packages around a limit need of it: the fields it owns and how
 // they build it, the algorithm it defaults to, what config warns of, what
 // explain and check-config say of it, what RLQS does with it. The config
-// loader, explain, check-config, lint and RLQS read the table and name no
-// modifier; what a decision needs (the modifier's pure algorithm, its
-// part of a store key) is called directly from DecideWithin, WindowFrame
-// and AppendPeriod, so that the hot path makes no indirect call. The
-// stores keep a modifier's state as they keep their algorithms' (the
-// Redis store's form of each is its own), and the conformance suite
-// (package storetest) has a file of cases per kind.
+// loader, explain, check-config, lint and RLQS read the table rather than
+// name a modifier (explain's block_for and locked_until, which predate
+// it, are the explained limit's own fields).
+//
+// What a decision needs of a modifier (its pure algorithm, its part of a
+// store key) is called directly from DecideWithin, WindowFrame and
+// AppendPeriod, so that a modifier adds no indirect call to the hot path;
+// an algorithm's decision is its entry's, called by index where a switch
+// jumped. The stores keep a modifier's state as they keep their
+// algorithms' (the Redis store's form of each is its own), and the
+// conformance suite (package storetest) has a file of cases per kind.
 
 // algorithmKind is one entry of algorithms: an algorithm's name in a
 // limits file, its tag in store keys, its pure decision (Decide's, on

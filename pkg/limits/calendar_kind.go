@@ -36,6 +36,21 @@ var calendarModifier = Modifier{
 	Text:      calendarText,
 }
 
+// validateCalendar checks a calendar that a limit was given other than
+// from a limits file (buildCalendar checks those): on a window of the
+// unit's nominal period, with its zone.
+func (l Limit) validateCalendar() error {
+	switch c := l.Calendar; {
+	case c.On() && l.Algorithm != FixedWindow && l.Algorithm != SlidingWindow:
+		return fieldErrorf("calendar", "is for fixed_window and sliding_window only, not %s", l.Algorithm)
+	case c.On() && l.Period != c.Unit.Nominal():
+		return fieldErrorf("unit_multiplier", "must be 1 with calendar: a window is one calendar %s", c.Unit)
+	case c.Unit != NoCalendar && !c.On():
+		return fieldErrorf("time_zone", "is missing")
+	}
+	return nil
+}
+
 // calendarAlgorithm is fixed_window for a calendar limit: a calendar
 // quota is a calendar window, counted per window and starting over at the
 // zone's boundary, whatever the default of the limits that name no
@@ -57,9 +72,6 @@ func parseCalendarUnit(name string) (CalendarUnit, bool) {
 
 // buildCalendar sets l.Calendar from calendar and time_zone.
 func buildCalendar(l *Limit, r RuleFields) error {
-	bad := func(field, format string, args ...any) error {
-		return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
-	}
 	tz, tzSet := r.Given("time_zone")
 	if !r.value("calendar").Bool {
 		if tzSet {
@@ -70,22 +82,22 @@ func buildCalendar(l *Limit, r RuleFields) error {
 	unit, ok := parseCalendarUnit(r.Unit)
 	switch {
 	case !ok:
-		return bad("unit", "calendar: true counts in calendar days, weeks, months or years, not %ss: want day, week, month or year", r.Unit)
+		return fieldErrorf("unit", "calendar: true counts in calendar days, weeks, months or years, not %ss: want day, week, month or year", r.Unit)
 	case r.UnitMultiplier != 1:
-		return bad("unit_multiplier", "must be 1 with calendar: true (a window is one calendar %s; for several, use a longer unit)", r.Unit)
+		return fieldErrorf("unit_multiplier", "must be 1 with calendar: true (a window is one calendar %s; for several, use a longer unit)", r.Unit)
 	case l.Algorithm != FixedWindow && l.Algorithm != SlidingWindow:
 		field := "calendar"
 		if r.AlgorithmSet {
 			field = "algorithm"
 		}
-		return bad(field, "calendar: true is for fixed_window and sliding_window only, not %s", l.Algorithm)
+		return fieldErrorf(field, "calendar: true is for fixed_window and sliding_window only, not %s", l.Algorithm)
 	}
 	if tzSet && strings.TrimSpace(tz.String) == "" {
-		return bad("time_zone", "empty: want an IANA zone name such as Europe/Berlin, or leave time_zone out for UTC")
+		return fieldErrorf("time_zone", "empty: want an IANA zone name such as Europe/Berlin, or leave time_zone out for UTC")
 	}
 	zone, err := LoadZone(tz.String)
 	if err != nil {
-		return bad("time_zone", "%s", zoneProblem(tz.String, err))
+		return fieldErrorf("time_zone", "%s", zoneProblem(tz.String, err))
 	}
 	l.Calendar = Calendar{Unit: unit, Zone: zone}
 	return nil

@@ -190,12 +190,11 @@ func (l Limit) Validate() error {
 		return bad("burst", "must not be negative, got %d", l.Burst)
 	case l.Burst > MaxRequests:
 		return bad("burst", "%d is above the maximum %d", l.Burst, MaxRequests)
-	case l.Calendar.On() && l.Algorithm != FixedWindow && l.Algorithm != SlidingWindow:
-		return bad("calendar", "is for fixed_window and sliding_window only, not %s", l.Algorithm)
-	case l.Calendar.On() && l.Period != l.Calendar.Unit.Nominal():
-		return bad("unit_multiplier", "must be 1 with calendar: a window is one calendar %s", l.Calendar.Unit)
-	case l.Calendar.Unit != NoCalendar && !l.Calendar.On():
-		return bad("time_zone", "is missing")
+	}
+	if err := l.validateCalendar(); err != nil {
+		return err
+	}
+	switch {
 	case l.Blocks():
 		// The bounds below divide by N; a block rule refuses all alike.
 		return nil
@@ -230,6 +229,11 @@ type FieldError struct {
 	// AtName makes the error about the field as a whole (that it is there
 	// at all): a loader points at its name rather than at its value.
 	AtName bool
+}
+
+// fieldErrorf is a *FieldError about field.
+func fieldErrorf(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
 // Error reads "FIELD MSG", such as "burst must not be negative, got -1".

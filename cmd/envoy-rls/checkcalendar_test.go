@@ -51,7 +51,7 @@ func TestCalendarLinesAt(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	writeCalendars(&b, &config.Config{Domains: map[string]*config.Domain{"b": d}}, time.Date(2024, 2, 10, 0, 0, 0, 0, time.UTC))
+	writeModifiers(&b, &config.Config{Domains: map[string]*config.Domain{"b": d}}, time.Date(2024, 2, 10, 0, 0, 0, 0, time.UTC))
 	if want := "  calendar: b.plan_pro: month in America/New_York, now 2024-02-01T00:00:00-05:00 to 2024-03-01T00:00:00-05:00\n"; b.String() != want {
 		t.Errorf("got %q, want %q", b.String(), want)
 	}

@@ -17,8 +17,8 @@ const checkConfigArgs = "[-max-delay DUR] [-xds] PATH"
 func checkConfig(args []string, _ func(string) (string, bool), stdout, stderr io.Writer) int {
 	cl := cli.New("envoy-rls check-config", checkConfigArgs, `Loads PATH, a limits file or a directory of them, as the server would and
 prints what it holds, and on stderr a warning for what loads but is most
-likely not meant (a sliding_window with calendar: true); exit 0 when it
-loads, else the error and exit 1.
+likely not meant (an algorithm that a modifier's fields make misleading);
+exit 0 when it loads, else the error and exit 1.
 A limit is a rate_limit body: each entry of a rate_limits list is one, and
 unlimited ones count (and are also counted apart).
 `+"\n"+checkXDSAbout)
@@ -40,7 +40,7 @@ unlimited ones count (and are also counted apart).
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: OK, %s\n", rest[0], c.Count())
-	writeCalendars(stdout, c, time.Now())
+	writeModifiers(stdout, c, time.Now())
 	for _, w := range c.Warnings() {
 		fmt.Fprintln(stderr, "warning:", w)
 	}

@@ -30,8 +30,8 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
-	// The time zone database, for calendar limits: a distroless image has
-	// none of its own.
+	// The time zone database, for the limits that count in a zone's
+	// windows: a distroless image has none of its own.
 	_ "time/tzdata"
 
 	"github.com/envoy-rls/envoy-rls/internal/dropin"

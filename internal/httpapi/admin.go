@@ -84,7 +84,7 @@ const (
 // answer is 401 and nothing is done. A call a page in a browser made is
 // refused, 403, and a reset whose body is not application/json, 415
 // (browser.go): without tokens, nothing else stops a page the operator
-// opens from lifting a lockout.
+// opens from lifting a lock (block_for).
 func AdminHandler(o AdminOptions) http.Handler {
 	if o.Bodies == nil {
 		o.Bodies = NewBodyBudget(DefaultBodyBudget)

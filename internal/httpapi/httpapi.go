@@ -129,8 +129,8 @@ func serveHealth(w http.ResponseWriter, r *http.Request, o Options) {
 // serveJSON is envoyproxy/ratelimit's /json: a RateLimitRequest in protobuf
 // JSON in, the RateLimitResponse out, with the code as the HTTP status.
 // A request a page in a browser made is refused (browser.go): a hit
-// charges quota, and can start a lockout, of whatever descriptor the page
-// names. Its body may be of any type, as envoyproxy/ratelimit takes it
+// charges quota, and can start a lock (block_for), of whatever descriptor
+// the page names. Its body may be of any type, as envoyproxy/ratelimit takes it
 // (`curl -d` sends a form's): what a browser sends across sites is
 // refused by its Origin and Sec-Fetch-Site.
 func serveJSON(w http.ResponseWriter, r *http.Request, o Options) {

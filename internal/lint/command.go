@@ -21,8 +21,8 @@ reach, a filter domain missing from the limits, and a leaky bucket whose
 worst wait exceeds the filter's timeout. Exit 0 when clean (printing what
 the limits hold, counted as check-config counts), 1 with findings, 2 on a
 usage error or when a file does not load. What the limits hold that loads
-but is most likely not meant (a sliding_window with calendar: true) is
-warned of on stderr, as check-config warns of it, without changing the
+but is most likely not meant (an algorithm that a modifier's fields make
+misleading) is warned of on stderr, as check-config warns of it, without changing the
 exit status.
 
 With -partial, the bootstrap is taken to serve part of the limits (one

@@ -100,7 +100,7 @@ func (c clusterMastersCollector) Collect(ch chan<- prometheus.Metric) {
 
 var (
 	evictedDesc = prometheus.NewDesc("rls_store_redis_evicted_keys_total",
-		"Keys Redis evicted to make room (INFO evicted_keys, summed over the masters): each a limit, a lockout or a held slot that may have restarted from nothing. Any growth means maxmemory-policy is not noeviction and memory ran out.", nil, nil)
+		"Keys Redis evicted to make room (INFO evicted_keys, summed over the masters): each a limit's count, lock or held slot that may have restarted from nothing. Any growth means maxmemory-policy is not noeviction and memory ran out.", nil, nil)
 	evictsDesc = prometheus.NewDesc("rls_store_redis_evicts",
 		"1 while Redis has a maxmemory and a maxmemory-policy other than noeviction: it may evict the service's keys (every one has a TTL, so volatile-* policies too). Set noeviction.", nil, nil)
 	fullDesc = prometheus.NewDesc("rls_store_redis_memory_full",
@@ -108,7 +108,7 @@ var (
 	missingDesc = prometheus.NewDesc("rls_store_permissions_missing",
 		"ACL rules (commands, the keys, the reset channel) the Redis user lacks for what the service sends: every call they concern takes the failure mode until they are added.", nil, nil)
 	lostDesc = prometheus.NewDesc("rls_store_state_lost_total",
-		"Times Redis was found to have lost the service's state (FLUSHALL, a restart without persistence): every limit's counts, lockouts and held slots restarted from nothing.", nil, nil)
+		"Times Redis was found to have lost the service's state (FLUSHALL, a restart without persistence): every limit's counts, locks and held slots restarted from nothing.", nil, nil)
 )
 
 // RedisInspection is what the inspections of Redis found

@@ -399,7 +399,7 @@ func (o *Options) check(fs *flag.FlagSet) error {
 // limitDefaultFlags defines what a limit that does not say gets, for the
 // server and for explain alike.
 func limitDefaultFlags(fs *flag.FlagSet, o *Options) {
-	fs.Var(algorithmFlag{&o.defaultAlgorithm}, "default-algorithm", "algorithm of a limit that names none (every limit from xDS) but a calendar one, a fixed_window; fixed_window is envoyproxy/ratelimit's")
+	fs.Var(algorithmFlag{&o.defaultAlgorithm}, "default-algorithm", "algorithm of a limit that names none (every limit from xDS), unless a modifier of it has its own; fixed_window is envoyproxy/ratelimit's")
 	fs.BoolVar(&o.countRefused, "count-refused", false, "count refused hits too for every limit that does not set count_refused, as envoyproxy/ratelimit counts (off: only allowed hits consume)")
 	fs.BoolVar(&o.mergeDomains, "merge-domains", false, "load a domain that several files define as one, their top-level descriptors joined (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); off, it is an error")
 	fs.BoolVar(&o.allowEmpty, "allow-empty-config", false, "load a -config directory without limits files as no limits (every request allowed), as envoyproxy/ratelimit loads an empty runtime directory; off, it is an error")

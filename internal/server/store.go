@@ -195,7 +195,7 @@ func registerRedisCollectors(m *metrics.Metrics, s *redisstore.Store, cluster bo
 // permissions probe of the store's inspections: counters always (an
 // Envoy's limit override applies, with the default algorithm, to any
 // descriptor of a known domain), and what each limit's algorithm and
-// lockout keep.
+// modifiers keep.
 func storeNeeds(cfg *config.Config) redisstore.Needs {
 	var ls []limits.Limit
 	var walk func(ds []*config.Descriptor)

@@ -56,7 +56,8 @@ func CheckKeyPrefix(p string) error {
 //
 //	rls:{TAG}:ALGO:PERIOD_US:INDEX:LEN:domain(LEN:key LEN:value)...
 //
-// (PERIOD_US is followed by @UNIT@ZONE for a calendar limit, such as
+// (PERIOD_US is limits.Limit.AppendPeriod's: followed, for a limit whose
+// modifier numbers its windows apart, by what that modifier adds, such as
 // 2592000000000@month@Europe/Berlin.)
 //
 // where `rls:` is in.Prefix when set. Every string is length-prefixed (an
@@ -101,15 +102,7 @@ func appendKeyTag(dst []byte, in KeyInput) ([]byte, uint64) {
 	dst = append(dst, "}:"...)
 	dst = append(dst, in.Limit.Algorithm.ShortName()...)
 	dst = append(dst, ':')
-	dst = strconv.AppendInt(dst, in.Limit.PeriodMicros(), 10)
-	if c := in.Limit.Calendar; c.On() {
-		// A calendar's windows are numbered apart from floor(now/T), and
-		// differ by zone: "@month@Europe/Berlin".
-		dst = append(dst, '@')
-		dst = append(dst, c.Unit.String()...)
-		dst = append(dst, '@')
-		dst = append(dst, c.Zone.String()...)
-	}
+	dst = in.Limit.AppendPeriod(dst)
 	dst = append(dst, ':')
 	dst = strconv.AppendInt(dst, int64(in.Index), 10)
 	dst = append(dst, ':')

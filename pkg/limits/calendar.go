@@ -78,6 +78,19 @@ func (c Calendar) String() string {
 	return "calendar " + c.Unit.String() + " " + c.Zone.String()
 }
 
+// appendKey appends the calendar's part of a store key: a calendar's
+// windows are numbered apart from floor(now/T), and differ by zone, so
+// that its key reads "@month@Europe/Berlin" after the period.
+func (c Calendar) appendKey(dst []byte) []byte {
+	if !c.On() {
+		return dst
+	}
+	dst = append(dst, '@')
+	dst = append(dst, c.Unit.String()...)
+	dst = append(dst, '@')
+	return append(dst, c.Zone.String()...)
+}
+
 var zones sync.Map // name → *time.Location
 
 // LoadZone is time.LoadLocation, with one *time.Location per name for the

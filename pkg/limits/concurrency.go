@@ -43,7 +43,7 @@ func SlotsHeld(s State, now int64) ([]LogEntry, int64) {
 // then a refused hit takes its slots all the same (up to 2N held), so that
 // the release Envoy sends when a refused request ends gives back a slot it
 // took rather than another request's.
-func concurrency(l Limit, s State, cost, now int64) Decision {
+func concurrency(l Limit, s State, cost, now, _ int64) Decision {
 	n, lease := l.Requests, l.PeriodMicros()
 	slots, held := SlotsHeld(s, now)
 	need := max(cost, 1)

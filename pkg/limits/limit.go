@@ -2,6 +2,7 @@ package limits
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -21,57 +22,40 @@ const (
 	Concurrency
 )
 
-var algorithmNames = [...]string{
-	SlidingWindow: "sliding_window",
-	FixedWindow:   "fixed_window",
-	TokenBucket:   "token_bucket",
-	SlidingLog:    "sliding_log",
-	LeakyBucket:   "leaky_bucket",
-	Concurrency:   "concurrency",
-}
-
 // String returns the name used in the limits file.
 func (a Algorithm) String() string {
-	if int(a) < len(algorithmNames) {
-		return algorithmNames[a]
+	if a.Implemented() {
+		return algorithms[a].name
 	}
 	return fmt.Sprintf("algorithm(%d)", uint8(a))
 }
 
 // ShortName is the compact tag used inside store keys.
 func (a Algorithm) ShortName() string {
-	switch a {
-	case SlidingWindow:
-		return "sw"
-	case FixedWindow:
-		return "fw"
-	case TokenBucket:
-		return "tb"
-	case SlidingLog:
-		return "sl"
-	case LeakyBucket:
-		return "lb"
-	case Concurrency:
-		return "cc"
+	if a.Implemented() {
+		return algorithms[a].short
 	}
 	return "xx"
 }
 
 // ParseAlgorithm maps a limits-file name to an Algorithm.
 func ParseAlgorithm(s string) (Algorithm, error) {
-	for i, n := range algorithmNames {
-		if n == s {
+	names := make([]string, len(algorithms))
+	for i, k := range algorithms {
+		if k.name == s {
 			return Algorithm(i), nil
 		}
+		names[i] = k.name
 	}
-	return 0, fmt.Errorf("unknown algorithm %q (want one of %s)", s, strings.Join(algorithmNames[:], ", "))
+	return 0, fmt.Errorf("unknown algorithm %q (want one of %s)", s, strings.Join(names, ", "))
 }
 
-// Implemented reports whether the algorithm can be decided by this build.
-// The limits file refuses algorithms that are not implemented yet, so that a
-// file never silently loads a limit that nothing enforces.
+// Implemented reports whether the algorithm can be decided by this build:
+// whether it has an entry in the table of algorithms. The limits file
+// refuses algorithms that are not implemented yet, so that a file never
+// silently loads a limit that nothing enforces.
 func (a Algorithm) Implemented() bool {
-	return int(a) < len(algorithmNames)
+	return int(a) < len(algorithms)
 }
 
 // Limit is one rate limit: Requests per Period, counted by Algorithm.
@@ -164,6 +148,15 @@ func (l Limit) MaxWait() time.Duration {
 // PeriodMicros is T in integer microseconds.
 func (l Limit) PeriodMicros() int64 { return l.Period.Microseconds() }
 
+// AppendPeriod appends to dst what a store key says of l's period: T in
+// microseconds, followed by what a modifier that numbers windows apart
+// from floor(now/T) adds (Calendar.appendKey). It is called directly, not
+// through Modifiers, so that a key built in a stack buffer stays there.
+func (l Limit) AppendPeriod(dst []byte) []byte {
+	dst = strconv.AppendInt(dst, l.PeriodMicros(), 10)
+	return l.Calendar.appendKey(dst)
+}
+
 // Validate reports why a limit cannot be decided, or nil. The error is a
 // *FieldError.
 func (l Limit) Validate() error {
@@ -188,12 +181,11 @@ func (l Limit) Validate() error {
 		return bad("burst", "must not be negative, got %d", l.Burst)
 	case l.Burst > MaxRequests:
 		return bad("burst", "%d is above the maximum %d", l.Burst, MaxRequests)
-	case l.Calendar.On() && l.Algorithm != FixedWindow && l.Algorithm != SlidingWindow:
-		return bad("calendar", "is for fixed_window and sliding_window only, not %s", l.Algorithm)
-	case l.Calendar.On() && l.Period != l.Calendar.Unit.Nominal():
-		return bad("unit_multiplier", "must be 1 with calendar: a window is one calendar %s", l.Calendar.Unit)
-	case l.Calendar.Unit != NoCalendar && !l.Calendar.On():
-		return bad("time_zone", "is missing")
+	}
+	if err := l.validateCalendar(); err != nil {
+		return err
+	}
+	switch {
 	case l.Blocks():
 		// The bounds below divide by N; a block rule refuses all alike.
 		return nil
@@ -220,10 +212,19 @@ func (l Limit) Validate() error {
 // loader can point at that field without reading the message.
 type FieldError struct {
 	// Field is requests_per_unit, burst, period (unit × unit_multiplier),
-	// algorithm, calendar, unit_multiplier, time_zone or block_for.
+	// unit, algorithm, unit_multiplier, or a field of a modifier
+	// (Modifiers).
 	Field string
 	// Msg says what is wrong with the field's value.
 	Msg string
+	// AtName makes the error about the field as a whole (that it is there
+	// at all): a loader points at its name rather than at its value.
+	AtName bool
+}
+
+// fieldErrorf is a *FieldError about field.
+func fieldErrorf(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
 // Error reads "FIELD MSG", such as "burst must not be negative, got -1".

@@ -33,6 +33,35 @@ import (
 // the Redis store keeps it in a key of its own beside the counters, with
 // the same decisions (LockAnswer).
 
+// lockoutModifier is the lockout's entry in Modifiers. Its field is
+// block_for, a duration (the limits file reads it as a Go duration, such
+// as 15m: a number of seconds alone would hide its unit), which Validate
+// bounds (validateBlockFor). It counts as its algorithm does: two limits
+// of a list that differ only in their lock count alike.
+//
+// RLQS: a bucket is enforced by Envoy, with the token bucket this service
+// assigns it, a share of the limit's rate, the same for every key of the
+// bucket, refilled continuously. A lock keeps one key refused for a while
+// after its own refusal, which no token bucket can express (it would have
+// to stop refilling for that key alone, and Envoy does not tell this
+// service which request was refused). So an RLQS bucket of a lockout is
+// divided as the plain limit's rate, without the lock (RLQS reads
+// Requests and Period alone), and the log says so when a stream first
+// asks for one, rather than refusing a config that the RLS path enforces
+// in full.
+var lockoutModifier = Modifier{
+	Name: "lockout",
+	Fields: []Field{{
+		Name: "block_for", Type: Duration, Noun: "block_for",
+		Without: map[Algorithm]string{Concurrency: "its refusals say how many requests are in flight, not what a client did"},
+	}},
+	On:    func(l Limit) bool { return l.BlockFor > 0 },
+	Build: func(l *Limit, r RuleFields) error { l.BlockFor = r.value("block_for").Duration; return nil },
+	clear: func(l *Limit) { l.BlockFor = 0 },
+	RLQS:  "a quota stream asks for a lockout (block_for): its bucket gets the limit's rate divided without the lock, which Envoy's token bucket cannot hold; ShouldRateLimit enforces it in full",
+	Value: func(l Limit) any { return l.BlockFor },
+}
+
 // validateBlockFor checks BlockFor: none, or a lock that a store can keep
 // (at least a millisecond, Redis's TTL resolution, at most MaxPeriod), on
 // a limit whose refusal means something. A block rule refuses everything
@@ -132,30 +161,10 @@ func lockout(l Limit, s State, cost, now, maxDelay int64) Decision {
 // stateExpiry is the instant state s of limit l stops mattering at now, as
 // the algorithm's own Decision says when it stores it (0 for an absent or
 // stale key): what a lock kept beside an unchanged state must not cut
-// short. A window's is its frame's (WindowFrame: epoch or calendar).
+// short. Each algorithm's is its entry's (algorithmKind.expiry).
 func stateExpiry(l Limit, s State, now int64) int64 {
-	if !s.Live {
+	if !s.Live || !l.Algorithm.Implemented() || algorithms[l.Algorithm].expiry == nil {
 		return 0
 	}
-	t := l.PeriodMicros()
-	switch l.Algorithm {
-	case FixedWindow, SlidingWindow:
-		f := WindowFrame(l, now)
-		switch {
-		case s.Window == f.W && l.Algorithm == SlidingWindow && s.Count > 0:
-			return f.Next
-		case s.Window == f.W, s.Window == f.W-1 && l.Algorithm == SlidingWindow:
-			// A sliding window's state of the previous window is its
-			// count until the current one ends.
-			return f.End
-		}
-		return 0
-	case TokenBucket, LeakyBucket:
-		return ceilDiv(s.TAT, 1000)
-	case SlidingLog:
-		if len(s.Log) > 0 {
-			return s.Log[len(s.Log)-1].At + t
-		}
-	}
-	return 0
+	return algorithms[l.Algorithm].expiry(l, s, now)
 }

@@ -7,13 +7,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
 // caveats says, once per limit, that a quota stream asked for a limit
 // RLQS holds only in part: a concurrency limit, left out of the bucket's
-// rate (concurrency.go), at warn; a lockout, divided without its lock
-// (lockout.go), at info. It is said when a stream's bucket first matches
+// rate (concurrency.go), at warn; a modifier that RLQS holds only in
+// part, as its entry in limits.Modifiers says (Modifier.RLQS), at info. It
+// is said when a stream's bucket first matches
 // such a limit, not at each load: a limits file whose concurrency limits
 // only ShouldRateLimit asks about (the usual case, and the repository's
 // own config/limits.yaml) is enforced in full, and a warning at every
@@ -34,8 +36,8 @@ type ruleID struct {
 // bucket matched, each the first time.
 func (c *caveats) note(log *zap.Logger, ix *descriptors.Index, domain string, end *descriptors.Node) {
 	for _, r := range end.Descriptor.Rules {
-		concurrency, lockout := unenforced(r), r.Limit.BlockFor > 0
-		if !concurrency && !lockout {
+		concurrency, partial := unenforced(r), partly(r.Limit)
+		if !concurrency && len(partial) == 0 {
 			continue
 		}
 		id := ruleID{file: fileOf(ix.Config(), domain), domain: domain, line: r.Line}
@@ -57,9 +59,22 @@ func (c *caveats) note(log *zap.Logger, ix *descriptors.Index, domain string, en
 				zap.String("limit", at))
 			continue
 		}
-		log.Info("rlqs: a quota stream asks for a lockout (block_for): its bucket gets the limit's rate divided without the lock, which Envoy's token bucket cannot hold; ShouldRateLimit enforces it in full",
-			zap.String("limit", at), zap.Duration("block_for", r.Limit.BlockFor))
+		for _, m := range partial {
+			log.Info("rlqs: "+m.RLQS, zap.String("limit", at), zap.Any(m.Fields[0].Name, m.Value(r.Limit)))
+		}
 	}
+}
+
+// partly returns the modifiers of l that RLQS holds only in part. It
+// allocates only for a limit that has one.
+func partly(l limits.Limit) []limits.Modifier {
+	var ms []limits.Modifier
+	for _, m := range limits.Modifiers {
+		if m.RLQS != "" && m.On(l) {
+			ms = append(ms, m)
+		}
+	}
+	return ms
 }
 
 // fileOf is the file of domain in cfg, "" for none.

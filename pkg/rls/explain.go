@@ -78,8 +78,8 @@ type ExplainedLimit struct {
 	Unit            string `json:"unit"`
 	UnitMultiplier  int64  `json:"unit_multiplier"`
 	// PeriodSeconds is the length of the window the limit counts in at
-	// the instant explained: unit × unit_multiplier, or a calendar
-	// window's real length (limits.WindowLen).
+	// the instant explained: unit × unit_multiplier, or the real length
+	// of the window a modifier makes it count in (limits.WindowLen).
 	PeriodSeconds int64 `json:"period_seconds"`
 	// Burst is the bucket's capacity (token_bucket) or queue length
 	// (leaky_bucket); zero for the windows, which have none.
@@ -91,7 +91,8 @@ type ExplainedLimit struct {
 	Shadow             bool   `json:"shadow"`
 	QuotaMode          bool   `json:"quota_mode,omitempty"`
 	CountRefused       bool   `json:"count_refused,omitempty"`
-	// BlockFor is a lockout's block_for (Go duration), empty for others.
+	// BlockFor is the limit's block_for (Go duration), empty when it has
+	// none.
 	BlockFor string   `json:"block_for,omitempty"`
 	Replaces []string `json:"replaces,omitempty"`
 	// ReplacedBy names the limit of the same descriptor whose `replaces`
@@ -105,8 +106,9 @@ type ExplainedLimit struct {
 	// Reported is set on the limit a status would report: the least
 	// remaining, or the refusing one with the longest wait.
 	Reported bool `json:"reported,omitempty"`
-	// Calendar is a calendar limit's window now (explain_calendar.go).
-	Calendar *ExplainedCalendar `json:"calendar,omitempty"`
+	// ModifiersExplained is what the limit's modifiers say of it now
+	// (limits.Explain), its fields the limit's own in JSON.
+	limits.ModifiersExplained
 	// Lease is a concurrency limit's lease, and Slots its slots held,
 	// oldest first (explain_slots.go); its unit is "unknown".
 	Lease string          `json:"lease,omitempty"`
@@ -125,9 +127,8 @@ type ExplainedState struct {
 	// otherwise the wait until a request would be allowed.
 	Reset        string  `json:"reset"`
 	ResetSeconds float64 `json:"reset_seconds"`
-	// LockedUntil is, on a lockout's key that its lock refuses
-	// (block_for), the instant the lock ends (RFC 3339, UTC): Reset is the
-	// time left on it.
+	// LockedUntil is, on a key that its lock refuses (block_for), the
+	// instant the lock ends (RFC 3339, UTC): Reset is the time left on it.
 	LockedUntil string `json:"locked_until,omitempty"`
 	// Error is set when the store could not be read; the other fields are
 	// then meaningless.
@@ -226,13 +227,23 @@ func (s *Service) explanation(ix *descriptors.Index, p *plan, d *planned) Explan
 	}
 	// Explain applies no failure mode: a failed read is shown as such.
 	failed := firstError(d.results) != nil
+	ex.Limits = s.explainLimits(p, d, failed)
+	ex.Outcome = outcome(d, failed)
+	return ex
+}
+
+// explainLimits explains each limit of d's node, with its state when it
+// is decided; failed is whether a store read of d failed.
+func (s *Service) explainLimits(p *plan, d *planned, failed bool) []ExplainedLimit {
+	desc := d.node.Descriptor
+	out := make([]ExplainedLimit, 0, len(desc.Rules))
 	for i, r := range desc.Rules {
 		l := explainLimit(r, i, desc, s.failureMode, s.statusShadow || s.overallShadow, p.now)
-		l.Calendar = explainCalendar(r.Limit, p.now)
+		l.ModifiersExplained = limits.Explain(r.Limit, p.now.UnixMicro())
 		j := slices.Index(d.rules, r)
 		if j < 0 {
 			l.ReplacedBy = p.replacedBy[r.Name]
-			ex.Limits = append(ex.Limits, l)
+			out = append(out, l)
 			continue
 		}
 		res := d.results[j]
@@ -249,25 +260,30 @@ func (s *Service) explanation(ix *descriptors.Index, p *plan, d *planned) Explan
 			}
 		}
 		l.Reported = !failed && r == d.verdict.rule
-		ex.Limits = append(ex.Limits, l)
+		out = append(out, l)
 	}
+	return out
+}
+
+// outcome sums up in one sentence what a request of d's descriptor would
+// get.
+func outcome(d *planned, failed bool) string {
 	v := d.verdict
 	name := ruleName(d, v.rule)
 	switch {
 	case len(d.rules) == 0:
-		ex.Outcome = "no limit: every limit of the node is replaced by another; answered OK without a limit"
+		return "no limit: every limit of the node is replaced by another; answered OK without a limit"
 	case failed:
-		ex.Outcome = "the store could not be read: the descriptor would take its failure mode"
+		return "the store could not be read: the descriptor would take its failure mode"
 	case v.allowed:
-		ex.Outcome = fmt.Sprintf("a request of cost 1 would be allowed now; the status would report %s with %d remaining", name, v.remaining)
+		return fmt.Sprintf("a request of cost 1 would be allowed now; the status would report %s with %d remaining", name, v.remaining)
 	case v.outcome == metrics.OutcomeShadowOver:
-		ex.Outcome = fmt.Sprintf("a request would be over %s, but in shadow mode: answered OK", name)
+		return fmt.Sprintf("a request would be over %s, but in shadow mode: answered OK", name)
 	case v.outcome == metrics.OutcomeQuotaOver:
-		ex.Outcome = fmt.Sprintf("a request would be over %s, a quota: its status OVER_LIMIT, the request refused only if every quota-mode descriptor of it is over", name)
+		return fmt.Sprintf("a request would be over %s, a quota: its status OVER_LIMIT, the request refused only if every quota-mode descriptor of it is over", name)
 	default:
-		ex.Outcome = fmt.Sprintf("a request would be refused (OVER_LIMIT) by %s for %s", name, v.wait)
+		return fmt.Sprintf("a request would be refused (OVER_LIMIT) by %s for %s", name, v.wait)
 	}
-	return ex
 }
 
 func explainLevel(e ExplainedEntry, n *descriptors.Node) ExplainedLevel {

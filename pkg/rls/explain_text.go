@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
 // WriteText writes the explanation for a person to read: the domain and
@@ -114,7 +116,7 @@ func writeLimit(b *strings.Builder, l ExplainedLimit) {
 		return
 	}
 	fmt.Fprintf(b, "      key:   %s\n", l.Key)
-	writeCalendar(b, l.Calendar)
+	writeModifiers(b, l.ModifiersExplained)
 	switch st := l.State; {
 	case st == nil:
 	case st.Error != "":
@@ -133,6 +135,13 @@ func writeLimit(b *strings.Builder, l ExplainedLimit) {
 		}
 		b.WriteString("\n")
 		writeSlots(b, l)
+	}
+}
+
+// writeModifiers writes the lines a limit's modifiers explain it with.
+func writeModifiers(b *strings.Builder, e limits.ModifiersExplained) {
+	for _, line := range e.Lines() {
+		fmt.Fprintf(b, "      %s\n", line)
 	}
 }
 

@@ -56,7 +56,8 @@ func RatelimitHeaders(names RatelimitHeaderNames) HeaderDialect { return ratelim
 //	Retry-After: RESET_SECONDS                      (OVER_LIMIT only)
 //
 // WINDOW_SECONDS is the window's length at the answer's instant
-// (verdict.window): the period, or a calendar window's real length.
+// (verdict.window): the period, or the real length of the window a
+// modifier makes the limit count in.
 // A descriptor whose state is unknown (its store call failed, so it took
 // its failure mode) gets RateLimit-Policy alone.
 type ietfHeaders struct{}

@@ -39,7 +39,7 @@ type plan struct {
 	// is per request: a limit of one descriptor drops a limit of another.
 	replacedBy map[string]string
 	// now is the instant the plan is settled at (Options.Now): what its
-	// answer reports of a calendar window is that window's.
+	// answer reports of a window whose length varies is that window's.
 	now time.Time
 
 	// entries and path are storage for the descriptors' entries and walks.

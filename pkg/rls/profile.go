@@ -127,8 +127,9 @@ func WholeSecondReset(l limits.Limit, wait time.Duration) time.Duration {
 // again, and a hit that can never fit as a whole period.)
 func wholeSecondReset(l limits.Limit, wait time.Duration, now time.Time) time.Duration {
 	if l.Algorithm == limits.FixedWindow && l.Period > 0 {
-		// The window's end in the frame the stores count in: a calendar
-		// window's real one, not the unit's nominal period from the epoch.
+		// The window's end in the frame the stores count in
+		// (limits.WindowFrame): the real one, not the unit's nominal
+		// period from the epoch.
 		us := now.UnixMicro()
 		wait = time.Duration(limits.WindowFrame(l, us).End-us) * time.Microsecond
 	}

@@ -92,8 +92,8 @@ type Options struct {
 	OnConfigChange func()
 
 	// Now is the service's clock, read once per answer (plan.settle) for
-	// what the answer reports of a calendar window (its length at that
-	// instant, limits.WindowLen); nil is time.Now. The stores decide on
+	// what the answer reports of a window whose length varies (its length
+	// at that instant, limits.WindowLen); nil is time.Now. The stores decide on
 	// their own clocks. Tests fix it.
 	Now func() time.Time
 

@@ -34,8 +34,9 @@ type verdict struct {
 	// remaining is back at its maximum.
 	wait time.Duration
 	// window is the length of the window rule counts in at the plan's
-	// instant (limits.WindowLen): its period, or a calendar window's real
-	// length (31 days in December). RateLimit-Policy's w reports it.
+	// instant (limits.WindowLen): its period, or the real length of the
+	// window a modifier makes it count in (31 days in December).
+	// RateLimit-Policy's w reports it.
 	window time.Duration
 	// delay is how long a leaky bucket asks an allowed hit to wait.
 	delay time.Duration

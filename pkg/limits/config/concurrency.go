@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"time"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
@@ -10,7 +11,8 @@ import (
 // requests_per_unit is its slots and lease the longest a slot is held
 // (DefaultLease when unset). It has no unit: it counts what is held now,
 // not hits per period, so a unit or unit_multiplier beside it is refused
-// rather than silently ignored; so are a burst and a calendar. count_refused, when the
+// rather than silently ignored; so are a burst and the modifiers' fields
+// that say why concurrency takes none (limits.Field.Without). count_refused, when the
 // rule sets it, makes a refused request hold its slot until its release,
 // as Envoy sends a release for refused requests too; the -count-refused
 // default does not apply.
@@ -39,14 +41,15 @@ func (v validator) leaseOnly(raw *rawRule, rf ruleFields) error {
 // requests_per_unit (the slots) is needed, lease is parsed and bounded,
 // and unit, unit_multiplier and burst are refused.
 func (v validator) concurrencyLimit(r *Rule, raw *rawRule, _ ruleFields) error {
-	if f, ok := firstGiven(
+	// The modifiers' fields are checked the table's last modifier first,
+	// the order these checks had when each was written here by hand.
+	ms := slices.Clone(limits.Modifiers)
+	slices.Reverse(ms)
+	if f, ok := firstGiven(append([]given{
 		presence(raw.unit, "unit (a concurrency limit counts the requests in flight, not hits per unit; lease bounds how long a slot is held)"),
 		presence(raw.unitMultiplier, "unit_multiplier (a concurrency limit has no unit; lease bounds how long a slot is held)"),
 		presence(raw.burst, "burst (its slots are requests_per_unit)"),
-		presence(raw.calendar, "calendar (it counts what is held now, in no window)"),
-		presence(raw.timeZone, "time_zone (it counts what is held now, in no window)"),
-		presence(raw.blockFor, "block_for (its refusals say how many requests are in flight, not what a client did)"),
-	); ok {
+	}, raw.kindsGiven(ms, func(f limits.Field) string { return f.Without[limits.Concurrency] })...)...); ok {
 		return f.at.nameErrorf("concurrency takes no %s", f.what)
 	}
 	if !raw.requestsPerUnit.set {

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/envoy-rls/envoy-rls/internal/suggest"
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
 // level is a kind of mapping of the limits file with its known fields.
@@ -24,12 +25,27 @@ func newLevel[T any](where string) *level {
 	l := &level{where: where}
 	t := reflect.TypeFor[T]()
 	for i := range t.NumField() {
+		if t.Field(i).Type == reflect.TypeFor[kindScalars]() {
+			l.fields = append(l.fields, kindNames()...)
+			continue
+		}
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
 		if name != "" {
 			l.fields = append(l.fields, name)
 		}
 	}
 	return l
+}
+
+// kindNames are the names of the modifiers' fields, in the table's order.
+func kindNames() []string {
+	var names []string
+	for _, m := range limits.Modifiers {
+		for _, f := range m.Fields {
+			names = append(names, f.Name)
+		}
+	}
+	return names
 }
 
 var (

@@ -23,9 +23,9 @@ type Options struct {
 	// DefaultAlgorithm is the algorithm of a limit that names none:
 	// sliding_window (the zero value) for envoy-rls's own files,
 	// fixed_window for envoyproxy/ratelimit's meaning (-default-algorithm).
-	// A limit that comes over xDS never names one. A calendar limit that
-	// names none is a fixed_window whatever this says: a calendar quota
-	// starts over at its zone's boundary.
+	// A limit that comes over xDS never names one. A limit whose modifier
+	// has an algorithm of its own (limits.DefaultAlgorithm) takes that one
+	// whatever this says.
 	DefaultAlgorithm limits.Algorithm
 	// CountRefused is the count_refused of a limit that does not set it
 	// (-count-refused): off, only allowed hits consume, envoy-rls's rule;

@@ -2,9 +2,10 @@ package config
 
 import (
 	"fmt"
-	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
 // Every source of limits maps what it read to the raw model below, value for
@@ -132,12 +133,10 @@ type rawRule struct {
 	requestsPerUnit, burst, unitMultiplier field[int64]
 	unit, algorithm, failureMode           field[string]
 	unlimited, countRefused                field[bool]
-	// calendar and timeZone make a window count in calendar windows
-	// (calendar.go).
-	calendar field[bool]
-	timeZone field[string]
-	blockFor field[time.Duration] // a lockout's (lockout.go)
-	name     string
+	// kinds are the fields of the modifiers (limits.Modifiers) the rule
+	// gives, in the table's order.
+	kinds []kindField
+	name  string
 	// replaces holds the names of the replaces entries, each at its entry.
 	replaces []field[string]
 	// lease is a concurrency limit's lease, as written (concurrency.go).
@@ -155,16 +154,64 @@ func (r *rawRule) field(name string) (pos, bool) {
 		return r.burst.at, r.burst.set
 	case "unit_multiplier":
 		return r.unitMultiplier.at, r.unitMultiplier.set
+	case "unit":
+		return r.unit.at, r.unit.set
 	case "algorithm":
 		return r.algorithm.at, r.algorithm.set
-	case "block_for":
-		return r.blockFor.at, r.blockFor.set
-	case "calendar":
-		return r.calendar.at, r.calendar.set
-	case "time_zone":
-		return r.timeZone.at, r.timeZone.set
 	case "count_refused":
 		return r.countRefused.at, r.countRefused.set
 	}
-	return pos{}, false
+	f := r.kind(name)
+	return f.at, f.set
+}
+
+// kindField is a field of a modifier (limits.Field) as a source gave it.
+type kindField struct {
+	name string
+	field[limits.FieldValue]
+}
+
+// kind is the modifier's field name of the rule; unset when the rule does
+// not give it.
+func (r *rawRule) kind(name string) field[limits.FieldValue] {
+	for _, f := range r.kinds {
+		if f.name == name {
+			return f.field
+		}
+	}
+	return field[limits.FieldValue]{}
+}
+
+// ruleFields are what the modifiers' Build and the default algorithm
+// read of the rule (limits.RuleFields).
+func (r *rawRule) ruleFields(unit Unit, multiplier int64) limits.RuleFields {
+	return limits.RuleFields{
+		Unit:           unit.String(),
+		UnitMultiplier: multiplier,
+		AlgorithmSet:   r.algorithm.set,
+		Given: func(name string) (limits.FieldValue, bool) {
+			f := r.kind(name)
+			return f.v, f.set
+		},
+	}
+}
+
+// kindsGiven are the fields of modifiers ms, each as firstGiven checks
+// it: named by its Noun; or, with why, by its name and the reason why
+// gives, leaving out those it gives none for.
+func (r *rawRule) kindsGiven(ms []limits.Modifier, why func(limits.Field) string) []given {
+	var gs []given
+	for _, m := range ms {
+		for _, f := range m.Fields {
+			what := f.Noun
+			if why != nil {
+				if what = why(f); what == "" {
+					continue
+				}
+				what = f.Name + " (" + what + ")"
+			}
+			gs = append(gs, presence(r.kind(f.Name), what))
+		}
+	}
+	return gs
 }

@@ -17,7 +17,7 @@ import (
 //	api-limits: descriptors[0].rate_limit: has no unit
 //
 // The message has a subset of the file's fields (no algorithm, burst,
-// unit_multiplier, failure_mode, count_refused, calendar, time_zone or
+// unit_multiplier, failure_mode, count_refused, the modifiers' fields or
 // rate_limits), so its
 // limits have the file's defaults for those. In proto3 a
 // zero is no value: an empty domain or key and unit UNKNOWN read as

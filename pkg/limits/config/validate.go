@@ -126,14 +126,7 @@ func (v validator) rules(list field[[]*rawRule]) ([]*Rule, error) {
 	if len(list.v) == 0 {
 		return nil, list.at.errorf("empty list")
 	}
-	type counting struct {
-		algorithm limits.Algorithm
-		requests  int64
-		period    time.Duration
-		burst     int64
-		calendar  limits.Calendar
-	}
-	first := map[counting]pos{}
+	first := map[limits.Limit]pos{}
 	var rules []*Rule
 	for _, raw := range list.v {
 		r, err := v.rule(raw, true)
@@ -141,7 +134,7 @@ func (v validator) rules(list field[[]*rawRule]) ([]*Rule, error) {
 			return nil, err
 		}
 		l := r.Limit
-		id := counting{l.Algorithm, l.Requests, l.Period, l.Burst, l.Calendar}
+		id := l.Counting()
 		if at, dup := first[id]; dup {
 			l.CountRefused = false
 			return nil, raw.at.errorf("duplicate limit %s, first at %s (the limits of a list must differ in algorithm, requests_per_unit, period or burst)", l, at)
@@ -226,23 +219,35 @@ func (v validator) rule(raw *rawRule, inList bool) (*Rule, error) {
 	if err := limit(r, raw, f); err != nil {
 		return nil, err
 	}
-	if err := v.calendar(r, raw); err != nil {
-		return nil, err
+	// The modifiers' fields are checked as they were written, then the
+	// limit they make.
+	for _, m := range limits.Modifiers {
+		if err := m.Build(&r.Limit, raw.ruleFields(r.Unit, r.UnitMultiplier)); err != nil {
+			return nil, fieldError(raw, err)
+		}
 	}
 	if err := r.Limit.Validate(); err != nil {
-		// The error names the field at fault; point at it when the rule
-		// sets it (a defaulted burst is the rule's requests_per_unit).
-		if fe, ok := errors.AsType[*limits.FieldError](err); ok {
-			if at, set := raw.field(fe.Field); set {
-				return nil, at.errorf("%s", fe.Msg)
-			}
-		}
-		return nil, raw.at.errorf("%s", err)
+		return nil, fieldError(raw, err)
 	}
 	if err := v.checkDelay(r, raw); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// fieldError points at the field a *limits.FieldError names when the rule
+// sets it (a defaulted burst is the rule's requests_per_unit), else at the
+// body.
+func fieldError(raw *rawRule, err error) error {
+	if fe, ok := errors.AsType[*limits.FieldError](err); ok {
+		if at, set := raw.field(fe.Field); set {
+			if fe.AtName {
+				return at.nameErrorf("%s", fe.Msg)
+			}
+			return at.errorf("%s", fe.Msg)
+		}
+	}
+	return raw.at.errorf("%s", err)
 }
 
 // ruleFields are a rule's fields parsed, before they make a limit.
@@ -253,8 +258,8 @@ type ruleFields struct {
 }
 
 // ruleFields parses each field of raw that is set, alone: the unit, the
-// algorithm (fixed_window for a calendar limit that names none, else v's
-// default), the multiplier (1 when
+// algorithm (a modifier's own for a rule that names none and has one,
+// limits.DefaultAlgorithm, else v's default), the multiplier (1 when
 // unset), the bounds of requests_per_unit and burst; and sets r's failure
 // mode and replaces.
 func (v validator) ruleFields(r *Rule, raw *rawRule) (ruleFields, error) {
@@ -275,11 +280,8 @@ func (v validator) ruleFields(r *Rule, raw *rawRule) (ruleFields, error) {
 		if rf.algorithm, err = limits.ParseAlgorithm(f.v); err != nil {
 			return rf, algorithmChoice.refuse(f)
 		}
-	} else if raw.calendar.v {
-		// A calendar quota is a calendar window: counted per window and
-		// starting over at the zone's boundary, whatever the default of
-		// the limits that name no algorithm (calendar.go).
-		rf.algorithm = limits.FixedWindow
+	} else if a, ok := limits.DefaultAlgorithm(raw.ruleFields(rf.unit, rf.multiplier)); ok {
+		rf.algorithm = a
 	}
 	if f := raw.burst; f.set {
 		if err := bounds(f, 0); err != nil {
@@ -317,18 +319,16 @@ func (v validator) unlimitedRule(r *Rule, raw *rawRule, inList bool) (*Rule, err
 	// requests_per_unit beside unlimited is ignored, as
 	// envoyproxy/ratelimit ignores it, so that its files load unchanged;
 	// everything else would be a limit that silently does nothing.
-	if f, ok := firstGiven(
+	gs := []given{
 		presence(raw.unit, "a unit"),
 		presence(raw.unitMultiplier, "a unit_multiplier"),
 		presence(raw.algorithm, "an algorithm"),
 		presence(raw.burst, "a burst"),
 		presence(raw.failureMode, "a failure_mode"),
 		presence(raw.countRefused, "count_refused"),
-		presence(raw.blockFor, "block_for"),
-		presence(raw.calendar, "calendar"),
-		presence(raw.timeZone, "a time_zone"),
-		presence(raw.lease, "a lease"),
-	); ok {
+	}
+	gs = append(gs, raw.kindsGiven(limits.Modifiers, nil)...)
+	if f, ok := firstGiven(append(gs, presence(raw.lease, "a lease"))...); ok {
 		return nil, f.at.nameErrorf("unlimited with %s", f.what)
 	}
 	return r, nil
@@ -375,7 +375,6 @@ func (v validator) limit(r *Rule, raw *rawRule, rf ruleFields) error {
 		Period:       unit.Duration() * time.Duration(multiplier),
 		Burst:        burst,
 		CountRefused: r.CountRefused,
-		BlockFor:     raw.blockFor.v, // lockout.go
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
 // A limits file is decoded by go.yaml.in/yaml/v3 into the types below, one
@@ -54,11 +56,15 @@ type yamlRule struct {
 	UnitMultiplier  scalar            `yaml:"unit_multiplier"`
 	FailureMode     scalar            `yaml:"failure_mode"`
 	CountRefused    scalar            `yaml:"count_refused"`
-	BlockFor        scalar            `yaml:"block_for"`
-	Calendar        scalar            `yaml:"calendar"`
-	TimeZone        scalar            `yaml:"time_zone"`
+	Kinds           kindScalars       `yaml:",inline"`
 	Lease           scalar            `yaml:"lease"`
 }
+
+// kindScalars are the fields of the modifiers (limits.Modifiers) a rule
+// gives, by name: the decoder puts every field that no other field of
+// yamlRule names in it, and keys has refused those that are no modifier's
+// (ruleLevel lists theirs in its place). Nil when the rule gives none.
+type kindScalars map[string]scalar
 
 // yamlReplace is an item of a replaces list.
 type yamlReplace struct {
@@ -262,9 +268,7 @@ func (r *yamlReader) rule(at pos, m *mapping[yamlRule]) *rawRule {
 		unitMultiplier:  read(r, k, "unit_multiplier", y.UnitMultiplier, scalar.integer),
 		failureMode:     read(r, k, "failure_mode", y.FailureMode, scalar.str),
 		countRefused:    read(r, k, "count_refused", y.CountRefused, scalar.boolean),
-		blockFor:        read(r, k, "block_for", y.BlockFor, scalar.duration),
-		calendar:        read(r, k, "calendar", y.Calendar, scalar.boolean),
-		timeZone:        read(r, k, "time_zone", y.TimeZone, scalar.str),
+		kinds:           r.kinds(k, y.Kinds),
 		lease:           read(r, k, "lease", y.Lease, scalar.str),
 	}
 	_, ms, ats, _ := items(r, k, "replaces", &y.Replaces, true, "a list of {name: …}", "{name: …}")
@@ -274,6 +278,34 @@ func (r *yamlReader) rule(at pos, m *mapping[yamlRule]) *rawRule {
 		rule.replaces = append(rule.replaces, name)
 	}
 	return rule
+}
+
+// kinds reads the modifiers' fields that a rule gives, in the table's
+// order, each as its type says.
+func (r *yamlReader) kinds(k *fieldLines, y kindScalars) []kindField {
+	var fs []kindField
+	for _, m := range limits.Modifiers {
+		for _, f := range m.Fields {
+			if _, set := k.lineOf(f.Name); !set {
+				continue
+			}
+			var v field[limits.FieldValue]
+			s := y[f.Name]
+			switch f.Type {
+			case limits.Bool:
+				b := read(r, k, f.Name, s, scalar.boolean)
+				v = field[limits.FieldValue]{limits.FieldValue{Bool: b.v}, b.at, b.set}
+			case limits.Duration:
+				d := read(r, k, f.Name, s, scalar.duration)
+				v = field[limits.FieldValue]{limits.FieldValue{Duration: d.v}, d.at, d.set}
+			default:
+				str := read(r, k, f.Name, s, scalar.str)
+				v = field[limits.FieldValue]{limits.FieldValue{String: str.v}, str.at, str.set}
+			}
+			fs = append(fs, kindField{f.Name, v})
+		}
+	}
+	return fs
 }
 
 // metadata reads the metadata mapping, nil when absent, null or empty.

@@ -28,6 +28,10 @@ func until(zone, s string) time.Duration {
 	return t.Sub(time.UnixMicro(Start))
 }
 
+// calendarCases are the cases of a limit that counts in a calendar's
+// windows (limits.Limit.Calendar).
+func calendarCases() []testCase { return []testCase{calendarDayCase(), calendarMonthCase()} }
+
 // calendarDayCase is a daily quota in Europe/Berlin on 2024-03-31, the
 // 23-hour day when clocks go forward: the window ends 23 h after its
 // midnight, a fixed window starts over exactly then, and a sliding window

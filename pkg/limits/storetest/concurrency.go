@@ -24,6 +24,11 @@ func runConcurrency(t *testing.T, newStore Factory) {
 // lease. A step's want is the same for every algorithm (all), since only
 // concurrency runs them.
 func concurrencyCases() []testCase {
+	return append(concurrencySlotCases(), concurrencyRunCases()...)
+}
+
+// concurrencySlotCases take, give back and let expire a key's slots.
+func concurrencySlotCases() []testCase {
 	return []testCase{
 		{
 			name: "slots are taken, refused, given back and taken again", n: 3, period: 10 * s,
@@ -70,6 +75,13 @@ func concurrencyCases() []testCase {
 				{cost: 3, want: all(no(1, 50*ms, 50*ms))},
 			},
 		},
+	}
+}
+
+// concurrencyRunCases are a concurrency limit in a joint run, counting
+// refused hits, and reset.
+func concurrencyRunCases() []testCase {
+	return []testCase{
 		{
 			name: "a refused joint run holds no slot", n: 2, period: 10 * s,
 			steps: []step{

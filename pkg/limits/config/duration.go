@@ -7,9 +7,10 @@ import (
 )
 
 // duration reads a Go duration string, such as block_for: 15m (a number of
-// seconds alone would hide its unit: 15 is not 15 minutes). A lock must
-// last, so it is positive; limits.Limit.Validate checks its bounds and the
-// limits it makes sense on.
+// seconds alone would hide its unit: 15 is not 15 minutes), for a field of
+// type limits.Duration. It is positive: such a field says how long
+// something lasts; limits.Limit.Validate checks its bounds and the limits
+// it makes sense on.
 func (s scalar) duration(at pos) (time.Duration, *Error) {
 	v := s.node()
 	if v == nil || v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" {

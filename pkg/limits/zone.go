@@ -1,58 +1,10 @@
-package config
+package limits
 
 import (
 	"strings"
 
 	"github.com/envoy-rls/envoy-rls/internal/suggest"
-	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
-
-// calendarUnits maps the units a calendar limit may count in to its
-// windows.
-var calendarUnits = map[Unit]limits.CalendarUnit{
-	Day:   limits.CalendarDay,
-	Week:  limits.CalendarWeek,
-	Month: limits.CalendarMonth,
-	Year:  limits.CalendarYear,
-}
-
-// calendar sets r.Limit.Calendar from calendar and time_zone, once the
-// limit is built: calendar: true counts in the calendar's windows of the
-// unit (day, week, month or year, one of them: unit_multiplier 1) in
-// time_zone (UTC when unset), for fixed_window (the default of a calendar
-// limit, ruleFields) and sliding_window only; a sliding one is warned of
-// (Config.Warnings).
-func (v validator) calendar(r *Rule, raw *rawRule) error {
-	if !raw.calendar.v {
-		if f := raw.timeZone; f.set {
-			return f.at.nameErrorf("time_zone without calendar: true (a time zone only moves calendar windows)")
-		}
-		return nil
-	}
-	unit, ok := calendarUnits[r.Unit]
-	switch {
-	case !ok:
-		return raw.unit.at.errorf("calendar: true counts in calendar days, weeks, months or years, not %ss: want day, week, month or year", r.Unit)
-	case r.UnitMultiplier != 1:
-		return raw.unitMultiplier.at.errorf("must be 1 with calendar: true (a window is one calendar %s; for several, use a longer unit)", r.Unit)
-	case r.Limit.Algorithm != limits.FixedWindow && r.Limit.Algorithm != limits.SlidingWindow:
-		at := raw.calendar.at
-		if raw.algorithm.set {
-			at = raw.algorithm.at
-		}
-		return at.errorf("calendar: true is for fixed_window and sliding_window only, not %s", r.Limit.Algorithm)
-	}
-	name := raw.timeZone.v
-	if f := raw.timeZone; f.set && strings.TrimSpace(name) == "" {
-		return f.at.errorf("empty: want an IANA zone name such as Europe/Berlin, or leave time_zone out for UTC")
-	}
-	zone, err := limits.LoadZone(name)
-	if err != nil {
-		return raw.timeZone.at.errorf("%s", zoneProblem(name, err))
-	}
-	r.Limit.Calendar = limits.Calendar{Unit: unit, Zone: zone}
-	return nil
-}
 
 // zoneProblem says why name is no time zone, with the name meant when a
 // change of case or of spaces for underscores makes one, or when one of
@@ -63,7 +15,7 @@ func zoneProblem(name string, err error) string {
 		return err.Error()
 	}
 	if fixed := fixZoneCase(name); fixed != name {
-		if _, err := limits.LoadZone(fixed); err == nil {
+		if _, err := LoadZone(fixed); err == nil {
 			return msg + ", did you mean " + fixed + "?"
 		}
 	}

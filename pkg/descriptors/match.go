@@ -68,9 +68,9 @@ func (ix *Index) Known(domain string) bool {
 // Config returns the snapshot the index was built from.
 func (ix *Index) Config() *config.Config { return ix.config }
 
-// ChildPath is the Path of descriptor d under the node whose Path is parent
+// childPath is the Path of descriptor d under the node whose Path is parent
 // ("" at the top of a domain): `key_value.key2`.
-func ChildPath(parent string, d *config.Descriptor) string {
+func childPath(parent string, d *config.Descriptor) string {
 	path := d.Key
 	if d.Value != "" {
 		path += "_" + d.Value
@@ -84,7 +84,7 @@ func ChildPath(parent string, d *config.Descriptor) string {
 func (n *Node) add(children []*config.Descriptor, parent string) {
 	var wildcards []*Node
 	for _, d := range children {
-		path := ChildPath(parent, d)
+		path := childPath(parent, d)
 		c := &Node{Descriptor: d, Path: path, Wildcard: strings.Contains(d.Value, "*")}
 		n.kids = append(n.kids, c)
 		switch {

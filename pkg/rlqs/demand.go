@@ -24,13 +24,22 @@ type DemandStore interface {
 	// RecordAll notes client's demand of each bucket (demands[i] of
 	// buckets[i]) for ttl: all the buckets of one report at once, one
 	// round trip on Redis.
-	RecordAll(ctx context.Context, client string, buckets []string, demands []share.Demand, ttl time.Duration) error
+	RecordAll(ctx context.Context, client string, buckets []string, demands []Demand, ttl time.Duration) error
 	// ReadAll returns, per bucket in the same order, the demand of every
 	// live client of it: one round trip on Redis.
-	ReadAll(ctx context.Context, buckets []string) ([]map[string]share.Demand, error)
+	ReadAll(ctx context.Context, buckets []string) ([]map[string]Demand, error)
 	// Forget drops client's demand of bucket at once (its stream closed).
 	Forget(ctx context.Context, bucket, client string) error
 }
+
+// Demand is one client's demand of a bucket, as a DemandStore records
+// and reads it: the rate it asked for a second, and whether a report has
+// measured it yet. Named here, as an alias of the arithmetic's own type, so
+// that a DemandStore can be written outside this module.
+type Demand = share.Demand
+
+// Shape bounds the token buckets the service assigns (Options.Shape).
+type Shape = share.Shape
 
 // Memory is the DemandStore of one instance: it divides among the clients
 // connected to this process only. It is safe for concurrent use; the zero

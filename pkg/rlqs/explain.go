@@ -124,7 +124,7 @@ type TokenBucket struct {
 // demandReader is a DemandStore whose demands can be read without
 // recording one: what Explain asks of the store.
 type demandReader interface {
-	Demands(ctx context.Context, bucket string) (map[string]share.Demand, error)
+	Demands(ctx context.Context, bucket string) (map[string]Demand, error)
 }
 
 // storeKeyer is a store that names where it keeps a bucket.

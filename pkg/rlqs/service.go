@@ -74,7 +74,7 @@ type Options struct {
 	// Default 0.1; negative sets nothing aside.
 	Floor float64
 	// Shape bounds the token buckets; default share.DefaultShape.
-	Shape share.Shape
+	Shape Shape
 	// Store holds the demands across instances; default a Memory store
 	// (this instance's clients only).
 	Store DemandStore

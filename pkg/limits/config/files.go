@@ -6,19 +6,19 @@ import (
 	"strings"
 )
 
-// IsLimitsFileName reports whether a directory entry of this name is read as
+// isLimitsFileName reports whether a directory entry of this name is read as
 // a limits file, provided it is a file: its name ends in .yaml or .yml and
 // does not start with a dot. Dot names are skipped because a Kubernetes
 // ConfigMap volume holds every key twice, once as a top-level symlink and
 // once inside the ..data directory it points into (..data and its
 // timestamped targets start with dots), and because editors keep their
 // temporary copies under dot names.
-func IsLimitsFileName(name string) bool {
+func isLimitsFileName(name string) bool {
 	return !strings.HasPrefix(name, ".") && (strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml"))
 }
 
 // DirFiles lists the limits files of directory dir, in name order: the
-// entries IsLimitsFileName accepts that are regular files once symlinks are
+// entries isLimitsFileName accepts that are regular files once symlinks are
 // followed (a ConfigMap's keys are symlinks). Subdirectories are not read.
 // Load reads these files and the config watcher watches these same files,
 // so that what one reads the other sees change.
@@ -37,7 +37,7 @@ func DirFiles(dir string) ([]string, error) {
 	var files []string
 	var first error
 	for _, e := range entries {
-		if !IsLimitsFileName(e.Name()) {
+		if !isLimitsFileName(e.Name()) {
 			continue
 		}
 		file := filepath.Join(dir, e.Name())
@@ -83,12 +83,12 @@ func NotLoaded(dir string) []string {
 		switch {
 		case err != nil:
 			// A dangling limits file is Load's error; any other, not loaded.
-			if !IsLimitsFileName(name) {
+			if !isLimitsFileName(name) {
 				out = append(out, path)
 			}
 		case info.IsDir():
 			out = append(out, path+string(filepath.Separator))
-		case !info.Mode().IsRegular() || !IsLimitsFileName(name):
+		case !info.Mode().IsRegular() || !isLimitsFileName(name):
 			out = append(out, path)
 		}
 	}

@@ -22,8 +22,8 @@ func TestIsLimitsFileName(t *testing.T) {
 		"..2026_11_30.1":    false,
 		"with.dots.in.yaml": true,
 	} {
-		if got := IsLimitsFileName(name); got != want {
-			t.Errorf("IsLimitsFileName(%q): got %v, want %v", name, got, want)
+		if got := isLimitsFileName(name); got != want {
+			t.Errorf("isLimitsFileName(%q): got %v, want %v", name, got, want)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -95,6 +96,9 @@ type batcher struct {
 	// service's profile under load).
 	wake    chan struct{}
 	workers sync.WaitGroup
+	// answered is when (localMicros) a pipeline last came back, 0 before
+	// the first (answeredWithin).
+	answered atomic.Int64
 }
 
 // batchCall is one Decide call waiting for its work to be done. The flusher
@@ -188,7 +192,7 @@ func (b *batcher) sendFirst(ctx context.Context, wk *work) {
 	behind := b.take()
 	b.mu.Unlock()
 	if behind == nil {
-		b.store.exec(ctx, wk)
+		b.exec(ctx, wk)
 		return
 	}
 	own := &batchCall{ctx: ctx, work: wk, done: make(chan struct{})}
@@ -217,11 +221,15 @@ type work struct {
 	// locks are the lockouts of a round's first pipeline, read once it
 	// has run (lockout.go).
 	locks []*lockHit
+	// then is what follows a back once its replies are in (sendBack):
+	// work that depends on them, sent in turn.
+	then []func(ctx context.Context)
 }
 
 // exec sends the work of every group as one pipeline, fills it, and feeds
-// the TIME it carries, if it is time for one, to the clock.
-func (s *Store) exec(ctx context.Context, groups ...*work) {
+// the TIME it carries, if it is time for one, to the clock. It reports
+// whether Redis answered (AnsweredWithin).
+func (s *Store) exec(ctx context.Context, groups ...*work) bool {
 	decisions := 0
 	var probe *clockProbe
 	for _, g := range groups {
@@ -273,9 +281,10 @@ func (s *Store) exec(ctx context.Context, groups ...*work) {
 	}
 	if err != nil && unavailable(err) {
 		s.warmOne() // its connection is closed: open the next aside
-	} else {
-		s.answered.Store(localMicros())
+		return false
 	}
+	s.answered.Store(localMicros())
+	return true
 }
 
 // nodeFailed reports whether a command of groups could not reach its node.
@@ -424,10 +433,26 @@ func (b *batcher) flush(batch []*batchCall) {
 	for i, c := range live {
 		groups[i] = c.work
 	}
-	b.store.exec(ctx, groups...)
+	b.exec(ctx, groups...)
 	for _, c := range live {
 		close(c.done)
 	}
+}
+
+// exec sends groups (Store.exec), and notes when Redis answered
+// (answeredWithin).
+func (b *batcher) exec(ctx context.Context, groups ...*work) {
+	if b.store.exec(ctx, groups...) {
+		b.answered.Store(localMicros())
+	}
+}
+
+// answeredWithin reports whether a pipeline of the batcher came back
+// within the last d, however late for its calls: on a cluster, whether
+// its master is slow rather than down (outcomeOn).
+func (b *batcher) answeredWithin(d time.Duration) bool {
+	at := b.answered.Load()
+	return at != 0 && localMicros()-at <= d.Microseconds()
 }
 
 // close makes do refuse new calls, waits for the flushes in flight, and

@@ -363,9 +363,9 @@ func decodeBucket(v []byte) (tat, seen int64, ok bool) {
 // key at (ns; see the doc above). Saturating, never below zero, with
 // PEXPIRE … NX for a key that expired meanwhile. A refused hit, a peek, a
 // refund and a count_refused charge have nothing to undo.
-func (bh *bucketHit) undo(ctx context.Context, back *work, u undoing) func() (limits.Result, error) {
+func (bh *bucketHit) undo(ctx context.Context, back *work, u undoing) {
 	if bh.op == nil || !bh.cond || bh.op.Val()[replyCond] == 0 {
-		return nil
+		return
 	}
 	moved := bh.op.Val()[replyTAT]
 	if give := bh.add - min(bh.add, max(0, u.latest*1000-moved)); give > 0 {
@@ -375,5 +375,4 @@ func (bh *bucketHit) undo(ctx context.Context, back *work, u undoing) func() (li
 			redis.NewIntSliceCmd(ctx, "bitfield", bh.key, "overflow", "sat", "incrby", "u63", 0, -give, "incrby", "u63", "#1", 0),
 			redis.NewIntCmd(ctx, "pexpire", bh.key, bh.ttl, "nx"))
 	}
-	return nil
 }

@@ -28,7 +28,7 @@ import (
 //     hit on a locked key is refused, so its run is, and its charge is
 //     undone like any refusal's (kept for count_refused); a hit that the
 //     algorithm refuses on a key that the first round trip found unlocked
-//     starts a lock, SET … PX with the undos;
+//     starts a lock, SET … PX with the undos, after the answer;
 //   - the instant is the store's estimate of Redis's clock, as for every
 //     decision, so instances agree on the lock's end within it.
 //
@@ -113,8 +113,7 @@ func lockEnd(cmd *redis.StringCmd) (int64, error) {
 // and before the refused runs are undone: a hit on a locked key is refused
 // there (its run undone with it), a lock that cannot be read fails its
 // run, and a refusal that starts a lock queues its SET in back. The
-// answers are set after back has run (lockAnswers): a refused log's
-// answer waits for back too.
+// answers are set once the runs are undone (lockAnswers).
 func lockRefusals(ctx context.Context, results []limits.Result, locks []*lockHit, back *work) {
 	for _, lk := range locks {
 		r := &results[lk.i]
@@ -133,8 +132,7 @@ func lockRefusals(ctx context.Context, results []limits.Result, locks []*lockHit
 		if end > lk.now {
 			r.Allowed = false
 		}
-		// Otherwise the algorithm's answer stands (a refused log's comes
-		// with back).
+		// Otherwise the algorithm's answer stands.
 		lk.answered, lk.answer = end > lk.now || starts, answer
 		if starts {
 			newEnd := lk.now + lk.limit.BlockForMicros()
@@ -163,25 +161,13 @@ func lockRefunds(results []limits.Result, locks []*lockHit, back *work) {
 }
 
 // lockAnswers sets the answers of the round's locked hits, and of those
-// whose refusal started a lock, once back has run; a lock that could not
-// be started fails its hit.
-// A call whose ctx has ended may have sent back without waiting
-// (sendBack): its SET's reply is not for it to read.
-func lockAnswers(ctx context.Context, hits []limits.Hit, results []limits.Result, locks []*lockHit) {
+// whose refusal starts a lock: the lock's SET goes after the answer, with
+// the undos (its end is the one the answer gives), and one that fails
+// leaves the key unlocked, counted and logged as an undo that failed is.
+func lockAnswers(results []limits.Result, locks []*lockHit) {
 	for _, lk := range locks {
-		if !lk.answered || results[lk.i].Err != nil {
-			continue
+		if lk.answered && results[lk.i].Err == nil {
+			results[lk.i] = lk.answer
 		}
-		if lk.start != nil {
-			err := ctx.Err()
-			if err == nil {
-				err = lk.start.Err()
-			}
-			if err != nil {
-				results[lk.i] = limits.Result{Err: storeError("lockout", err)}
-				continue
-			}
-		}
-		results[lk.i] = lk.answer
 	}
 }

@@ -7,8 +7,8 @@
 // algorithm of package limits, on the state Redis answered (so the
 // embedded store, which decides with the same functions, makes identical
 // decisions), and a hit whose run is refused has its charge undone, again
-// with native commands, in a second round trip that Decide does not wait
-// for unless the answer needs its replies (sendBack). A
+// with native commands, in a second round trip that Decide never waits
+// for (sendBack): every answer is read from the first. A
 // window (fixed_window, sliding_window) is a counter per window that a
 // saturating BITFIELD INCRBY moves (window.go), a bucket (token_bucket,
 // leaky_bucket) one integer that a BITFIELD moves in one atomic step, only
@@ -36,8 +36,8 @@
 //     gone and Redis slow) leaves the charge counted until the key
 //     expires (counted in BackFailed, and logged); so does the charge of
 //     a hit whose reply could not be read. Decide returns without waiting
-//     for an undo whose replies its answer does not read: the charge is
-//     then counted up to a round trip after it returns.
+//     for its undos: a charge is counted up to a round trip after it
+//     returns.
 //   - A refund (negative cost) is applied at once when its run cannot be
 //     refused (alone, or with other refunds); in a run that can be, it
 //     only reads in the first round trip and is applied after it, if the
@@ -58,7 +58,8 @@
 // first TIME, and opens the connections of its flushes, as it is made
 // (warmUp), so that a call made soon after finds them; a call that finds
 // no estimate all the same is decided at a provisional instant, this
-// host's wall clock, its TIME riding ahead of its charges: its decisions
+// host's wall clock, its TIME riding ahead of its charges (on a cluster,
+// sent to the clock's master beside them): its decisions
 // stand if that TIME shows Redis's clock could have read that instant when
 // the call started (within the estimate's uncertainty there), and are
 // undone and made again at the estimate otherwise (Store.now).
@@ -487,9 +488,8 @@ type instant struct {
 // *bucketHit, a *logHit or a *concHit (a lockout's lock is read beside it).
 type pending interface {
 	// undo queues in back what takes the hit's charge back, its run
-	// refused, and returns, for a refused hit whose answer needs reads
-	// that go with it, the function that answers once back has run.
-	undo(ctx context.Context, back *work, u undoing) func() (limits.Result, error)
+	// refused; its answer does not wait for it.
+	undo(ctx context.Context, back *work, u undoing)
 	// refundLater is a refund's commands held back until its run is
 	// allowed (refundsLater), nil for any other hit.
 	refundLater() []redis.Cmder
@@ -503,8 +503,8 @@ func (blockHit) refundLater() []redis.Cmder      { return nil }
 // with it.
 type blockHit struct{}
 
-func (blockHit) undo(context.Context, *work, undoing) func() (limits.Result, error) { return nil }
-func (bh *bucketHit) refundLater() []redis.Cmder                                    { return bh.refund }
+func (blockHit) undo(context.Context, *work, undoing) {}
+func (bh *bucketHit) refundLater() []redis.Cmder      { return bh.refund }
 
 // undoing is what an undo needs beyond the hit: whether the hit itself was
 // allowed, and the latest instant (µs) a concurrent hit may have been
@@ -539,7 +539,11 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 		pend = make([]pending, len(hits))
 	}
 	wk := &work{}
-	if at.provisional {
+	var asked *clockAsk
+	switch {
+	case at.provisional && s.cluster:
+		asked = s.ask() // a master's TIME, beside the charges
+	case at.provisional:
 		wk.clock = s.newClockProbe() // first in the pipeline, before the charges
 	}
 	runs, end := s.plan(ctx, hits, results, first, at, runsOnStack[:0], pend, wk)
@@ -561,7 +565,7 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 		return end, true
 	}
 	if at.provisional {
-		if err := wk.clock.err(); err != nil {
+		if err := s.timeFor(ctx, wk, asked); err != nil {
 			// The TIME failed, as the charges after it may have: the round
 			// fails, its charges counted (stricter, never looser).
 			for _, r := range runs {
@@ -578,11 +582,26 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 	back := &work{}
 	s.decideHits(ctx, hits, results, runs, pend, back)
 	lockRefusals(ctx, results, wk.locks, back)
-	later := s.undoRefused(ctx, results, runs, pend, back, s.latest(now))
+	s.undoRefused(ctx, results, runs, pend, back, s.latest(now))
 	lockRefunds(results, wk.locks, back)
-	s.sendBack(ctx, hits, results, back, later, startsLock(wk.locks))
-	lockAnswers(ctx, hits, results, wk.locks)
+	lockAnswers(results, wk.locks)
+	s.sendBack(ctx, back)
 	return end, true
+}
+
+// timeFor waits for the TIME that checks a provisional instant: the one
+// in wk's pipeline on a single Redis, the master's sent beside it (asked)
+// on a cluster, out at the same time, so that it costs no round trip more.
+func (s *Store) timeFor(ctx context.Context, wk *work, asked *clockAsk) error {
+	if asked == nil {
+		return wk.clock.err()
+	}
+	select {
+	case <-asked.done:
+		return asked.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // takeBack undoes, aside, every charge of a round decided at a provisional
@@ -610,17 +629,6 @@ func (s *Store) takeBack(ctx context.Context, hits []limits.Hit, results []limit
 // the latest a concurrent hit was decided at gives nothing back (and
 // times 1000, in ns, still fits an int64).
 const keepBuckets = int64(1) << 52
-
-// startsLock reports whether a refusal of the round starts a lock, whose
-// answer waits for its SET (lockAnswers).
-func startsLock(locks []*lockHit) bool {
-	for _, lk := range locks {
-		if lk.start != nil {
-			return true
-		}
-	}
-	return false
-}
 
 // plan queues in wk the commands of every run from first on, up to the
 // first that repeats a key of an earlier one, keeps each hit's in pend,
@@ -731,10 +739,8 @@ func (s *Store) decideHits(ctx context.Context, hits []limits.Hit, results []lim
 // undoRefused queues in back the undo of every run that a hit of it
 // refused, or failed: then every hit of the run fails with the first
 // error. A hit that failed is not undone: whether it charged is unknown,
-// and keeping a charge is stricter, never looser. It returns the refused
-// hits whose answers wait for back.
-func (s *Store) undoRefused(ctx context.Context, results []limits.Result, runs []span, pend []pending, back *work, latest int64) []lateAnswer {
-	var later []lateAnswer
+// and keeping a charge is stricter, never looser.
+func (s *Store) undoRefused(ctx context.Context, results []limits.Result, runs []span, pend []pending, back *work, latest int64) {
 	for _, r := range runs {
 		refused := false
 		var err error
@@ -751,12 +757,8 @@ func (s *Store) undoRefused(ctx context.Context, results []limits.Result, runs [
 			continue
 		}
 		for i := r.first; i <= r.last; i++ {
-			if results[i].Err != nil {
-				continue
-			}
-			answer := pend[i].undo(ctx, back, undoing{allowed: results[i].Allowed, latest: latest})
-			if answer != nil && err == nil {
-				later = append(later, lateAnswer{i, answer})
+			if results[i].Err == nil {
+				pend[i].undo(ctx, back, undoing{allowed: results[i].Allowed, latest: latest})
 			}
 		}
 		if err != nil {
@@ -765,50 +767,23 @@ func (s *Store) undoRefused(ctx context.Context, results []limits.Result, runs [
 			}
 		}
 	}
-	return later
 }
 
-// lateAnswer is the answer of hit i, once the undos and reads of its round
-// have run.
-type lateAnswer struct {
-	i      int
-	answer func() (limits.Result, error)
-}
-
-// sendBack sends the undos, held-back refunds, expiries and reads in
-// back, and answers the hits that wait for them (later). Only those
-// answers, and a lock's start (locks), need back's replies: otherwise the
-// call returns at once and back goes aside (sendAside), a round trip
-// fewer for the call, its charges counted the longer. With Options.Clock
+// sendBack sends the undos, held-back refunds, expiries and lock starts
+// in back, which no answer reads: the call returns at once and back goes
+// aside (sendAside), its charges counted the longer. With Options.Clock
 // (tests, which compare each call with the embedded store's) the call
-// waits for back, so that its next call sees it done. A call whose ctx
-// has ended sends back aside all the same: those hits then fail with its
-// error.
-func (s *Store) sendBack(ctx context.Context, hits []limits.Hit, results []limits.Result, back *work, later []lateAnswer, locks bool) {
+// waits for back, so that its next call sees it done.
+func (s *Store) sendBack(ctx context.Context, back *work) {
 	if len(back.cmds) == 0 {
 		return
 	}
-	failed := ctx.Err()
-	switch {
-	case failed == nil && (len(later) > 0 || locks || s.clock != nil):
-		s.send(ctx, back)
-		failed = back.err
-		if failed == nil {
-			s.backDone(back)
-		}
-	default:
+	if ctx.Err() != nil || s.clock == nil {
 		s.sendAside(ctx, back)
+		return
 	}
-	for _, l := range later {
-		res, err := limits.Result{}, failed
-		if err == nil {
-			res, err = l.answer()
-		}
-		if err != nil {
-			res = limits.Result{Err: storeError(hits[l.i].Limit.Algorithm.String(), err)}
-		}
-		results[l.i] = res
-	}
+	s.send(ctx, back)
+	s.backDone(ctx, back)
 }
 
 // sendAside sends back from a goroutine of its own, on a context without
@@ -820,15 +795,21 @@ func (s *Store) sendAside(ctx context.Context, back *work) {
 	s.aside.Add(1)
 	go func() {
 		defer s.aside.Done()
-		s.send(context.WithoutCancel(ctx), back)
-		s.backDone(back)
+		ctx := context.WithoutCancel(ctx)
+		s.send(ctx, back)
+		s.backDone(ctx, back)
 	}()
 }
 
 // backDone counts, and logs at most every backLogEvery, a back whose
-// commands did not all run: an undo, a refund, an expiry or a read that
-// Redis did not do.
-func (s *Store) backDone(back *work) {
+// commands did not all run: an undo, a refund, an expiry or a lock's
+// start that Redis did not do. Then it sends what follows back (work.then).
+func (s *Store) backDone(ctx context.Context, back *work) {
+	if back.err == nil {
+		for _, then := range back.then {
+			then(ctx)
+		}
+	}
 	err := back.err
 	for _, c := range back.cmds {
 		if err != nil {
@@ -984,11 +965,12 @@ func (s *Store) latest(now int64) int64 {
 
 // now is the instant of a call: Options.Clock's, or Redis's clock as
 // estimated from the TIME of earlier pipelines (fresh). Without an
-// estimate (the first calls, or after 100 s idle), on a single Redis, a
-// call whose hits allow it takes a provisional instant, this host's wall
-// clock, and its pipeline carries the TIME that checks it (decideRound):
-// one round trip, as with an estimate. Otherwise it waits for a TIME that
-// every call in the same case shares (asked).
+// estimate (the first calls, or after 100 s idle), a call whose hits
+// allow it takes a provisional instant, this host's wall clock, and the
+// TIME that checks it goes with its pipeline (decideRound: in it on a
+// single Redis, beside it to the clock's master on a cluster): one round
+// trip, as with an estimate. Otherwise it waits for a TIME that every call
+// in the same case shares (asked).
 func (s *Store) now(ctx context.Context, hits []limits.Hit) (instant, error) {
 	if s.clock != nil {
 		return instant{micros: s.clock()}, nil
@@ -1004,14 +986,10 @@ func (s *Store) now(ctx context.Context, hits []limits.Hit) (instant, error) {
 }
 
 // mayGuess reports whether a call of hits may be decided at a provisional
-// instant: on a single Redis (a cluster's TIME goes aside, not in the
-// call's pipeline), and none of its hits a concurrency limit's (whose
-// release gives back slots in a second round trip of its own) or under a
-// lockout (whose refusal starts a lock that an undo could not lift).
+// instant: none of its hits a concurrency limit's (whose release gives
+// back slots in a round trip of its own) or under a lockout (whose
+// refusal starts a lock that an undo could not lift).
 func (s *Store) mayGuess(hits []limits.Hit) bool {
-	if s.cluster {
-		return false
-	}
 	for i := range hits {
 		if hits[i].Limit.Algorithm == limits.Concurrency || hits[i].Limit.BlockFor > 0 {
 			return false

@@ -261,13 +261,12 @@ func (wh *windowHit) current() (int64, error) {
 // undo queues in back what takes the hit's charge back, its run refused:
 // its cost, unless its limit counts refused hits. Saturating, so never
 // below zero, and with PEXPIRE … NX for a counter that expired meanwhile.
-func (wh *windowHit) undo(ctx context.Context, back *work, _ undoing) func() (limits.Result, error) {
+func (wh *windowHit) undo(ctx context.Context, back *work, _ undoing) {
 	if wh.charges() && !wh.limit.CountRefused {
 		back.cmds = append(back.cmds,
 			redis.NewIntSliceCmd(ctx, "bitfield", wh.cur, "overflow", "sat", "incrby", "u63", 0, -wh.cost),
 			wh.expireCmd(ctx))
 	}
-	return nil
 }
 
 // errMalformed marks a key that holds a value this build did not write.

@@ -9,6 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/envoy-rls/envoy-rls/internal/redispipe"
 )
 
 // Batching chooses whether concurrent Decide calls share pipelines.
@@ -211,7 +213,7 @@ type work struct {
 	cmds []redis.Cmder
 	// clock, when set, asks Redis's TIME (Store.now before a first
 	// estimate).
-	clock *clockProbe
+	clock *redispipe.Probe
 	// decisions is the runs the work decides, for OnPipeline.
 	decisions int
 	err       error
@@ -231,7 +233,7 @@ type work struct {
 // whether Redis answered (AnsweredWithin).
 func (s *Store) exec(ctx context.Context, groups ...*work) bool {
 	decisions := 0
-	var probe *clockProbe
+	var probe *redispipe.Probe
 	for _, g := range groups {
 		decisions += g.decisions
 		if probe == nil {
@@ -241,12 +243,12 @@ func (s *Store) exec(ctx context.Context, groups ...*work) bool {
 	if decisions > 0 {
 		s.onPipeline(decisions)
 	}
-	if probe == nil && s.clock == nil && s.redisClock.due(s.cluster) {
+	if probe == nil && s.clock == nil && s.redisClock.Due(s.probeEvery()) {
 		if s.cluster {
 			s.probeAside()
 		} else {
 			// The pipeline's round trip is a sample of Redis's clock.
-			probe = s.newClockProbe()
+			probe = &redispipe.Probe{}
 		}
 	}
 	var traced func(error)
@@ -255,7 +257,7 @@ func (s *Store) exec(ctx context.Context, groups ...*work) bool {
 	}
 	pipe := s.client.Pipeline()
 	if probe != nil {
-		probe.queue(ctx, pipe)
+		probe.Queue(ctx, pipe)
 		for _, g := range groups {
 			if g.clock != nil {
 				*g.clock = *probe // one TIME answers every call that asked
@@ -267,14 +269,14 @@ func (s *Store) exec(ctx context.Context, groups ...*work) bool {
 			_ = pipe.Process(ctx, c)
 		}
 	}
-	sent := localMicros()
+	sent := redispipe.LocalMicros()
 	// Exec's error is also set on each command it concerns; read those.
 	_, err := pipe.Exec(ctx)
 	if traced != nil {
 		traced(err)
 	}
 	if probe != nil {
-		probe.observe(&s.redisClock, sent, localMicros())
+		probe.Observe(&s.redisClock, sent, redispipe.LocalMicros())
 	}
 	if err != nil && s.topo != nil && s.nodeFailed(groups) {
 		s.topo.kick() // the map may name a master that is gone
@@ -283,7 +285,7 @@ func (s *Store) exec(ctx context.Context, groups ...*work) bool {
 		s.warmOne() // its connection is closed: open the next aside
 		return false
 	}
-	s.answered.Store(localMicros())
+	s.answered.Store(redispipe.LocalMicros())
 	return true
 }
 
@@ -308,7 +310,7 @@ func (b *batcher) canStart() bool {
 	case b.busy >= b.limit():
 		return false
 	}
-	return localMicros()-b.started > b.stall()
+	return redispipe.LocalMicros()-b.started > b.stall()
 }
 
 // limit is how many flushes may be in flight now; b.mu is held. On a near
@@ -331,7 +333,7 @@ func (b *batcher) stall() int64 {
 
 // start records that a flush starts, and returns when; b.mu is held.
 func (b *batcher) start() int64 {
-	b.started = localMicros()
+	b.started = redispipe.LocalMicros()
 	d := time.Duration(b.stall()+1) * time.Microsecond
 	if b.watch == nil {
 		b.watch = time.AfterFunc(d, b.unstall)
@@ -356,7 +358,7 @@ func (b *batcher) unstall() {
 // done records the round trip of a flush that started at start; b.mu is
 // held.
 func (b *batcher) done(start int64) {
-	b.rtt += (localMicros() - start - b.rtt) / 8
+	b.rtt += (redispipe.LocalMicros() - start - b.rtt) / 8
 }
 
 // flusher sends what is queued until the queue is empty.
@@ -443,7 +445,7 @@ func (b *batcher) flush(batch []*batchCall) {
 // (answeredWithin).
 func (b *batcher) exec(ctx context.Context, groups ...*work) {
 	if b.store.exec(ctx, groups...) {
-		b.answered.Store(localMicros())
+		b.answered.Store(redispipe.LocalMicros())
 	}
 }
 
@@ -452,7 +454,7 @@ func (b *batcher) exec(ctx context.Context, groups ...*work) {
 // its master is slow rather than down (outcomeOn).
 func (b *batcher) answeredWithin(d time.Duration) bool {
 	at := b.answered.Load()
-	return at != 0 && localMicros()-at <= d.Microseconds()
+	return at != 0 && redispipe.LocalMicros()-at <= d.Microseconds()
 }
 
 // close makes do refuse new calls, waits for the flushes in flight, and

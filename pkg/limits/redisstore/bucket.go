@@ -253,37 +253,9 @@ const (
 // instant when the hit must go again at it: Redis refused it at its own,
 // and the later one lets it in.
 func (bh *bucketHit) decide() (res limits.Result, again int64, err error) {
-	var state limits.State
-	var final int64
-	now := bh.now
-	switch {
-	case bh.get != nil:
-		tat, seen, ok, err := tatOf(bh.get)
-		if err != nil {
-			return limits.Result{}, 0, err
-		}
-		state = limits.State{Live: ok, TAT: tat}
-		now = max(now, ceilDiv(seen, 1000))
-	default:
-		// A reply that arrived wins over the error go-redis sets on every
-		// command of a pipeline that failed part way (see run.results).
-		v := bh.op.Val()
-		if len(v) < replyBefore+2 {
-			if err := bh.op.Err(); err != nil {
-				return limits.Result{}, 0, err
-			}
-			return limits.Result{}, 0, fmt.Errorf("%w: BITFIELD %v", errReply, v)
-		}
-		if err := bh.expire.Err(); err != nil {
-			return limits.Result{}, 0, err
-		}
-		if v[replyTAT] > bh.now*1000+implausible(bh.limit) || v[replySeen] > bh.now*1000+int64(time.Minute) {
-			// Not a bucket: BITFIELD reads any string as bits.
-			return limits.Result{}, 0, fmt.Errorf("%w under key %s", errMalformed, bh.key)
-		}
-		now = max(now, ceilDiv(v[replySeen], 1000))
-		state = limits.State{Live: v[replyTAT] > now*1000, TAT: v[replyTAT]}
-		final = v[len(v)-1]
+	state, now, final, err := bh.state()
+	if err != nil {
+		return limits.Result{}, 0, err
 	}
 	d := limits.DecideWithin(bh.limit, state, bh.cost, now, bh.delay)
 	switch {
@@ -319,6 +291,38 @@ func (bh *bucketHit) decide() (res limits.Result, again int64, err error) {
 		return limits.Result{}, 0, fmt.Errorf("%w: %s, cost %d: TAT %d in Redis, %d in Go", errDisagree, bh.limit, bh.cost, final, d.State.TAT)
 	}
 	return d.Result, 0, nil
+}
+
+// state reads the bucket's state from the hit's replies, and the instant
+// to decide it at: the later of the hit's own and the latest the key has
+// seen; final is the TAT its BITFIELD left (a hit that moves the state).
+func (bh *bucketHit) state() (state limits.State, now, final int64, err error) {
+	now = bh.now
+	if bh.get != nil {
+		tat, seen, ok, err := tatOf(bh.get)
+		if err != nil {
+			return limits.State{}, 0, 0, err
+		}
+		return limits.State{Live: ok, TAT: tat}, max(now, ceilDiv(seen, 1000)), 0, nil
+	}
+	// A reply that arrived wins over the error go-redis sets on every
+	// command of a pipeline that failed part way (see run.results).
+	v := bh.op.Val()
+	if len(v) < replyBefore+2 {
+		if err := bh.op.Err(); err != nil {
+			return limits.State{}, 0, 0, err
+		}
+		return limits.State{}, 0, 0, fmt.Errorf("%w: BITFIELD %v", errReply, v)
+	}
+	if err := bh.expire.Err(); err != nil {
+		return limits.State{}, 0, 0, err
+	}
+	if v[replyTAT] > bh.now*1000+implausible(bh.limit) || v[replySeen] > bh.now*1000+int64(time.Minute) {
+		// Not a bucket: BITFIELD reads any string as bits.
+		return limits.State{}, 0, 0, fmt.Errorf("%w under key %s", errMalformed, bh.key)
+	}
+	now = max(now, ceilDiv(v[replySeen], 1000))
+	return limits.State{Live: v[replyTAT] > now*1000, TAT: v[replyTAT]}, now, v[len(v)-1], nil
 }
 
 // implausible is how far ahead of now, in nanoseconds, a bucket's TAT

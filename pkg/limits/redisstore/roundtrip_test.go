@@ -33,9 +33,7 @@ func farStore(t *testing.T, srv *redistest.Server) (*Store, *clockWaits) {
 // forgetClock takes the store's estimate of Redis's clock away, as before
 // its first TIME.
 func forgetClock(s *Store) {
-	s.redisClock.mu.Lock()
-	s.redisClock.ok = false
-	s.redisClock.mu.Unlock()
+	s.redisClock.Forget()
 }
 
 // timedDecide is one call, its duration in round trips.

@@ -220,9 +220,6 @@ type work struct {
 	// caller is the sampled span of the call the work is for, when the
 	// store traces (trace.go); nil otherwise.
 	caller *trace.Span
-	// locks are the lockouts of a round's first pipeline, read once it
-	// has run (lockout.go).
-	locks []*lockHit
 	// then is what follows a back once its replies are in (sendBack):
 	// work that depends on them, sent in turn.
 	then []func(ctx context.Context)

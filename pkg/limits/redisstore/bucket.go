@@ -194,7 +194,7 @@ type bucketHit struct {
 	// refund is a refund's commands, held back until its run is allowed
 	// (refundLater).
 	refund []redis.Cmder
-	// last is set on the last attempt (decideBuckets): a hit that Redis
+	// last is set on the last attempt (decideAgain): a hit that Redis
 	// refuses then is answered as refused at its own instant.
 	last bool
 }
@@ -252,7 +252,7 @@ const (
 // instant and the latest one the key has seen. It reports, as again, that
 // instant when the hit must go again at it: Redis refused it at its own,
 // and the later one lets it in.
-func (bh *bucketHit) decide() (res limits.Result, again int64, err error) {
+func (bh *bucketHit) decide(context.Context, *work) (res limits.Result, again int64, err error) {
 	state, now, final, err := bh.state()
 	if err != nil {
 		return limits.Result{}, 0, err
@@ -323,6 +323,14 @@ func (bh *bucketHit) state() (state limits.State, now, final int64, err error) {
 	}
 	now = max(now, ceilDiv(v[replySeen], 1000))
 	return limits.State{Live: v[replyTAT] > now*1000, TAT: v[replyTAT]}, now, v[len(v)-1], nil
+}
+
+// resend queues in wk hit h again at the later instant at that decide
+// asked for; last marks the last attempt.
+func (bh *bucketHit) resend(ctx context.Context, h *limits.Hit, at int64, wk *work, last bool) pending {
+	again := newBucketHit(ctx, bh.i, h, at, wk, false)
+	again.last = last
+	return again
 }
 
 // implausible is how far ahead of now, in nanoseconds, a bucket's TAT

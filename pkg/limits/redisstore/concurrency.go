@@ -50,9 +50,9 @@ type concHit struct {
 }
 
 // newConcHit queues in wk the commands of hit h at now.
-func newConcHit(ctx context.Context, i int, h *limits.Hit, now int64, members *logMembers, wk *work, refundLater bool) *concHit {
+func newConcHit(ctx context.Context, i int, h *limits.Hit, now int64, members *logMembers, send func(context.Context, *work), wk *work, refundLater bool) *concHit {
 	l := h.Limit
-	ch := &concHit{zsetHit: zsetHit{i: i, limit: l, cost: h.Cost, now: now, key: h.Key}}
+	ch := &concHit{zsetHit: zsetHit{i: i, limit: l, cost: h.Cost, now: now, key: h.Key}, send: send}
 	n, lease := l.Requests, l.PeriodMicros()
 	expired := redis.NewIntCmd(ctx, "zremrangebyscore", h.Key, "-inf", now)
 	switch {
@@ -96,8 +96,15 @@ func (ch *concHit) read(ctx context.Context, wk *work, rank int64) {
 	}
 }
 
-// decide decides the hit from its commands' replies.
-func (ch *concHit) decide() (limits.Result, error) {
+// decide decides the hit from its commands' replies; a concurrency hit
+// never asks to go again.
+func (ch *concHit) decide(context.Context, *work) (limits.Result, int64, error) {
+	res, err := ch.decideSlots()
+	return res, 0, err
+}
+
+// decideSlots is decide.
+func (ch *concHit) decideSlots() (limits.Result, error) {
 	count, err := ch.counted()
 	if err != nil {
 		return limits.Result{}, err

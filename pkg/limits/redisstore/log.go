@@ -233,8 +233,15 @@ func (z *zsetHit) refusedAround(own, keep int64) (newest, rank int64, err error)
 	return newest, rank, err
 }
 
-// decide decides the hit from its commands' replies.
-func (lh *logHit) decide() (limits.Result, error) {
+// decide decides the hit from its commands' replies; a log never asks to
+// go again.
+func (lh *logHit) decide(context.Context, *work) (limits.Result, int64, error) {
+	res, err := lh.decideLog()
+	return res, 0, err
+}
+
+// decideLog is decide.
+func (lh *logHit) decideLog() (limits.Result, error) {
 	count, err := lh.counted()
 	if err != nil {
 		return limits.Result{}, err

@@ -83,9 +83,19 @@ type instant struct {
 	provisional   bool
 }
 
-// pending is one hit of a round, its commands queued: a *windowHit, a
-// *bucketHit, a *logHit or a *concHit (a lockout's lock is read beside it).
+// pending is one hit of a round, its commands queued in the call's
+// pipeline: what every kind (window.go, bucket.go, log.go,
+// concurrency.go, a block rule's, and a lockout around any of them,
+// lockout.go) answers to, so that a round is the same loop for every
+// kind: plan queues each hit's commands, one send, decide for each, the
+// undos of the refused runs, and what they queue goes after the answer.
 type pending interface {
+	// decide decides the hit from its replies with package limits'
+	// function, the one the embedded store decides with, and queues in
+	// back what the decision sends after the answer (a window's missing
+	// PEXPIRE, a lock's start). A later instant again > 0 asks for the
+	// hit to be sent again at it (resender).
+	decide(ctx context.Context, back *work) (res limits.Result, again int64, err error)
 	// undo queues in back what takes the hit's charge back, its run
 	// refused; its answer does not wait for it.
 	undo(ctx context.Context, back *work, u undoing)
@@ -94,18 +104,27 @@ type pending interface {
 	refundLater() []redis.Cmder
 }
 
-func (wh *windowHit) refundLater() []redis.Cmder { return wh.refund }
+// resender is a hit that may ask to be sent again at a later instant
+// (pending.decide): a bucket's (bucket.go). resend queues in wk the hit
+// h at that instant, as the last attempt if last.
+type resender interface {
+	resend(ctx context.Context, h *limits.Hit, at int64, wk *work, last bool) pending
+}
 
-func (blockHit) refundLater() []redis.Cmder { return nil }
+func (wh *windowHit) refundLater() []redis.Cmder { return wh.refund }
+func (bh *bucketHit) refundLater() []redis.Cmder { return bh.refund }
 
 // blockHit is a hit of a block rule (limits.Limit.Blocks): refused
 // without a command, since Redis keeps nothing for it; its run is refused
-// with it.
+// with it. A hit whose resend failed takes its place: nothing of it to
+// undo.
 type blockHit struct{}
 
+func (blockHit) decide(context.Context, *work) (limits.Result, int64, error) {
+	return limits.Result{}, 0, nil
+}
 func (blockHit) undo(context.Context, *work, undoing) {}
-
-func (bh *bucketHit) refundLater() []redis.Cmder { return bh.refund }
+func (blockHit) refundLater() []redis.Cmder           { return nil }
 
 // undoing is what an undo needs beyond the hit: whether the hit itself was
 // allowed, and the latest instant (µs) a concurrent hit may have been
@@ -179,13 +198,9 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 			return first, false
 		}
 	}
-	now := at.micros
 	back := &work{}
 	s.decideHits(ctx, hits, results, runs, pend, back)
-	lockRefusals(ctx, results, wk.locks, back)
-	s.undoRefused(ctx, results, runs, pend, back, s.latest(now))
-	lockRefunds(results, wk.locks, back)
-	lockAnswers(results, wk.locks)
+	s.undoRefused(ctx, results, runs, pend, back, s.latest(at.micros))
 	s.sendBack(ctx, back)
 	return end, true
 }
@@ -265,27 +280,35 @@ func (s *Store) plan(ctx context.Context, hits []limits.Hit, results []limits.Re
 			// run's verdict: its refund need not wait, but at a
 			// provisional instant, which may be belied, every refund waits.
 			later := h.Cost < 0 && (at.provisional || refunds && !h.Limit.CountRefused)
-			switch {
-			case h.Limit.Blocks():
-				pend[i] = blockHit{}
-			case isWindow(h.Limit.Algorithm):
-				pend[i] = newWindowHit(ctx, i, h, now, s.expiries, prevs, wk, later)
-			case h.Limit.Algorithm == limits.TokenBucket || h.Limit.Algorithm == limits.LeakyBucket:
-				pend[i] = newBucketHit(ctx, i, h, now, wk, later)
-			case h.Limit.Algorithm == limits.Concurrency:
-				pend[i] = newConcHit(ctx, i, h, now, s.members, wk, later)
-				pend[i].(*concHit).send = s.send
-			default:
-				pend[i] = newLogHit(ctx, i, h, now, s.members, wk, later)
-			}
-			if h.Limit.BlockFor > 0 && !h.Limit.Blocks() {
-				wk.locks = append(wk.locks, newLockHit(ctx, i, r, h, now, wk, later))
-			}
+			pend[i] = s.newPending(ctx, i, h, now, prevs, wk, later)
 		}
 		runs = append(runs, r)
 	}
 	wk.decisions = len(runs)
 	return runs, end
+}
+
+// newPending queues in wk the commands of hit i, h, at now, as its kind
+// sends them, and returns it as a pending hit: the one place a round
+// tells the kinds apart.
+func (s *Store) newPending(ctx context.Context, i int, h *limits.Hit, now int64, prevs *prevCounts, wk *work, later bool) pending {
+	var p pending
+	switch a := h.Limit.Algorithm; {
+	case h.Limit.Blocks():
+		return blockHit{}
+	case isWindow(a):
+		p = newWindowHit(ctx, i, h, now, s.expiries, prevs, wk, later)
+	case isBucket(a):
+		p = newBucketHit(ctx, i, h, now, wk, later)
+	case a == limits.Concurrency:
+		p = newConcHit(ctx, i, h, now, s.members, s.send, wk, later)
+	default:
+		p = newLogHit(ctx, i, h, now, s.members, wk, later)
+	}
+	if h.Limit.BlockFor > 0 {
+		p = newLockedHit(ctx, p, h, now, wk, later)
+	}
+	return p
 }
 
 // refundsLater reports whether the refunds of run must wait for its
@@ -306,35 +329,36 @@ func refundsLater(run []limits.Hit) bool {
 	return refusable && refunds
 }
 
-// decideHits decides every hit of the round from its replies (a window's
-// missing PEXPIRE queued in back), the buckets that must go again at a
-// later instant sent again until they are decided (decideBuckets).
+// decideHits decides every hit of the round from its replies (pending.decide),
+// those that ask to go again at a later instant sent again until they are
+// decided (decideAgain).
 func (s *Store) decideHits(ctx context.Context, hits []limits.Hit, results []limits.Result, runs []span, pend []pending, back *work) {
-	var buckets []*bucketHit
+	var again []retry
 	for _, r := range runs {
 		for i := r.first; i <= r.last; i++ {
-			var res limits.Result
-			var err error
-			switch h := pend[i].(type) {
-			case blockHit:
-				res = limits.Result{}
-			case *windowHit:
-				res, err = h.decide(ctx, s, back)
-			case *logHit:
-				res, err = h.decide()
-			case *concHit:
-				res, err = h.decide()
-			case *bucketHit:
-				buckets = append(buckets, h)
-				continue
-			}
-			if err != nil {
-				res = limits.Result{Err: storeError(hits[i].Limit.Algorithm.String(), err)}
-			}
-			results[i] = res
+			again = s.decideOne(ctx, hits, results, pend, back, i, again)
 		}
 	}
-	s.decideBuckets(ctx, hits, results, buckets, pend)
+	s.decideAgain(ctx, hits, results, again, pend, back)
+}
+
+// retry is hit i, to be sent again at instant at (pending.decide).
+type retry struct {
+	i  int
+	at int64
+}
+
+// decideOne decides hit i into results[i], or appends it to again.
+func (s *Store) decideOne(ctx context.Context, hits []limits.Hit, results []limits.Result, pend []pending, back *work, i int, again []retry) []retry {
+	res, at, err := pend[i].decide(ctx, back)
+	switch {
+	case err != nil:
+		res = limits.Result{Err: storeError(hits[i].Limit.Algorithm.String(), err)}
+	case at > 0:
+		return append(again, retry{i, at})
+	}
+	results[i] = res
+	return again
 }
 
 // undoRefused queues in back the undo of every run that a hit of it
@@ -370,46 +394,48 @@ func (s *Store) undoRefused(ctx context.Context, results []limits.Result, runs [
 	}
 }
 
-// decideBuckets decides the bucket hits of a round from their replies, and
-// sends again those that must go again at the later instant their key has
-// seen (bucketHit.decide), twice at most: the third attempt is answered as
-// Redis decides it at its own instant. A hit sent again takes its first
-// one's place in pend.
-func (s *Store) decideBuckets(ctx context.Context, hits []limits.Hit, results []limits.Result, buckets []*bucketHit, pend []pending) {
-	for attempt := 0; len(buckets) > 0; attempt++ {
-		var again []*bucketHit
-		wk := &work{}
-		for _, bh := range buckets {
-			res, later, err := bh.decide()
-			switch {
-			case err != nil:
-				res = limits.Result{Err: storeError(bh.limit.Algorithm.String(), err)}
-			case later > 0:
-				bh = newBucketHit(ctx, bh.i, &hits[bh.i], later, wk, false)
-				bh.last = attempt >= 1
-				pend[bh.i] = bh
-				again = append(again, bh)
-				continue
+// decideAgain sends again the hits that asked to go at the later instant
+// their key has seen (bucketHit.decide), twice at most: the third
+// attempt is answered as Redis decides it at its own instant. A hit sent
+// again takes its first one's place in pend.
+func (s *Store) decideAgain(ctx context.Context, hits []limits.Hit, results []limits.Result, again []retry, pend []pending, back *work) {
+	for attempt := 0; len(again) > 0; attempt++ {
+		wk := &work{decisions: len(again)}
+		sent := again[:0]
+		for _, r := range again {
+			if rs, ok := pend[r.i].(resender); ok {
+				if p := rs.resend(ctx, &hits[r.i], r.at, wk, attempt >= 1); p != nil {
+					pend[r.i] = p
+					sent = append(sent, r)
+					continue
+				}
 			}
-			results[bh.i] = res
+			results[r.i] = limits.Result{Err: storeError(hits[r.i].Limit.Algorithm.String(), errNoResend)}
+			pend[r.i] = blockHit{} // nothing of it to undo
 		}
-		if len(again) == 0 {
+		if again = sent; len(again) == 0 {
 			return
 		}
-		wk.decisions = len(again)
 		s.send(ctx, wk)
 		if err := firstErr(wk.err, context.Cause(ctx)); err != nil {
-			for _, bh := range again {
-				results[bh.i] = limits.Result{Err: storeError(bh.limit.Algorithm.String(), err)}
+			for _, r := range again {
+				results[r.i] = limits.Result{Err: storeError(hits[r.i].Limit.Algorithm.String(), err)}
 				// Sent or not, its charge is not for this call to read:
 				// nothing of it to undo.
-				bh.op = nil
+				pend[r.i] = blockHit{}
 			}
 			return
 		}
-		buckets = again
+		next := again[:0]
+		for _, r := range again {
+			next = s.decideOne(ctx, hits, results, pend, back, r.i, next)
+		}
+		again = next
 	}
 }
+
+// errNoResend fails a hit that asked to go again but cannot: a bug.
+var errNoResend = errors.New("asked to go again, and cannot")
 
 // failRun sets err, as the run's failure, on every hit of the run.
 func failRun(hits []limits.Hit, results []limits.Result, r span, err error) {

@@ -8,12 +8,16 @@
 // embedded store, which decides with the same functions, makes identical
 // decisions), and a hit whose run is refused has its charge undone, again
 // with native commands, in a second round trip that Decide never waits
-// for (sendBack): every answer is read from the first. A
+// for (sendBack): every answer is read from the first. Each kind answers
+// to one contract (pending, round.go): the commands it queues, its
+// decision on their replies, what it queues after the answer, its undo;
+// a round is one loop over it, whatever the kinds. A
 // window (fixed_window, sliding_window) is a counter per window that a
 // saturating BITFIELD INCRBY moves (window.go), a bucket (token_bucket,
 // leaky_bucket) one integer that a BITFIELD moves in one atomic step, only
 // if the hit fits (bucket.go), a sliding log a sorted set of one member per
-// unit it counts (log.go). A run of joint hits (the limits of one
+// unit it counts (log.go), a concurrency limit one of slots
+// (concurrency.go), and a lockout wraps any of them (lockout.go). A run of joint hits (the limits of one
 // descriptor, whose keys share a hash tag) is charged together, every hit
 // in the same pipeline, and undone together: if any of its hits is
 // refused, every charge of the run is undone, except those of limits that

@@ -1,8 +1,8 @@
 // Package redispipe holds what the Redis stores share below their
-// decisions, knowing nothing of limits: the estimate of the Redis
-// server's clock, which native commands cannot read (Clock), taken from
-// a TIME in a pipeline (Probe) or, on a cluster, from one master's
-// (SampleMasters).
+// decisions, knowing nothing of limits: the go-redis clients, tuned to
+// fail fast (NewClient), and the estimate of the Redis server's clock,
+// which native commands cannot read (Clock), taken from a TIME in a
+// pipeline (Probe) or, on a cluster, from one master's (SampleMasters).
 package redispipe
 
 import (

@@ -1,8 +1,11 @@
 // Package redispipe holds what the Redis stores share below their
 // decisions, knowing nothing of limits: the go-redis clients, tuned to
-// fail fast (NewClient), and the estimate of the Redis server's clock,
-// which native commands cannot read (Clock), taken from a TIME in a
-// pipeline (Probe) or, on a cluster, from one master's (SampleMasters).
+// fail fast (NewClient); the estimate of the Redis server's clock, which
+// native commands cannot read (Clock), taken from a TIME in a pipeline
+// (Probe) or, on a cluster, from one master's (SampleMasters); a
+// cluster's topology, its map of the slots reloaded when a node cannot be
+// reached and its masters checked (Topology); and the reading of errors
+// that say Redis is down (Unavailable, FailedOn).
 package redispipe
 
 import (

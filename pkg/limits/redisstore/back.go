@@ -119,24 +119,8 @@ func storeError(what string, err error) error {
 		return fmt.Errorf("redisstore: %s: %w", what, err)
 	case errors.As(err, &re) && strings.Contains(err.Error(), "not an integer"):
 		return fmt.Errorf("redisstore: %s: %w: %w", what, errMalformed, err)
-	case unavailable(err):
+	case redispipe.Unavailable(err):
 		return fmt.Errorf("redisstore: %s: %w: %w", what, limits.ErrUnavailable, err)
 	}
 	return fmt.Errorf("redisstore: %s: %w", what, err)
-}
-
-// unavailable tells a store that is down or unreachable (no connection, a
-// timeout, a cluster without a master for the slot) from a reply error of a
-// store that answered (a key of the wrong type).
-func unavailable(err error) bool {
-	var re redis.Error
-	if !errors.As(err, &re) {
-		return true
-	}
-	for _, p := range []string{"CLUSTERDOWN", "LOADING", "MASTERDOWN", "TRYAGAIN", "BUSY", "NOAUTH", "WRONGPASS"} {
-		if redis.HasErrorPrefix(err, p) {
-			return true
-		}
-	}
-	return false
 }

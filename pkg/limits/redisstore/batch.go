@@ -276,9 +276,9 @@ func (s *Store) exec(ctx context.Context, groups ...*work) bool {
 		probe.Observe(&s.redisClock, sent, redispipe.LocalMicros())
 	}
 	if err != nil && s.topo != nil && s.nodeFailed(groups) {
-		s.topo.kick() // the map may name a master that is gone
+		s.topo.Kick() // the map may name a master that is gone
 	}
-	if err != nil && unavailable(err) {
+	if err != nil && redispipe.Unavailable(err) {
 		s.warmOne() // its connection is closed: open the next aside
 		return false
 	}
@@ -290,7 +290,7 @@ func (s *Store) exec(ctx context.Context, groups ...*work) bool {
 func (s *Store) nodeFailed(groups []*work) bool {
 	for _, g := range groups {
 		for _, c := range g.cmds {
-			if failedOn(c.Err()) {
+			if redispipe.FailedOn(c.Err()) {
 				return true
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/envoy-rls/envoy-rls/internal/redispipe"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/breaker"
 )
 
@@ -95,7 +96,7 @@ func outcomeOf(ctx context.Context, wk *work) breaker.Outcome {
 		return breaker.Unknown
 	}
 	for _, c := range wk.cmds {
-		if !failedOn(c.Err()) {
+		if !redispipe.FailedOn(c.Err()) {
 			return breaker.Answered
 		}
 	}

@@ -195,11 +195,11 @@ type Store struct {
 	client     redisClient
 	single     singleAddr // a single Redis over TCP (refusal.go)
 	cluster    bool
-	clock      func() int64    // Options.Clock
-	redisClock redispipe.Clock // Redis's clock, estimated, when clock is nil
-	batch      *batcher        // nil: one pipeline per call, or per master (nodes)
-	nodes      *nodeBatchers   // a cluster's batchers, one per master; nil on one Redis or without batching
-	topo       *topology       // a cluster's map reloads and master checks; nil on one Redis
+	clock      func() int64        // Options.Clock
+	redisClock redispipe.Clock     // Redis's clock, estimated, when clock is nil
+	batch      *batcher            // nil: one pipeline per call, or per master (nodes)
+	nodes      *nodeBatchers       // a cluster's batchers, one per master; nil on one Redis or without batching
+	topo       *redispipe.Topology // a cluster's map reloads and master checks; nil on one Redis
 	onPipeline func(runs int)
 	expiries   *expirySeen // the window counters seen with their TTL set
 	prevs      *prevCounts // the final counts of sliding windows' previous windows
@@ -268,7 +268,7 @@ func New(client redisClient, opts Options) *Store {
 		s.warmUp()
 	}
 	if cluster {
-		s.topo = newTopology(client.(*redis.ClusterClient), func(masters []MasterState) {
+		s.topo = redispipe.NewTopology(client.(*redis.ClusterClient), func(masters []MasterState) {
 			if s.nodes != nil {
 				s.nodes.found(masters)
 			}
@@ -311,7 +311,7 @@ func (s *Store) warmOne() {
 	go func() {
 		defer s.probes.Done()
 		defer s.warming.Add(-1)
-		if err := s.warmClient.Ping(context.Background()).Err(); err == nil || !unavailable(err) {
+		if err := s.warmClient.Ping(context.Background()).Err(); err == nil || !redispipe.Unavailable(err) {
 			s.answered.Store(redispipe.LocalMicros())
 		}
 	}()
@@ -342,7 +342,7 @@ func (s *Store) poolSize() int {
 // pipelines of their own. It does not close the client.
 func (s *Store) Close() {
 	if s.topo != nil {
-		s.topo.close()
+		s.topo.Close()
 	}
 	if s.batch != nil {
 		s.batch.close()
@@ -382,7 +382,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // ping is Ping without the inspection.
 func (s *Store) ping(ctx context.Context) error {
 	if s.topo != nil {
-		if err := s.topo.check(ctx); err != nil {
+		if err := s.topo.Check(ctx); err != nil {
 			var ue *UnreachableError
 			if errors.As(err, &ue) {
 				return err
@@ -404,7 +404,7 @@ func (s *Store) Masters() []MasterState {
 	if s.topo == nil {
 		return nil
 	}
-	return s.topo.lastMasters()
+	return s.topo.LastMasters()
 }
 
 // MastersFailingFast is how many masters of a cluster have their gate shut

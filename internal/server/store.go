@@ -169,13 +169,14 @@ func guardRedis(o *Options, s *redisstore.Store, cluster bool, m *metrics.Metric
 
 // registerRedisCollectors exports what the inspections of Redis find
 // (redisstore/inspect.go: its evictions, a full memory, missing
-// permissions, lost data) and, on a cluster, its masters and those
-// answered by the failure mode at once.
+// permissions, lost data), the undos Redis did not apply and, on a
+// cluster, its masters and those answered by the failure mode at once.
 func registerRedisCollectors(m *metrics.Metrics, s *redisstore.Store, cluster bool) {
 	m.Registry.MustRegister(metrics.NewRedisInspectionCollector(func() metrics.RedisInspection {
 		in := s.Inspection()
 		return metrics.RedisInspection{Evicted: in.Evicted, Evicts: in.Evicts(), Full: in.Full(), Missing: len(in.Missing), Lost: in.Lost}
 	}))
+	m.RedisUndosFailed(s.BackFailed)
 	if !cluster {
 		return
 	}

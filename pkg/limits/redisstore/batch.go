@@ -4,10 +4,13 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/envoy-rls/envoy-rls/internal/redispipe"
 )
 
 // Batching chooses whether concurrent Decide calls share pipelines.
@@ -95,6 +98,9 @@ type batcher struct {
 	// service's profile under load).
 	wake    chan struct{}
 	workers sync.WaitGroup
+	// answered is when (localMicros) a pipeline last came back, 0 before
+	// the first (answeredWithin).
+	answered atomic.Int64
 }
 
 // batchCall is one Decide call waiting for its work to be done. The flusher
@@ -188,7 +194,7 @@ func (b *batcher) sendFirst(ctx context.Context, wk *work) {
 	behind := b.take()
 	b.mu.Unlock()
 	if behind == nil {
-		b.store.exec(ctx, wk)
+		b.exec(ctx, wk)
 		return
 	}
 	own := &batchCall{ctx: ctx, work: wk, done: make(chan struct{})}
@@ -207,23 +213,24 @@ type work struct {
 	cmds []redis.Cmder
 	// clock, when set, asks Redis's TIME (Store.now before a first
 	// estimate).
-	clock *clockProbe
+	clock *redispipe.Probe
 	// decisions is the runs the work decides, for OnPipeline.
 	decisions int
 	err       error
 	// caller is the sampled span of the call the work is for, when the
 	// store traces (trace.go); nil otherwise.
 	caller *trace.Span
-	// locks are the lockouts of a round's first pipeline, read once it
-	// has run (lockout.go).
-	locks []*lockHit
+	// then is what follows a back once its replies are in (sendBack):
+	// work that depends on them, sent in turn.
+	then []func(ctx context.Context)
 }
 
 // exec sends the work of every group as one pipeline, fills it, and feeds
-// the TIME it carries, if it is time for one, to the clock.
-func (s *Store) exec(ctx context.Context, groups ...*work) {
+// the TIME it carries, if it is time for one, to the clock. It reports
+// whether Redis answered (AnsweredWithin).
+func (s *Store) exec(ctx context.Context, groups ...*work) bool {
 	decisions := 0
-	var probe *clockProbe
+	var probe *redispipe.Probe
 	for _, g := range groups {
 		decisions += g.decisions
 		if probe == nil {
@@ -233,12 +240,12 @@ func (s *Store) exec(ctx context.Context, groups ...*work) {
 	if decisions > 0 {
 		s.onPipeline(decisions)
 	}
-	if probe == nil && s.clock == nil && s.redisClock.due(s.cluster) {
+	if probe == nil && s.clock == nil && s.redisClock.Due(s.probeEvery()) {
 		if s.cluster {
 			s.probeAside()
 		} else {
 			// The pipeline's round trip is a sample of Redis's clock.
-			probe = s.newClockProbe()
+			probe = &redispipe.Probe{}
 		}
 	}
 	var traced func(error)
@@ -247,7 +254,7 @@ func (s *Store) exec(ctx context.Context, groups ...*work) {
 	}
 	pipe := s.client.Pipeline()
 	if probe != nil {
-		probe.queue(ctx, pipe)
+		probe.Queue(ctx, pipe)
 		for _, g := range groups {
 			if g.clock != nil {
 				*g.clock = *probe // one TIME answers every call that asked
@@ -259,30 +266,31 @@ func (s *Store) exec(ctx context.Context, groups ...*work) {
 			_ = pipe.Process(ctx, c)
 		}
 	}
-	sent := localMicros()
+	sent := redispipe.LocalMicros()
 	// Exec's error is also set on each command it concerns; read those.
 	_, err := pipe.Exec(ctx)
 	if traced != nil {
 		traced(err)
 	}
 	if probe != nil {
-		probe.observe(&s.redisClock, sent, localMicros())
+		probe.Observe(&s.redisClock, sent, redispipe.LocalMicros())
 	}
 	if err != nil && s.topo != nil && s.nodeFailed(groups) {
-		s.topo.kick() // the map may name a master that is gone
+		s.topo.Kick() // the map may name a master that is gone
 	}
-	if err != nil && unavailable(err) {
+	if err != nil && redispipe.Unavailable(err) {
 		s.warmOne() // its connection is closed: open the next aside
-	} else {
-		s.answered.Store(localMicros())
+		return false
 	}
+	s.answered.Store(redispipe.LocalMicros())
+	return true
 }
 
 // nodeFailed reports whether a command of groups could not reach its node.
 func (s *Store) nodeFailed(groups []*work) bool {
 	for _, g := range groups {
 		for _, c := range g.cmds {
-			if failedOn(c.Err()) {
+			if redispipe.FailedOn(c.Err()) {
 				return true
 			}
 		}
@@ -299,7 +307,7 @@ func (b *batcher) canStart() bool {
 	case b.busy >= b.limit():
 		return false
 	}
-	return localMicros()-b.started > b.stall()
+	return redispipe.LocalMicros()-b.started > b.stall()
 }
 
 // limit is how many flushes may be in flight now; b.mu is held. On a near
@@ -322,7 +330,7 @@ func (b *batcher) stall() int64 {
 
 // start records that a flush starts, and returns when; b.mu is held.
 func (b *batcher) start() int64 {
-	b.started = localMicros()
+	b.started = redispipe.LocalMicros()
 	d := time.Duration(b.stall()+1) * time.Microsecond
 	if b.watch == nil {
 		b.watch = time.AfterFunc(d, b.unstall)
@@ -347,7 +355,7 @@ func (b *batcher) unstall() {
 // done records the round trip of a flush that started at start; b.mu is
 // held.
 func (b *batcher) done(start int64) {
-	b.rtt += (localMicros() - start - b.rtt) / 8
+	b.rtt += (redispipe.LocalMicros() - start - b.rtt) / 8
 }
 
 // flusher sends what is queued until the queue is empty.
@@ -424,10 +432,26 @@ func (b *batcher) flush(batch []*batchCall) {
 	for i, c := range live {
 		groups[i] = c.work
 	}
-	b.store.exec(ctx, groups...)
+	b.exec(ctx, groups...)
 	for _, c := range live {
 		close(c.done)
 	}
+}
+
+// exec sends groups (Store.exec), and notes when Redis answered
+// (answeredWithin).
+func (b *batcher) exec(ctx context.Context, groups ...*work) {
+	if b.store.exec(ctx, groups...) {
+		b.answered.Store(redispipe.LocalMicros())
+	}
+}
+
+// answeredWithin reports whether a pipeline of the batcher came back
+// within the last d, however late for its calls: on a cluster, whether
+// its master is slow rather than down (outcomeOn).
+func (b *batcher) answeredWithin(d time.Duration) bool {
+	at := b.answered.Load()
+	return at != 0 && redispipe.LocalMicros()-at <= d.Microseconds()
 }
 
 // close makes do refuse new calls, waits for the flushes in flight, and

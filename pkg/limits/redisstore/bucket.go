@@ -194,7 +194,7 @@ type bucketHit struct {
 	// refund is a refund's commands, held back until its run is allowed
 	// (refundLater).
 	refund []redis.Cmder
-	// last is set on the last attempt (decideBuckets): a hit that Redis
+	// last is set on the last attempt (decideAgain): a hit that Redis
 	// refuses then is answered as refused at its own instant.
 	last bool
 }
@@ -252,38 +252,10 @@ const (
 // instant and the latest one the key has seen. It reports, as again, that
 // instant when the hit must go again at it: Redis refused it at its own,
 // and the later one lets it in.
-func (bh *bucketHit) decide() (res limits.Result, again int64, err error) {
-	var state limits.State
-	var final int64
-	now := bh.now
-	switch {
-	case bh.get != nil:
-		tat, seen, ok, err := tatOf(bh.get)
-		if err != nil {
-			return limits.Result{}, 0, err
-		}
-		state = limits.State{Live: ok, TAT: tat}
-		now = max(now, ceilDiv(seen, 1000))
-	default:
-		// A reply that arrived wins over the error go-redis sets on every
-		// command of a pipeline that failed part way (see run.results).
-		v := bh.op.Val()
-		if len(v) < replyBefore+2 {
-			if err := bh.op.Err(); err != nil {
-				return limits.Result{}, 0, err
-			}
-			return limits.Result{}, 0, fmt.Errorf("%w: BITFIELD %v", errReply, v)
-		}
-		if err := bh.expire.Err(); err != nil {
-			return limits.Result{}, 0, err
-		}
-		if v[replyTAT] > bh.now*1000+implausible(bh.limit) || v[replySeen] > bh.now*1000+int64(time.Minute) {
-			// Not a bucket: BITFIELD reads any string as bits.
-			return limits.Result{}, 0, fmt.Errorf("%w under key %s", errMalformed, bh.key)
-		}
-		now = max(now, ceilDiv(v[replySeen], 1000))
-		state = limits.State{Live: v[replyTAT] > now*1000, TAT: v[replyTAT]}
-		final = v[len(v)-1]
+func (bh *bucketHit) decide(context.Context, *work) (res limits.Result, again int64, err error) {
+	state, now, final, err := bh.state()
+	if err != nil {
+		return limits.Result{}, 0, err
 	}
 	d := limits.DecideWithin(bh.limit, state, bh.cost, now, bh.delay)
 	switch {
@@ -319,6 +291,46 @@ func (bh *bucketHit) decide() (res limits.Result, again int64, err error) {
 		return limits.Result{}, 0, fmt.Errorf("%w: %s, cost %d: TAT %d in Redis, %d in Go", errDisagree, bh.limit, bh.cost, final, d.State.TAT)
 	}
 	return d.Result, 0, nil
+}
+
+// state reads the bucket's state from the hit's replies, and the instant
+// to decide it at: the later of the hit's own and the latest the key has
+// seen; final is the TAT its BITFIELD left (a hit that moves the state).
+func (bh *bucketHit) state() (state limits.State, now, final int64, err error) {
+	now = bh.now
+	if bh.get != nil {
+		tat, seen, ok, err := tatOf(bh.get)
+		if err != nil {
+			return limits.State{}, 0, 0, err
+		}
+		return limits.State{Live: ok, TAT: tat}, max(now, ceilDiv(seen, 1000)), 0, nil
+	}
+	// A reply that arrived wins over the error go-redis sets on every
+	// command of a pipeline that failed part way (see run.results).
+	v := bh.op.Val()
+	if len(v) < replyBefore+2 {
+		if err := bh.op.Err(); err != nil {
+			return limits.State{}, 0, 0, err
+		}
+		return limits.State{}, 0, 0, fmt.Errorf("%w: BITFIELD %v", errReply, v)
+	}
+	if err := bh.expire.Err(); err != nil {
+		return limits.State{}, 0, 0, err
+	}
+	if v[replyTAT] > bh.now*1000+implausible(bh.limit) || v[replySeen] > bh.now*1000+int64(time.Minute) {
+		// Not a bucket: BITFIELD reads any string as bits.
+		return limits.State{}, 0, 0, fmt.Errorf("%w under key %s", errMalformed, bh.key)
+	}
+	now = max(now, ceilDiv(v[replySeen], 1000))
+	return limits.State{Live: v[replyTAT] > now*1000, TAT: v[replyTAT]}, now, v[len(v)-1], nil
+}
+
+// resend queues in wk hit h again at the later instant at that decide
+// asked for; last marks the last attempt.
+func (bh *bucketHit) resend(ctx context.Context, h *limits.Hit, at int64, wk *work, last bool) pending {
+	again := newBucketHit(ctx, bh.i, h, at, wk, false)
+	again.last = last
+	return again
 }
 
 // implausible is how far ahead of now, in nanoseconds, a bucket's TAT
@@ -363,9 +375,9 @@ func decodeBucket(v []byte) (tat, seen int64, ok bool) {
 // key at (ns; see the doc above). Saturating, never below zero, with
 // PEXPIRE … NX for a key that expired meanwhile. A refused hit, a peek, a
 // refund and a count_refused charge have nothing to undo.
-func (bh *bucketHit) undo(ctx context.Context, back *work, u undoing) func() (limits.Result, error) {
+func (bh *bucketHit) undo(ctx context.Context, back *work, u undoing) {
 	if bh.op == nil || !bh.cond || bh.op.Val()[replyCond] == 0 {
-		return nil
+		return
 	}
 	moved := bh.op.Val()[replyTAT]
 	if give := bh.add - min(bh.add, max(0, u.latest*1000-moved)); give > 0 {
@@ -375,5 +387,4 @@ func (bh *bucketHit) undo(ctx context.Context, back *work, u undoing) func() (li
 			redis.NewIntSliceCmd(ctx, "bitfield", bh.key, "overflow", "sat", "incrby", "u63", 0, -give, "incrby", "u63", "#1", 0),
 			redis.NewIntCmd(ctx, "pexpire", bh.key, bh.ttl, "nx"))
 	}
-	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/envoy-rls/envoy-rls/internal/redispipe"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
@@ -22,7 +23,7 @@ func TestClusterClockSurvivesMasterLoss(t *testing.T) {
 	c, cl, clockAddr, others := startClockCluster(t)
 	next := ""
 	for i := 1; next == "" && i < 1000; i++ {
-		if a := masterOf(t, c, clockKey(i)); a != clockAddr {
+		if a := masterOf(t, c, redispipe.ClockKey(i)); a != clockAddr {
 			next = a
 		}
 	}
@@ -49,7 +50,7 @@ func TestClusterClockSurvivesMasterLoss(t *testing.T) {
 	}
 
 	cl.Node(clockAddr).Stop()
-	lost := localMicros()
+	lost := redispipe.LocalMicros()
 	// A store without an estimate asks the clock first: the dead master,
 	// then the next, which answers.
 	fc := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: testTimeout}).(*redis.ClusterClient)
@@ -75,11 +76,11 @@ func TestClusterClockSurvivesMasterLoss(t *testing.T) {
 	}
 	// The store that had an estimate samples a live master from then on
 	// (a wide bound: it samples ten times a second while calls come).
-	if !eventually(10*time.Second, func() bool { decideLive("after the loss", s); return s.redisClock.sampledSince(lost) }) {
+	if !eventually(10*time.Second, func() bool { decideLive("after the loss", s); return s.redisClock.SampledSince(lost) }) {
 		t.Error("10 s after the clock's master died, the store has sampled no other master's clock")
 	}
-	if _, u, ok := s.redisClock.now(); !ok || u > maxClockGrowth {
-		t.Errorf("estimate after the loss: uncertainty %d µs, ok %v; want one within %d µs", u, ok, maxClockGrowth)
+	if _, u, ok := s.redisClock.Now(); !ok || u > redispipe.MaxClockGrowth {
+		t.Errorf("estimate after the loss: uncertainty %d µs, ok %v; want one within %d µs", u, ok, redispipe.MaxClockGrowth)
 	}
 }
 

@@ -18,10 +18,11 @@ import (
 //   - an acquire of c slots: ZREMRANGEBYSCORE of the expired (at or before
 //     now), ZADD of its c members at now + lease, ZCARD and PEXPIRE (the
 //     lease, a second at least) in the call's pipeline; it fits if the
-//     count, its own members included, is at most N; one whose run is
-//     refused removes its members again (ZREM, exact whatever happened
-//     meanwhile) and, if refused itself, reads in that second round trip
-//     the newest member and the one whose expiry would let it in;
+//     count, its own members included, is at most N; the same pipeline
+//     reads the members around the newest and the one whose expiry would
+//     let it in (aroundOwn, log.go), which a refusal's answer needs; one
+//     whose run is refused removes its members again (ZREM, exact whatever
+//     happened meanwhile), after the answer;
 //   - a peek, or an acquire that can never fit, reads the count and those
 //     two members (ZCOUNT, ZRANGE … REV LIMIT);
 //   - a release of c slots removes the expired, pops the c oldest members
@@ -43,19 +44,15 @@ import (
 // scores are their expiries.
 type concHit struct {
 	zsetHit
-	// zrem is an undo's removal of the members it must not keep, and
-	// dropped how many it names; send sends work (Store.send), for the
-	// release an undo must make again (regive).
-	zrem    *redis.IntCmd
-	dropped int64
-	allowed limits.Result
-	send    func(context.Context, *work)
+	// send sends work (Store.send), for the release an undo must make
+	// again (regive).
+	send func(context.Context, *work)
 }
 
 // newConcHit queues in wk the commands of hit h at now.
-func newConcHit(ctx context.Context, i int, h *limits.Hit, now int64, members *logMembers, wk *work, refundLater bool) *concHit {
+func newConcHit(ctx context.Context, i int, h *limits.Hit, now int64, members *logMembers, send func(context.Context, *work), wk *work, refundLater bool) *concHit {
 	l := h.Limit
-	ch := &concHit{zsetHit: zsetHit{i: i, limit: l, cost: h.Cost, now: now, key: h.Key}}
+	ch := &concHit{zsetHit: zsetHit{i: i, limit: l, cost: h.Cost, now: now, key: h.Key}, send: send}
 	n, lease := l.Requests, l.PeriodMicros()
 	expired := redis.NewIntCmd(ctx, "zremrangebyscore", h.Key, "-inf", now)
 	switch {
@@ -81,6 +78,7 @@ func newConcHit(ctx context.Context, i int, h *limits.Hit, now int64, members *l
 		ch.count = redis.NewIntCmd(ctx, "zcard", h.Key)
 		wk.cmds = append(wk.cmds, ch.writes.keep(expired), ch.writes.keep(redis.NewIntCmd(ctx, zadd...)), ch.count,
 			ch.writes.keep(redis.NewIntCmd(ctx, "pexpire", h.Key, logTTL(lease))))
+		ch.aroundOwn(ctx, wk, "("+strconv.FormatInt(now, 10))
 	}
 	return ch
 }
@@ -98,9 +96,15 @@ func (ch *concHit) read(ctx context.Context, wk *work, rank int64) {
 	}
 }
 
-// decide decides the hit from its commands' replies. A refused acquire's
-// answer waits for its undo's reads (undo).
-func (ch *concHit) decide() (limits.Result, error) {
+// decide decides the hit from its commands' replies; a concurrency hit
+// never asks to go again.
+func (ch *concHit) decide(context.Context, *work) (limits.Result, int64, error) {
+	res, err := ch.decideSlots()
+	return res, 0, err
+}
+
+// decideSlots is decide.
+func (ch *concHit) decideSlots() (limits.Result, error) {
 	count, err := ch.counted()
 	if err != nil {
 		return limits.Result{}, err
@@ -116,59 +120,26 @@ func (ch *concHit) decide() (limits.Result, error) {
 	ch.before = count - int64(len(ch.own))
 	if ch.cost <= n && ch.before+ch.cost <= n {
 		// Allowed: the hit's members are the newest.
-		ch.allowed = limits.Result{Allowed: true, Remaining: max(0, n-count), ResetAfter: micros(ch.limit.PeriodMicros())}
-		return ch.allowed, nil
+		return limits.Result{Allowed: true, Remaining: max(0, n-count), ResetAfter: micros(ch.limit.PeriodMicros())}, nil
 	}
-	return limits.Result{}, nil // answered once undo's reads are back
+	keep := ch.kept()
+	newest, rank, err := ch.refusedAround(ch.now+ch.limit.PeriodMicros(), keep)
+	if err != nil {
+		return limits.Result{}, err
+	}
+	r := concResult(ch.limit, ch.cost, ch.now, ch.before+keep, newest, rank)
+	r.Allowed = false
+	return r, nil
 }
 
-// undo queues in back, the hit's run refused, the removal of the members
-// it must not keep: all of them, but for a limit that counts refused hits,
-// which keeps an allowed hit's and as many of a refused one's as 2N held
-// leaves room for. For a hit refused itself it also queues the reads its
-// answer needs, which the function it returns makes once back has run;
-// nil when the answer is final.
-func (ch *concHit) undo(ctx context.Context, back *work, u undoing) func() (limits.Result, error) {
-	cr := ch.limit.CountRefused
-	if ch.own == nil || u.allowed && cr {
-		return nil
-	}
-	keep := int64(0)
-	if !u.allowed && cr {
-		keep = min(int64(len(ch.own)), max(0, 2*ch.limit.Requests-ch.before))
-	}
-	if drop := ch.own[keep:]; len(drop) > 0 {
-		zrem := make([]any, 0, 2+len(drop))
-		zrem = append(zrem, "zrem", ch.key)
-		for _, m := range drop {
-			zrem = append(zrem, m)
-		}
-		ch.zrem, ch.dropped = redis.NewIntCmd(ctx, zrem...), int64(len(drop))
-		back.cmds = append(back.cmds, ch.zrem)
-	}
-	if u.allowed {
-		return func() (limits.Result, error) {
-			ch.regive(ctx)
-			return ch.allowed, nil
-		}
-	}
-	after := "(" + strconv.FormatInt(ch.now, 10)
-	ch.newest = newestCmd(ctx, ch.key, after, 0)
-	back.cmds = append(back.cmds, ch.newest)
-	if ch.cost <= ch.limit.Requests {
-		ch.rank = newestCmd(ctx, ch.key, after, ch.limit.Requests-ch.cost)
-		back.cmds = append(back.cmds, ch.rank)
-	}
-	held := ch.before + keep
-	return func() (limits.Result, error) {
-		ch.regive(ctx)
-		newest, rank, err := scores(ch.newest, ch.rank)
-		if err != nil {
-			return limits.Result{}, err
-		}
-		r := concResult(ch.limit, ch.cost, ch.now, held, newest, rank)
-		r.Allowed = false
-		return r, nil
+// undo queues in back the removal of the members the acquire must not
+// keep (dropped), its run refused. Once back has run, the releases the
+// removal found done already are made again (regive).
+func (ch *concHit) undo(ctx context.Context, back *work, u undoing) {
+	if drop := ch.dropped(u); len(drop) > 0 {
+		zrem := zremCmd(ctx, ch.key, drop)
+		back.cmds = append(back.cmds, zrem)
+		back.then = append(back.then, func(ctx context.Context) { ch.regive(ctx, zrem, int64(len(drop))) })
 	}
 }
 
@@ -194,15 +165,16 @@ func concResult(l limits.Limit, cost, now, held, newest, rank int64) limits.Resu
 // regive makes again the releases that took members of this hit before
 // its undo could (a release pops the oldest members, and a refused
 // acquire's may be older than a slot held, its instant earlier): the ZREM
-// removed fewer than it named, so as many slots held were not given back.
-// It pops that many oldest live members, in one more round trip; until
-// then the slots count as held (stricter, never looser), and if that
-// round trip fails they stay held until their lease ends.
-func (ch *concHit) regive(ctx context.Context) {
-	if ch.zrem == nil || ch.zrem.Err() != nil || ch.zrem.Val() >= ch.dropped {
+// of dropped members removed fewer, so as many slots held were not given
+// back. It pops that many oldest live members, in one more round trip
+// after the answer; until then the slots count as held (stricter, never
+// looser), and if that round trip fails they stay held until their lease
+// ends.
+func (ch *concHit) regive(ctx context.Context, zrem *redis.IntCmd, dropped int64) {
+	if zrem.Err() != nil || zrem.Val() >= dropped {
 		return
 	}
-	lost := ch.dropped - ch.zrem.Val()
+	lost := dropped - zrem.Val()
 	wk := &work{cmds: []redis.Cmder{
 		redis.NewIntCmd(ctx, "zremrangebyscore", ch.key, "-inf", ch.now),
 		redis.NewZSliceCmd(ctx, "zpopmin", ch.key, lost),

@@ -3,8 +3,10 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"os"
 	"time"
 
+	"github.com/envoy-rls/envoy-rls/internal/redispipe"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/breaker"
 )
 
@@ -50,6 +52,36 @@ func newGate(timeout time.Duration) *breaker.Circuit {
 	return breaker.NewCircuit(breaker.Options{Failures: shutAfter, Timeout: timeout, Cooldown: maxProbeWait})
 }
 
+// outcomeOn is what wk, sent with ctx to one master through b, tells its
+// gate: what it found (outcomeOf), but a call that timed out on a master
+// whose pipelines came back within the last timeout, however late,
+// proves it slow, not down, and counts for nothing, as for the store's
+// breaker (breaker.Answering): a far master that answers past the store
+// timeout is not shut out by its own slowness, while one that hangs
+// answers nothing and shuts its gate about a timeout later.
+func outcomeOn(ctx context.Context, wk *work, b *batcher, timeout time.Duration) breaker.Outcome {
+	o := outcomeOf(ctx, wk)
+	if o == breaker.Down && timedOut(wk) && b.answeredWithin(timeout) {
+		return breaker.Unknown
+	}
+	return o
+}
+
+// timedOut reports whether wk stopped waiting at its deadline, or every
+// command of it failed by a timeout: a master that refuses connections,
+// or answers an error, is not slow.
+func timedOut(wk *work) bool {
+	if wk.err != nil {
+		return errors.Is(wk.err, context.DeadlineExceeded)
+	}
+	for _, c := range wk.cmds {
+		if err := c.Err(); !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return false
+		}
+	}
+	return len(wk.cmds) > 0
+}
+
 // outcomeOf tells what wk, sent with ctx to one master, found: down when
 // it stopped waiting at its deadline or every command failed to reach the
 // node, unknown when its caller gave up (or it sent nothing).
@@ -64,7 +96,7 @@ func outcomeOf(ctx context.Context, wk *work) breaker.Outcome {
 		return breaker.Unknown
 	}
 	for _, c := range wk.cmds {
-		if !failedOn(c.Err()) {
+		if !redispipe.FailedOn(c.Err()) {
 			return breaker.Answered
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/envoy-rls/envoy-rls/internal/redispipe"
 	"github.com/envoy-rls/envoy-rls/internal/redistest"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
@@ -58,7 +59,7 @@ func testFailover(t *testing.T, fail func(*redistest.Server)) {
 	c := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: failoverTimeout}).(*redis.ClusterClient)
 	// Not the master whose clock the store reads: losing that one is the
 	// clock's business (clusterclock.go).
-	clockAddr := masterOf(t, c, clockKey(0))
+	clockAddr := masterOf(t, c, redispipe.ClockKey(0))
 	victim := 0
 	for victim < len(cl.Nodes) && cl.Nodes[victim].Addr() == clockAddr {
 		victim++

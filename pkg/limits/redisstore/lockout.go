@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -28,7 +29,7 @@ import (
 //     hit on a locked key is refused, so its run is, and its charge is
 //     undone like any refusal's (kept for count_refused); a hit that the
 //     algorithm refuses on a key that the first round trip found unlocked
-//     starts a lock, SET … PX with the undos;
+//     starts a lock, SET … PX with the undos, after the answer;
 //   - the instant is the store's estimate of Redis's clock, as for every
 //     decision, so instances agree on the lock's end within it.
 //
@@ -50,16 +51,16 @@ const lockSuffix = "!lock"
 func lockKey(key string) string { return key + lockSuffix }
 
 // algorithmOnly is l without its lock: what a hit's own commands are
-// decided with, the lock being decided beside them (lockRefusals).
+// decided with, the lock being decided after them (lockedHit).
 func algorithmOnly(l limits.Limit) limits.Limit {
 	l.BlockFor = 0
 	return l
 }
 
-// lockHit is a lockout hit's lock: its read, and what answering it needs.
-type lockHit struct {
-	i     int  // its index in the call's hits and results
-	run   span // its run
+// lockedHit is a lockout hit: the algorithm's hit (pending), and its
+// lock's read, decided after it (decide).
+type lockedHit struct {
+	pending
 	limit limits.Limit
 	cost  int64
 	now   int64
@@ -70,16 +71,12 @@ type lockHit struct {
 	// could not lift would go on refusing).
 	later redis.Cmder
 	lift  *redis.IntCmd
-	// answered is set once the lock is read, when the lock decides the
-	// hit: answer is then its answer.
-	answered bool
-	answer   limits.Result
-	start    *redis.StatusCmd // SET … PX: this refusal starts a lock
 }
 
-// newLockHit queues in wk the lock's commands of hit i, in run r, at now.
-func newLockHit(ctx context.Context, i int, r span, h *limits.Hit, now int64, wk *work, refundLater bool) *lockHit {
-	lk := &lockHit{i: i, run: r, limit: h.Limit, cost: h.Cost, now: now, key: lockKey(h.Key)}
+// newLockedHit queues in wk the lock's commands of hit h at now, beside
+// those of its algorithm's hit, inner.
+func newLockedHit(ctx context.Context, inner pending, h *limits.Hit, now int64, wk *work, refundLater bool) *lockedHit {
+	lk := &lockedHit{pending: inner, limit: h.Limit, cost: h.Cost, now: now, key: lockKey(h.Key)}
 	switch {
 	case h.Cost < 0 && refundLater:
 		lk.later = redis.NewIntCmd(ctx, "del", lk.key)
@@ -91,6 +88,55 @@ func newLockHit(ctx context.Context, i int, r span, h *limits.Hit, now int64, wk
 		wk.cmds = append(wk.cmds, lk.get)
 	}
 	return lk
+}
+
+// decide decides the algorithm's hit, then its lock with
+// limits.LockAnswer, the function the embedded store decides with too: a
+// hit on a locked key is refused, so its run is, and its charge undone
+// like any refusal's; a refusal on a key the pipeline found unlocked
+// starts a lock, whose SET goes in back, after the answer.
+func (lk *lockedHit) decide(ctx context.Context, back *work) (limits.Result, int64, error) {
+	r, again, err := lk.pending.decide(ctx, back)
+	switch {
+	case err != nil || again > 0:
+		return r, again, err
+	case lk.lift != nil && lk.lift.Err() != nil:
+		return limits.Result{}, 0, fmt.Errorf("lockout: %w", lk.lift.Err())
+	case lk.get == nil:
+		return r, 0, nil
+	}
+	end, err := lockEnd(lk.get)
+	if err != nil {
+		return limits.Result{}, 0, fmt.Errorf("lockout: %w", err)
+	}
+	answer, starts := limits.LockAnswer(lk.limit, r, lk.cost, end, lk.now)
+	if starts {
+		back.cmds = append(back.cmds, redis.NewStatusCmd(ctx, "set", lk.key, lk.now+lk.limit.BlockForMicros(),
+			"px", ttlMillis(lk.limit.BlockForMicros())+1000))
+	}
+	return answer, 0, nil
+}
+
+// refundLater is the algorithm's held-back refund and the lift of the
+// lock, sent if the run is allowed.
+func (lk *lockedHit) refundLater() []redis.Cmder {
+	cmds := lk.pending.refundLater()
+	if lk.later != nil {
+		cmds = append(slices.Clip(cmds), lk.later)
+	}
+	return cmds
+}
+
+// resend sends the algorithm's hit again (a bucket's: resender), its
+// lock as the first pipeline read it.
+func (lk *lockedHit) resend(ctx context.Context, h *limits.Hit, at int64, wk *work, last bool) pending {
+	inner, ok := lk.pending.(resender)
+	if !ok {
+		return nil
+	}
+	again := *lk
+	again.pending = inner.resend(ctx, h, at, wk, last)
+	return &again
 }
 
 // lockEnd reads a lock's end from its GET: zero for none.
@@ -107,81 +153,4 @@ func lockEnd(cmd *redis.StringCmd) (int64, error) {
 		return 0, fmt.Errorf("%w under key %s", errMalformed, cmd.Args()[1])
 	}
 	return end, nil
-}
-
-// lockRefusals reads the round's locks, once the algorithms have answered
-// and before the refused runs are undone: a hit on a locked key is refused
-// there (its run undone with it), a lock that cannot be read fails its
-// run, and a refusal that starts a lock queues its SET in back. The
-// answers are set after back has run (lockAnswers): a refused log's
-// answer waits for back too.
-func lockRefusals(ctx context.Context, results []limits.Result, locks []*lockHit, back *work) {
-	for _, lk := range locks {
-		r := &results[lk.i]
-		if lk.lift != nil && lk.lift.Err() != nil && r.Err == nil {
-			*r = limits.Result{Err: storeError("lockout", lk.lift.Err())}
-		}
-		if lk.get == nil || r.Err != nil {
-			continue
-		}
-		end, err := lockEnd(lk.get)
-		if err != nil {
-			*r = limits.Result{Err: storeError("lockout", err)}
-			continue
-		}
-		answer, starts := limits.LockAnswer(lk.limit, *r, lk.cost, end, lk.now)
-		if end > lk.now {
-			r.Allowed = false
-		}
-		// Otherwise the algorithm's answer stands (a refused log's comes
-		// with back).
-		lk.answered, lk.answer = end > lk.now || starts, answer
-		if starts {
-			newEnd := lk.now + lk.limit.BlockForMicros()
-			lk.start = redis.NewStatusCmd(ctx, "set", lk.key, newEnd, "px", ttlMillis(lk.limit.BlockForMicros())+1000)
-			back.cmds = append(back.cmds, lk.start)
-		}
-	}
-}
-
-// lockRefunds queues in back the lifts of the refunds held back until
-// their run's verdict, for the runs allowed (results as undoRefused left
-// them).
-func lockRefunds(results []limits.Result, locks []*lockHit, back *work) {
-	for _, lk := range locks {
-		if lk.later == nil {
-			continue
-		}
-		allowed := true
-		for i := lk.run.first; i <= lk.run.last; i++ {
-			allowed = allowed && results[i].Allowed && results[i].Err == nil
-		}
-		if allowed {
-			back.cmds = append(back.cmds, lk.later)
-		}
-	}
-}
-
-// lockAnswers sets the answers of the round's locked hits, and of those
-// whose refusal started a lock, once back has run; a lock that could not
-// be started fails its hit.
-// A call whose ctx has ended may have sent back without waiting
-// (sendBack): its SET's reply is not for it to read.
-func lockAnswers(ctx context.Context, hits []limits.Hit, results []limits.Result, locks []*lockHit) {
-	for _, lk := range locks {
-		if !lk.answered || results[lk.i].Err != nil {
-			continue
-		}
-		if lk.start != nil {
-			err := ctx.Err()
-			if err == nil {
-				err = lk.start.Err()
-			}
-			if err != nil {
-				results[lk.i] = limits.Result{Err: storeError("lockout", err)}
-				continue
-			}
-		}
-		results[lk.i] = lk.answer
-	}
 }

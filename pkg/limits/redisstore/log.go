@@ -22,10 +22,11 @@ import (
 //   - ZREMRANGEBYSCORE of what has left the window (at or before now − T),
 //     ZADD of its members, ZCARD and PEXPIRE (to now + T) in the call's
 //     pipeline; it fits if the count, its own members included, is at most
-//     N; one whose run is refused removes its members again (ZREM, exact
-//     whatever happened meanwhile: undo) and, if it was refused itself,
-//     reads in that second round trip the newest member that stays and the
-//     one whose leaving would let it in;
+//     N; the same pipeline reads the newest members and those around the
+//     one whose leaving would let it in (aroundOwn), so that a refused
+//     hit's answer is read there too; one whose run is refused removes its
+//     members again (ZREM, exact whatever happened meanwhile: undo), after
+//     the answer;
 //   - a peek reads the count and those two members (ZCOUNT, ZRANGE … REV
 //     LIMIT);
 //   - a refund pops the newest members (ZPOPMAX), never more than there
@@ -82,9 +83,11 @@ type zsetHit struct {
 	// the live members (a peek, a refund, a hit that can never fit).
 	count *redis.IntCmd
 	// newest is the newest member that stays, and rank the one whose
-	// leaving lets the hit in (a peek's: read at once; a charge's: after a
-	// refusal, in the second round trip).
+	// leaving lets the hit in: a peek's, a refund's. A charge reads instead
+	// the members around them in the set its own members are in (top,
+	// ranked: aroundOwn).
 	newest, rank *redis.ZSliceCmd
+	top, ranked  *redis.ZSliceCmd
 	// writes are the hit's commands of the first round trip besides its
 	// reads: their errors fail it (decide).
 	writes writes
@@ -143,12 +146,7 @@ func newLogHit(ctx context.Context, i int, h *limits.Hit, now int64, members *lo
 			lh.writes.keep(redis.NewIntCmd(ctx, zadd...)),
 			lh.count,
 			lh.writes.keep(redis.NewIntCmd(ctx, "pexpire", h.Key, logTTL(t))))
-		if l.CountRefused && h.Cost <= n {
-			// A refusal keeps its members, mostly: the set it leaves is
-			// this one, whose member that lets the hit in is read at once.
-			lh.rank = newestCmd(ctx, h.Key, "("+strconv.FormatInt(cutoff, 10), n-h.Cost)
-			wk.cmds = append(wk.cmds, lh.rank)
-		}
+		lh.aroundOwn(ctx, wk, "("+strconv.FormatInt(cutoff, 10))
 	}
 	return lh
 }
@@ -175,12 +173,75 @@ func (lh *logHit) read(ctx context.Context, wk *work, cutoff, newest, rank int64
 
 // newestCmd reads the rank-th newest member of key scored after after.
 func newestCmd(ctx context.Context, key, after string, rank int64) *redis.ZSliceCmd {
-	return redis.NewZSliceCmd(ctx, "zrange", key, "+inf", after, "byscore", "rev", "limit", rank, 1, "withscores")
+	return rangeCmd(ctx, key, after, rank, 1)
 }
 
-// decide decides the hit from its commands' replies. A refused charge's
-// answer waits for its undo's reads (undo), unless its members all stay.
-func (lh *logHit) decide() (limits.Result, error) {
+// rangeCmd reads count members of key scored after after, from the
+// rank-th newest on.
+func rangeCmd(ctx context.Context, key, after string, rank, count int64) *redis.ZSliceCmd {
+	return redis.NewZSliceCmd(ctx, "zrange", key, "+inf", after, "byscore", "rev", "limit", rank, count, "withscores")
+}
+
+// aroundOwn queues, after a charge's ZADD, the reads a refusal's answer
+// needs: the newest members, and for a cost that can fit those from the
+// one whose leaving would let the hit in, each as many as the hit added
+// and one. The set a refused hit leaves is this one less some of its own
+// members, all scored at one instant: so what that set's k-th newest
+// scores is what this one's k-th scores, or its (k+d)-th for d members
+// taken out (afterOwn), and the answer needs no second round trip.
+func (z *zsetHit) aroundOwn(ctx context.Context, wk *work, after string) {
+	span := int64(len(z.own)) + 1
+	z.top = rangeCmd(ctx, z.key, after, 0, span)
+	wk.cmds = append(wk.cmds, z.top)
+	if z.cost <= z.limit.Requests {
+		z.ranked = rangeCmd(ctx, z.key, after, z.limit.Requests-z.cost, span)
+		wk.cmds = append(wk.cmds, z.ranked)
+	}
+}
+
+// afterOwn is the score (an instant, µs) of the k-th newest member of the
+// set a charge leaves once d of its own members, scored at own, are taken
+// out, from cmd, which read the set with them from its k-th newest on
+// (aroundOwn): the k-th's score if it is later than own (the members taken
+// out come after it), else the (k+d)-th's; -1 if there is none (or cmd is
+// nil).
+func afterOwn(cmd *redis.ZSliceCmd, own int64, d int64) (int64, error) {
+	if cmd == nil {
+		return -1, nil
+	}
+	z, err := cmd.Result()
+	switch {
+	case len(z) > 0 && int64(z[0].Score) > own:
+		return int64(z[0].Score), nil
+	case int64(len(z)) > d:
+		return int64(z[d].Score), nil
+	case err != nil:
+		return 0, err
+	}
+	return -1, nil
+}
+
+// refusedAround is the newest member and the one whose leaving lets the hit
+// in (-1: none) of the set a refused charge leaves, keeping keep of its own
+// members scored at own (afterOwn).
+func (z *zsetHit) refusedAround(own, keep int64) (newest, rank int64, err error) {
+	d := int64(len(z.own)) - keep
+	if newest, err = afterOwn(z.top, own, d); err != nil {
+		return 0, 0, err
+	}
+	rank, err = afterOwn(z.ranked, own, d)
+	return newest, rank, err
+}
+
+// decide decides the hit from its commands' replies; a log never asks to
+// go again.
+func (lh *logHit) decide(context.Context, *work) (limits.Result, int64, error) {
+	res, err := lh.decideLog()
+	return res, 0, err
+}
+
+// decideLog is decide.
+func (lh *logHit) decideLog() (limits.Result, error) {
 	count, err := lh.counted()
 	if err != nil {
 		return limits.Result{}, err
@@ -198,74 +259,55 @@ func (lh *logHit) decide() (limits.Result, error) {
 		// Allowed: the hit's members are the newest.
 		return limits.Result{Allowed: true, Remaining: max(0, n-count), ResetAfter: micros(t)}, nil
 	}
-	if lh.kept() == int64(len(lh.own)) {
-		// Nothing to take out: the hit's members are the newest, and the
-		// first round trip read the member that lets it in.
-		_, rank, err := scores(nil, lh.rank)
-		if err != nil {
-			return limits.Result{}, err
-		}
-		r := logResult(lh.limit, lh.cost, lh.now, count, lh.now, rank)
-		r.Allowed = false
-		return r, nil
+	keep := lh.kept()
+	newest, rank, err := lh.refusedAround(lh.now, keep)
+	if err != nil {
+		return limits.Result{}, err
 	}
-	return limits.Result{}, nil // answered once undo's reads are back
+	r := logResult(lh.limit, lh.cost, lh.now, lh.before+keep, newest, rank)
+	r.Allowed = false
+	return r, nil
 }
 
 // kept is how many of a refused charge's members stay: count_refused's, up
-// to 2N, none otherwise.
-func (lh *logHit) kept() int64 {
-	if !lh.limit.CountRefused {
+// to 2N (a log's), or as many as 2N held leaves room for (a concurrency
+// limit's), none otherwise.
+func (z *zsetHit) kept() int64 {
+	if !z.limit.CountRefused {
 		return 0
 	}
-	return min(int64(len(lh.own)), max(0, 2*lh.limit.Requests-lh.before))
+	return min(int64(len(z.own)), max(0, 2*z.limit.Requests-z.before))
 }
 
-// undo queues in back, the hit's run refused, the removal of the members
-// it must not keep: all of them for an allowed hit (its limit's
-// count_refused keeps them all), kept's share for a refused one, whose
-// answer needs the reads it queues too and comes from the function it
-// returns once back has run; nil when the answer is final.
-func (lh *logHit) undo(ctx context.Context, back *work, u undoing) func() (limits.Result, error) {
-	allowed := u.allowed
-	if lh.own == nil || allowed && lh.limit.CountRefused {
+// dropped is what an undo of the charge removes, its run refused: every
+// member it added, but for a limit that counts refused hits, which keeps
+// an allowed hit's and kept's share of a refused one's.
+func (z *zsetHit) dropped(u undoing) []string {
+	switch {
+	case z.own == nil || u.allowed && z.limit.CountRefused:
 		return nil
+	case u.allowed:
+		return z.own
 	}
-	keep := int64(0)
-	if !allowed {
-		keep = lh.kept()
+	return z.own[z.kept():]
+}
+
+// undo queues in back the removal of the members the charge must not
+// keep (dropped), its run refused; decide has already read its answer.
+func (lh *logHit) undo(ctx context.Context, back *work, u undoing) {
+	if drop := lh.dropped(u); len(drop) > 0 {
+		back.cmds = append(back.cmds, zremCmd(ctx, lh.key, drop))
 	}
-	if keep == int64(len(lh.own)) {
-		return nil
-	}
-	drop := lh.own[keep:]
-	zrem := make([]any, 0, 2+len(drop))
-	zrem = append(zrem, "zrem", lh.key)
-	for _, m := range drop {
+}
+
+// zremCmd removes members from key.
+func zremCmd(ctx context.Context, key string, members []string) *redis.IntCmd {
+	zrem := make([]any, 0, 2+len(members))
+	zrem = append(zrem, "zrem", key)
+	for _, m := range members {
 		zrem = append(zrem, m)
 	}
-	back.cmds = append(back.cmds, redis.NewIntCmd(ctx, zrem...))
-	if allowed {
-		return nil
-	}
-	n, t := lh.limit.Requests, lh.limit.PeriodMicros()
-	after := "(" + strconv.FormatInt(lh.now-t, 10)
-	lh.newest = newestCmd(ctx, lh.key, after, 0)
-	back.cmds = append(back.cmds, lh.newest)
-	if lh.cost <= n {
-		lh.rank = newestCmd(ctx, lh.key, after, n-max(lh.cost, 1))
-		back.cmds = append(back.cmds, lh.rank)
-	}
-	kept := lh.before + keep
-	return func() (limits.Result, error) {
-		newest, rank, err := scores(lh.newest, lh.rank)
-		if err != nil {
-			return limits.Result{}, err
-		}
-		r := logResult(lh.limit, lh.cost, lh.now, kept, newest, rank)
-		r.Allowed = false
-		return r, nil
-	}
+	return redis.NewIntCmd(ctx, zrem...)
 }
 
 // scores reads the instants of the newest member and of the ranked one

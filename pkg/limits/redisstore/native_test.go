@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -129,46 +128,6 @@ func TestNativeExactUnderConcurrency(t *testing.T) {
 				})
 			}
 		}
-	}
-}
-
-// TestRedisClockSkew: the estimate of Redis's clock follows Redis, not the
-// local clock, whatever their difference, and keeps the sample with the
-// tightest bound until a newer one beats its aged bound.
-func TestRedisClockSkew(t *testing.T) {
-	for _, skew := range []int64{0, time.Hour.Microseconds(), -365 * 24 * time.Hour.Microseconds()} {
-		t.Run(strconv.FormatInt(skew, 10), func(t *testing.T) {
-			var c redisClock
-			if _, _, ok := c.now(); ok {
-				t.Fatal("an estimate before any sample")
-			}
-			l := localMicros()
-			// Redis read l+skew+10 within a round trip of 100 µs around l.
-			c.observe(l-50, l+50, l+skew+10)
-			now, u, ok := c.now()
-			if !ok || u < 50 || u > 1000 {
-				t.Fatalf("estimate %d ± %d (%v), want ± 50 µs and a little", now-l-skew, u, ok)
-			}
-			if d := now - (localMicros() + skew + 10); d < -100 || d > 100 {
-				t.Errorf("estimate off by %d µs", d)
-			}
-			// A slower round trip does not replace it.
-			c.observe(l-5000, l+5000, l+skew+4000)
-			if now, _, _ := c.now(); now-(localMicros()+skew) > 1000 {
-				t.Errorf("a sample with a 10 ms round trip replaced one of 100 µs")
-			}
-			// A faster one does.
-			c.observe(l, l+2, l+skew+1)
-			if _, u, _ := c.now(); u > 100 {
-				t.Errorf("bound %d after a 2 µs round trip", u)
-			}
-			// A step of Redis's clock is followed at once, slow sample or
-			// not.
-			c.observe(l, l+3000, l+skew+time.Second.Microseconds())
-			if now, _, _ := c.now(); now-(localMicros()+skew) < time.Second.Microseconds()-5000 {
-				t.Errorf("estimate %d µs ahead after a step of 1 s", now-(localMicros()+skew))
-			}
-		})
 	}
 }
 

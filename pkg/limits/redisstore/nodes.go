@@ -120,7 +120,7 @@ func (n *nodeBatchers) doOn(ctx context.Context, addr string, wk *work) bool {
 	if !ok {
 		// As a call that timed out would: the next reload may find the
 		// slots moved to a replica, or the master answering again.
-		n.store.topo.kick()
+		n.store.topo.Kick()
 		wk.err = errMasterDown
 		return true
 	}
@@ -128,7 +128,7 @@ func (n *nodeBatchers) doOn(ctx context.Context, addr string, wk *work) bool {
 		m.gate.Record(probe, breaker.Unknown)
 		return false
 	}
-	if m.gate.Record(probe, outcomeOf(ctx, wk)) {
+	if m.gate.Record(probe, outcomeOn(ctx, wk, m.batcher, n.timeout)) {
 		n.report(addr, m)
 	}
 	return true

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/envoy-rls/envoy-rls/internal/redispipe"
 	"github.com/envoy-rls/envoy-rls/internal/redistest"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
@@ -54,7 +55,7 @@ func testCmdKey(c redis.Cmder) (string, bool) {
 
 // clockCluster starts a cluster of three masters and returns a client of
 // it, the address of the master whose clock the store reads while it
-// answers (the master of clockKey(0)) and the other two.
+// answers (the master of redispipe.ClockKey(0)) and the other two.
 func clockCluster(t *testing.T) (*redis.ClusterClient, string, []string) {
 	t.Helper()
 	c, _, clockAddr, others := startClockCluster(t)
@@ -73,7 +74,7 @@ func startClockClusterTimeout(t *testing.T, timeout time.Duration) (*redis.Clust
 	t.Helper()
 	cl := redistest.StartCluster(t, 3)
 	c := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: timeout}).(*redis.ClusterClient)
-	clockAddr := masterOf(t, c, clockKey(0))
+	clockAddr := masterOf(t, c, redispipe.ClockKey(0))
 	var others []string
 	for _, a := range cl.Addrs() {
 		if a != clockAddr {

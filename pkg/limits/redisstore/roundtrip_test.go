@@ -33,9 +33,7 @@ func farStore(t *testing.T, srv *redistest.Server) (*Store, *clockWaits) {
 // forgetClock takes the store's estimate of Redis's clock away, as before
 // its first TIME.
 func forgetClock(s *Store) {
-	s.redisClock.mu.Lock()
-	s.redisClock.ok = false
-	s.redisClock.mu.Unlock()
+	s.redisClock.Forget()
 }
 
 // timedDecide is one call, its duration in round trips.
@@ -59,6 +57,8 @@ func TestOneRoundTrip(t *testing.T) {
 	s, hook := farStore(t, srv)
 	window := hourly(limits.FixedWindow, 10)
 	full := hourly(limits.FixedWindow, 1)
+	log, slots, lockout := hourly(limits.SlidingLog, 1), hourly(limits.Concurrency, 1), full
+	lockout.BlockFor = time.Minute
 	cases := []struct {
 		name    string
 		cold    bool
@@ -70,6 +70,14 @@ func TestOneRoundTrip(t *testing.T) {
 		{"refused run", false, []limits.Hit{{Key: "{one}:a", Limit: window, Cost: 1, Joint: true}, {Key: "{one}:b", Limit: full, Cost: 1}}, false},
 		{"cold and refused", true, []limits.Hit{{Key: "{one}:a", Limit: window, Cost: 1, Joint: true}, {Key: "{one}:b", Limit: full, Cost: 1}}, false},
 		{"refund in a refusable run", false, []limits.Hit{{Key: "{one}:a", Limit: window, Cost: -1, Joint: true}, {Key: "{one}:c", Limit: window, Cost: 1}}, true},
+		// A refusal whose answer reads members (its wait), or starts a
+		// lock, is answered from the first round trip too.
+		{"sliding log allowed", false, []limits.Hit{{Key: "{one}:log", Limit: log, Cost: 1}}, true},
+		{"sliding log refused", false, []limits.Hit{{Key: "{one}:log", Limit: log, Cost: 1}}, false},
+		{"concurrency allowed", false, []limits.Hit{{Key: "{one}:slots", Limit: slots, Cost: 1}}, true},
+		{"concurrency refused", false, []limits.Hit{{Key: "{one}:slots", Limit: slots, Cost: 1}}, false},
+		{"lockout allowed", false, []limits.Hit{{Key: "{one}:lock", Limit: lockout, Cost: 1}}, true},
+		{"lockout starts", false, []limits.Hit{{Key: "{one}:lock", Limit: lockout, Cost: 1}}, false},
 	}
 	for _, tc := range cases {
 		if tc.cold {
@@ -83,8 +91,8 @@ func TestOneRoundTrip(t *testing.T) {
 				t.Fatalf("%s: hit %d: %v", tc.name, i, r.Err)
 			}
 		}
-		if got := res[len(res)-1].Allowed; got != tc.allowed {
-			t.Errorf("%s: allowed %v, want %v", tc.name, got, tc.allowed)
+		if got := res[len(res)-1]; got.Allowed != tc.allowed || !got.Allowed && got.RetryAfter <= 0 {
+			t.Errorf("%s: %+v, want allowed %v (a refusal with its wait)", tc.name, got, tc.allowed)
 		}
 		if took >= 1.6 {
 			t.Errorf("%s: the call took %.2f round trips, want one", tc.name, took)

@@ -7,13 +7,17 @@
 // algorithm of package limits, on the state Redis answered (so the
 // embedded store, which decides with the same functions, makes identical
 // decisions), and a hit whose run is refused has its charge undone, again
-// with native commands, in a second round trip that Decide does not wait
-// for unless the answer needs its replies (sendBack). A
+// with native commands, in a second round trip that Decide never waits
+// for (sendBack): every answer is read from the first. Each kind answers
+// to one contract (pending, round.go): the commands it queues, its
+// decision on their replies, what it queues after the answer, its undo;
+// a round is one loop over it, whatever the kinds. A
 // window (fixed_window, sliding_window) is a counter per window that a
 // saturating BITFIELD INCRBY moves (window.go), a bucket (token_bucket,
 // leaky_bucket) one integer that a BITFIELD moves in one atomic step, only
 // if the hit fits (bucket.go), a sliding log a sorted set of one member per
-// unit it counts (log.go). A run of joint hits (the limits of one
+// unit it counts (log.go), a concurrency limit one of slots
+// (concurrency.go), and a lockout wraps any of them (lockout.go). A run of joint hits (the limits of one
 // descriptor, whose keys share a hash tag) is charged together, every hit
 // in the same pipeline, and undone together: if any of its hits is
 // refused, every charge of the run is undone, except those of limits that
@@ -36,8 +40,8 @@
 //     gone and Redis slow) leaves the charge counted until the key
 //     expires (counted in BackFailed, and logged); so does the charge of
 //     a hit whose reply could not be read. Decide returns without waiting
-//     for an undo whose replies its answer does not read: the charge is
-//     then counted up to a round trip after it returns.
+//     for its undos: a charge is counted up to a round trip after it
+//     returns.
 //   - A refund (negative cost) is applied at once when its run cannot be
 //     refused (alone, or with other refunds); in a run that can be, it
 //     only reads in the first round trip and is applied after it, if the
@@ -58,7 +62,8 @@
 // first TIME, and opens the connections of its flushes, as it is made
 // (warmUp), so that a call made soon after finds them; a call that finds
 // no estimate all the same is decided at a provisional instant, this
-// host's wall clock, its TIME riding ahead of its charges: its decisions
+// host's wall clock, its TIME riding ahead of its charges (on a cluster,
+// sent to the clock's master beside them): its decisions
 // stand if that TIME shows Redis's clock could have read that instant when
 // the call started (within the estimate's uncertainty there), and are
 // undone and made again at the estimate otherwise (Store.now).
@@ -101,7 +106,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -110,6 +114,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/envoy-rls/envoy-rls/internal/redispipe"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/breaker"
 )
@@ -190,11 +195,11 @@ type Store struct {
 	client     redisClient
 	single     singleAddr // a single Redis over TCP (refusal.go)
 	cluster    bool
-	clock      func() int64  // Options.Clock
-	redisClock redisClock    // Redis's clock, estimated, when clock is nil
-	batch      *batcher      // nil: one pipeline per call, or per master (nodes)
-	nodes      *nodeBatchers // a cluster's batchers, one per master; nil on one Redis or without batching
-	topo       *topology     // a cluster's map reloads and master checks; nil on one Redis
+	clock      func() int64        // Options.Clock
+	redisClock redispipe.Clock     // Redis's clock, estimated, when clock is nil
+	batch      *batcher            // nil: one pipeline per call, or per master (nodes)
+	nodes      *nodeBatchers       // a cluster's batchers, one per master; nil on one Redis or without batching
+	topo       *redispipe.Topology // a cluster's map reloads and master checks; nil on one Redis
 	onPipeline func(runs int)
 	expiries   *expirySeen // the window counters seen with their TTL set
 	prevs      *prevCounts // the final counts of sliding windows' previous windows
@@ -263,7 +268,7 @@ func New(client redisClient, opts Options) *Store {
 		s.warmUp()
 	}
 	if cluster {
-		s.topo = newTopology(client.(*redis.ClusterClient), func(masters []MasterState) {
+		s.topo = redispipe.NewTopology(client.(*redis.ClusterClient), func(masters []MasterState) {
 			if s.nodes != nil {
 				s.nodes.found(masters)
 			}
@@ -306,8 +311,8 @@ func (s *Store) warmOne() {
 	go func() {
 		defer s.probes.Done()
 		defer s.warming.Add(-1)
-		if err := s.warmClient.Ping(context.Background()).Err(); err == nil || !unavailable(err) {
-			s.answered.Store(localMicros())
+		if err := s.warmClient.Ping(context.Background()).Err(); err == nil || !redispipe.Unavailable(err) {
+			s.answered.Store(redispipe.LocalMicros())
 		}
 	}()
 }
@@ -318,7 +323,7 @@ func (s *Store) warmOne() {
 // breaker does not take a slow Redis for one that is down.
 func (s *Store) AnsweredWithin(d time.Duration) bool {
 	at := s.answered.Load()
-	return at != 0 && localMicros()-at <= d.Microseconds()
+	return at != 0 && redispipe.LocalMicros()-at <= d.Microseconds()
 }
 
 // poolSize is the connections the client keeps for each node, 0 when it
@@ -337,7 +342,7 @@ func (s *Store) poolSize() int {
 // pipelines of their own. It does not close the client.
 func (s *Store) Close() {
 	if s.topo != nil {
-		s.topo.close()
+		s.topo.Close()
 	}
 	if s.batch != nil {
 		s.batch.close()
@@ -377,7 +382,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // ping is Ping without the inspection.
 func (s *Store) ping(ctx context.Context) error {
 	if s.topo != nil {
-		if err := s.topo.check(ctx); err != nil {
+		if err := s.topo.Check(ctx); err != nil {
 			var ue *UnreachableError
 			if errors.As(err, &ue) {
 				return err
@@ -399,7 +404,7 @@ func (s *Store) Masters() []MasterState {
 	if s.topo == nil {
 		return nil
 	}
-	return s.topo.lastMasters()
+	return s.topo.LastMasters()
 }
 
 // MastersFailingFast is how many masters of a cluster have their gate shut
@@ -410,715 +415,4 @@ func (s *Store) MastersFailingFast() int {
 		return 0
 	}
 	return s.nodes.shut()
-}
-
-// Decide implements limits.Store. All hits go out in one pipeline, which a
-// cluster client splits into one round trip per node; with batching, that
-// pipeline also carries the hits of concurrent calls, and a call whose ctx
-// ends first returns at once, its hits failed with ctx's error.
-//
-// A run of hits is a hit on its own or a run of joint hits (Hit.Joint
-// chains a hit to the next, up to the first hit without it); each hit of a
-// run is decided on its own, and the run is charged only if every one of
-// them allows (count_refused limits always keep their charge). The hits of
-// one call are decided in order: a run that names a key an earlier run of
-// the call names goes in a later round, after the earlier one has been
-// decided (and undone), with the same instant.
-//
-// The keys of a joint run must share a hash tag (so that a cluster keeps
-// them on one master) and differ: a run that repeats a key is not sent,
-// every hit of it failed with limits.ErrRepeatedKey, as the embedded store
-// does.
-//
-// Each result carries its own error, so a failure of one command (its node
-// down, a key of the wrong type) leaves the others decided; a failure of
-// one hit of a joint run, or an invalid limit in it, sets the error on
-// every hit of the run, since the run cannot be decided without it (its
-// other charges are undone). Hits beyond len(results) are not decided.
-func (s *Store) Decide(ctx context.Context, hits []limits.Hit, results []limits.Result) {
-	if len(results) < len(hits) {
-		hits = hits[:len(results)]
-	}
-	if len(hits) == 0 {
-		return
-	}
-	at, err := s.now(ctx, hits)
-	if err != nil {
-		failFrom(results[:len(hits)], err)
-		return
-	}
-	dl, ok := ctx.Deadline()
-	s.prevs.observe(dl, ok, time.Now())
-	for first := 0; first < len(hits); {
-		next, held := s.decideRound(ctx, hits, results, first, at)
-		if held {
-			first, at.provisional = next, false // the later rounds at the same instant
-			continue
-		}
-		// A provisional instant that Redis's clock belied: its charges
-		// are being undone, and the round goes again at the estimate.
-		now, err := s.asked(ctx)
-		if err != nil {
-			failFrom(results[first:len(hits)], err)
-			return
-		}
-		at = instant{micros: now}
-	}
-}
-
-// failFrom sets err on every result.
-func failFrom(results []limits.Result, err error) {
-	for i := range results {
-		results[i] = limits.Result{Err: err}
-	}
-}
-
-// instant is the instant of a call, in µs since the epoch. A provisional
-// one is this host's wall clock, read at local (localMicros), for a call
-// that found no estimate of Redis's clock (Store.now): its round's
-// pipeline carries a TIME, and its decisions stand only if that TIME
-// shows Redis's clock could have read micros at local (redisClock.holds).
-type instant struct {
-	micros, local int64
-	provisional   bool
-}
-
-// pending is one hit of a round, its commands queued: a *windowHit, a
-// *bucketHit, a *logHit or a *concHit (a lockout's lock is read beside it).
-type pending interface {
-	// undo queues in back what takes the hit's charge back, its run
-	// refused, and returns, for a refused hit whose answer needs reads
-	// that go with it, the function that answers once back has run.
-	undo(ctx context.Context, back *work, u undoing) func() (limits.Result, error)
-	// refundLater is a refund's commands held back until its run is
-	// allowed (refundsLater), nil for any other hit.
-	refundLater() []redis.Cmder
-}
-
-func (wh *windowHit) refundLater() []redis.Cmder { return wh.refund }
-func (blockHit) refundLater() []redis.Cmder      { return nil }
-
-// blockHit is a hit of a block rule (limits.Limit.Blocks): refused
-// without a command, since Redis keeps nothing for it; its run is refused
-// with it.
-type blockHit struct{}
-
-func (blockHit) undo(context.Context, *work, undoing) func() (limits.Result, error) { return nil }
-func (bh *bucketHit) refundLater() []redis.Cmder                                    { return bh.refund }
-
-// undoing is what an undo needs beyond the hit: whether the hit itself was
-// allowed, and the latest instant (µs) a concurrent hit may have been
-// decided at (Store.latest).
-type undoing struct {
-	allowed bool
-	latest  int64
-}
-
-// span is one run of a round: hits[first..last].
-type span struct{ first, last int }
-
-// roundOnStack is the number of hits and runs a round holds on the stack,
-// without allocating: a call is a few hits.
-const roundOnStack = 8
-
-// decideRound decides the runs of hits from first on, up to the first run
-// that names a key an earlier one of the round names, and returns where it
-// stopped: one pass that queues every hit's commands, one send, one pass
-// that decides, one that undoes the refused runs, and their send.
-//
-// A round at a provisional instant (held false) whose TIME belies it
-// decides nothing: its charges are undone aside (takeBack), and the call
-// decides the runs from first again.
-func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []limits.Result, first int, at instant) (end int, held bool) {
-	// A round's runs, and each hit's pending commands, by index in the
-	// call's hits (nil for a hit of a run that was not sent).
-	var runsOnStack [roundOnStack]span
-	var pendOnStack [roundOnStack]pending
-	pend := pendOnStack[:]
-	if len(hits) > roundOnStack {
-		pend = make([]pending, len(hits))
-	}
-	wk := &work{}
-	if at.provisional {
-		wk.clock = s.newClockProbe() // first in the pipeline, before the charges
-	}
-	runs, end := s.plan(ctx, hits, results, first, at, runsOnStack[:0], pend, wk)
-	if wk.decisions == 0 {
-		return end, true
-	}
-	if len(wk.cmds) == 0 { // every run is a block rule's: nothing sent, nothing charged
-		at.provisional = false
-	} else {
-		s.send(ctx, wk)
-	}
-	if wk.err != nil {
-		s.expiries.forget()
-		// The call stopped waiting: its commands may still be running, and
-		// their replies are not for it to read.
-		for _, r := range runs {
-			failRun(hits, results, r, wk.err)
-		}
-		return end, true
-	}
-	if at.provisional {
-		if err := wk.clock.err(); err != nil {
-			// The TIME failed, as the charges after it may have: the round
-			// fails, its charges counted (stricter, never looser).
-			for _, r := range runs {
-				failRun(hits, results, r, err)
-			}
-			return end, true
-		}
-		if !s.redisClock.holds(at.local, at.micros) {
-			s.takeBack(ctx, hits, results, runs, pend)
-			return first, false
-		}
-	}
-	now := at.micros
-	back := &work{}
-	s.decideHits(ctx, hits, results, runs, pend, back)
-	lockRefusals(ctx, results, wk.locks, back)
-	later := s.undoRefused(ctx, results, runs, pend, back, s.latest(now))
-	lockRefunds(results, wk.locks, back)
-	s.sendBack(ctx, hits, results, back, later, startsLock(wk.locks))
-	lockAnswers(ctx, hits, results, wk.locks)
-	return end, true
-}
-
-// takeBack undoes, aside, every charge of a round decided at a provisional
-// instant that Redis's clock belied, as if each of its runs were refused:
-// whatever it allowed was decided at the wrong instant. A bucket keeps its
-// charge (keepBuckets: stricter, never looser), as does a count_refused
-// limit's; its refunds only read (plan), so the round going again applies
-// them once.
-func (s *Store) takeBack(ctx context.Context, hits []limits.Hit, results []limits.Result, runs []span, pend []pending) {
-	back := &work{}
-	s.decideHits(ctx, hits, results, runs, pend, back)
-	for _, r := range runs {
-		for i := r.first; i <= r.last; i++ {
-			if results[i].Err == nil {
-				pend[i].undo(ctx, back, undoing{allowed: results[i].Allowed, latest: keepBuckets})
-			}
-		}
-	}
-	if len(back.cmds) > 0 {
-		s.sendAside(ctx, back)
-	}
-}
-
-// keepBuckets is an instant (µs) so late that a bucket's undo given it as
-// the latest a concurrent hit was decided at gives nothing back (and
-// times 1000, in ns, still fits an int64).
-const keepBuckets = int64(1) << 52
-
-// startsLock reports whether a refusal of the round starts a lock, whose
-// answer waits for its SET (lockAnswers).
-func startsLock(locks []*lockHit) bool {
-	for _, lk := range locks {
-		if lk.start != nil {
-			return true
-		}
-	}
-	return false
-}
-
-// plan queues in wk the commands of every run from first on, up to the
-// first that repeats a key of an earlier one, keeps each hit's in pend,
-// and returns the runs, appended to runs, and where it stopped. A run that
-// cannot be decided (an invalid limit, a repeated key) has its error set
-// here and sends nothing.
-func (s *Store) plan(ctx context.Context, hits []limits.Hit, results []limits.Result, first int, at instant, runs []span, pend []pending, wk *work) ([]span, int) {
-	now, prevs := at.micros, s.prevs
-	if at.provisional {
-		prevs = coldPrevs // no previous window's count taken as final on it
-	}
-	end := first
-	for end < len(hits) {
-		last := end
-		for last < len(hits)-1 && hits[last].Joint {
-			last++
-		}
-		if end > first && repeats(hits[first:end], hits[end:last+1]) {
-			break
-		}
-		r := span{first: end, last: last}
-		end = last + 1
-		if err := validate(hits[r.first : r.last+1]); err != nil {
-			for i := r.first; i <= r.last; i++ {
-				results[i] = limits.Result{Err: err}
-			}
-			continue
-		}
-		refunds := refundsLater(hits[r.first : r.last+1])
-		for i := r.first; i <= r.last; i++ {
-			h := &hits[i]
-			// A count_refused limit keeps what its hit does, whatever the
-			// run's verdict: its refund need not wait, but at a
-			// provisional instant, which may be belied, every refund waits.
-			later := h.Cost < 0 && (at.provisional || refunds && !h.Limit.CountRefused)
-			switch {
-			case h.Limit.Blocks():
-				pend[i] = blockHit{}
-			case isWindow(h.Limit.Algorithm):
-				pend[i] = newWindowHit(ctx, i, h, now, s.expiries, prevs, wk, later)
-			case h.Limit.Algorithm == limits.TokenBucket || h.Limit.Algorithm == limits.LeakyBucket:
-				pend[i] = newBucketHit(ctx, i, h, now, wk, later)
-			case h.Limit.Algorithm == limits.Concurrency:
-				pend[i] = newConcHit(ctx, i, h, now, s.members, wk, later)
-				pend[i].(*concHit).send = s.send
-			default:
-				pend[i] = newLogHit(ctx, i, h, now, s.members, wk, later)
-			}
-			if h.Limit.BlockFor > 0 && !h.Limit.Blocks() {
-				wk.locks = append(wk.locks, newLockHit(ctx, i, r, h, now, wk, later))
-			}
-		}
-		runs = append(runs, r)
-	}
-	wk.decisions = len(runs)
-	return runs, end
-}
-
-// refundsLater reports whether the refunds of run must wait for its
-// verdict: a run that may be refused (one of its hits consumes, or peeks)
-// and also refunds. A refund taken back after a refusal would have let a concurrent
-// hit in where it did not fit, so such a refund only reads in the call's
-// pipeline, and is applied with the undos, if its run is allowed. The
-// service never sends one (the limits of a descriptor share its cost).
-func refundsLater(run []limits.Hit) bool {
-	if len(run) == 1 {
-		return false
-	}
-	refusable, refunds := false, false
-	for _, h := range run {
-		refusable = refusable || h.Cost >= 0
-		refunds = refunds || h.Cost < 0
-	}
-	return refusable && refunds
-}
-
-// decideHits decides every hit of the round from its replies (a window's
-// missing PEXPIRE queued in back), the buckets that must go again at a
-// later instant sent again until they are decided (decideBuckets).
-func (s *Store) decideHits(ctx context.Context, hits []limits.Hit, results []limits.Result, runs []span, pend []pending, back *work) {
-	var buckets []*bucketHit
-	for _, r := range runs {
-		for i := r.first; i <= r.last; i++ {
-			var res limits.Result
-			var err error
-			switch h := pend[i].(type) {
-			case blockHit:
-				res = limits.Result{}
-			case *windowHit:
-				res, err = h.decide(ctx, s, back)
-			case *logHit:
-				res, err = h.decide()
-			case *concHit:
-				res, err = h.decide()
-			case *bucketHit:
-				buckets = append(buckets, h)
-				continue
-			}
-			if err != nil {
-				res = limits.Result{Err: storeError(hits[i].Limit.Algorithm.String(), err)}
-			}
-			results[i] = res
-		}
-	}
-	s.decideBuckets(ctx, hits, results, buckets, pend)
-}
-
-// undoRefused queues in back the undo of every run that a hit of it
-// refused, or failed: then every hit of the run fails with the first
-// error. A hit that failed is not undone: whether it charged is unknown,
-// and keeping a charge is stricter, never looser. It returns the refused
-// hits whose answers wait for back.
-func (s *Store) undoRefused(ctx context.Context, results []limits.Result, runs []span, pend []pending, back *work, latest int64) []lateAnswer {
-	var later []lateAnswer
-	for _, r := range runs {
-		refused := false
-		var err error
-		for i := r.first; i <= r.last; i++ {
-			refused = refused || !results[i].Allowed
-			if err == nil {
-				err = results[i].Err
-			}
-		}
-		if !refused {
-			for i := r.first; i <= r.last; i++ {
-				back.cmds = append(back.cmds, pend[i].refundLater()...)
-			}
-			continue
-		}
-		for i := r.first; i <= r.last; i++ {
-			if results[i].Err != nil {
-				continue
-			}
-			answer := pend[i].undo(ctx, back, undoing{allowed: results[i].Allowed, latest: latest})
-			if answer != nil && err == nil {
-				later = append(later, lateAnswer{i, answer})
-			}
-		}
-		if err != nil {
-			for i := r.first; i <= r.last; i++ {
-				results[i] = limits.Result{Err: err}
-			}
-		}
-	}
-	return later
-}
-
-// lateAnswer is the answer of hit i, once the undos and reads of its round
-// have run.
-type lateAnswer struct {
-	i      int
-	answer func() (limits.Result, error)
-}
-
-// sendBack sends the undos, held-back refunds, expiries and reads in
-// back, and answers the hits that wait for them (later). Only those
-// answers, and a lock's start (locks), need back's replies: otherwise the
-// call returns at once and back goes aside (sendAside), a round trip
-// fewer for the call, its charges counted the longer. With Options.Clock
-// (tests, which compare each call with the embedded store's) the call
-// waits for back, so that its next call sees it done. A call whose ctx
-// has ended sends back aside all the same: those hits then fail with its
-// error.
-func (s *Store) sendBack(ctx context.Context, hits []limits.Hit, results []limits.Result, back *work, later []lateAnswer, locks bool) {
-	if len(back.cmds) == 0 {
-		return
-	}
-	failed := ctx.Err()
-	switch {
-	case failed == nil && (len(later) > 0 || locks || s.clock != nil):
-		s.send(ctx, back)
-		failed = back.err
-		if failed == nil {
-			s.backDone(back)
-		}
-	default:
-		s.sendAside(ctx, back)
-	}
-	for _, l := range later {
-		res, err := limits.Result{}, failed
-		if err == nil {
-			res, err = l.answer()
-		}
-		if err != nil {
-			res = limits.Result{Err: storeError(hits[l.i].Limit.Algorithm.String(), err)}
-		}
-		results[l.i] = res
-	}
-}
-
-// sendAside sends back from a goroutine of its own, on a context without
-// the call's cancellation or deadline (the client's timeouts bound it),
-// and counts and logs its failure (backDone). An undo that fails (Redis
-// gone) leaves the charge counted until the key expires: stricter, never
-// looser. Close waits for it (settle).
-func (s *Store) sendAside(ctx context.Context, back *work) {
-	s.aside.Add(1)
-	go func() {
-		defer s.aside.Done()
-		s.send(context.WithoutCancel(ctx), back)
-		s.backDone(back)
-	}()
-}
-
-// backDone counts, and logs at most every backLogEvery, a back whose
-// commands did not all run: an undo, a refund, an expiry or a read that
-// Redis did not do.
-func (s *Store) backDone(back *work) {
-	err := back.err
-	for _, c := range back.cmds {
-		if err != nil {
-			break
-		}
-		if e := c.Err(); e != nil && !errors.Is(e, redis.Nil) {
-			err = e
-		}
-	}
-	if err == nil {
-		return
-	}
-	n := s.backFailed.Add(1)
-	now := localMicros()
-	if last := s.backLogged.Load(); (last == 0 || now-last >= backLogEvery) && s.backLogged.CompareAndSwap(last, now) {
-		s.log.Warn("redisstore: undos or refunds not done: their charges stay counted until their keys expire",
-			zap.Int64("failed_so_far", n), zap.Error(err))
-	}
-}
-
-// backLogEvery is the least time, in µs, between two logs of backs that
-// failed (backDone).
-const backLogEvery = int64(10 * time.Second / time.Microsecond)
-
-// BackFailed is how many undos (with the refunds, expiries and reads sent
-// with them) have failed since the store was made: each left a charge
-// counted until its key expires.
-func (s *Store) BackFailed() int64 { return s.backFailed.Load() }
-
-// decideBuckets decides the bucket hits of a round from their replies, and
-// sends again those that must go again at the later instant their key has
-// seen (bucketHit.decide), twice at most: the third attempt is answered as
-// Redis decides it at its own instant. A hit sent again takes its first
-// one's place in pend.
-func (s *Store) decideBuckets(ctx context.Context, hits []limits.Hit, results []limits.Result, buckets []*bucketHit, pend []pending) {
-	for attempt := 0; len(buckets) > 0; attempt++ {
-		var again []*bucketHit
-		wk := &work{}
-		for _, bh := range buckets {
-			res, later, err := bh.decide()
-			switch {
-			case err != nil:
-				res = limits.Result{Err: storeError(bh.limit.Algorithm.String(), err)}
-			case later > 0:
-				bh = newBucketHit(ctx, bh.i, &hits[bh.i], later, wk, false)
-				bh.last = attempt >= 1
-				pend[bh.i] = bh
-				again = append(again, bh)
-				continue
-			}
-			results[bh.i] = res
-		}
-		if len(again) == 0 {
-			return
-		}
-		wk.decisions = len(again)
-		s.send(ctx, wk)
-		if err := firstErr(wk.err, context.Cause(ctx)); err != nil {
-			for _, bh := range again {
-				results[bh.i] = limits.Result{Err: storeError(bh.limit.Algorithm.String(), err)}
-				// Sent or not, its charge is not for this call to read:
-				// nothing of it to undo.
-				bh.op = nil
-			}
-			return
-		}
-		buckets = again
-	}
-}
-
-// firstErr is the first error that is not nil.
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// failRun sets err, as the run's failure, on every hit of the run.
-func failRun(hits []limits.Hit, results []limits.Result, r span, err error) {
-	what := hits[r.first].Limit.Algorithm.String()
-	if r.last > r.first {
-		what = fmt.Sprintf("joint run of %d hits", r.last-r.first+1)
-	}
-	err = storeError(what, err)
-	for i := r.first; i <= r.last; i++ {
-		results[i] = limits.Result{Err: err}
-	}
-}
-
-// repeats reports whether a hit of run names a key that a hit of before
-// names: an earlier run's charge is undone only after the round's replies,
-// so a later hit on its key would see it. Calls are a few hits long:
-// comparing each pair costs less than a map.
-func repeats(before, run []limits.Hit) bool {
-	for i := range run {
-		for j := range before {
-			if before[j].Key == run[i].Key {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// validate checks a run's limits and keys before anything is sent.
-func validate(run []limits.Hit) error {
-	joint := len(run) > 1
-	if k := limits.RepeatedKey(run); k >= 0 {
-		return fmt.Errorf("redisstore: joint run of %d hits: hit %d (%s): %w", len(run), k, run[k].Key, limits.ErrRepeatedKey)
-	}
-	for i, h := range run {
-		l := h.Limit
-		err := l.Validate()
-		if err == nil && !l.Algorithm.Implemented() {
-			err = fmt.Errorf("%w: %s", errNoAlgorithm, l.Algorithm)
-		}
-		switch {
-		case err != nil && joint:
-			return fmt.Errorf("redisstore: joint run of %d hits: hit %d (%s): %w", len(run), i, h.Key, err)
-		case err != nil:
-			return fmt.Errorf("redisstore: %w", err)
-		}
-	}
-	return nil
-}
-
-// errNoAlgorithm is returned for an algorithm that package limits
-// implements but this store does not (yet).
-var errNoAlgorithm = errors.New("no Redis commands for algorithm")
-
-// errReply is returned for a reply that is not of the shape the command
-// answers: a key that holds something else, or a proxy in the way.
-var errReply = errors.New("unexpected reply")
-
-// latest is the latest instant, in µs, a hit concurrent with a call
-// decided at now can have been decided at: now itself with Options.Clock
-// (tests, whose instants are their own), or else the estimate of Redis's
-// clock plus twice its uncertainty (this instance's, and another's taken
-// to be as good, as prevCounts takes their deadlines).
-func (s *Store) latest(now int64) int64 {
-	if s.clock != nil {
-		return now
-	}
-	now, u, ok := s.redisClock.now()
-	if !ok {
-		return keepBuckets // no estimate: keep every bucket charge
-	}
-	return now + 2*u
-}
-
-// now is the instant of a call: Options.Clock's, or Redis's clock as
-// estimated from the TIME of earlier pipelines (fresh). Without an
-// estimate (the first calls, or after 100 s idle), on a single Redis, a
-// call whose hits allow it takes a provisional instant, this host's wall
-// clock, and its pipeline carries the TIME that checks it (decideRound):
-// one round trip, as with an estimate. Otherwise it waits for a TIME that
-// every call in the same case shares (asked).
-func (s *Store) now(ctx context.Context, hits []limits.Hit) (instant, error) {
-	if s.clock != nil {
-		return instant{micros: s.clock()}, nil
-	}
-	if now, ok := s.redisClock.fresh(); ok {
-		return instant{micros: now}, nil
-	}
-	if s.mayGuess(hits) {
-		return instant{micros: s.wall().UnixMicro(), local: localMicros(), provisional: true}, nil
-	}
-	now, err := s.asked(ctx)
-	return instant{micros: now}, err
-}
-
-// mayGuess reports whether a call of hits may be decided at a provisional
-// instant: on a single Redis (a cluster's TIME goes aside, not in the
-// call's pipeline), and none of its hits a concurrency limit's (whose
-// release gives back slots in a second round trip of its own) or under a
-// lockout (whose refusal starts a lock that an undo could not lift).
-func (s *Store) mayGuess(hits []limits.Hit) bool {
-	if s.cluster {
-		return false
-	}
-	for i := range hits {
-		if hits[i].Limit.Algorithm == limits.Concurrency || hits[i].Limit.BlockFor > 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// asked is Options.Clock's instant, or Redis's clock, estimated: at once
-// if the estimate is fresh, else once a TIME that every call in the same
-// case shares (ask) is answered. It is never provisional.
-func (s *Store) asked(ctx context.Context) (int64, error) {
-	if s.clock != nil {
-		return s.clock(), nil
-	}
-	if now, ok := s.redisClock.fresh(); ok {
-		return now, nil
-	}
-	a := s.ask()
-	select {
-	case <-a.done:
-	case <-ctx.Done():
-		return 0, storeError("clock", ctx.Err())
-	}
-	if a.err != nil {
-		return 0, storeError("clock", a.err)
-	}
-	now, _, _ := s.redisClock.now()
-	return now, nil
-}
-
-// clockAsk is a TIME asked for calls that have no estimate of the clock to
-// use: done is closed once it is answered, or failed with err.
-type clockAsk struct {
-	done chan struct{}
-	err  error
-}
-
-// ask returns the TIME out for calls without an estimate, or sends one:
-// from a goroutine of its own, with no deadline but the client's
-// timeouts, so that the calls that wait for it each wait as long as their
-// own deadline allows, none queues behind another, and one that gives up
-// does not fail the others.
-func (s *Store) ask() *clockAsk {
-	s.askMu.Lock()
-	defer s.askMu.Unlock()
-	if s.asking != nil {
-		return s.asking
-	}
-	a := &clockAsk{done: make(chan struct{})}
-	s.asking = a
-	s.probes.Add(1)
-	go func() {
-		defer s.probes.Done()
-		err := s.askClock(context.Background())
-		s.askMu.Lock()
-		s.asking = nil
-		s.askMu.Unlock()
-		a.err = err
-		close(a.done)
-	}()
-	return a
-}
-
-// storeError wraps err, what a command for what answered, as the
-// store reports it: unavailable for a store that is down.
-func storeError(what string, err error) error {
-	var re redis.Error
-	switch {
-	case errors.Is(err, errMalformed), errors.Is(err, errReply), errors.Is(err, errDisagree):
-		return fmt.Errorf("redisstore: %s: %w", what, err)
-	case errors.As(err, &re) && strings.Contains(err.Error(), "not an integer"):
-		return fmt.Errorf("redisstore: %s: %w: %w", what, errMalformed, err)
-	case unavailable(err):
-		return fmt.Errorf("redisstore: %s: %w: %w", what, limits.ErrUnavailable, err)
-	}
-	return fmt.Errorf("redisstore: %s: %w", what, err)
-}
-
-// send runs wk, merged with the work of concurrent calls if batching is
-// on.
-func (s *Store) send(ctx context.Context, wk *work) {
-	if s.tracer != nil {
-		wk.caller = callerSpan(ctx) // trace.go
-	}
-	switch {
-	case ctx.Err() != nil:
-	case s.batch != nil && s.batch.do(ctx, wk):
-		return
-	case s.nodes != nil && s.nodes.do(ctx, wk):
-		return
-	}
-	s.exec(ctx, wk)
-}
-
-// unavailable tells a store that is down or unreachable (no connection, a
-// timeout, a cluster without a master for the slot) from a reply error of a
-// store that answered (a key of the wrong type).
-func unavailable(err error) bool {
-	var re redis.Error
-	if !errors.As(err, &re) {
-		return true
-	}
-	for _, p := range []string{"CLUSTERDOWN", "LOADING", "MASTERDOWN", "TRYAGAIN", "BUSY", "NOAUTH", "WRONGPASS"} {
-		if redis.HasErrorPrefix(err, p) {
-			return true
-		}
-	}
-	return false
 }

@@ -102,7 +102,9 @@ type windowHit struct {
 	// fails the hit: a counter must not live without a TTL unnoticed.
 	expire *redis.IntCmd
 	seen   uint64
-	ttl    int64
+	// expiries are the counters seen with their TTL set (Store.expiries).
+	expiries *expirySeen
+	ttl      int64
 	// before is the count the hit found, once decided.
 	before int64
 }
@@ -121,7 +123,7 @@ func newWindowHit(ctx context.Context, i int, h *limits.Hit, now int64, seen *ex
 	if l.Algorithm == limits.SlidingWindow {
 		end = f.Next
 	}
-	wh.seen, wh.ttl = seen.hash(wh.cur), ttlMillis(end-now)
+	wh.expiries, wh.seen, wh.ttl = seen, seen.hash(wh.cur), ttlMillis(end-now)
 	key := any(wh.cur)
 	switch {
 	case h.Cost < 0 && refundLater:
@@ -192,7 +194,13 @@ func (wh *windowHit) charges() bool { return wh.op != nil && wh.cost > 0 }
 
 // decide decides the hit from its commands' replies, and queues in back
 // the PEXPIRE that a counter it created lacks.
-func (wh *windowHit) decide(ctx context.Context, s *Store, back *work) (limits.Result, error) {
+func (wh *windowHit) decide(ctx context.Context, back *work) (limits.Result, int64, error) {
+	res, err := wh.decideWindow(ctx, back)
+	return res, 0, err
+}
+
+// decideWindow is decide, which a window never asks to go again.
+func (wh *windowHit) decideWindow(ctx context.Context, back *work) (limits.Result, error) {
 	cur, err := wh.current()
 	var prev int64
 	switch {
@@ -208,7 +216,7 @@ func (wh *windowHit) decide(ctx context.Context, s *Store, back *work) (limits.R
 		prev = wh.prevN
 	}
 	if err != nil {
-		s.expiries.forget()
+		wh.expiries.forget()
 		return limits.Result{}, err
 	}
 	if cur > maxCount {
@@ -216,7 +224,7 @@ func (wh *windowHit) decide(ctx context.Context, s *Store, back *work) (limits.R
 		return limits.Result{}, fmt.Errorf("%w under key %s", errMalformed, wh.cur)
 	}
 	wh.before = cur
-	wh.checkExpiry(ctx, s.expiries, back)
+	wh.checkExpiry(ctx, wh.expiries, back)
 	if l := wh.limit; l.CountRefused {
 		cur, prev = min(cur, 2*l.Requests), min(prev, 2*l.Requests)
 	}
@@ -261,13 +269,12 @@ func (wh *windowHit) current() (int64, error) {
 // undo queues in back what takes the hit's charge back, its run refused:
 // its cost, unless its limit counts refused hits. Saturating, so never
 // below zero, and with PEXPIRE … NX for a counter that expired meanwhile.
-func (wh *windowHit) undo(ctx context.Context, back *work, _ undoing) func() (limits.Result, error) {
+func (wh *windowHit) undo(ctx context.Context, back *work, _ undoing) {
 	if wh.charges() && !wh.limit.CountRefused {
 		back.cmds = append(back.cmds,
 			redis.NewIntSliceCmd(ctx, "bitfield", wh.cur, "overflow", "sat", "incrby", "u63", 0, -wh.cost),
 			wh.expireCmd(ctx))
 	}
-	return nil
 }
 
 // errMalformed marks a key that holds a value this build did not write.

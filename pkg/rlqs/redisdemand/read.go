@@ -13,12 +13,9 @@ import (
 // changing it. An entry is live as RecordAll reads it: its expiry is
 // after Redis's clock.
 func (s *Store) Demands(ctx context.Context, bucket string) (map[string]share.Demand, error) {
-	now, _, ok := s.clock.now()
-	if !ok {
-		if err := s.sample(ctx); err != nil {
-			return nil, err
-		}
-		now, _, _ = s.clock.now()
+	now, _, err := s.now(ctx)
+	if err != nil {
+		return nil, err
 	}
 	all, err := s.client.HGetAll(ctx, s.Key(bucket)).Result()
 	if err != nil {

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/envoy-rls/envoy-rls/internal/redispipe"
 	"github.com/envoy-rls/envoy-rls/pkg/rlqs/internal/share"
 )
 
@@ -29,7 +29,10 @@ type commands interface {
 type Store struct {
 	client commands
 	prefix string
-	clock  clock
+	// clock is the estimate of Redis's clock, as the Redis store keeps
+	// it: instances whose own clocks disagree still agree on which
+	// entries are live.
+	clock redispipe.Clock
 }
 
 // New returns a store whose keys start with prefix (the -redis-key-prefix,
@@ -38,49 +41,21 @@ func New(client commands, prefix string) *Store {
 	return &Store{client: client, prefix: prefix}
 }
 
-// resample is how often the store reads Redis's clock again. An entry's
-// expiry is several report intervals (seconds) away, so the clock needs
-// no more than to agree among instances within milliseconds: a sample
-// carried forward on this process's monotonic clock does, for this long.
-const resample = 30 * time.Second
-
-// clock estimates the Redis server's clock, in milliseconds since the
-// epoch: a TIME answer, read at the middle of its round trip, carried
-// forward on the monotonic clock. Instances whose own clocks disagree
-// still agree on which entries are live.
-type clock struct {
-	mu      sync.Mutex
-	redisMs int64     // the sample, 0 before the first
-	at      time.Time // when it was taken (monotonic)
-}
-
-// now returns the estimate and whether a new sample is due; ok is false
-// before the first sample.
-func (c *clock) now() (ms int64, due, ok bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.redisMs == 0 {
-		return 0, true, false
-	}
-	since := time.Since(c.at)
-	return c.redisMs + since.Milliseconds(), since > resample, true
-}
-
-// observe records a TIME answer t received between sent and got.
-func (c *clock) observe(t time.Time, sent, got time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.redisMs, c.at = t.UnixMilli(), sent.Add(got.Sub(sent)/2)
-}
+// resample is how often, in µs, the store reads Redis's clock again. An
+// entry's expiry is several report intervals (seconds) away, so the clock
+// needs no more than to agree among instances within milliseconds: a
+// sample carried forward on this process's monotonic clock does, for this
+// long.
+const resample = int64(30 * time.Second / time.Microsecond)
 
 // sample reads Redis's clock in a round trip of its own (the first report).
 func (s *Store) sample(ctx context.Context) error {
-	sent := time.Now()
+	sent := redispipe.LocalMicros()
 	t, err := s.client.Time(ctx).Result()
 	if err != nil {
 		return fmt.Errorf("redisdemand: reading Redis's clock: %w", err)
 	}
-	s.clock.observe(t, sent, time.Now())
+	s.clock.Observe(sent, redispipe.LocalMicros(), t.UnixMicro())
 	return nil
 }
 
@@ -90,17 +65,18 @@ func (s *Store) Key(bucket string) string {
 	return s.prefix + "rlqs:{" + hex.EncodeToString(sum[:12]) + "}"
 }
 
-// now returns the estimate of Redis's clock, sampling it first in a round
-// trip of its own if there is none yet, and whether a new sample is due.
+// now returns the estimate of Redis's clock in milliseconds, sampling it
+// first in a round trip of its own if there is none yet, and whether a new
+// sample is due.
 func (s *Store) now(ctx context.Context) (ms int64, due bool, err error) {
-	ms, due, ok := s.clock.now()
+	us, _, ok := s.clock.Now()
 	if !ok {
 		if err := s.sample(ctx); err != nil {
 			return 0, false, err
 		}
-		ms, due, _ = s.clock.now()
+		us, _, _ = s.clock.Now()
 	}
-	return ms, due, nil
+	return us / 1000, s.clock.Due(resample), nil
 }
 
 // RecordAll implements rlqs.DemandStore: one pipeline of HSET and PEXPIRE
@@ -121,12 +97,12 @@ func (s *Store) RecordAll(ctx context.Context, client string, buckets []string, 
 		p.HSet(ctx, key, client, strconv.FormatInt(now+ms, 10)+" "+encode(demands[i]))
 		p.PExpire(ctx, key, time.Duration(ms)*time.Millisecond)
 	}
-	sent := time.Now()
+	sent := redispipe.LocalMicros()
 	if _, err := p.Exec(ctx); err != nil {
 		return fmt.Errorf("redisdemand: recording demands: %w", err)
 	}
 	if tc != nil {
-		s.clock.observe(tc.Val(), sent, time.Now())
+		s.clock.Observe(sent, redispipe.LocalMicros(), tc.Val().UnixMicro())
 	}
 	return nil
 }

@@ -11,6 +11,6 @@ import "github.com/prometheus/client_golang/prometheus"
 func (m *Metrics) RedisUndosFailed(failed func() int64) {
 	m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "rls_store_redis_undos_failed_total",
-		Help: "Undos of refused charges (with the refunds, expiries and lockout starts sent with them) that Redis did not apply: each left a charge counted until its key expires.",
+		Help: "Undos of refused charges (with the refunds, expiries and lock starts sent with them) that Redis did not apply: each left a charge counted until its key expires.",
 	}, func() float64 { return float64(failed()) }))
 }

@@ -50,12 +50,12 @@ func (s *Store) sendAside(ctx context.Context, back *work) {
 // commands did not all run: an undo, a refund, an expiry or a lock's
 // start that Redis did not do. Then it sends what follows back (work.then).
 func (s *Store) backDone(ctx context.Context, back *work) {
-	if back.err == nil {
-		for _, then := range back.then {
+	if back.Err == nil {
+		for _, then := range back.Then {
 			then(ctx)
 		}
 	}
-	err := back.err
+	err := back.Err
 	for _, c := range back.cmds {
 		if err != nil {
 			break
@@ -92,22 +92,6 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
-}
-
-// send runs wk, merged with the work of concurrent calls if batching is
-// on.
-func (s *Store) send(ctx context.Context, wk *work) {
-	if s.tracer != nil {
-		wk.caller = callerSpan(ctx) // trace.go
-	}
-	switch {
-	case ctx.Err() != nil:
-	case s.batch != nil && s.batch.do(ctx, wk):
-		return
-	case s.nodes != nil && s.nodes.do(ctx, wk):
-		return
-	}
-	s.exec(ctx, wk)
 }
 
 // storeError wraps err, what a command for what answered, as the

@@ -193,7 +193,7 @@ type Options struct {
 type Store struct {
 	members *logMembers // names of the sliding log members this store adds
 	client  redisClient
-	single  singleAddr // a single Redis over TCP (refusal.go)
+	single  redispipe.SingleAddr // a single Redis over TCP (redispipe.Refusal)
 	cluster bool
 	clock   func() int64 // Options.Clock
 	// pipes send the work of calls, merged, and estimate Redis's clock
@@ -225,7 +225,7 @@ type Store struct {
 // closes it, after Close.
 func New(client redisClient, opts Options) *Store {
 	_, cluster := client.(*redis.ClusterClient)
-	s := &Store{members: newLogMembers(), client: client, single: singleOf(client), cluster: cluster, clock: opts.Clock,
+	s := &Store{members: newLogMembers(), client: client, single: redispipe.SingleOf(client), cluster: cluster, clock: opts.Clock,
 		expiries: newExpirySeen(), prevs: newPrevCounts(), resetChannel: opts.ResetChannel, inspect: newInspector(client, opts), log: opts.Logger, wall: time.Now}
 	if s.log == nil {
 		s.log = zap.NewNop()
@@ -287,7 +287,7 @@ func (s *Store) ping(ctx context.Context) error {
 		return nil
 	}
 	if err := s.client.Ping(ctx).Err(); err != nil {
-		return s.refusal(ctx, fmt.Errorf("redisstore: ping: %w", err))
+		return redispipe.Refusal(ctx, s.single, fmt.Errorf("redisstore: ping: %w", err))
 	}
 	return nil
 }

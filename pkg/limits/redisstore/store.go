@@ -114,6 +114,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/envoy-rls/envoy-rls/internal/redisinspect"
 	"github.com/envoy-rls/envoy-rls/internal/redispipe"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/breaker"
@@ -206,8 +207,13 @@ type Store struct {
 	resetChannel string
 	hearing      *redis.PubSub
 	heard        sync.WaitGroup
-	// inspect checks Redis for what no call reports, at each Ping.
-	inspect *inspector
+	// inspect checks Redis for what no call reports, at each Ping; what
+	// its probe checks is the store's: prefix is Options.KeyPrefix, rlqs
+	// Options.RLQS, needs Options.Needs (probeCmds).
+	inspect *redisinspect.Inspector
+	prefix  string
+	rlqs    bool
+	needs   func() Needs
 	// log is Options.Logger (a no-op if nil); backFailed counts the backs
 	// that failed, backLogged is when one was last logged (backDone).
 	log        *zap.Logger
@@ -226,10 +232,11 @@ type Store struct {
 func New(client redisClient, opts Options) *Store {
 	_, cluster := client.(*redis.ClusterClient)
 	s := &Store{members: newLogMembers(), client: client, single: redispipe.SingleOf(client), cluster: cluster, clock: opts.Clock,
-		expiries: newExpirySeen(), prevs: newPrevCounts(), resetChannel: opts.ResetChannel, inspect: newInspector(client, opts), log: opts.Logger, wall: time.Now}
+		expiries: newExpirySeen(), prevs: newPrevCounts(), resetChannel: opts.ResetChannel, prefix: opts.KeyPrefix, rlqs: opts.RLQS, needs: opts.Needs, log: opts.Logger, wall: time.Now}
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
+	s.inspect = redisinspect.New(client, redisinspect.Options{KeyPrefix: opts.KeyPrefix, Channel: opts.ResetChannel, Probe: s.probeCmds, Logger: opts.Logger})
 	s.pipes = redispipe.NewPipes(client, redispipe.Options{Batch: opts.Batching != BatchOff, Flushes: opts.Flushes,
 		OnPipeline: opts.OnPipeline, OnGate: opts.OnGate, Tracer: opts.Tracer, FixedClock: opts.Clock != nil})
 	return s
@@ -271,7 +278,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err := s.ping(ctx); err != nil {
 		return err
 	}
-	return s.inspect.check(ctx)
+	return s.inspect.Check(ctx)
 }
 
 // ping is Ping without the inspection.

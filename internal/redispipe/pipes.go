@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
 )
 
 // client is the part of go-redis that Pipes uses, so that a plain client
@@ -43,6 +44,9 @@ type Options struct {
 	// Tracer, when set, traces every pipeline sent for a call whose
 	// context holds a sampled span (trace.go).
 	Tracer trace.Tracer
+	// Logger says what work sent aside failed to do (Done); nil logs
+	// nothing.
+	Logger *zap.Logger
 	// FixedClock tells that the caller takes its instants from a clock of
 	// its own (tests): Redis's clock is then neither sampled nor asked at
 	// once, and no connection is opened ahead.
@@ -83,6 +87,13 @@ type Pipes struct {
 	// answered is when (LocalMicros) a reply last came back from Redis,
 	// 0 before the first (AnsweredWithin).
 	answered atomic.Int64
+	// aside counts the work in flight that no call waits for
+	// (SendAside); asideFailed counts the works that failed, asideLogged
+	// is when one was last logged (Done).
+	aside       sync.WaitGroup
+	asideFailed atomic.Int64
+	asideLogged atomic.Int64
+	log         *zap.Logger
 }
 
 // NewPipes returns the Pipes of c: a *redis.Client or a
@@ -94,7 +105,10 @@ func NewPipes(c client, o Options) *Pipes {
 		onPipeline = func(int) {}
 	}
 	cluster, isCluster := c.(*redis.ClusterClient)
-	p := &Pipes{client: c, cluster: isCluster, fixed: o.FixedClock, onPipeline: onPipeline, tracer: o.Tracer}
+	p := &Pipes{client: c, cluster: isCluster, fixed: o.FixedClock, onPipeline: onPipeline, tracer: o.Tracer, log: o.Logger}
+	if p.log == nil {
+		p.log = zap.NewNop()
+	}
 	switch {
 	case !o.Batch:
 	case isCluster:

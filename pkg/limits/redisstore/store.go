@@ -107,7 +107,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -160,11 +159,11 @@ type Options struct {
 	OnPipeline func(runs int)
 	// OnGate, if set, is told when the gate of a cluster's master shuts
 	// (shut true: calls for its keys fail fast) and when it opens again
-	// (failfast.go), each change once and in order. It is called outside
+	// (redispipe's failfast.go), each change once and in order. It is called outside
 	// the store's locks but on a caller's goroutine: it must be fast.
 	OnGate func(addr string, shut bool)
 	// Tracer, when set, traces every pipeline sent for a call whose
-	// context holds a sampled span (trace.go): one span per pipeline,
+	// context holds a sampled span (redispipe's trace.go): one span per pipeline,
 	// however many calls it serves. Nil, the default, traces nothing.
 	Tracer trace.Tracer
 	// ResetChannel, when set, is the pub/sub channel on which Reset
@@ -214,13 +213,8 @@ type Store struct {
 	prefix  string
 	rlqs    bool
 	needs   func() Needs
-	// log is Options.Logger (a no-op if nil); backFailed counts the backs
-	// that failed, backLogged is when one was last logged (backDone).
-	log        *zap.Logger
-	backFailed atomic.Int64
-	backLogged atomic.Int64
-	// aside counts the backs in flight that no call waits for (sendAside).
-	aside sync.WaitGroup
+	// log is Options.Logger (a no-op if nil).
+	log *zap.Logger
 	// wall is this host's clock, read for a provisional instant (now):
 	// time.Now, but for a test of one that Redis's clock belies.
 	wall func() time.Time
@@ -238,7 +232,7 @@ func New(client redisClient, opts Options) *Store {
 	}
 	s.inspect = redisinspect.New(client, redisinspect.Options{KeyPrefix: opts.KeyPrefix, Channel: opts.ResetChannel, Probe: s.probeCmds, Logger: opts.Logger})
 	s.pipes = redispipe.NewPipes(client, redispipe.Options{Batch: opts.Batching != BatchOff, Flushes: opts.Flushes,
-		OnPipeline: opts.OnPipeline, OnGate: opts.OnGate, Tracer: opts.Tracer, FixedClock: opts.Clock != nil})
+		OnPipeline: opts.OnPipeline, OnGate: opts.OnGate, Tracer: opts.Tracer, Logger: opts.Logger, FixedClock: opts.Clock != nil})
 	return s
 }
 
@@ -263,13 +257,13 @@ func (s *Store) Close() {
 // settle waits for the undos, refunds and expiries in flight that no call
 // waits for (sendAside): a test that reads Redis's state after its calls
 // calls it first.
-func (s *Store) settle() { s.aside.Wait() }
+func (s *Store) settle() { s.pipes.Settle() }
 
 // Ping reports whether Redis answers, for health checks: a Redis that
 // answers but refuses the client's settings, or lacks permissions the
 // store needs, is a *RefusedError; one out of memory under noeviction a
 // *MemoryFullError. Each Ping that finds Redis answering inspects it
-// (inspect.go), at most once every inspectEvery. On a cluster it
+// (package redisinspect), at most once every 1.5 s. On a cluster it
 // reloads the client's map of the slots and PINGs every master (or answers
 // what such a check found less than reloadEvery ago, so that health checks
 // cost Redis little however many come): if some do not answer, the error is
@@ -311,7 +305,7 @@ func (s *Store) Masters() []MasterState {
 }
 
 // MastersFailingFast is how many masters of a cluster have their gate shut
-// now (failfast.go): calls for their keys fail at once. Zero on a single
+// now (redispipe's failfast.go): calls for their keys fail at once. Zero on a single
 // Redis or without batching.
 func (s *Store) MastersFailingFast() int {
 	return s.pipes.MastersFailingFast()

@@ -29,7 +29,7 @@ const maxStall = 2000 // µs
 // goes with the next flush.
 const maxBatchRuns = 512
 
-// A batcher merges the work of concurrent Decide calls: a call queues its
+// A batcher merges the work of concurrent calls: a call queues its
 // work, and a flusher sends everything queued at once (one write, one
 // read): the native commands of every call. One flush is in flight at a
 // time, so that everything that queues while it is out goes in the next:
@@ -74,12 +74,12 @@ type batcher struct {
 	// service's profile under load).
 	wake    chan struct{}
 	workers sync.WaitGroup
-	// answered is when (localMicros) a pipeline last came back, 0 before
+	// answered is when (LocalMicros) a pipeline last came back, 0 before
 	// the first (answeredWithin).
 	answered atomic.Int64
 }
 
-// batchCall is one Decide call waiting for its work to be done. The flusher
+// batchCall is one call waiting for its work to be done. The flusher
 // fills the work's commands and replies, then closes done; the call reads
 // them only after that, and not at all if its context ended first.
 type batchCall struct {
@@ -292,7 +292,7 @@ func (b *batcher) flush(batch []*batchCall) {
 	live := batch[:0:0]
 	for _, c := range batch {
 		if c.ctx.Err() != nil {
-			continue // its Decide has returned, or is returning
+			continue // its call has returned, or is returning
 		}
 		live = append(live, c)
 		d, ok := c.ctx.Deadline()
@@ -322,7 +322,7 @@ func (b *batcher) flush(batch []*batchCall) {
 	}
 }
 
-// exec sends groups (Store.exec), and notes when Redis answered
+// exec sends groups (Pipes.exec), and notes when Redis answered
 // (answeredWithin).
 func (b *batcher) exec(ctx context.Context, groups ...*Work) {
 	if b.pipes.exec(ctx, groups...) {

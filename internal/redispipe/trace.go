@@ -43,7 +43,7 @@ func (p *Pipes) pipelineSpan(ctx context.Context, groups []*Work) (context.Conte
 	var parent *trace.Span
 	var links []trace.Link
 	// A group that decides nothing is no call of its own: the undo, the
-	// refund or the expiry a call sends after its answer (sendAside), or
+	// refund or the expiry a call sends after its answer (SendAside), or
 	// a clock's TIME.
 	calls, decisions, commands := 0, 0, 0
 	for _, g := range groups {

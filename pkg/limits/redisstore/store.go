@@ -159,12 +159,14 @@ type Options struct {
 	OnPipeline func(runs int)
 	// OnGate, if set, is told when the gate of a cluster's master shuts
 	// (shut true: calls for its keys fail fast) and when it opens again
-	// (redispipe's failfast.go), each change once and in order. It is called outside
-	// the store's locks but on a caller's goroutine: it must be fast.
+	// (redispipe's failfast.go), each change once and in order. It is
+	// called outside the store's locks but on a caller's goroutine: it
+	// must be fast.
 	OnGate func(addr string, shut bool)
 	// Tracer, when set, traces every pipeline sent for a call whose
-	// context holds a sampled span (redispipe's trace.go): one span per pipeline,
-	// however many calls it serves. Nil, the default, traces nothing.
+	// context holds a sampled span (redispipe's trace.go): one span per
+	// pipeline, however many calls it serves. Nil, the default, traces
+	// nothing.
 	Tracer trace.Tracer
 	// ResetChannel, when set, is the pub/sub channel on which Reset
 	// announces the keys it cleared, and HearResets hears those that the
@@ -304,9 +306,9 @@ func (s *Store) Masters() []MasterState {
 	return topo.LastMasters()
 }
 
-// MastersFailingFast is how many masters of a cluster have their gate shut
-// now (redispipe's failfast.go): calls for their keys fail at once. Zero on a single
-// Redis or without batching.
+// MastersFailingFast is how many masters of a cluster have their gate
+// shut now (redispipe's failfast.go): calls for their keys fail at once.
+// Zero on a single Redis or without batching.
 func (s *Store) MastersFailingFast() int {
 	return s.pipes.MastersFailingFast()
 }

@@ -1,11 +1,15 @@
 // Package redispipe holds what the Redis stores share below their
 // decisions, knowing nothing of limits: the go-redis clients, tuned to
-// fail fast (NewClient); the estimate of the Redis server's clock, which
-// native commands cannot read (Clock), taken from a TIME in a pipeline
-// (Probe) or, on a cluster, from one master's (SampleMasters); a
-// cluster's topology, its map of the slots reloaded when a node cannot be
-// reached and its masters checked (Topology); and the reading of errors
-// that say Redis is down (Unavailable, FailedOn).
+// fail fast (NewClient); the pipes (Pipes), which send the Work of a call,
+// its commands, merged with the work of concurrent calls into shared
+// pipelines, per master on a cluster behind a gate that fails fast, and
+// send aside the work no call waits for; the estimate of the Redis
+// server's clock, which native commands cannot read (Clock), taken from a
+// TIME in a pipeline (Probe) or, on a cluster, from one master's
+// (SampleMasters); a cluster's topology, its map of the slots reloaded
+// when a node cannot be reached and its masters checked (Topology); and
+// the reading of errors that say Redis is down (Unavailable, FailedOn) or
+// refuses the client's settings (Refusal).
 package redispipe
 
 import (

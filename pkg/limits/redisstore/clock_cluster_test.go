@@ -76,10 +76,10 @@ func TestClusterClockSurvivesMasterLoss(t *testing.T) {
 	}
 	// The store that had an estimate samples a live master from then on
 	// (a wide bound: it samples ten times a second while calls come).
-	if !eventually(10*time.Second, func() bool { decideLive("after the loss", s); return s.redisClock.SampledSince(lost) }) {
+	if !eventually(10*time.Second, func() bool { decideLive("after the loss", s); return s.pipes.Clock().SampledSince(lost) }) {
 		t.Error("10 s after the clock's master died, the store has sampled no other master's clock")
 	}
-	if _, u, ok := s.redisClock.Now(); !ok || u > redispipe.MaxClockGrowth {
+	if _, u, ok := s.pipes.Clock().Now(); !ok || u > redispipe.MaxClockGrowth {
 		t.Errorf("estimate after the loss: uncertainty %d µs, ok %v; want one within %d µs", u, ok, redispipe.MaxClockGrowth)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/envoy-rls/envoy-rls/internal/redispipe"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
@@ -139,7 +140,7 @@ func (ch *concHit) undo(ctx context.Context, back *work, u undoing) {
 	if drop := ch.dropped(u); len(drop) > 0 {
 		zrem := zremCmd(ctx, ch.key, drop)
 		back.cmds = append(back.cmds, zrem)
-		back.then = append(back.then, func(ctx context.Context) { ch.regive(ctx, zrem, int64(len(drop))) })
+		back.Then = append(back.Then, func(ctx context.Context) { ch.regive(ctx, zrem, int64(len(drop))) })
 	}
 }
 
@@ -192,9 +193,9 @@ func (s *Store) Slots(ctx context.Context, h limits.Hit) ([]limits.LogEntry, int
 		return nil, 0, err
 	}
 	cmd := redis.NewZSliceCmd(ctx, "zrange", h.Key, "("+strconv.FormatInt(now, 10), "+inf", "byscore", "withscores")
-	wk := &work{cmds: []redis.Cmder{cmd}, decisions: 1}
+	wk := &work{cmds: []redis.Cmder{cmd}, Work: redispipe.Work{Decisions: 1}}
 	s.send(ctx, wk)
-	if err := firstErr(wk.err, cmd.Err()); err != nil {
+	if err := firstErr(wk.Err, cmd.Err()); err != nil {
 		return nil, 0, storeError("concurrency", err)
 	}
 	var slots []limits.LogEntry

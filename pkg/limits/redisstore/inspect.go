@@ -1,206 +1,89 @@
 package redisstore
 
 import (
-	"context"
-	"fmt"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
-
-	"github.com/redis/go-redis/v9"
-	"go.uber.org/zap"
+	"github.com/envoy-rls/envoy-rls/internal/redisinspect"
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
-// Redis fails the service in ways that no call reports: a user without a
-// command the limits need (every call then takes the failure mode, found
-// by the first request, not at the start), an eviction policy that drops
-// used-up quotas, locks and held slots to make room (every key the
-// service writes has a TTL, so volatile-* evicts them as allkeys-* does),
-// a noeviction Redis whose memory is full (it refuses every charge), and
-// a Redis that lost its data (FLUSHALL, a restart without persistence:
-// every quota, lock and slot back to zero). The store inspects Redis for
-// them at the start and at each health check (Ping), at most once every
-// inspectEvery, never on a decision's path:
-//
-//   - permissions: a probe sends every command the store sends, on keys
-//     of its own under the key prefix (probeKey) and on the reset
-//     channel, and reads which Redis refuses with NOPERM: Ping is then a
-//     *RefusedError that names the ACL rules to add (Permissions);
-//   - memory: INFO (of every master, on a cluster) gives maxmemory,
-//     maxmemory-policy, used_memory and evicted_keys; a policy that can
-//     evict is said in a warning, evicted keys are counted, and a full
-//     noeviction Redis makes Ping a *MemoryFullError;
-//   - lost data: a marker key without a TTL (markerKeys; on a cluster one
-//     per master, in its slots), which the store writes if absent and
-//     reads back in the same command (SET … NX GET): gone, or holding
-//     another instance's new token, means Redis lost what it held; INFO's
-//     run_id tells a restart from a flush.
-//
-// A Redis that refuses INFO (a managed Redis may) is said once, and its
-// checks are left out; nothing of it ever fails the start.
-
-// inspectEvery is the least time between two inspections: the health
-// check runs every 2 s, and each /healthz answers from the last.
-const inspectEvery = 1500 * time.Millisecond
-
-// evictedSayEvery is the least time between two warnings of keys evicted.
-const evictedSayEvery = time.Minute
-
-// Inspection is what the last inspection of Redis found.
-type Inspection struct {
-	// Missing are the ACL rules the Redis user lacks for what the store
-	// sends (+command, ~keys, &channel), in the order the probe met them;
-	// none when it has them all.
-	Missing []string
-	// Policy is maxmemory-policy, MaxMemory maxmemory and UsedMemory
-	// used_memory in bytes (of the fullest master, on a cluster); Policy is
-	// "" when INFO could not be read.
-	Policy                string
-	MaxMemory, UsedMemory int64
-	// Evicted is Redis's evicted_keys, summed over the masters.
-	Evicted int64
-	// Lost is how many times the store found that Redis had lost its data.
-	Lost uint64
-}
-
-// Evicts reports whether Redis may evict the service's keys: a maxmemory,
-// and a policy other than noeviction.
-func (in Inspection) Evicts() bool {
-	return in.MaxMemory > 0 && in.Policy != "" && in.Policy != "noeviction"
-}
-
-// Full reports whether Redis refuses writes for memory: noeviction with
-// used_memory at maxmemory.
-func (in Inspection) Full() bool {
-	return in.MaxMemory > 0 && in.Policy == "noeviction" && in.UsedMemory >= in.MaxMemory
-}
+// Inspection is what the last inspection of Redis found (package
+// redisinspect runs them, at each Ping, for what no call reports).
+type Inspection = redisinspect.Inspection
 
 // MemoryFullError is Ping's error while Redis is out of memory under
-// noeviction: it answers, but refuses every charge, so every hit takes
-// its limit's failure mode. Degraded, not down: a restart of the service
-// would not help.
-type MemoryFullError struct{ Used, Max int64 }
-
-func (e *MemoryFullError) Error() string {
-	return fmt.Sprintf("redisstore: Redis is out of memory (used_memory %d of maxmemory %d, maxmemory-policy noeviction): it refuses every charge, so every hit takes its limit's failure mode; raise maxmemory, or give the service a Redis of its own", e.Used, e.Max)
-}
-
-// Degraded tells package httpapi's health that the store answers, but
-// not as it should.
-func (e *MemoryFullError) Degraded() bool { return true }
-
-// inspector runs the inspections of a Store. It is safe for concurrent
-// use: one inspection runs at a time, and a Ping that finds one running,
-// or one done less than every ago, answers what the last found.
-type inspector struct {
-	client  redisClient
-	log     *zap.Logger
-	user    string // the ACL user, for the rule to add
-	prefix  string // the key prefix: the probe's keys and the marker
-	channel string // the reset channel, "" for none
-	hashes  bool   // the RLQS demands are kept in this Redis too
-	needs   func() Needs
-	every   time.Duration
-	// token is the marker's value if this inspection writes it: new at
-	// each, so that a marker written again differs from the one it
-	// replaces, whoever writes it.
-	token string
-
-	mu sync.Mutex
-	at time.Time // when the last inspection ran; mu is held
-	// health is what the last inspection found for health: nil, a
-	// *RefusedError or a *MemoryFullError, read without mu by a Ping
-	// that finds one running.
-	health atomic.Pointer[healthFound]
-
-	found atomic.Pointer[Inspection]
-	lost  atomic.Uint64
-
-	// What the inspections saw, and what they said, so that each finding
-	// is logged once; mu is held.
-	markers    map[string]string // each marker's value at the last inspection, by key
-	runIDs     map[string]string // by master
-	keys       int64             // the keys Redis held at the last inspection
-	saidInfo   bool              // INFO refused, said
-	saidPolicy string            // the evicting policy said, "" for none
-	saidFull   bool
-	saidMarker bool      // the marker refused, said
-	infoRead   bool      // an INFO was read: evicted is known
-	evicted    int64     // evicted_keys at the last INFO read
-	evictedAt  time.Time // when keys evicted were last said
-}
-
-func newInspector(client redisClient, opts Options) *inspector {
-	log := opts.Logger
-	if log == nil {
-		log = zap.NewNop()
-	}
-	in := &inspector{client: client, log: log, user: userOf(client), prefix: opts.KeyPrefix, channel: opts.ResetChannel,
-		hashes: opts.RLQS, needs: opts.Needs, every: inspectEvery, runIDs: map[string]string{}, markers: map[string]string{}}
-	in.found.Store(&Inspection{})
-	in.health.Store(&healthFound{})
-	return in
-}
-
-// userOf is the client's ACL user: "default" when it names none.
-func userOf(client redisClient) string {
-	u := ""
-	switch c := client.(type) {
-	case *redis.Client:
-		u = c.Options().Username
-	case *redis.ClusterClient:
-		u = c.Options().Username
-	}
-	if u == "" {
-		return "default"
-	}
-	return u
-}
+// noeviction (redisinspect.MemoryFullError).
+type MemoryFullError = redisinspect.MemoryFullError
 
 // Inspection is what the last inspection of Redis found (Ping runs them).
-func (s *Store) Inspection() Inspection {
-	in := *s.inspect.found.Load()
-	in.Lost = s.inspect.lost.Load()
-	return in
+func (s *Store) Inspection() Inspection { return s.inspect.Last() }
+
+// Needs are the kinds of state the configured limits keep in Redis: the
+// permissions probe checks the commands of those only, so that a user
+// given no more than its limits use is not reported short.
+type Needs struct {
+	// Counters: windows and buckets (BITFIELD, GET, PEXPIRE).
+	Counters bool
+	// Sets: sliding logs and concurrency limits (ZADD and the sorted set
+	// commands, PEXPIRE).
+	Sets bool
+	// Locks: lockouts, block_for (SET, GET, DEL).
+	Locks bool
 }
 
-// check inspects Redis if the last inspection is older than every, and
-// returns what it found for health.
-func (in *inspector) check(ctx context.Context) error {
-	if !in.mu.TryLock() {
-		// One is running: a health check answers without waiting for it.
-		return in.health.Load().err
+// NeedsOf is what the limits keep in Redis.
+func NeedsOf(ls ...limits.Limit) Needs {
+	var n Needs
+	for _, l := range ls {
+		switch {
+		case isWindow(l.Algorithm) || isBucket(l.Algorithm):
+			n.Counters = true
+		case l.Algorithm == limits.SlidingLog || l.Algorithm == limits.Concurrency:
+			n.Sets = true
+		}
+		n.Locks = n.Locks || l.BlockFor > 0
 	}
-	defer in.mu.Unlock()
-	if time.Since(in.at) < in.every {
-		return in.health.Load().err
-	}
-	in.at = time.Now()
-	found := Inspection{}
-	var markers []markerRead
-	if in.prefix != "" { // the store's keys unknown: nothing written
-		markers = in.probe(ctx, &found)
-	}
-	nodes, infoErr := in.infos(ctx)
-	in.memory(&found, nodes, infoErr)
-	in.lostData(markers, nodes, infoErr == nil)
-	in.found.Store(&found)
-	var err error
-	switch {
-	case len(found.Missing) > 0:
-		rules := strings.Join(found.Missing, " ")
-		err = &RefusedError{Setting: Permissions, Err: fmt.Errorf("the user %s lacks %s: add them with ACL SETUSER %s %s (docs/operations.md, What Redis must be)", in.user, rules, in.user, rules)}
-	case found.Full():
-		err = &MemoryFullError{Used: found.UsedMemory, Max: found.MaxMemory}
-	}
-	in.health.Store(&healthFound{err})
-	return err
+	return n
 }
 
-// healthFound is what an inspection found for health.
-type healthFound struct{ err error }
-
-// probeKey is a key of the probe's own, under the prefix, of the hash
-// tag that keeps the probe's keys on one master.
-func (in *inspector) probeKey(kind string) string { return in.prefix + "{probe}:" + kind }
+// probeCmds are the commands the permissions probe sends, each as its
+// arguments: every command the store sends for the limits in force
+// (Options.Needs; those of every kind without it), and TIME and DEL
+// always, on the probe's keys (redisinspect.ProbeKey).
+func (s *Store) probeCmds() [][]any {
+	str, zset, hash := redisinspect.ProbeKey(s.prefix, "s"), redisinspect.ProbeKey(s.prefix, "z"), redisinspect.ProbeKey(s.prefix, "h")
+	const ttl = 60000 // ms: the probe's keys go, whatever the user may not do
+	needs := Needs{Counters: true, Sets: true, Locks: true}
+	if s.needs != nil {
+		needs = s.needs()
+	}
+	cmds := [][]any{{"time"}}
+	if needs.Locks {
+		cmds = append(cmds, []any{"set", str, "", "px", ttl})
+	}
+	if needs.Counters || needs.Locks {
+		cmds = append(cmds, []any{"get", str})
+	}
+	if needs.Counters {
+		cmds = append(cmds, []any{"bitfield", str, "overflow", "sat", "incrby", "u63", 0, 0}, []any{"pexpire", str, ttl, "nx"})
+	}
+	if needs.Sets {
+		cmds = append(cmds,
+			[]any{"zadd", zset, 0, "a", 1, "b"},
+			[]any{"pexpire", zset, ttl},
+			[]any{"zremrangebyscore", zset, "-inf", -1},
+			[]any{"zcard", zset},
+			[]any{"zcount", zset, "-inf", "+inf"},
+			[]any{"zrange", zset, "+inf", "-inf", "byscore", "rev", "limit", 0, 1, "withscores"},
+			[]any{"zpopmin", zset, 1},
+			[]any{"zpopmax", zset, 1},
+			[]any{"zrem", zset, "a"})
+	}
+	cmds = append(cmds, []any{"del", str, zset}) // a reset's
+	if s.resetChannel != "" {
+		// An empty announcement resets nothing (HearResets skips it).
+		cmds = append(cmds, []any{"publish", s.resetChannel, ""})
+	}
+	if s.rlqs {
+		cmds = append(cmds, []any{"hset", hash, "f", ""}, []any{"hgetall", hash}, []any{"hdel", hash, "f"})
+	}
+	return cmds
+}

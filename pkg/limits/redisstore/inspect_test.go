@@ -24,7 +24,7 @@ func inspectingStore(t *testing.T, o ClientOptions) (*Store, *observer.ObservedL
 	o.Timeout = testTimeout
 	core, logs := observer.New(zapcore.InfoLevel)
 	s := New(newClient(t, o), Options{KeyPrefix: "rls:", ResetChannel: "rls:resets", RLQS: true, Logger: zap.New(core)})
-	s.inspect.every = 0
+	s.inspect.Every = 0
 	t.Cleanup(s.Close)
 	return s, logs
 }
@@ -288,8 +288,8 @@ func TestInspectCluster(t *testing.T) {
 	if err := s.Ping(ctx); err != nil {
 		t.Fatalf("Ping: %v", err)
 	}
-	if n := len(s.inspect.markers); n != 3 {
-		t.Errorf("%d markers (%v), want one per master", n, s.inspect.markers)
+	if n := len(s.inspect.Markers()); n != 3 {
+		t.Errorf("%d markers (%v), want one per master", n, s.inspect.Markers())
 	}
 	node := cl.Nodes[1]
 	do(t, node, []string{"CONFIG", "SET", "maxmemory", "100mb"}, []string{"CONFIG", "SET", "maxmemory-policy", "volatile-lfu"})
@@ -315,7 +315,7 @@ func TestPermissionsOfTheLimitsInForce(t *testing.T) {
 	do(t, srv, []string{"ACL", "SETUSER", "windows", "on", ">pass", "~rls:*", "&rls:resets", "+@all", "-zadd", "-set"})
 	s, logs := inspectingStore(t, asUser(srv, "windows"))
 	inForce := []limits.Limit{hourly(limits.FixedWindow, 10)}
-	s.inspect.needs = func() Needs { return NeedsOf(inForce...) }
+	s.needs = func() Needs { return NeedsOf(inForce...) }
 	ctx := context.Background()
 	for range 2 {
 		if err := s.Ping(ctx); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/envoy-rls/envoy-rls/internal/redispipe"
 	"github.com/envoy-rls/envoy-rls/internal/redistest"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
@@ -301,7 +302,7 @@ func (e *expireBetween) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
 		for _, c := range cmds {
-			if k, _ := cmdKey(c); k == e.key && c.Name() == "bitfield" && e.armed.Swap(false) {
+			if k, _ := redispipe.CmdKey(c); k == e.key && c.Name() == "bitfield" && e.armed.Swap(false) {
 				e.c.Del(ctx, e.key)
 			}
 		}

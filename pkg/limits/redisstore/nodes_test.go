@@ -50,7 +50,7 @@ func testCmdKey(c redis.Cmder) (string, bool) {
 		k, ok := args[3].(string)
 		return k, ok
 	}
-	return cmdKey(c)
+	return redispipe.CmdKey(c)
 }
 
 // clockCluster starts a cluster of three masters and returns a client of

@@ -112,7 +112,7 @@ func (s *Store) subscribed() {
 	}
 	var refused redis.Error
 	if errors.As(err, &refused) {
-		s.inspect.log.Error("Redis refuses the subscription to the reset channel: resets made on other instances are not heard here (their over-limit caches keep refusing); add +subscribe and the channel to the user's ACL rules",
+		s.log.Error("Redis refuses the subscription to the reset channel: resets made on other instances are not heard here (their over-limit caches keep refusing); add +subscribe and the channel to the user's ACL rules",
 			zap.String("channel", s.resetChannel), zap.String("rule", "&"+s.resetChannel), zap.Error(err))
 	}
 }

@@ -159,15 +159,15 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 		pend = make([]pending, len(hits))
 	}
 	wk := &work{}
-	var asked *clockAsk
+	var asked *redispipe.ClockAsk
 	switch {
 	case at.provisional && s.cluster:
-		asked = s.ask() // a master's TIME, beside the charges
+		asked = s.pipes.Ask() // a master's TIME, beside the charges
 	case at.provisional:
-		wk.clock = &redispipe.Probe{} // first in the pipeline, before the charges
+		wk.Clock = &redispipe.Probe{} // first in the pipeline, before the charges
 	}
 	runs, end := s.plan(ctx, hits, results, first, at, runsOnStack[:0], pend, wk)
-	if wk.decisions == 0 {
+	if wk.Decisions == 0 {
 		return end, true
 	}
 	if len(wk.cmds) == 0 { // every run is a block rule's: nothing sent, nothing charged
@@ -175,12 +175,12 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 	} else {
 		s.send(ctx, wk)
 	}
-	if wk.err != nil {
+	if wk.Err != nil {
 		s.expiries.forget()
 		// The call stopped waiting: its commands may still be running, and
 		// their replies are not for it to read.
 		for _, r := range runs {
-			failRun(hits, results, r, wk.err)
+			failRun(hits, results, r, wk.Err)
 		}
 		return end, true
 	}
@@ -193,7 +193,7 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 			}
 			return end, true
 		}
-		if !s.redisClock.Holds(at.local, at.micros) {
+		if !s.pipes.Clock().Holds(at.local, at.micros) {
 			s.takeBack(ctx, hits, results, runs, pend)
 			return first, false
 		}
@@ -208,16 +208,11 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 // timeFor waits for the TIME that checks a provisional instant: the one
 // in wk's pipeline on a single Redis, the master's sent beside it (asked)
 // on a cluster, out at the same time, so that it costs no round trip more.
-func (s *Store) timeFor(ctx context.Context, wk *work, asked *clockAsk) error {
+func (s *Store) timeFor(ctx context.Context, wk *work, asked *redispipe.ClockAsk) error {
 	if asked == nil {
-		return wk.clock.Err()
+		return wk.Clock.Err()
 	}
-	select {
-	case <-asked.done:
-		return asked.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return asked.Wait(ctx)
 }
 
 // takeBack undoes, aside, every charge of a round decided at a provisional
@@ -284,7 +279,7 @@ func (s *Store) plan(ctx context.Context, hits []limits.Hit, results []limits.Re
 		}
 		runs = append(runs, r)
 	}
-	wk.decisions = len(runs)
+	wk.Decisions = len(runs)
 	return runs, end
 }
 
@@ -400,7 +395,7 @@ func (s *Store) undoRefused(ctx context.Context, results []limits.Result, runs [
 // again takes its first one's place in pend.
 func (s *Store) decideAgain(ctx context.Context, hits []limits.Hit, results []limits.Result, again []retry, pend []pending, back *work) {
 	for attempt := 0; len(again) > 0; attempt++ {
-		wk := &work{decisions: len(again)}
+		wk := &work{Work: redispipe.Work{Decisions: len(again)}}
 		sent := again[:0]
 		for _, r := range again {
 			if rs, ok := pend[r.i].(resender); ok {
@@ -417,7 +412,7 @@ func (s *Store) decideAgain(ctx context.Context, hits []limits.Hit, results []li
 			return
 		}
 		s.send(ctx, wk)
-		if err := firstErr(wk.err, context.Cause(ctx)); err != nil {
+		if err := firstErr(wk.Err, context.Cause(ctx)); err != nil {
 			for _, r := range again {
 				results[r.i] = limits.Result{Err: storeError(hits[r.i].Limit.Algorithm.String(), err)}
 				// Sent or not, its charge is not for this call to read:

@@ -26,14 +26,14 @@ func farStore(t *testing.T, srv *redistest.Server) (*Store, *clockWaits) {
 	c.AddHook(hook)
 	s := New(c, Options{})
 	t.Cleanup(s.Close)
-	s.probes.Wait()
+	s.pipes.WaitAside()
 	return s, hook
 }
 
 // forgetClock takes the store's estimate of Redis's clock away, as before
 // its first TIME.
 func forgetClock(s *Store) {
-	s.redisClock.Forget()
+	s.pipes.Clock().Forget()
 }
 
 // timedDecide is one call, its duration in round trips.

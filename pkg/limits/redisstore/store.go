@@ -107,13 +107,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/envoy-rls/envoy-rls/internal/redisinspect"
 	"github.com/envoy-rls/envoy-rls/internal/redispipe"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/breaker"
@@ -159,12 +159,14 @@ type Options struct {
 	OnPipeline func(runs int)
 	// OnGate, if set, is told when the gate of a cluster's master shuts
 	// (shut true: calls for its keys fail fast) and when it opens again
-	// (failfast.go), each change once and in order. It is called outside
-	// the store's locks but on a caller's goroutine: it must be fast.
+	// (redispipe's failfast.go), each change once and in order. It is
+	// called outside the store's locks but on a caller's goroutine: it
+	// must be fast.
 	OnGate func(addr string, shut bool)
 	// Tracer, when set, traces every pipeline sent for a call whose
-	// context holds a sampled span (trace.go): one span per pipeline,
-	// however many calls it serves. Nil, the default, traces nothing.
+	// context holds a sampled span (redispipe's trace.go): one span per
+	// pipeline, however many calls it serves. Nil, the default, traces
+	// nothing.
 	Tracer trace.Tracer
 	// ResetChannel, when set, is the pub/sub channel on which Reset
 	// announces the keys it cleared, and HearResets hears those that the
@@ -191,50 +193,30 @@ type Options struct {
 // Store decides hits in Redis. It is safe for concurrent use by many
 // goroutines, as is the client it wraps.
 type Store struct {
-	members    *logMembers // names of the sliding log members this store adds
-	client     redisClient
-	single     singleAddr // a single Redis over TCP (refusal.go)
-	cluster    bool
-	clock      func() int64        // Options.Clock
-	redisClock redispipe.Clock     // Redis's clock, estimated, when clock is nil
-	batch      *batcher            // nil: one pipeline per call, or per master (nodes)
-	nodes      *nodeBatchers       // a cluster's batchers, one per master; nil on one Redis or without batching
-	topo       *redispipe.Topology // a cluster's map reloads and master checks; nil on one Redis
-	onPipeline func(runs int)
-	expiries   *expirySeen // the window counters seen with their TTL set
-	prevs      *prevCounts // the final counts of sliding windows' previous windows
-	// probing is set while a cluster's clock sample is out (probeAside),
-	// probes counts those goroutines for Close.
-	probing atomic.Bool
-	probes  sync.WaitGroup
-	// asking is the TIME out for calls without an estimate (now), nil
-	// when none is.
-	askMu  sync.Mutex
-	asking *clockAsk
-	tracer trace.Tracer // Options.Tracer
+	members *logMembers // names of the sliding log members this store adds
+	client  redisClient
+	single  redispipe.SingleAddr // a single Redis over TCP (redispipe.Refusal)
+	cluster bool
+	clock   func() int64 // Options.Clock
+	// pipes send the work of calls, merged, and estimate Redis's clock
+	// from their TIME.
+	pipes    *redispipe.Pipes
+	expiries *expirySeen // the window counters seen with their TTL set
+	prevs    *prevCounts // the final counts of sliding windows' previous windows
 	// resetChannel is Options.ResetChannel; hearing is its subscription
 	// (HearResets), nil until then, and heard ends with its goroutine.
 	resetChannel string
 	hearing      *redis.PubSub
 	heard        sync.WaitGroup
-	// inspect checks Redis for what no call reports, at each Ping.
-	inspect *inspector
-	// log is Options.Logger (a no-op if nil); backFailed counts the backs
-	// that failed, backLogged is when one was last logged (backDone).
-	log        *zap.Logger
-	backFailed atomic.Int64
-	backLogged atomic.Int64
-	// aside counts the backs in flight that no call waits for (sendAside).
-	aside sync.WaitGroup
-	// warmClient is the client on a single Redis (or a Sentinel's
-	// master), nil on a cluster; warming counts the connections being
-	// opened aside, up to warmMax (warmOne).
-	warmClient *redis.Client
-	warming    atomic.Int64
-	warmMax    int
-	// answered is when (localMicros) a reply last came back from Redis,
-	// 0 before the first (AnsweredWithin).
-	answered atomic.Int64
+	// inspect checks Redis for what no call reports, at each Ping; what
+	// its probe checks is the store's: prefix is Options.KeyPrefix, rlqs
+	// Options.RLQS, needs Options.Needs (probeCmds).
+	inspect *redisinspect.Inspector
+	prefix  string
+	rlqs    bool
+	needs   func() Needs
+	// log is Options.Logger (a no-op if nil).
+	log *zap.Logger
 	// wall is this host's clock, read for a provisional instant (now):
 	// time.Now, but for a test of one that Redis's clock belies.
 	wall func() time.Time
@@ -244,130 +226,46 @@ type Store struct {
 // the client NewClient builds. The Store does not own the client; the caller
 // closes it, after Close.
 func New(client redisClient, opts Options) *Store {
-	onPipeline := opts.OnPipeline
-	if onPipeline == nil {
-		onPipeline = func(int) {}
-	}
 	_, cluster := client.(*redis.ClusterClient)
-	s := &Store{members: newLogMembers(), client: client, single: singleOf(client), cluster: cluster, clock: opts.Clock, onPipeline: onPipeline,
-		expiries: newExpirySeen(), prevs: newPrevCounts(), tracer: opts.Tracer, resetChannel: opts.ResetChannel, inspect: newInspector(client, opts), log: opts.Logger, wall: time.Now}
+	s := &Store{members: newLogMembers(), client: client, single: redispipe.SingleOf(client), cluster: cluster, clock: opts.Clock,
+		expiries: newExpirySeen(), prevs: newPrevCounts(), resetChannel: opts.ResetChannel, prefix: opts.KeyPrefix, rlqs: opts.RLQS, needs: opts.Needs, log: opts.Logger, wall: time.Now}
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
-	switch {
-	case opts.Batching == BatchOff:
-	case cluster:
-		s.nodes = newNodeBatchers(s, client.(*redis.ClusterClient), opts.Flushes)
-		s.nodes.onGate = opts.OnGate
-	default:
-		s.batch = newBatcher(s, opts.Flushes)
-	}
-	s.warmClient, _ = client.(*redis.Client)
-	s.warmMax = max(DefaultFlushes, s.poolSize())
-	if s.clock == nil {
-		s.warmUp()
-	}
-	if cluster {
-		s.topo = redispipe.NewTopology(client.(*redis.ClusterClient), func(masters []MasterState) {
-			if s.nodes != nil {
-				s.nodes.found(masters)
-			}
-		})
-	}
+	s.inspect = redisinspect.New(client, redisinspect.Options{KeyPrefix: opts.KeyPrefix, Channel: opts.ResetChannel, Probe: s.probeCmds, Logger: opts.Logger})
+	s.pipes = redispipe.NewPipes(client, redispipe.Options{Batch: opts.Batching != BatchOff, Flushes: opts.Flushes,
+		OnPipeline: opts.OnPipeline, OnGate: opts.OnGate, Tracer: opts.Tracer, Logger: opts.Logger, FixedClock: opts.Clock != nil})
 	return s
-}
-
-// warmUp asks Redis's clock (ask), and on a single Redis opens as many
-// connections as the client's pool holds (warmOne): a store just made then has an estimate of the clock and its
-// connections open by the time the first calls come, or soon after, and a
-// call does not spend its deadline on a TIME of its own, a dial and
-// go-redis's handshake before its decision's round trip.
-func (s *Store) warmUp() {
-	s.ask()
-	for range s.warmMax - 1 { // ask's TIME opens one
-		s.warmOne()
-	}
-}
-
-// warmOne opens a connection aside, on a single Redis: a PING on no
-// call's context, which leaves a connection with go-redis's handshake
-// done idle in the pool (one it finds idle, it only uses), at most
-// warmMax at once; Close waits for them. A pipeline that fails other than
-// by a reply (exec) loses its connection, and the next call to need one
-// would dial it and wait for the handshake within its own deadline, two
-// round trips: on a far Redis, past the store timeout, so that one
-// timeout led to the next and an open breaker's probes all failed. (A pool
-// kept at MinIdleConns does not help: go-redis dials those connections but
-// makes their handshake when a call first takes one.)
-func (s *Store) warmOne() {
-	if s.warmClient == nil {
-		return
-	}
-	if s.warming.Add(1) > int64(s.warmMax) {
-		s.warming.Add(-1)
-		return
-	}
-	s.probes.Add(1)
-	go func() {
-		defer s.probes.Done()
-		defer s.warming.Add(-1)
-		if err := s.warmClient.Ping(context.Background()).Err(); err == nil || !redispipe.Unavailable(err) {
-			s.answered.Store(redispipe.LocalMicros())
-		}
-	}()
 }
 
 // AnsweredWithin reports whether a reply came back from Redis within the
 // last d: a pipeline's, however late for its calls, or a connection's
-// opened aside (warmOne). It implements breaker.Answering, so that a
-// breaker does not take a slow Redis for one that is down.
-func (s *Store) AnsweredWithin(d time.Duration) bool {
-	at := s.answered.Load()
-	return at != 0 && redispipe.LocalMicros()-at <= d.Microseconds()
-}
-
-// poolSize is the connections the client keeps for each node, 0 when it
-// does not say.
-func (s *Store) poolSize() int {
-	switch c := s.client.(type) {
-	case *redis.Client:
-		return c.Options().PoolSize
-	case *redis.ClusterClient:
-		return c.Options().PoolSize
-	}
-	return 0
-}
+// opened aside (redispipe.Pipes.AnsweredWithin). It implements
+// breaker.Answering, so that a breaker does not take a slow Redis for one
+// that is down.
+func (s *Store) AnsweredWithin(d time.Duration) bool { return s.pipes.AnsweredWithin(d) }
 
 // Close waits for the merged pipelines in flight; calls after it send
 // pipelines of their own. It does not close the client.
 func (s *Store) Close() {
-	if s.topo != nil {
-		s.topo.Close()
-	}
-	if s.batch != nil {
-		s.batch.close()
-	}
-	if s.nodes != nil {
-		s.nodes.close()
-	}
+	s.pipes.Close()
 	if s.hearing != nil {
 		s.hearing.Close() //nolint:errcheck // its goroutine ends either way
 		s.heard.Wait()
 	}
-	s.probes.Wait()
 	s.settle()
 }
 
 // settle waits for the undos, refunds and expiries in flight that no call
 // waits for (sendAside): a test that reads Redis's state after its calls
 // calls it first.
-func (s *Store) settle() { s.aside.Wait() }
+func (s *Store) settle() { s.pipes.Settle() }
 
 // Ping reports whether Redis answers, for health checks: a Redis that
 // answers but refuses the client's settings, or lacks permissions the
 // store needs, is a *RefusedError; one out of memory under noeviction a
 // *MemoryFullError. Each Ping that finds Redis answering inspects it
-// (inspect.go), at most once every inspectEvery. On a cluster it
+// (package redisinspect), at most once every 1.5 s. On a cluster it
 // reloads the client's map of the slots and PINGs every master (or answers
 // what such a check found less than reloadEvery ago, so that health checks
 // cost Redis little however many come): if some do not answer, the error is
@@ -376,13 +274,13 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err := s.ping(ctx); err != nil {
 		return err
 	}
-	return s.inspect.check(ctx)
+	return s.inspect.Check(ctx)
 }
 
 // ping is Ping without the inspection.
 func (s *Store) ping(ctx context.Context) error {
-	if s.topo != nil {
-		if err := s.topo.Check(ctx); err != nil {
+	if topo := s.pipes.Topology(); topo != nil {
+		if err := topo.Check(ctx); err != nil {
 			var ue *UnreachableError
 			if errors.As(err, &ue) {
 				return err
@@ -392,7 +290,7 @@ func (s *Store) ping(ctx context.Context) error {
 		return nil
 	}
 	if err := s.client.Ping(ctx).Err(); err != nil {
-		return s.refusal(ctx, fmt.Errorf("redisstore: ping: %w", err))
+		return redispipe.Refusal(ctx, s.single, fmt.Errorf("redisstore: ping: %w", err))
 	}
 	return nil
 }
@@ -401,18 +299,16 @@ func (s *Store) ping(ctx context.Context) error {
 // Ping, or a reload after a call found a node unreachable), by address:
 // nil on a single Redis, or before the first check.
 func (s *Store) Masters() []MasterState {
-	if s.topo == nil {
+	topo := s.pipes.Topology()
+	if topo == nil {
 		return nil
 	}
-	return s.topo.LastMasters()
+	return topo.LastMasters()
 }
 
-// MastersFailingFast is how many masters of a cluster have their gate shut
-// now (failfast.go): calls for their keys fail at once. Zero on a single
-// Redis or without batching.
+// MastersFailingFast is how many masters of a cluster have their gate
+// shut now (redispipe's failfast.go): calls for their keys fail at once.
+// Zero on a single Redis or without batching.
 func (s *Store) MastersFailingFast() int {
-	if s.nodes == nil {
-		return 0
-	}
-	return s.nodes.shut()
+	return s.pipes.MastersFailingFast()
 }

@@ -1,4 +1,4 @@
-package redisstore
+package redispipe
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 // to the one master) and follows MOVED and ASK; a key that moved between
 // the choice of a batcher and the flush only costs that flush a redirect.
 type nodeBatchers struct {
-	store   *Store
+	pipes   *Pipes
 	cluster *redis.ClusterClient
 	flushes int
 	// timeout is the store's (the client's read timeout), for the gates.
@@ -42,12 +42,12 @@ type nodeBatchers struct {
 	onGate func(addr string, shut bool)
 }
 
-func newNodeBatchers(s *Store, c *redis.ClusterClient, flushes int) *nodeBatchers {
+func newNodeBatchers(p *Pipes, c *redis.ClusterClient, flushes int) *nodeBatchers {
 	timeout := c.Options().ReadTimeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	return &nodeBatchers{store: s, cluster: c, flushes: flushes, timeout: timeout}
+	return &nodeBatchers{pipes: p, cluster: c, flushes: flushes, timeout: timeout}
 }
 
 // do sends wk with the flushes of the masters that hold its keys, and
@@ -55,7 +55,7 @@ func newNodeBatchers(s *Store, c *redis.ClusterClient, flushes int) *nodeBatcher
 // unknown for now, wk names no key, or the batchers are closed. A work whose
 // keys span masters is split by master, each part sent with its master's
 // flushes at once, and done when all are.
-func (n *nodeBatchers) do(ctx context.Context, wk *work) bool {
+func (n *nodeBatchers) do(ctx context.Context, wk *Work) bool {
 	addr, spans := "", false
 	m := n.masters(ctx)
 	for key := range wk.keys {
@@ -87,7 +87,7 @@ func (n *nodeBatchers) do(ctx context.Context, wk *work) bool {
 		p := &parts[i]
 		send := func() {
 			if !n.doOn(ctx, p.addr, p.work) {
-				n.store.exec(ctx, p.work)
+				n.pipes.exec(ctx, p.work)
 			}
 		}
 		if i == len(parts)-1 {
@@ -98,10 +98,10 @@ func (n *nodeBatchers) do(ctx context.Context, wk *work) bool {
 	}
 	wg.Wait()
 	for _, p := range parts {
-		if p.work.err != nil {
+		if p.work.Err != nil {
 			// A part stopped waiting: its flush may still be filling it,
 			// and the call reads none of its work.
-			wk.err = p.work.err
+			wk.Err = p.work.Err
 			return true
 		}
 	}
@@ -109,9 +109,9 @@ func (n *nodeBatchers) do(ctx context.Context, wk *work) bool {
 }
 
 // doOn sends wk with the flushes of the master at addr, through its gate:
-// refused at once, wk.err set, while the gate is shut (failfast.go). False,
+// refused at once, wk.Err set, while the gate is shut (failfast.go). False,
 // having done nothing, once the batchers are closed.
-func (n *nodeBatchers) doOn(ctx context.Context, addr string, wk *work) bool {
+func (n *nodeBatchers) doOn(ctx context.Context, addr string, wk *Work) bool {
 	m := n.master(addr)
 	if m == nil {
 		return false
@@ -120,8 +120,8 @@ func (n *nodeBatchers) doOn(ctx context.Context, addr string, wk *work) bool {
 	if !ok {
 		// As a call that timed out would: the next reload may find the
 		// slots moved to a replica, or the master answering again.
-		n.store.topo.Kick()
-		wk.err = errMasterDown
+		n.pipes.topo.Kick()
+		wk.Err = errMasterDown
 		return true
 	}
 	if !m.batcher.do(ctx, wk) {
@@ -197,7 +197,7 @@ func (n *nodeBatchers) masters(ctx context.Context) func(key string) string {
 // part is the share of a work that one master holds.
 type part struct {
 	addr string
-	work *work
+	work *Work
 }
 
 // split shares wk out by the master (master names it) of each of its keys,
@@ -205,7 +205,7 @@ type part struct {
 // keys of a joint run share a hash tag, so its commands all go to one
 // master. The work's decisions are shared out by the parts' share of its
 // commands, for OnPipeline.
-func (n *nodeBatchers) split(wk *work, master func(key string) string) ([]part, bool) {
+func (n *nodeBatchers) split(wk *Work, master func(key string) string) ([]part, bool) {
 	var parts []part
 	partOf := func(key string) *part {
 		addr := master(key)
@@ -215,38 +215,27 @@ func (n *nodeBatchers) split(wk *work, master func(key string) string) ([]part, 
 		i := slices.IndexFunc(parts, func(p part) bool { return p.addr == addr })
 		if i < 0 {
 			i = len(parts)
-			parts = append(parts, part{addr: addr, work: &work{caller: wk.caller}})
+			parts = append(parts, part{addr: addr, work: &Work{Caller: wk.Caller}})
 		}
 		return &parts[i]
 	}
-	for _, c := range wk.cmds {
-		k, _ := cmdKey(c)
+	for _, c := range wk.Cmds {
+		k, _ := CmdKey(c)
 		p := partOf(k)
 		if p == nil {
 			return nil, false
 		}
-		p.work.cmds = append(p.work.cmds, c)
+		p.work.Cmds = append(p.work.Cmds, c)
 	}
-	items := len(wk.cmds)
-	left := wk.decisions
+	items := len(wk.Cmds)
+	left := wk.Decisions
 	for i := range parts[1:] {
 		p := parts[i+1].work
-		p.decisions = wk.decisions * len(p.cmds) / items
-		left -= p.decisions
+		p.Decisions = wk.Decisions * len(p.Cmds) / items
+		left -= p.Decisions
 	}
-	parts[0].work.decisions = left
+	parts[0].work.Decisions = left
 	return parts, true
-}
-
-// keys yields the key of each command of wk ("" for a command without
-// one): every native command the store sends has its key first.
-func (wk *work) keys(yield func(key string) bool) {
-	for _, c := range wk.cmds {
-		k, _ := cmdKey(c)
-		if !yield(k) {
-			return
-		}
-	}
 }
 
 // master is one master's batcher and gate.
@@ -273,7 +262,7 @@ func (n *nodeBatchers) master(addr string) *master {
 	if m, ok := n.byAddr.Load(addr); ok {
 		return m.(*master) // another call started it meanwhile
 	}
-	m := &master{batcher: newBatcher(n.store, n.flushes), gate: newGate(n.timeout)}
+	m := &master{batcher: newBatcher(n.pipes, n.flushes), gate: newGate(n.timeout)}
 	n.byAddr.Store(addr, m)
 	return m
 }
@@ -314,15 +303,4 @@ func (n *nodeBatchers) close() {
 		return true
 	})
 	n.retiring.Wait()
-}
-
-// cmdKey is the key of one of the store's native commands: its first
-// argument after the name.
-func cmdKey(c redis.Cmder) (string, bool) {
-	args := c.Args()
-	if len(args) < 2 {
-		return "", false
-	}
-	k, ok := args[1].(string)
-	return k, ok
 }

@@ -1,4 +1,4 @@
-package redisstore
+package redispipe
 
 import (
 	"context"
@@ -29,7 +29,7 @@ const (
 	// does, or the server's certificate not trusted, or ours refused.
 	TLS
 	// Permissions: the ACL user lacks commands, keys or the channel that
-	// the store sends (inspect.go).
+	// the store sends (package redisinspect).
 	Permissions
 )
 
@@ -113,17 +113,16 @@ func speaksTLS(ctx context.Context, addr string) bool {
 	return true
 }
 
-// refusal is err as a *RefusedError when it says that Redis refused the
+// Refusal is err as a *RefusedError when it says that Redis refused the
 // client's settings. On a single Redis over TCP, an error that says
 // nothing (a connection dropped at once, a handshake that timed out) is
 // one too when the server speaks the other protocol: TLS where the client
 // speaks plain RESP, or plain RESP where the client speaks TLS. Any other
 // error is err.
-func (s *Store) refusal(ctx context.Context, err error) error {
+func Refusal(ctx context.Context, a SingleAddr, err error) error {
 	if setting := refusedSetting(err); setting != 0 {
 		return &RefusedError{Setting: setting, Err: err}
 	}
-	a := s.single
 	switch {
 	case a.addr == "" || errors.Is(err, context.Canceled):
 	case !a.tls && dropped(err) && speaksTLS(ctx, a.addr):
@@ -158,27 +157,27 @@ func speaksPlain(ctx context.Context, addr string) bool {
 	return b[0] == '+' || b[0] == '-'
 }
 
-// singleAddr is a single Redis reached over TCP: its address, and whether
+// SingleAddr is a single Redis reached over TCP: its address, and whether
 // the client speaks TLS to it.
-type singleAddr struct {
+type SingleAddr struct {
 	addr string
 	tls  bool
 }
 
-// singleOf is the address of a single Redis client over TCP, whose
+// SingleOf is the address of a single Redis client over TCP, whose
 // unexplained errors may be a TLS mismatch; none for a cluster, a
 // Sentinel's master or a unix socket.
-func singleOf(client redisClient) singleAddr {
+func SingleOf(client any) SingleAddr {
 	c, ok := client.(*redis.Client)
 	if !ok {
-		return singleAddr{}
+		return SingleAddr{}
 	}
 	o := c.Options()
 	if o.Network != "tcp" {
-		return singleAddr{}
+		return SingleAddr{}
 	}
 	if _, _, err := net.SplitHostPort(o.Addr); err != nil {
-		return singleAddr{} // a failover client's: Sentinel finds the master's address
+		return SingleAddr{} // a failover client's: Sentinel finds the master's address
 	}
-	return singleAddr{addr: o.Addr, tls: o.TLSConfig != nil}
+	return SingleAddr{addr: o.Addr, tls: o.TLSConfig != nil}
 }

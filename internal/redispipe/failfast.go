@@ -1,4 +1,4 @@
-package redisstore
+package redispipe
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/envoy-rls/envoy-rls/internal/redispipe"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/breaker"
 )
 
@@ -59,7 +58,7 @@ func newGate(timeout time.Duration) *breaker.Circuit {
 // breaker (breaker.Answering): a far master that answers past the store
 // timeout is not shut out by its own slowness, while one that hangs
 // answers nothing and shuts its gate about a timeout later.
-func outcomeOn(ctx context.Context, wk *work, b *batcher, timeout time.Duration) breaker.Outcome {
+func outcomeOn(ctx context.Context, wk *Work, b *batcher, timeout time.Duration) breaker.Outcome {
 	o := outcomeOf(ctx, wk)
 	if o == breaker.Down && timedOut(wk) && b.answeredWithin(timeout) {
 		return breaker.Unknown
@@ -70,37 +69,37 @@ func outcomeOn(ctx context.Context, wk *work, b *batcher, timeout time.Duration)
 // timedOut reports whether wk stopped waiting at its deadline, or every
 // command of it failed by a timeout: a master that refuses connections,
 // or answers an error, is not slow.
-func timedOut(wk *work) bool {
-	if wk.err != nil {
-		return errors.Is(wk.err, context.DeadlineExceeded)
+func timedOut(wk *Work) bool {
+	if wk.Err != nil {
+		return errors.Is(wk.Err, context.DeadlineExceeded)
 	}
-	for _, c := range wk.cmds {
+	for _, c := range wk.Cmds {
 		if err := c.Err(); !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, os.ErrDeadlineExceeded) {
 			return false
 		}
 	}
-	return len(wk.cmds) > 0
+	return len(wk.Cmds) > 0
 }
 
 // outcomeOf tells what wk, sent with ctx to one master, found: down when
 // it stopped waiting at its deadline or every command failed to reach the
 // node, unknown when its caller gave up (or it sent nothing).
-func outcomeOf(ctx context.Context, wk *work) breaker.Outcome {
+func outcomeOf(ctx context.Context, wk *Work) breaker.Outcome {
 	if errors.Is(context.Cause(ctx), context.Canceled) {
 		return breaker.Unknown
 	}
-	if wk.err != nil {
-		if errors.Is(wk.err, context.DeadlineExceeded) {
+	if wk.Err != nil {
+		if errors.Is(wk.Err, context.DeadlineExceeded) {
 			return breaker.Down
 		}
 		return breaker.Unknown
 	}
-	for _, c := range wk.cmds {
-		if !redispipe.FailedOn(c.Err()) {
+	for _, c := range wk.Cmds {
+		if !FailedOn(c.Err()) {
 			return breaker.Answered
 		}
 	}
-	if len(wk.cmds) == 0 {
+	if len(wk.Cmds) == 0 {
 		return breaker.Unknown
 	}
 	return breaker.Down

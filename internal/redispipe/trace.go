@@ -1,4 +1,4 @@
-package redisstore
+package redispipe
 
 import (
 	"context"
@@ -39,39 +39,39 @@ func callerSpan(ctx context.Context) *trace.Span {
 // traces reaches. It returns the context to send the pipeline in and the
 // function that ends the span with the pipeline's error; nil, and ctx as
 // it was, when no call is traced.
-func (s *Store) pipelineSpan(ctx context.Context, groups []*work) (context.Context, func(error)) {
+func (p *Pipes) pipelineSpan(ctx context.Context, groups []*Work) (context.Context, func(error)) {
 	var parent *trace.Span
 	var links []trace.Link
 	// A group that decides nothing is no call of its own: the undo, the
-	// refund or the expiry a call sends after its answer (sendAside), or
+	// refund or the expiry a call sends after its answer (SendAside), or
 	// a clock's TIME.
 	calls, decisions, commands := 0, 0, 0
 	for _, g := range groups {
-		if g.decisions > 0 {
+		if g.Decisions > 0 {
 			calls++
 		}
-		decisions += g.decisions
-		commands += len(g.cmds)
+		decisions += g.Decisions
+		commands += len(g.Cmds)
 		switch {
-		case g.caller == nil:
+		case g.Caller == nil:
 		case parent == nil:
-			parent = g.caller
-		case (*g.caller).SpanContext().SpanID() != (*parent).SpanContext().SpanID():
-			links = append(links, trace.Link{SpanContext: (*g.caller).SpanContext()})
+			parent = g.Caller
+		case (*g.Caller).SpanContext().SpanID() != (*parent).SpanContext().SpanID():
+			links = append(links, trace.Link{SpanContext: (*g.Caller).SpanContext()})
 		}
 	}
 	if parent == nil {
 		return ctx, nil
 	}
-	ctx, span := s.tracer.Start(trace.ContextWithSpan(ctx, *parent), PipelineSpanName,
+	ctx, span := p.tracer.Start(trace.ContextWithSpan(ctx, *parent), PipelineSpanName,
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithLinks(links...),
 		trace.WithAttributes(attrDBSystem, attrCalls.Int(calls), attrDecisions.Int(decisions), attrCommands.Int(commands)))
 	back := trace.Link{SpanContext: span.SpanContext()}
 	for _, g := range groups {
 		// A call's own work sent aside carries its span too: no link of
 		// a span to its own child.
-		if g.caller != nil && (*g.caller).SpanContext().SpanID() != (*parent).SpanContext().SpanID() {
-			(*g.caller).AddLink(back)
+		if g.Caller != nil && (*g.Caller).SpanContext().SpanID() != (*parent).SpanContext().SpanID() {
+			(*g.Caller).AddLink(back)
 		}
 	}
 	return ctx, func(err error) {

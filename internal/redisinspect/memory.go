@@ -1,4 +1,4 @@
-package redisstore
+package redisinspect
 
 import (
 	"context"
@@ -21,7 +21,7 @@ type nodeInfo struct {
 }
 
 // infos reads INFO of Redis, of every master on a cluster.
-func (in *inspector) infos(ctx context.Context) ([]nodeInfo, error) {
+func (in *Inspector) infos(ctx context.Context) ([]nodeInfo, error) {
 	read := func(ctx context.Context, c *redis.Client) (nodeInfo, error) {
 		v, err := c.Info(ctx, "server", "memory", "stats", "keyspace").Result()
 		if err != nil {
@@ -82,7 +82,7 @@ func parseInfo(addr, info string) nodeInfo {
 // memory fills found from the masters' INFO, and says what it finds once:
 // INFO refused, a policy that evicts, keys evicted, memory full; mu is
 // held.
-func (in *inspector) memory(found *Inspection, nodes []nodeInfo, infoErr error) {
+func (in *Inspector) memory(found *Inspection, nodes []nodeInfo, infoErr error) {
 	if infoErr != nil {
 		var refused redis.Error // an answer, not an outage
 		if !in.saidInfo && errors.As(infoErr, &refused) {

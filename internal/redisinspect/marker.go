@@ -1,8 +1,10 @@
-package redisstore
+package redisinspect
 
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -23,7 +25,7 @@ type markerRead struct {
 // cluster one per master, PREFIX{mN}:marker, N the first whose hash slot
 // is in the master's first range of slots (so the same after a
 // failover), since a master may lose its data alone.
-func (in *inspector) markerKeys(ctx context.Context) map[string]string {
+func (in *Inspector) markerKeys(ctx context.Context) map[string]string {
 	c, ok := in.client.(*redis.ClusterClient)
 	if !ok {
 		return map[string]string{in.prefix + "{marker}": ""}
@@ -73,7 +75,7 @@ func crc16(s string) uint16 {
 // master that held it, lost what it held, which is counted and said
 // once; a run_id changed with the markers kept, a restart that kept the
 // data. mu is held.
-func (in *inspector) lostData(markers []markerRead, nodes []nodeInfo, infoOK bool) {
+func (in *Inspector) lostData(markers []markerRead, nodes []nodeInfo, infoOK bool) {
 	restarted := ""
 	keys := int64(0)
 	if infoOK {
@@ -117,4 +119,12 @@ func (in *inspector) lostData(markers []markerRead, nodes []nodeInfo, infoOK boo
 	case restarted != "":
 		in.log.Info("Redis restarted and kept the service's state (its marker key is there)", zap.String("master", restarted))
 	}
+}
+
+// Markers are the keys of the markers the inspections have read, one per
+// master on a cluster.
+func (in *Inspector) Markers() []string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return slices.Sorted(maps.Keys(in.markers))
 }

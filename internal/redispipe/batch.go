@@ -1,4 +1,4 @@
-package redisstore
+package redispipe
 
 import (
 	"context"
@@ -6,31 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel/trace"
-
-	"github.com/envoy-rls/envoy-rls/internal/redispipe"
 )
-
-// Batching chooses whether concurrent Decide calls share pipelines.
-type Batching int
-
-const (
-	// BatchAuto, the zero value, merges the calls: on a single Redis all of
-	// them; on a cluster one master at a time, each call's share of a
-	// master with that master's flushes (nodeBatchers), so that a master
-	// down holds up only the calls for its keys.
-	BatchAuto Batching = iota
-	// BatchOn is BatchAuto.
-	BatchOn
-	// BatchOff sends one pipeline per call.
-	BatchOff
-)
-
-// DefaultFlushes is the most merged pipelines in flight at once when
-// Options.Flushes is zero, on a near Redis.
-const DefaultFlushes = 4
 
 // farFlushes is how many times its flushes a batcher may have in flight on
 // a far Redis (see limit), within half the connections of the client's
@@ -53,7 +29,7 @@ const maxStall = 2000 // µs
 // goes with the next flush.
 const maxBatchRuns = 512
 
-// A batcher merges the work of concurrent Decide calls: a call queues its
+// A batcher merges the work of concurrent calls: a call queues its
 // work, and a flusher sends everything queued at once (one write, one
 // read): the native commands of every call. One flush is in flight at a
 // time, so that everything that queues while it is out goes in the next:
@@ -75,7 +51,7 @@ const maxBatchRuns = 512
 // calls that queued while it yielded once (sendFirst), and hands its slot
 // to a flusher if calls queued behind it.
 type batcher struct {
-	store *Store
+	pipes *Pipes
 	max   int // the flushes in flight on a near Redis
 	far   int // the flushes in flight on a far one, at the most (limit)
 
@@ -98,29 +74,29 @@ type batcher struct {
 	// service's profile under load).
 	wake    chan struct{}
 	workers sync.WaitGroup
-	// answered is when (localMicros) a pipeline last came back, 0 before
+	// answered is when (LocalMicros) a pipeline last came back, 0 before
 	// the first (answeredWithin).
 	answered atomic.Int64
 }
 
-// batchCall is one Decide call waiting for its work to be done. The flusher
+// batchCall is one call waiting for its work to be done. The flusher
 // fills the work's commands and replies, then closes done; the call reads
 // them only after that, and not at all if its context ended first.
 type batchCall struct {
 	ctx  context.Context
-	work *work
+	work *Work
 	done chan struct{}
 }
 
-func newBatcher(s *Store, flushes int) *batcher {
+func newBatcher(p *Pipes, flushes int) *batcher {
 	if flushes <= 0 {
 		flushes = DefaultFlushes
 	}
 	far := flushes
-	if pool := s.poolSize(); pool > 0 {
+	if pool := p.poolSize(); pool > 0 {
 		far = max(min(farFlushes*flushes, pool/2), flushes)
 	}
-	b := &batcher{store: s, max: flushes, far: far, wake: make(chan struct{}, far)}
+	b := &batcher{pipes: p, max: flushes, far: far, wake: make(chan struct{}, far)}
 	b.workers.Add(far)
 	for range far {
 		go func() {
@@ -134,10 +110,10 @@ func newBatcher(s *Store, flushes int) *batcher {
 }
 
 // do sends wk with the next flush and waits until it is done or ctx ends,
-// whichever comes first; on the latter it sets wk.err to ctx's error (its
+// whichever comes first; on the latter it sets wk.Err to ctx's error (its
 // commands may still run in Redis, as after a timeout). It returns false,
 // having done nothing, once the batcher is closed.
-func (b *batcher) do(ctx context.Context, wk *work) bool {
+func (b *batcher) do(ctx context.Context, wk *Work) bool {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -174,7 +150,7 @@ func (b *batcher) do(ctx context.Context, wk *work) bool {
 	select {
 	case <-c.done:
 	case <-ctx.Done():
-		wk.err = ctx.Err()
+		wk.Err = ctx.Err()
 	}
 	return true
 }
@@ -188,7 +164,7 @@ func (b *batcher) do(ctx context.Context, wk *work) bool {
 // nothing on an idle service (no other goroutine is waiting to run), and
 // under load it lasts as long as the goroutines ready before this one take
 // to reach their next wait, which is how those of a burst get here.
-func (b *batcher) sendFirst(ctx context.Context, wk *work) {
+func (b *batcher) sendFirst(ctx context.Context, wk *Work) {
 	runtime.Gosched()
 	b.mu.Lock()
 	behind := b.take()
@@ -202,100 +178,8 @@ func (b *batcher) sendFirst(ctx context.Context, wk *work) {
 	select {
 	case <-own.done:
 	default: // flush left it out: its context had ended
-		wk.err = ctx.Err()
+		wk.Err = ctx.Err()
 	}
-}
-
-// work is what one call sends in one round trip: native commands. Once it
-// is done, every command holds its reply, unless err is set: then the call
-// stopped waiting and must read none of them.
-type work struct {
-	cmds []redis.Cmder
-	// clock, when set, asks Redis's TIME (Store.now before a first
-	// estimate).
-	clock *redispipe.Probe
-	// decisions is the runs the work decides, for OnPipeline.
-	decisions int
-	err       error
-	// caller is the sampled span of the call the work is for, when the
-	// store traces (trace.go); nil otherwise.
-	caller *trace.Span
-	// then is what follows a back once its replies are in (sendBack):
-	// work that depends on them, sent in turn.
-	then []func(ctx context.Context)
-}
-
-// exec sends the work of every group as one pipeline, fills it, and feeds
-// the TIME it carries, if it is time for one, to the clock. It reports
-// whether Redis answered (AnsweredWithin).
-func (s *Store) exec(ctx context.Context, groups ...*work) bool {
-	decisions := 0
-	var probe *redispipe.Probe
-	for _, g := range groups {
-		decisions += g.decisions
-		if probe == nil {
-			probe = g.clock
-		}
-	}
-	if decisions > 0 {
-		s.onPipeline(decisions)
-	}
-	if probe == nil && s.clock == nil && s.redisClock.Due(s.probeEvery()) {
-		if s.cluster {
-			s.probeAside()
-		} else {
-			// The pipeline's round trip is a sample of Redis's clock.
-			probe = &redispipe.Probe{}
-		}
-	}
-	var traced func(error)
-	if s.tracer != nil {
-		ctx, traced = s.pipelineSpan(ctx, groups) // trace.go
-	}
-	pipe := s.client.Pipeline()
-	if probe != nil {
-		probe.Queue(ctx, pipe)
-		for _, g := range groups {
-			if g.clock != nil {
-				*g.clock = *probe // one TIME answers every call that asked
-			}
-		}
-	}
-	for _, g := range groups {
-		for _, c := range g.cmds {
-			_ = pipe.Process(ctx, c)
-		}
-	}
-	sent := redispipe.LocalMicros()
-	// Exec's error is also set on each command it concerns; read those.
-	_, err := pipe.Exec(ctx)
-	if traced != nil {
-		traced(err)
-	}
-	if probe != nil {
-		probe.Observe(&s.redisClock, sent, redispipe.LocalMicros())
-	}
-	if err != nil && s.topo != nil && s.nodeFailed(groups) {
-		s.topo.Kick() // the map may name a master that is gone
-	}
-	if err != nil && redispipe.Unavailable(err) {
-		s.warmOne() // its connection is closed: open the next aside
-		return false
-	}
-	s.answered.Store(redispipe.LocalMicros())
-	return true
-}
-
-// nodeFailed reports whether a command of groups could not reach its node.
-func (s *Store) nodeFailed(groups []*work) bool {
-	for _, g := range groups {
-		for _, c := range g.cmds {
-			if redispipe.FailedOn(c.Err()) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // canStart reports whether a flush may start now: none is in flight, or
@@ -307,7 +191,7 @@ func (b *batcher) canStart() bool {
 	case b.busy >= b.limit():
 		return false
 	}
-	return redispipe.LocalMicros()-b.started > b.stall()
+	return LocalMicros()-b.started > b.stall()
 }
 
 // limit is how many flushes may be in flight now; b.mu is held. On a near
@@ -330,7 +214,7 @@ func (b *batcher) stall() int64 {
 
 // start records that a flush starts, and returns when; b.mu is held.
 func (b *batcher) start() int64 {
-	b.started = redispipe.LocalMicros()
+	b.started = LocalMicros()
 	d := time.Duration(b.stall()+1) * time.Microsecond
 	if b.watch == nil {
 		b.watch = time.AfterFunc(d, b.unstall)
@@ -355,7 +239,7 @@ func (b *batcher) unstall() {
 // done records the round trip of a flush that started at start; b.mu is
 // held.
 func (b *batcher) done(start int64) {
-	b.rtt += (redispipe.LocalMicros() - start - b.rtt) / 8
+	b.rtt += (LocalMicros() - start - b.rtt) / 8
 }
 
 // flusher sends what is queued until the queue is empty.
@@ -385,8 +269,8 @@ func (b *batcher) take() []*batchCall {
 		return nil
 	}
 	n, runs := 0, 0
-	for n < len(b.queue) && (n == 0 || runs+b.queue[n].work.decisions <= maxBatchRuns) {
-		runs += b.queue[n].work.decisions
+	for n < len(b.queue) && (n == 0 || runs+b.queue[n].work.Decisions <= maxBatchRuns) {
+		runs += b.queue[n].work.Decisions
 		n++
 	}
 	batch := make([]*batchCall, n)
@@ -408,7 +292,7 @@ func (b *batcher) flush(batch []*batchCall) {
 	live := batch[:0:0]
 	for _, c := range batch {
 		if c.ctx.Err() != nil {
-			continue // its Decide has returned, or is returning
+			continue // its call has returned, or is returning
 		}
 		live = append(live, c)
 		d, ok := c.ctx.Deadline()
@@ -428,7 +312,7 @@ func (b *batcher) flush(batch []*batchCall) {
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	groups := make([]*work, len(live))
+	groups := make([]*Work, len(live))
 	for i, c := range live {
 		groups[i] = c.work
 	}
@@ -438,11 +322,11 @@ func (b *batcher) flush(batch []*batchCall) {
 	}
 }
 
-// exec sends groups (Store.exec), and notes when Redis answered
+// exec sends groups (Pipes.exec), and notes when Redis answered
 // (answeredWithin).
-func (b *batcher) exec(ctx context.Context, groups ...*work) {
-	if b.store.exec(ctx, groups...) {
-		b.answered.Store(redispipe.LocalMicros())
+func (b *batcher) exec(ctx context.Context, groups ...*Work) {
+	if b.pipes.exec(ctx, groups...) {
+		b.answered.Store(LocalMicros())
 	}
 }
 
@@ -451,7 +335,7 @@ func (b *batcher) exec(ctx context.Context, groups ...*work) {
 // its master is slow rather than down (outcomeOn).
 func (b *batcher) answeredWithin(d time.Duration) bool {
 	at := b.answered.Load()
-	return at != 0 && redispipe.LocalMicros()-at <= d.Microseconds()
+	return at != 0 && LocalMicros()-at <= d.Microseconds()
 }
 
 // close makes do refuse new calls, waits for the flushes in flight, and

@@ -83,7 +83,10 @@ func checkClients(t *testing.T, how string, b rlqs.Bucket, want ...float64) {
 func TestRLQSExplain(t *testing.T) {
 	forEachStore(t, func(t *testing.T, st store) {
 		cfg := writeConfig(t, rlqsExplainLimits)
-		flags := append(st.flags(t), "-rlqs-report-interval", "1s")
+		// Demands live three report intervals: long enough here for the
+		// explain run from the store, a process of its own started after
+		// the reports, to find them on a loaded machine.
+		flags := append(st.flags(t), "-rlqs-report-interval", "5s")
 		adminURL, authArgs := "", []string(nil)
 		var s *server
 		if st.name == "embedded" {

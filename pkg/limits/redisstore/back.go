@@ -21,7 +21,7 @@ import (
 // expires: stricter, never looser; it is counted in BackFailed, and
 // logged.
 func (s *Store) sendBack(ctx context.Context, back *work) {
-	if len(back.cmds) == 0 {
+	if len(back.Cmds) == 0 {
 		return
 	}
 	if ctx.Err() != nil || s.clock == nil {
@@ -36,7 +36,6 @@ func (s *Store) sendBack(ctx context.Context, back *work) {
 // the call's cancellation or deadline (redispipe.Pipes.SendAside); Close
 // waits for it (settle).
 func (s *Store) sendAside(ctx context.Context, back *work) {
-	back.Cmds = back.cmds
 	s.pipes.SendAside(ctx, &back.Work)
 }
 

@@ -208,7 +208,7 @@ func newBucketHit(ctx context.Context, i int, h *limits.Hit, now int64, wk *work
 	reads := !p.cond && p.nsat == 0 // a peek, or a hit that can never fit
 	if reads || refundLater {
 		bh.get = redis.NewStringCmd(ctx, "get", h.Key)
-		wk.cmds = append(wk.cmds, bh.get)
+		wk.Cmds = append(wk.Cmds, bh.get)
 	}
 	if reads {
 		return bh
@@ -230,7 +230,7 @@ func newBucketHit(ctx context.Context, i int, h *limits.Hit, now int64, wk *work
 		return bh
 	}
 	bh.op, bh.expire = op, redis.NewIntCmd(ctx, expire...)
-	wk.cmds = append(wk.cmds, op, bh.expire)
+	wk.Cmds = append(wk.Cmds, op, bh.expire)
 	return bh
 }
 
@@ -381,7 +381,7 @@ func (bh *bucketHit) undo(ctx context.Context, back *work, u undoing) {
 	}
 	moved := bh.op.Val()[replyTAT]
 	if give := bh.add - min(bh.add, max(0, u.latest*1000-moved)); give > 0 {
-		back.cmds = append(back.cmds,
+		back.Cmds = append(back.Cmds,
 			// The second field's INCRBY of 0 keeps a key that expired
 			// meanwhile, and that this creates, a bucket's 16 bytes.
 			redis.NewIntSliceCmd(ctx, "bitfield", bh.key, "overflow", "sat", "incrby", "u63", 0, -give, "incrby", "u63", "#1", 0),

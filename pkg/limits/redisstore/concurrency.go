@@ -64,7 +64,7 @@ func newConcHit(ctx context.Context, i int, h *limits.Hit, now int64, members *l
 	case h.Cost < 0:
 		ch.count = redis.NewIntCmd(ctx, "zcard", h.Key)
 		ch.newest = newestCmd(ctx, h.Key, "("+strconv.FormatInt(now, 10), 0)
-		wk.cmds = append(wk.cmds, ch.writes.keep(expired), ch.writes.keep(redis.NewZSliceCmd(ctx, "zpopmin", h.Key, -h.Cost)), ch.count, ch.newest)
+		wk.Cmds = append(wk.Cmds, ch.writes.keep(expired), ch.writes.keep(redis.NewZSliceCmd(ctx, "zpopmin", h.Key, -h.Cost)), ch.count, ch.newest)
 	case h.Cost == 0:
 		ch.read(ctx, wk, n-1)
 	case h.Cost > n && !l.CountRefused:
@@ -77,7 +77,7 @@ func newConcHit(ctx context.Context, i int, h *limits.Hit, now int64, members *l
 			zadd = append(zadd, now+lease, m)
 		}
 		ch.count = redis.NewIntCmd(ctx, "zcard", h.Key)
-		wk.cmds = append(wk.cmds, ch.writes.keep(expired), ch.writes.keep(redis.NewIntCmd(ctx, zadd...)), ch.count,
+		wk.Cmds = append(wk.Cmds, ch.writes.keep(expired), ch.writes.keep(redis.NewIntCmd(ctx, zadd...)), ch.count,
 			ch.writes.keep(redis.NewIntCmd(ctx, "pexpire", h.Key, logTTL(lease))))
 		ch.aroundOwn(ctx, wk, "("+strconv.FormatInt(now, 10))
 	}
@@ -90,10 +90,10 @@ func (ch *concHit) read(ctx context.Context, wk *work, rank int64) {
 	after := "(" + strconv.FormatInt(ch.now, 10)
 	ch.count = redis.NewIntCmd(ctx, "zcount", ch.key, after, "+inf")
 	ch.newest = newestCmd(ctx, ch.key, after, 0)
-	wk.cmds = append(wk.cmds, ch.count, ch.newest)
+	wk.Cmds = append(wk.Cmds, ch.count, ch.newest)
 	if rank >= 0 {
 		ch.rank = newestCmd(ctx, ch.key, after, rank)
-		wk.cmds = append(wk.cmds, ch.rank)
+		wk.Cmds = append(wk.Cmds, ch.rank)
 	}
 }
 
@@ -139,7 +139,7 @@ func (ch *concHit) decideSlots() (limits.Result, error) {
 func (ch *concHit) undo(ctx context.Context, back *work, u undoing) {
 	if drop := ch.dropped(u); len(drop) > 0 {
 		zrem := zremCmd(ctx, ch.key, drop)
-		back.cmds = append(back.cmds, zrem)
+		back.Cmds = append(back.Cmds, zrem)
 		back.Then = append(back.Then, func(ctx context.Context) { ch.regive(ctx, zrem, int64(len(drop))) })
 	}
 }
@@ -176,10 +176,10 @@ func (ch *concHit) regive(ctx context.Context, zrem *redis.IntCmd, dropped int64
 		return
 	}
 	lost := dropped - zrem.Val()
-	wk := &work{cmds: []redis.Cmder{
+	wk := &work{Work: redispipe.Work{Cmds: []redis.Cmder{
 		redis.NewIntCmd(ctx, "zremrangebyscore", ch.key, "-inf", ch.now),
 		redis.NewZSliceCmd(ctx, "zpopmin", ch.key, lost),
-	}}
+	}}}
 	ch.send(ctx, wk)
 }
 
@@ -193,7 +193,7 @@ func (s *Store) Slots(ctx context.Context, h limits.Hit) ([]limits.LogEntry, int
 		return nil, 0, err
 	}
 	cmd := redis.NewZSliceCmd(ctx, "zrange", h.Key, "("+strconv.FormatInt(now, 10), "+inf", "byscore", "withscores")
-	wk := &work{cmds: []redis.Cmder{cmd}, Work: redispipe.Work{Decisions: 1}}
+	wk := &work{Work: redispipe.Work{Cmds: []redis.Cmder{cmd}, Decisions: 1}}
 	s.send(ctx, wk)
 	if err := firstErr(wk.Err, cmd.Err()); err != nil {
 		return nil, 0, storeError("concurrency", err)

@@ -82,10 +82,10 @@ func newLockedHit(ctx context.Context, inner pending, h *limits.Hit, now int64, 
 		lk.later = redis.NewIntCmd(ctx, "del", lk.key)
 	case h.Cost < 0:
 		lk.lift = redis.NewIntCmd(ctx, "del", lk.key)
-		wk.cmds = append(wk.cmds, lk.lift)
+		wk.Cmds = append(wk.Cmds, lk.lift)
 	default:
 		lk.get = redis.NewStringCmd(ctx, "get", lk.key)
-		wk.cmds = append(wk.cmds, lk.get)
+		wk.Cmds = append(wk.Cmds, lk.get)
 	}
 	return lk
 }
@@ -111,7 +111,7 @@ func (lk *lockedHit) decide(ctx context.Context, back *work) (limits.Result, int
 	}
 	answer, starts := limits.LockAnswer(lk.limit, r, lk.cost, end, lk.now)
 	if starts {
-		back.cmds = append(back.cmds, redis.NewStatusCmd(ctx, "set", lk.key, lk.now+lk.limit.BlockForMicros(),
+		back.Cmds = append(back.Cmds, redis.NewStatusCmd(ctx, "set", lk.key, lk.now+lk.limit.BlockForMicros(),
 			"px", ttlMillis(lk.limit.BlockForMicros())+1000))
 	}
 	return answer, 0, nil

@@ -127,7 +127,7 @@ func newLogHit(ctx context.Context, i int, h *limits.Hit, now int64, members *lo
 		lh.refund = []redis.Cmder{redis.NewZSliceCmd(ctx, "zpopmax", h.Key, lh.popped)}
 		lh.read(ctx, wk, cutoff, lh.popped, -1)
 	case h.Cost < 0:
-		wk.cmds = append(wk.cmds, lh.writes.keep(redis.NewZSliceCmd(ctx, "zpopmax", h.Key, min(-h.Cost, 2*n))))
+		wk.Cmds = append(wk.Cmds, lh.writes.keep(redis.NewZSliceCmd(ctx, "zpopmax", h.Key, min(-h.Cost, 2*n))))
 		lh.read(ctx, wk, cutoff, 0, 0)
 	case h.Cost == 0:
 		lh.read(ctx, wk, cutoff, 0, n-1)
@@ -141,7 +141,7 @@ func newLogHit(ctx context.Context, i int, h *limits.Hit, now int64, members *lo
 			zadd = append(zadd, now, m)
 		}
 		lh.count = redis.NewIntCmd(ctx, "zcard", h.Key)
-		wk.cmds = append(wk.cmds,
+		wk.Cmds = append(wk.Cmds,
 			lh.writes.keep(redis.NewIntCmd(ctx, "zremrangebyscore", h.Key, "-inf", cutoff)),
 			lh.writes.keep(redis.NewIntCmd(ctx, zadd...)),
 			lh.count,
@@ -164,10 +164,10 @@ func (lh *logHit) read(ctx context.Context, wk *work, cutoff, newest, rank int64
 	after := "(" + strconv.FormatInt(cutoff, 10)
 	lh.count = redis.NewIntCmd(ctx, "zcount", lh.key, after, "+inf")
 	lh.newest = newestCmd(ctx, lh.key, after, newest)
-	wk.cmds = append(wk.cmds, lh.count, lh.newest)
+	wk.Cmds = append(wk.Cmds, lh.count, lh.newest)
 	if rank >= 0 {
 		lh.rank = newestCmd(ctx, lh.key, after, rank)
-		wk.cmds = append(wk.cmds, lh.rank)
+		wk.Cmds = append(wk.Cmds, lh.rank)
 	}
 }
 
@@ -192,10 +192,10 @@ func rangeCmd(ctx context.Context, key, after string, rank, count int64) *redis.
 func (z *zsetHit) aroundOwn(ctx context.Context, wk *work, after string) {
 	span := int64(len(z.own)) + 1
 	z.top = rangeCmd(ctx, z.key, after, 0, span)
-	wk.cmds = append(wk.cmds, z.top)
+	wk.Cmds = append(wk.Cmds, z.top)
 	if z.cost <= z.limit.Requests {
 		z.ranked = rangeCmd(ctx, z.key, after, z.limit.Requests-z.cost, span)
-		wk.cmds = append(wk.cmds, z.ranked)
+		wk.Cmds = append(wk.Cmds, z.ranked)
 	}
 }
 
@@ -296,7 +296,7 @@ func (z *zsetHit) dropped(u undoing) []string {
 // keep (dropped), its run refused; decide has already read its answer.
 func (lh *logHit) undo(ctx context.Context, back *work, u undoing) {
 	if drop := lh.dropped(u); len(drop) > 0 {
-		back.cmds = append(back.cmds, zremCmd(ctx, lh.key, drop))
+		back.Cmds = append(back.Cmds, zremCmd(ctx, lh.key, drop))
 	}
 }
 

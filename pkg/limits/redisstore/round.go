@@ -170,7 +170,7 @@ func (s *Store) decideRound(ctx context.Context, hits []limits.Hit, results []li
 	if wk.Decisions == 0 {
 		return end, true
 	}
-	if len(wk.cmds) == 0 { // every run is a block rule's: nothing sent, nothing charged
+	if len(wk.Cmds) == 0 { // every run is a block rule's: nothing sent, nothing charged
 		at.provisional = false
 	} else {
 		s.send(ctx, wk)
@@ -231,7 +231,7 @@ func (s *Store) takeBack(ctx context.Context, hits []limits.Hit, results []limit
 			}
 		}
 	}
-	if len(back.cmds) > 0 {
+	if len(back.Cmds) > 0 {
 		s.sendAside(ctx, back)
 	}
 }
@@ -372,7 +372,7 @@ func (s *Store) undoRefused(ctx context.Context, results []limits.Result, runs [
 		}
 		if !refused {
 			for i := r.first; i <= r.last; i++ {
-				back.cmds = append(back.cmds, pend[i].refundLater()...)
+				back.Cmds = append(back.Cmds, pend[i].refundLater()...)
 			}
 			continue
 		}

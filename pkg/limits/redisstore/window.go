@@ -129,14 +129,14 @@ func newWindowHit(ctx context.Context, i int, h *limits.Hit, now int64, seen *ex
 	case h.Cost < 0 && refundLater:
 		wh.refund = []redis.Cmder{redis.NewIntSliceCmd(ctx, "bitfield", key, "overflow", "sat", "incrby", "u63", 0, h.Cost), wh.expireCmd(ctx)}
 		wh.get = redis.NewStringCmd(ctx, "get", key)
-		wk.cmds = append(wk.cmds, wh.get)
+		wk.Cmds = append(wk.Cmds, wh.get)
 	case h.Cost < 0:
 		wh.op = redis.NewIntSliceCmd(ctx, "bitfield", key, "overflow", "sat", "incrby", "u63", 0, h.Cost)
 		wh.expire = wh.expireCmd(ctx)
-		wk.cmds = append(wk.cmds, wh.op, wh.expire)
+		wk.Cmds = append(wk.Cmds, wh.op, wh.expire)
 	case h.Cost == 0 || h.Cost > l.Requests && !l.CountRefused:
 		wh.get = redis.NewStringCmd(ctx, "get", key)
-		wk.cmds = append(wk.cmds, wh.get)
+		wk.Cmds = append(wk.Cmds, wh.get)
 	default:
 		if l.CountRefused {
 			c := min(h.Cost, 2*l.Requests)
@@ -145,10 +145,10 @@ func newWindowHit(ctx context.Context, i int, h *limits.Hit, now int64, seen *ex
 		} else {
 			wh.op = redis.NewIntSliceCmd(ctx, "bitfield", key, "overflow", "sat", "incrby", "u63", 0, h.Cost)
 		}
-		wk.cmds = append(wk.cmds, wh.op)
+		wk.Cmds = append(wk.Cmds, wh.op)
 		if !seen.has(wh.seen) {
 			wh.expire = wh.expireCmd(ctx)
-			wk.cmds = append(wk.cmds, wh.expire)
+			wk.Cmds = append(wk.Cmds, wh.expire)
 		}
 	}
 	if l.Algorithm == limits.SlidingWindow {
@@ -162,7 +162,7 @@ func newWindowHit(ctx context.Context, i int, h *limits.Hit, now int64, seen *ex
 			wh.keep, wh.prevK = prevs, pk
 		}
 		wh.prev = redis.NewStringCmd(ctx, "get", pk)
-		wk.cmds = append(wk.cmds, wh.prev)
+		wk.Cmds = append(wk.Cmds, wh.prev)
 	}
 	return wh
 }
@@ -185,7 +185,7 @@ func (wh *windowHit) checkExpiry(ctx context.Context, seen *expirySeen, back *wo
 			seen.add(wh.seen)
 		}
 	case wh.before == 0:
-		back.cmds = append(back.cmds, wh.expireCmd(ctx))
+		back.Cmds = append(back.Cmds, wh.expireCmd(ctx))
 	}
 }
 
@@ -271,7 +271,7 @@ func (wh *windowHit) current() (int64, error) {
 // below zero, and with PEXPIRE … NX for a counter that expired meanwhile.
 func (wh *windowHit) undo(ctx context.Context, back *work, _ undoing) {
 	if wh.charges() && !wh.limit.CountRefused {
-		back.cmds = append(back.cmds,
+		back.Cmds = append(back.Cmds,
 			redis.NewIntSliceCmd(ctx, "bitfield", wh.cur, "overflow", "sat", "incrby", "u63", 0, -wh.cost),
 			wh.expireCmd(ctx))
 	}

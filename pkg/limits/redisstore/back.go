@@ -29,14 +29,14 @@ func (s *Store) sendBack(ctx context.Context, back *work) {
 		return
 	}
 	s.send(ctx, back)
-	s.pipes.Done(ctx, &back.Work)
+	s.pipes.Done(ctx, back)
 }
 
 // sendAside sends back from a goroutine of its own, on a context without
 // the call's cancellation or deadline (redispipe.Pipes.SendAside); Close
 // waits for it (settle).
 func (s *Store) sendAside(ctx context.Context, back *work) {
-	s.pipes.SendAside(ctx, &back.Work)
+	s.pipes.SendAside(ctx, back)
 }
 
 // BackFailed is how many undos (with the refunds, expiries and reads sent

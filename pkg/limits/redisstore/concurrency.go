@@ -6,7 +6,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/envoy-rls/envoy-rls/internal/redispipe"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
@@ -176,10 +175,10 @@ func (ch *concHit) regive(ctx context.Context, zrem *redis.IntCmd, dropped int64
 		return
 	}
 	lost := dropped - zrem.Val()
-	wk := &work{Work: redispipe.Work{Cmds: []redis.Cmder{
+	wk := &work{Cmds: []redis.Cmder{
 		redis.NewIntCmd(ctx, "zremrangebyscore", ch.key, "-inf", ch.now),
 		redis.NewZSliceCmd(ctx, "zpopmin", ch.key, lost),
-	}}}
+	}}
 	ch.send(ctx, wk)
 }
 
@@ -193,7 +192,7 @@ func (s *Store) Slots(ctx context.Context, h limits.Hit) ([]limits.LogEntry, int
 		return nil, 0, err
 	}
 	cmd := redis.NewZSliceCmd(ctx, "zrange", h.Key, "("+strconv.FormatInt(now, 10), "+inf", "byscore", "withscores")
-	wk := &work{Work: redispipe.Work{Cmds: []redis.Cmder{cmd}, Decisions: 1}}
+	wk := &work{Cmds: []redis.Cmder{cmd}, Decisions: 1}
 	s.send(ctx, wk)
 	if err := firstErr(wk.Err, cmd.Err()); err != nil {
 		return nil, 0, storeError("concurrency", err)

@@ -395,7 +395,7 @@ func (s *Store) undoRefused(ctx context.Context, results []limits.Result, runs [
 // again takes its first one's place in pend.
 func (s *Store) decideAgain(ctx context.Context, hits []limits.Hit, results []limits.Result, again []retry, pend []pending, back *work) {
 	for attempt := 0; len(again) > 0; attempt++ {
-		wk := &work{Work: redispipe.Work{Decisions: len(again)}}
+		wk := &work{Decisions: len(again)}
 		sent := again[:0]
 		for _, r := range again {
 			if rs, ok := pend[r.i].(resender); ok {

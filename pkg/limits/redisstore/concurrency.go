@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/envoy-rls/envoy-rls/internal/redispipe"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 )
 
@@ -44,15 +45,16 @@ import (
 // scores are their expiries.
 type concHit struct {
 	zsetHit
-	// send sends work (Store.send), for the release an undo must make
-	// again (regive).
-	send func(context.Context, *work)
+	// pipes send the release an undo must make again (regive); the
+	// pipes, not a method value of the store, which would allocate a
+	// closure for every hit.
+	pipes *redispipe.Pipes
 }
 
 // newConcHit queues in wk the commands of hit h at now.
-func newConcHit(ctx context.Context, i int, h *limits.Hit, now int64, members *logMembers, send func(context.Context, *work), wk *work, refundLater bool) *concHit {
+func newConcHit(ctx context.Context, i int, h *limits.Hit, now int64, members *logMembers, pipes *redispipe.Pipes, wk *work, refundLater bool) *concHit {
 	l := h.Limit
-	ch := &concHit{zsetHit: zsetHit{i: i, limit: l, cost: h.Cost, now: now, key: h.Key}, send: send}
+	ch := &concHit{zsetHit: zsetHit{i: i, limit: l, cost: h.Cost, now: now, key: h.Key}, pipes: pipes}
 	n, lease := l.Requests, l.PeriodMicros()
 	expired := redis.NewIntCmd(ctx, "zremrangebyscore", h.Key, "-inf", now)
 	switch {
@@ -179,7 +181,7 @@ func (ch *concHit) regive(ctx context.Context, zrem *redis.IntCmd, dropped int64
 		redis.NewIntCmd(ctx, "zremrangebyscore", ch.key, "-inf", ch.now),
 		redis.NewZSliceCmd(ctx, "zpopmin", ch.key, lost),
 	}}
-	ch.send(ctx, wk)
+	ch.pipes.Send(ctx, wk)
 }
 
 var _ limits.SlotReader = (*Store)(nil)

@@ -296,7 +296,7 @@ func (s *Store) newPending(ctx context.Context, i int, h *limits.Hit, now int64,
 	case isBucket(a):
 		p = newBucketHit(ctx, i, h, now, wk, later)
 	case a == limits.Concurrency:
-		p = newConcHit(ctx, i, h, now, s.members, s.send, wk, later)
+		p = newConcHit(ctx, i, h, now, s.members, s.pipes, wk, later)
 	default:
 		p = newLogHit(ctx, i, h, now, s.members, wk, later)
 	}

@@ -311,26 +311,14 @@ func zremCmd(ctx context.Context, key string, members []string) *redis.IntCmd {
 }
 
 // scores reads the instants of the newest member and of the ranked one
-// (-1 where there is none, or none was asked).
+// (-1 where there is none, or none was asked): afterOwn's first member,
+// with none of the hit's own to skip.
 func scores(newest, rank *redis.ZSliceCmd) (int64, int64, error) {
-	at := func(cmd *redis.ZSliceCmd) (int64, error) {
-		if cmd == nil {
-			return -1, nil
-		}
-		z, err := cmd.Result()
-		switch {
-		case len(z) > 0:
-			return int64(z[0].Score), nil
-		case err != nil:
-			return 0, err
-		}
-		return -1, nil
-	}
-	a, err := at(newest)
+	a, err := afterOwn(newest, 0, 0)
 	if err != nil {
 		return 0, 0, err
 	}
-	b, err := at(rank)
+	b, err := afterOwn(rank, 0, 0)
 	return a, b, err
 }
 

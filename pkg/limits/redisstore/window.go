@@ -172,17 +172,17 @@ func (wh *windowHit) expireCmd(ctx context.Context) *redis.IntCmd {
 	return redis.NewIntCmd(ctx, "pexpire", wh.cur, wh.ttl, "nx")
 }
 
-// checkExpiry records in seen a counter whose PEXPIRE ran, and queues in
-// back the PEXPIRE of one that this charge created (it found no count)
-// without sending one: the counter is new to Redis although seen had its
-// expiry (see expirySeen). A counter at zero that an undo left behind
-// looks new too; its PEXPIRE … NX then changes nothing.
-func (wh *windowHit) checkExpiry(ctx context.Context, seen *expirySeen, back *work) {
+// checkExpiry records in wh.expiries a counter whose PEXPIRE ran, and
+// queues in back the PEXPIRE of one that this charge created (it found no
+// count) without sending one: the counter is new to Redis although
+// wh.expiries had its expiry (see expirySeen). A counter at zero that an
+// undo left behind looks new too; its PEXPIRE … NX then changes nothing.
+func (wh *windowHit) checkExpiry(ctx context.Context, back *work) {
 	switch {
 	case !wh.charges():
 	case wh.expire != nil:
 		if wh.expire.Err() == nil {
-			seen.add(wh.seen)
+			wh.expiries.add(wh.seen)
 		}
 	case wh.before == 0:
 		back.Cmds = append(back.Cmds, wh.expireCmd(ctx))
@@ -224,7 +224,7 @@ func (wh *windowHit) decideWindow(ctx context.Context, back *work) (limits.Resul
 		return limits.Result{}, fmt.Errorf("%w under key %s", errMalformed, wh.cur)
 	}
 	wh.before = cur
-	wh.checkExpiry(ctx, wh.expiries, back)
+	wh.checkExpiry(ctx, back)
 	if l := wh.limit; l.CountRefused {
 		cur, prev = min(cur, 2*l.Requests), min(prev, 2*l.Requests)
 	}

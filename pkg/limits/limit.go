@@ -160,27 +160,24 @@ func (l Limit) AppendPeriod(dst []byte) []byte {
 // Validate reports why a limit cannot be decided, or nil. The error is a
 // *FieldError.
 func (l Limit) Validate() error {
-	bad := func(field, format string, args ...any) error {
-		return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
-	}
 	if err := l.validateBlockFor(); err != nil {
 		return err
 	}
 	switch {
 	case !l.Algorithm.Implemented():
-		return bad("algorithm", "%s is not implemented yet", l.Algorithm)
+		return fieldErrorf("algorithm", "%s is not implemented yet", l.Algorithm)
 	case l.Requests < 0:
-		return bad("requests_per_unit", "must not be negative, got %d", l.Requests)
+		return fieldErrorf("requests_per_unit", "must not be negative, got %d", l.Requests)
 	case l.Requests > MaxRequests:
-		return bad("requests_per_unit", "%d is above the maximum %d", l.Requests, MaxRequests)
+		return fieldErrorf("requests_per_unit", "%d is above the maximum %d", l.Requests, MaxRequests)
 	case l.Period < time.Microsecond:
-		return bad("period", "%s is shorter than a microsecond", l.Period)
+		return fieldErrorf("period", "%s is shorter than a microsecond", l.Period)
 	case l.Period > MaxPeriod:
-		return bad("period", "%s is longer than the maximum %s", l.Period, MaxPeriod)
+		return fieldErrorf("period", "%s is longer than the maximum %s", l.Period, MaxPeriod)
 	case l.Burst < 0:
-		return bad("burst", "must not be negative, got %d", l.Burst)
+		return fieldErrorf("burst", "must not be negative, got %d", l.Burst)
 	case l.Burst > MaxRequests:
-		return bad("burst", "%d is above the maximum %d", l.Burst, MaxRequests)
+		return fieldErrorf("burst", "%d is above the maximum %d", l.Burst, MaxRequests)
 	}
 	if err := l.validateCalendar(); err != nil {
 		return err
@@ -193,16 +190,16 @@ func (l Limit) Validate() error {
 		// The queue's drain time is a float64 of absolute microseconds (a
 		// quarter-microsecond resolution today): turns much shorter than a
 		// microsecond would round away.
-		return bad("requests_per_unit", "%d per %s is a turn every %s, shorter than a leaky_bucket's minimum %s: use token_bucket", l.Requests, l.Period, l.Period/time.Duration(l.Requests), MinLeakyInterval)
+		return fieldErrorf("requests_per_unit", "%d per %s is a turn every %s, shorter than a leaky_bucket's minimum %s: use token_bucket", l.Requests, l.Period, l.Period/time.Duration(l.Requests), MinLeakyInterval)
 	case l.Algorithm == Concurrency && l.Requests > MaxSlots:
-		return bad("requests_per_unit", "%d is above %d, the most slots a concurrency limit keeps (one expiry instant per slot)", l.Requests, MaxSlots)
+		return fieldErrorf("requests_per_unit", "%d is above %d, the most slots a concurrency limit keeps (one expiry instant per slot)", l.Requests, MaxSlots)
 	case l.Algorithm == Concurrency && l.Burst != 0:
-		return bad("burst", "concurrency takes no burst: its slots are requests_per_unit")
+		return fieldErrorf("burst", "concurrency takes no burst: its slots are requests_per_unit")
 	case l.Algorithm == SlidingLog && l.Requests > MaxLogRequests:
-		return bad("requests_per_unit", "%d is above %d, the most a sliding_log keeps (one entry per hit): use sliding_window", l.Requests, MaxLogRequests)
+		return fieldErrorf("requests_per_unit", "%d is above %d, the most a sliding_log keeps (one entry per hit): use sliding_window", l.Requests, MaxLogRequests)
 	case float64(l.Capacity())*float64(l.Period)/float64(l.Requests) > float64(MaxPeriod):
 		// The time to refill an empty bucket must stay a valid duration.
-		return bad("burst", "%d takes longer than %s to refill at %d per %s", l.Capacity(), MaxPeriod, l.Requests, l.Period)
+		return fieldErrorf("burst", "%d takes longer than %s to refill at %d per %s", l.Capacity(), MaxPeriod, l.Requests, l.Period)
 	}
 	return nil
 }

@@ -1,9 +1,6 @@
 package limits
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // A lockout is a limit with a BlockFor: "five failed logins, then locked
 // for 15 minutes". A plain window forgets an attacker at its next
@@ -70,22 +67,19 @@ var lockoutModifier = Modifier{
 // lock everyone out; a concurrency limit's refusal depends on the
 // requests in flight.
 func (l Limit) validateBlockFor() error {
-	bad := func(format string, args ...any) error {
-		return &FieldError{Field: "block_for", Msg: fmt.Sprintf(format, args...)}
-	}
 	switch {
 	case l.BlockFor == 0:
 		return nil
 	case l.BlockFor < time.Millisecond:
-		return bad("%s is shorter than a millisecond", l.BlockFor)
+		return fieldErrorf("block_for", "%s is shorter than a millisecond", l.BlockFor)
 	case l.BlockFor > MaxPeriod:
-		return bad("%s is longer than the maximum %s", l.BlockFor, MaxPeriod)
+		return fieldErrorf("block_for", "%s is longer than the maximum %s", l.BlockFor, MaxPeriod)
 	case l.Blocks():
-		return bad("is not for a block rule (requests_per_unit 0 refuses every request already)")
+		return fieldErrorf("block_for", "is not for a block rule (requests_per_unit 0 refuses every request already)")
 	case l.Algorithm == LeakyBucket:
-		return bad("is not for a leaky_bucket, whose refusals depend on each caller's deadline: use token_bucket or a window")
+		return fieldErrorf("block_for", "is not for a leaky_bucket, whose refusals depend on each caller's deadline: use token_bucket or a window")
 	case l.Algorithm == Concurrency:
-		return bad("is not for a concurrency limit, whose refusals say how many requests are in flight, not what a client did: use a window or token_bucket")
+		return fieldErrorf("block_for", "is not for a concurrency limit, whose refusals say how many requests are in flight, not what a client did: use a window or token_bucket")
 	}
 	return nil
 }

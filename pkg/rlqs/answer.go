@@ -181,11 +181,10 @@ func (s *Service) record(ctx context.Context, c *client, items []item, now time.
 	if len(keys) == 0 {
 		return r
 	}
-	ttl := 3 * s.opts.ReportInterval
 	if c.group != nil {
-		r.parts, r.err = c.group.record(ctx, s, c, keys, r.demands, ttl)
+		r.parts, r.err = c.group.record(ctx, s, c, keys, r.demands)
 	} else {
-		r.err = s.recordAll(ctx, c.id, keys, r.demands, ttl)
+		r.err = s.recordAll(ctx, c.id, keys, r.demands)
 	}
 	r.divs = s.divisions(ctx, wants, now)
 	return r

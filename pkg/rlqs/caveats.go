@@ -2,6 +2,7 @@ package rlqs
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"go.uber.org/zap"
@@ -36,8 +37,8 @@ type ruleID struct {
 // bucket matched, each the first time.
 func (c *caveats) note(log *zap.Logger, ix *descriptors.Index, domain string, end *descriptors.Node) {
 	for _, r := range end.Descriptor.Rules {
-		concurrency, partial := unenforced(r), partly(r.Limit)
-		if !concurrency && len(partial) == 0 {
+		concurrency := unenforced(r)
+		if !concurrency && !slices.ContainsFunc(limits.Modifiers, func(m limits.Modifier) bool { return partly(m, r.Limit) }) {
 			continue
 		}
 		id := ruleID{file: fileOf(ix.Config(), domain), domain: domain, line: r.Line}
@@ -59,23 +60,16 @@ func (c *caveats) note(log *zap.Logger, ix *descriptors.Index, domain string, en
 				zap.String("limit", at))
 			continue
 		}
-		for _, m := range partial {
-			log.Info("rlqs: "+m.RLQS, zap.String("limit", at), zap.Any(m.Fields[0].Name, m.Value(r.Limit)))
+		for _, m := range limits.Modifiers {
+			if partly(m, r.Limit) {
+				log.Info("rlqs: "+m.RLQS, zap.String("limit", at), zap.Any(m.Fields[0].Name, m.Value(r.Limit)))
+			}
 		}
 	}
 }
 
-// partly returns the modifiers of l that RLQS holds only in part. It
-// allocates only for a limit that has one.
-func partly(l limits.Limit) []limits.Modifier {
-	var ms []limits.Modifier
-	for _, m := range limits.Modifiers {
-		if m.RLQS != "" && m.On(l) {
-			ms = append(ms, m)
-		}
-	}
-	return ms
-}
+// partly reports whether l has modifier m and RLQS holds m only in part.
+func partly(m limits.Modifier, l limits.Limit) bool { return m.RLQS != "" && m.On(l) }
 
 // fileOf is the file of domain in cfg, "" for none.
 func fileOf(cfg *config.Config, domain string) string {

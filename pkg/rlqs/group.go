@@ -3,7 +3,6 @@ package rlqs
 import (
 	"context"
 	"sync"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -51,7 +50,7 @@ func (s *Service) quit(identity string, g *group) {
 // record notes stream c's demands (demands[i] of keys[i]) and records the
 // group's: it replaces demands with the group's and returns the part of
 // the group's share that is c's, per bucket.
-func (g *group) record(ctx context.Context, s *Service, c *client, keys []string, demands []share.Demand, ttl time.Duration) (parts []float64, err error) {
+func (g *group) record(ctx context.Context, s *Service, c *client, keys []string, demands []share.Demand) (parts []float64, err error) {
 	parts = make([]float64, len(keys))
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -73,7 +72,7 @@ func (g *group) record(ctx context.Context, s *Service, c *client, keys []string
 		}
 	}
 	// Under g.mu: a report's sum is not overwritten by an older one's.
-	return parts, s.recordAll(ctx, g.id, keys, demands, ttl)
+	return parts, s.recordAll(ctx, g.id, keys, demands)
 }
 
 // leave takes stream c's demand of key out of the group's, and records
@@ -88,7 +87,7 @@ func (g *group) leave(ctx context.Context, s *Service, c *client, key string) {
 		s.forget(ctx, key, g.id)
 		return
 	}
-	if err := s.recordAll(ctx, g.id, []string{key}, []share.Demand{total(m)}, 3*s.opts.ReportInterval); err != nil {
+	if err := s.recordAll(ctx, g.id, []string{key}, []share.Demand{total(m)}); err != nil {
 		// The entry expires by itself, or the next report renews it.
 		s.opts.Logger.Debug("rlqs: recording a group's demand", zap.Error(err))
 	}
@@ -113,8 +112,10 @@ func (c *client) divided() string {
 }
 
 // recordAll records client's demands in this instance's store and in the
-// shared one; the error is the shared store's.
-func (s *Service) recordAll(ctx context.Context, client string, keys []string, demands []share.Demand, ttl time.Duration) error {
+// shared one, for three report intervals (a demand not renewed by then is
+// a client's that left); the error is the shared store's.
+func (s *Service) recordAll(ctx context.Context, client string, keys []string, demands []share.Demand) error {
+	ttl := 3 * s.opts.ReportInterval
 	_ = s.local.RecordAll(ctx, client, keys, demands, ttl)
 	if s.store != DemandStore(s.local) {
 		return s.store.RecordAll(ctx, client, keys, demands, ttl)

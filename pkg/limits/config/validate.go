@@ -221,8 +221,9 @@ func (v validator) rule(raw *rawRule, inList bool) (*Rule, error) {
 	}
 	// The modifiers' fields are checked as they were written, then the
 	// limit they make.
+	fields := raw.ruleFields(r.Unit, r.UnitMultiplier)
 	for _, m := range limits.Modifiers {
-		if err := m.Build(&r.Limit, raw.ruleFields(r.Unit, r.UnitMultiplier)); err != nil {
+		if err := m.Build(&r.Limit, fields); err != nil {
 			return nil, fieldError(raw, err)
 		}
 	}

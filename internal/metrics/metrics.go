@@ -369,11 +369,7 @@ func (m *Metrics) StoreRefused(refused bool) {
 	if m == nil {
 		return
 	}
-	v := 0.0
-	if refused {
-		v = 1
-	}
-	m.storeRefused.Set(v)
+	m.storeRefused.Set(flag(refused))
 }
 
 // StoreUp records what a store call found: the store answered, or was
@@ -406,12 +402,14 @@ func (m *Metrics) StoreChecked(start time.Time, up bool) {
 	m.setStoreUp(up)
 }
 
-func (m *Metrics) setStoreUp(up bool) {
-	if up {
-		m.storeUp.Set(1)
-	} else {
-		m.storeUp.Set(0)
+func (m *Metrics) setStoreUp(up bool) { m.storeUp.Set(flag(up)) }
+
+// flag is a gauge's value of b: 1 while true, 0 otherwise.
+func flag(b bool) float64 {
+	if b {
+		return 1
 	}
+	return 0
 }
 
 // LocalFallback counts a descriptor decided on the embedded store because
@@ -428,11 +426,7 @@ func (m *Metrics) BreakerOpen(open bool) {
 	if m == nil {
 		return
 	}
-	if open {
-		m.breakerOpen.Set(1)
-	} else {
-		m.breakerOpen.Set(0)
-	}
+	m.breakerOpen.Set(flag(open))
 }
 
 // What Refused counts.

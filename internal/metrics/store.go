@@ -136,12 +136,6 @@ func (c redisInspectionCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c redisInspectionCollector) Collect(ch chan<- prometheus.Metric) {
 	in := c()
-	flag := func(b bool) float64 {
-		if b {
-			return 1
-		}
-		return 0
-	}
 	ch <- prometheus.MustNewConstMetric(evictedDesc, prometheus.CounterValue, float64(in.Evicted))
 	ch <- prometheus.MustNewConstMetric(evictsDesc, prometheus.GaugeValue, flag(in.Evicts))
 	ch <- prometheus.MustNewConstMetric(fullDesc, prometheus.GaugeValue, flag(in.Full))

@@ -28,7 +28,7 @@ func (s *discardSink) Timer(string, uint64)   {}
 // hold, the size and time of a scrape, and how many of the last values
 // are counted. It runs only with RLS_STAT_VALUES set (BENCHMARKS.md):
 //
-//	RLS_STAT_VALUES=400000 go test -run TestStatValuesMemory -v ./pkg/metrics/
+//	RLS_STAT_VALUES=400000 go test -run TestStatValuesMemory -v ./internal/metrics/
 func TestStatValuesMemory(t *testing.T) {
 	n, err := strconv.Atoi(os.Getenv("RLS_STAT_VALUES"))
 	if err != nil {

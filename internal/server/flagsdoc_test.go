@@ -8,5 +8,5 @@ import (
 
 // docs/flags.md is what the flags say.
 func TestFlagsDoc(t *testing.T) {
-	golden.Check(t, "../../docs/flags.md", FlagsMarkdown(), "go generate ./pkg/server")
+	golden.Check(t, "../../docs/flags.md", FlagsMarkdown(), "go generate ./internal/server")
 }

@@ -243,11 +243,15 @@ func (r *running) grpcServer() {
 	if r.gtls != nil {
 		creds = credentials.NewTLS(r.gtls.config)
 	}
+	unary := append(tracingInterceptors(r.tracing), r.guard.Unary)
+	if r.m.RatelimitOn() { // decided at start-up (enableStats): off, no call pays for the interceptor
+		unary = append(unary, callStats(r.m)) // stats.go
+	}
 	gopts := append(r.guard.ServerOptions(creds),
 		// Envoy keeps a few long-lived HTTP/2 connections and may ping them;
 		// do not punish that.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.ChainUnaryInterceptor(append(tracingInterceptors(r.tracing), r.guard.Unary, callStats(r.m))...), // callStats: stats.go
+		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(r.guard.Stream),
 		// Every call on a goroutine of its own grows a fresh stack, which
 		// shows as runtime.newstack in a profile under load (BENCHMARKS.md

@@ -198,12 +198,9 @@ func serveStats(o *Options, m *metrics.Metrics, l net.Listener, log *zap.Logger,
 // callStats counts every unary gRPC call in envoyproxy/ratelimit's stats
 // by its method, as envoyproxy/ratelimit's server counts them (health
 // checks too; /json, which does not go through gRPC, is not a call there).
-// With the stats off it only calls the handler.
+// It is chained only with the stats on (RatelimitOn).
 func callStats(m *metrics.Metrics) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if !m.RatelimitOn() {
-			return handler(ctx, req)
-		}
 		start := time.Now()
 		resp, err := handler(ctx, req)
 		m.RatelimitCall(info.FullMethod, time.Since(start))

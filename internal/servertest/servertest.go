@@ -19,10 +19,9 @@ import (
 	"github.com/envoy-rls/envoy-rls/internal/server"
 )
 
-// Server is a running server's addresses, and its log.
+// Server is a running server's addresses.
 type Server struct {
 	GRPCAddr, HTTPAddr string
-	Logs               *observer.ObservedLogs
 }
 
 // startBound is how long the server may take to serve.
@@ -58,7 +57,7 @@ func Start(t testing.TB, limits string, args ...string) *Server {
 	for {
 		if serving := logs.FilterMessage("serving").All(); len(serving) > 0 {
 			f := serving[0].ContextMap()
-			return &Server{GRPCAddr: f["grpc"].(string), HTTPAddr: f["http"].(string), Logs: logs}
+			return &Server{GRPCAddr: f["grpc"].(string), HTTPAddr: f["http"].(string)}
 		}
 		select {
 		case <-stopped:

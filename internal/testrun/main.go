@@ -72,15 +72,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return step(*tally, *dir, env, fs.Args(), *quiet, stdout, stderr)
 }
 
-// event is one line of `go test -json` (cmd/test2json).
+// event is one line of `go test -json` (cmd/test2json): the fields read.
 type event struct {
-	Time       time.Time
-	Action     string
-	Package    string
-	Test       string
-	Output     string
-	ImportPath string
-	Elapsed    float64
+	Action  string
+	Package string
+	Test    string
+	Output  string
+	Elapsed float64
 }
 
 // progress is what a step knows of its packages while it runs.

@@ -15,7 +15,7 @@ func FlagsMarkdown() string {
 	var b strings.Builder
 	b.WriteString(`# envoy-rls's flags
 
-<!-- Generated from internal/server's flags by ` + "`go generate ./pkg/server`" + `: do not edit. -->
+<!-- Generated from internal/server's flags by ` + "`go generate ./internal/server`" + `: do not edit. -->
 
 Every flag of the server (` + "`envoy-rls [flags]`" + `), as ` + "`envoy-rls -h`" + ` lists
 them. Each can also be set by its environment variable; a flag given on

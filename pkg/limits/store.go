@@ -62,6 +62,9 @@ type Hit struct {
 	// hash tag and differ (a run that repeats one is refused whole, with
 	// ErrRepeatedKey). A refused run charges only its count_refused limits.
 	Joint bool
+	// Hold, when its ID is set, makes the hit reserve or settle a
+	// request's cost under that id (hold.go); the zero Hold is none.
+	Hold Hold
 }
 
 // MaxDelayMicros is MaxDelay as DecideWithin takes it: zero (or negative)
@@ -100,6 +103,8 @@ type Result struct {
 	// asking it (package overlimit's cache of refused keys), which
 	// envoyproxy/ratelimit's stats count apart.
 	Local bool
+	// Hold says what the hit did with its Hold (hold.go).
+	Hold HoldOutcome
 	// Err is set when the store could not decide this hit; the other fields
 	// are then meaningless.
 	Err error

@@ -30,6 +30,9 @@ type settings struct {
 	json        bool
 	cpuProfile  string
 	allowRemote bool
+	// hold and settle are the keys of a holds domain's id and settle
+	// entries: with hold set, each decision is a reserve and its settle.
+	hold, settle string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*settings, error) {
@@ -52,6 +55,8 @@ func parseFlags(args []string, stderr io.Writer) (*settings, error) {
 	fs.StringVar(&pids, "pids", "", "comma-separated process ids whose CPU time (utime+stime, /proc/PID/stat) to report, total and per decision")
 	fs.BoolVar(&c.json, "json", false, "print the result as JSON")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write rls-bench's own CPU profile of the run to this file (what the generator costs a call)")
+	fs.StringVar(&c.hold, "hold", "", "a holds domain's id key: each decision is then a reserve under a new id and, if admitted, its settle (two calls)")
+	fs.StringVar(&c.settle, "settle", "settle", "a holds domain's settle key, sent with -hold's id on the settle call")
 	fs.BoolVar(&c.allowRemote, "allow-remote", false, "allow an -addr or -serve-noop that is not a loopback address")
 	if err := fs.Parse(args); err != nil {
 		return nil, errUsage
@@ -92,6 +97,8 @@ func (c *settings) check() error {
 		return errors.New("-timeout must be positive")
 	case c.hits > 1<<32-1:
 		return errors.New("-hits must fit in 32 bits")
+	case c.hold != "" && (c.settle == "" || c.settle == c.hold):
+		return errors.New("-settle must be set and differ from -hold")
 	}
 	_, err := parseTemplate(c.template)
 	return err

@@ -94,7 +94,14 @@ descriptors:
 // listener.
 func serveService(t *testing.T) string {
 	t.Helper()
-	d, err := config.Parse("limits.yaml", []byte(benchLimits))
+	return serveLimits(t, benchLimits)
+}
+
+// serveLimits serves rls.Service with the domain of limits over the
+// embedded store on a real listener.
+func serveLimits(t *testing.T, limits string) string {
+	t.Helper()
+	d, err := config.Parse("limits.yaml", []byte(limits))
 	if err != nil {
 		t.Fatal(err)
 	}

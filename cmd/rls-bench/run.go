@@ -160,6 +160,8 @@ type loadRun struct {
 	// next the index of the next call due.
 	interval time.Duration
 	next     atomic.Int64
+	// ids numbers the holds of -hold.
+	ids atomic.Uint64
 }
 
 // call is one caller: it calls until the deadline, each call when it is
@@ -188,7 +190,13 @@ func (l *loadRun) call(ctx context.Context, w *worker, client rlsv3.RateLimitSer
 			req = l.reqs[rng.IntN(len(l.reqs))]
 		}
 		cctx, cancel := context.WithTimeout(ctx, l.c.timeout)
-		resp, err := client.ShouldRateLimit(cctx, req)
+		var resp *rlsv3.RateLimitResponse
+		var err error
+		if l.c.hold != "" {
+			resp, err = l.holdPair(cctx, client, req)
+		} else {
+			resp, err = client.ShouldRateLimit(cctx, req)
+		}
 		cancel()
 		recordLatency(w.h, time.Since(sent))
 		switch {

@@ -124,7 +124,7 @@ func (m *Metrics) initRequestFamilies() {
 	}, []string{"what"})
 	m.browser = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rls_browser_refused_total",
-		Help: "HTTP calls refused as a page's in a browser, before any work, by endpoint (json, top, reset, rlqs) and reason: cross_site (Sec-Fetch-Site cross-site or same-site), foreign_origin (an Origin other than the address called, or a Host that is a name), content_type (a reset whose body is not application/json).",
+		Help: "HTTP calls refused as a page's in a browser, before any work, by endpoint (json, top, reset, rlqs, usage) and reason: cross_site (Sec-Fetch-Site cross-site or same-site), foreign_origin (an Origin other than the address called, or a Host that is a name), content_type (a reset whose body is not application/json).",
 	}, []string{"endpoint", "reason"})
 }
 

@@ -127,9 +127,8 @@ func (o AdminOptions) authorized(w http.ResponseWriter, r *http.Request, endpoin
 	if o.Tokens == nil {
 		return "peer " + r.RemoteAddr, true
 	}
-	presented, hasBearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	name, ok := o.Tokens().check(strings.TrimSpace(presented))
-	if !hasBearer || !ok {
+	name, ok := bearer(r, o.Tokens())
+	if !ok {
 		o.Counted(endpoint, AdminUnauthorized)
 		o.Log.Debug("admin call refused: no valid bearer token", zap.String("endpoint", endpoint), zap.String("peer", r.RemoteAddr))
 		w.Header().Set("WWW-Authenticate", `Bearer realm="envoy-rls admin"`)
@@ -208,6 +207,14 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(v) //nolint:errcheck // the client went away
+}
+
+// bearer checks the token r presents as `Authorization: Bearer TOKEN`
+// against tokens, and returns its name.
+func bearer(r *http.Request, tokens *Tokens) (string, bool) {
+	presented, hasBearer := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	name, ok := tokens.check(strings.TrimSpace(presented))
+	return name, hasBearer && ok
 }
 
 // MinTokenLen is the shortest token ParseTokens accepts.

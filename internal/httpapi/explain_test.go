@@ -73,7 +73,15 @@ func TestParseExplainQuery(t *testing.T) {
 // on a fixed-clock embedded store, with rlsLimits loaded.
 func newExplainHandler(t *testing.T) http.Handler {
 	t.Helper()
-	d, err := config.Parse("limits.yaml", []byte(rlsLimits))
+	svc, _ := memoryService(t, rlsLimits)
+	return Handler(Options{Limiter: svc, ConfigLines: func() []string { return nil }, Explainer: svc})
+}
+
+// memoryService is an rls.Service of the limits file yaml on a
+// fixed-clock embedded store, which it returns too.
+func memoryService(t *testing.T, yaml string) (*rls.Service, *memory.Store) {
+	t.Helper()
+	d, err := config.Parse("limits.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +91,7 @@ func newExplainHandler(t *testing.T) http.Handler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Handler(Options{Limiter: svc, ConfigLines: func() []string { return nil }, Explainer: svc})
+	return svc, store
 }
 
 func get(h http.Handler, target string, header ...string) (int, string, string) {

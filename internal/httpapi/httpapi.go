@@ -45,6 +45,11 @@ type Options struct {
 	Gatherer prometheus.Gatherer
 	// Explainer serves GET /explain (explain.go); nil leaves it out.
 	Explainer Explainer
+	// Usage serves GET /v1/usage, the tenants' read of what is left
+	// (usage.go); nil leaves it out. UsageTokens returns the bearer
+	// tokens it requires, the last good ones read; nil asks for none.
+	Usage       UsageReader
+	UsageTokens func() *Tokens
 	// JSONRefunds lets POST /json refund hits (descriptors with
 	// is_negative_hits). Off, such a request is refused with 400: anything
 	// that reaches the HTTP port could otherwise hand another client's
@@ -82,6 +87,9 @@ func Handler(o Options) http.Handler {
 	}
 	if o.Explainer != nil {
 		mux.HandleFunc("GET /explain", func(w http.ResponseWriter, r *http.Request) { serveExplain(w, r, o.Explainer) })
+	}
+	if o.Usage != nil {
+		mux.HandleFunc("GET /v1/usage", func(w http.ResponseWriter, r *http.Request) { serveUsage(w, r, o) })
 	}
 	return mux
 }

@@ -68,6 +68,9 @@ type Metrics struct {
 	browser       *prometheus.CounterVec
 	top           *topk.Board // the refusals GET /top reports; nil when off
 
+	// warnCrossed counts the hits that crossed a warn_at threshold (warn.go).
+	warnCrossed *prometheus.CounterVec
+
 	// configNotLoaded and storeRefused: operators' mistakes the service
 	// serves through (ConfigNotLoaded, StoreRefused).
 	configNotLoaded prometheus.Gauge
@@ -89,6 +92,8 @@ func New() *Metrics {
 	m.initStoreFamilies()
 	m.statsdSent, m.statsdDropped, m.admin = sinkCounters()
 	m.configNotLoaded, m.storeRefused = mistakeGauges()
+	m.warnCrossed = newWarnCrossed()
+	r.MustRegister(m.warnCrossed)
 	r.MustRegister(m.decisions, m.storeErrors, m.requests, m.latency, m.storeLatency,
 		m.reloads, m.configSuccess, m.configTime, m.configDomains, m.configLimits, m.configNotLoaded, m.storeRefused, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns, m.refused,
 		m.statsdSent, m.statsdDropped, m.admin, m.browser,
@@ -119,7 +124,7 @@ func (m *Metrics) initRequestFamilies() {
 	}, []string{"what"})
 	m.browser = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "rls_browser_refused_total",
-		Help: "HTTP calls refused as a page's in a browser, before any work, by endpoint (json, top, reset, rlqs) and reason: cross_site (Sec-Fetch-Site cross-site or same-site), foreign_origin (an Origin other than the address called, or a Host that is a name), content_type (a reset whose body is not application/json).",
+		Help: "HTTP calls refused as a page's in a browser, before any work, by endpoint (json, top, reset, rlqs, usage) and reason: cross_site (Sec-Fetch-Site cross-site or same-site), foreign_origin (an Origin other than the address called, or a Host that is a name), content_type (a reset whose body is not application/json).",
 	}, []string{"endpoint", "reason"})
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"sync"
 
 	"go.uber.org/zap"
@@ -63,20 +62,8 @@ func newAdmin(o *Options, svc *rls.Service, quotas *rlqs.Service, m *metrics.Met
 		ao.Quotas = quotas
 	}
 	if path := o.admin.tokenFile; path != "" {
-		a.tokens = &reloading[httpapi.Tokens]{files: []string{path}, what: "admin tokens", log: a.log, read: func() (*httpapi.Tokens, error) {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return nil, err
-			}
-			return httpapi.ParseTokens(b)
-		}}
-		w, err := watch.New(log, watch.Options{}, path)
-		if err != nil {
-			log.Warn("admin tokens reload is off: the file cannot be watched", zap.Error(err))
-		}
-		a.watch = w
-		if err := a.tokens.load(); err != nil {
-			a.close()
+		var err error
+		if a.tokens, a.watch, err = watchedTokens(path, "admin tokens", a.log); err != nil { // usage.go
 			return nil, fmt.Errorf("-admin-token-file: %w", err)
 		}
 		ao.Tokens = a.tokens.get

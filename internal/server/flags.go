@@ -114,6 +114,8 @@ type Options struct {
 	tracing tracingOptions
 	// admin: GET /top, POST /reset and GET /rlqs (admin.go).
 	admin adminOptions
+	// usage: GET /v1/usage, the tenants' read (usage.go).
+	usage usageOptions
 
 	// version asks for the version instead of the server.
 	version bool
@@ -278,6 +280,7 @@ func serverFlags(o *Options, h Help) *cli.CommandLine {
 	fs.BoolVar(&o.healthyNeedsConfig, "healthy-needs-config", false, "report /healthz and gRPC health as not serving while the config in force has no domain (an empty -config directory, or no xDS snapshot with one), as envoyproxy/ratelimit's HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED")
 	tracingFlags(fs, &o.tracing)
 	adminFlags(fs, &o.admin)
+	usageFlags(fs, &o.usage)
 	fs.DurationVar(&o.maxDelay, "max-delay", config.DefaultMaxDelay, "longest wait a leaky_bucket may impose; a file whose worst wait is longer is refused")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or console")

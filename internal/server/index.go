@@ -31,6 +31,9 @@ func (r *running) index() string {
 	if o.explainEndpoint {
 		eps = append(eps, endpoint{"GET", "/explain?domain=D&descriptor=k=v,k2=v2", "which limit a descriptor matches, and its state"})
 	}
+	if o.usage.serves() {
+		eps = append(eps, endpoint{"GET", "/v1/usage?domain=D&descriptor=k=v,k2=v2", "what is used, held and left of a descriptor's limits (JSON; a tenant's bearer token when -tenant-token-file is set)"})
+	}
 	if r.admin != nil && o.admin.addr == "" {
 		eps = append(eps,
 			endpoint{"GET", "/top", "the descriptors refused most in the last minute (admin: a bearer token)"},

@@ -172,6 +172,7 @@ type running struct {
 	healthMu     sync.Mutex   // updateHealth's
 	hsrv, dsrv   *http.Server // dsrv nil when pprof is off
 	admin        *admin       // nil when GET /top, POST /reset and GET /rlqs are off
+	usage        *usage       // nil when GET /v1/usage is off
 	stopStats    func()
 	pusher       *statsd.Pusher // nil without -statsd-addr
 
@@ -227,6 +228,9 @@ func (r *running) build() error {
 		return err
 	}
 	if r.admin, err = newAdmin(o, r.svc, r.rlqs, r.m, r.log); err != nil { // admin.go
+		return err
+	}
+	if r.usage, err = newUsage(o, r.log); err != nil { // usage.go
 		return err
 	}
 	r.grpcServer()
@@ -302,7 +306,7 @@ func (r *running) httpServer() {
 	r.serving.Store(true)
 	bodies := httpapi.NewBodyBudget(httpapi.DefaultBodyBudget)
 	r.m.JSONBodies(bodies.Held)
-	api := httpapi.Handler(httpapi.Options{
+	ho := httpapi.Options{
 		Limiter:      r.svc,
 		Serving:      func() bool { return r.serving.Load() && r.src.healthy() },
 		StorePing:    r.store.ping,
@@ -315,7 +319,9 @@ func (r *running) httpServer() {
 		BodyRefused:  func() { r.m.Refused(metrics.RefusedJSONBody) },
 
 		BrowserRefused: r.m.BrowserRefused,
-	})
+	}
+	r.usage.wire(&ho, r.svc) // usage.go
+	api := httpapi.Handler(ho)
 	if !o.jsonEndpoint {
 		api = withoutJSON(api)
 	}
@@ -340,6 +346,7 @@ func (r *running) serve(bg context.Context) {
 	stopFamilies, stopPush := serveStats(o, r.m, r.ls.stats, r.log, &r.wg, r.errc), startPush(r.pusher)
 	r.stopStats = func() { stopPush(); stopFamilies() } // after the last decision: its stats are pushed
 	r.admin.serve(bg, o, r.ls.admin, r.m, &r.wg, r.errc)
+	r.usage.serve(bg, &r.wg)
 	if r.gtls != nil {
 		r.gtls.run(bg, &r.wg)
 	}
@@ -419,6 +426,7 @@ func (r *running) close() {
 		r.gtls.close()
 	}
 	r.admin.close()
+	r.usage.close()
 }
 
 func serveGRPC(s *grpc.Server, l net.Listener) error {

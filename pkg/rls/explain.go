@@ -149,15 +149,11 @@ func (s *Service) Explain(ctx context.Context, domain string, entries []descript
 	if err != nil {
 		return Explanation{}, err
 	}
-	p, err := s.planOne(ix, domain, entries)
+	p, err := s.peekOne(ctx, ix, domain, entries)
 	if err != nil {
 		return Explanation{}, err
 	}
 	defer p.release()
-	if len(p.hits) > 0 {
-		s.callStore(ctx, time.Now(), p.hits, p.results)
-	}
-	p.settle(s)
 	ex := s.explanation(ix, p, &p.descs[0])
 	s.explainSlots(ctx, &ex, &p.descs[0])
 	return ex, nil
@@ -188,6 +184,21 @@ func (s *Service) planOne(ix *descriptors.Index, domain string, entries []descri
 		return nil, err
 	}
 	p.finish(s, s.maxDelay)
+	return p, nil
+}
+
+// peekOne plans a request of one descriptor at cost 0 on ix, reads the
+// store with it and settles it: what Explain and Usage read, consuming
+// nothing. The caller releases the plan.
+func (s *Service) peekOne(ctx context.Context, ix *descriptors.Index, domain string, entries []descriptors.Entry) (*plan, error) {
+	p, err := s.planOne(ix, domain, entries)
+	if err != nil {
+		return nil, err
+	}
+	if len(p.hits) > 0 {
+		s.callStore(ctx, time.Now(), p.hits, p.results)
+	}
+	p.settle(s)
 	return p, nil
 }
 

@@ -38,6 +38,9 @@ type plan struct {
 	// `replaces` drops to the name of the limit that drops it. Replacing
 	// is per request: a limit of one descriptor drops a limit of another.
 	replacedBy map[string]string
+	// warns reports that a limit of the plan has warn_at (warn.go): off,
+	// the answer carries no warning and no crossing is counted.
+	warns bool
 	// now is the instant the plan is settled at (Options.Now): what its
 	// answer reports of a window whose length varies is that window's.
 	now time.Time
@@ -108,6 +111,7 @@ func newPlan(ix *descriptors.Index, domain string, n int) *plan {
 	p := planPool.Get().(*plan)
 	p.domain = domain
 	p.known = ix.Known(domain)
+	p.warns = false
 	if cap(p.descs) < n {
 		p.descs = make([]planned, 0, n)
 	}
@@ -178,6 +182,7 @@ func (p *plan) add(s *Service, ix *descriptors.Index, in descriptorInput) error 
 	d.unlimited = len(d.rules) == 1 && d.rules[0].Unlimited
 	d.quota = d.quota && !d.unlimited
 	for _, r := range d.rules {
+		p.warns = p.warns || len(r.WarnAt) > 0
 		for _, name := range r.Replaces {
 			if p.replacedBy == nil {
 				p.replacedBy = make(map[string]string)

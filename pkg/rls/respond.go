@@ -45,6 +45,9 @@ func (s *Service) respond(p *plan, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimi
 	if s.dynamicMetadata {
 		resp.DynamicMetadata = dynamicMetadata(p, req) // metadata.go
 	}
+	if p.warns {
+		s.warn(p, resp, domainLabel) // warn.go
+	}
 	for _, h := range s.headers {
 		h.add(resp, p, refused) // headers.go
 	}

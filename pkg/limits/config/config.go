@@ -70,7 +70,10 @@ type Rule struct {
 	// CountRefused is count_refused as written; Limit.CountRefused holds
 	// it too, for the stores.
 	CountRefused bool
-	Line         int
+	// WarnAt are the soft thresholds of warn_at, fractions of the limit's
+	// capacity in ascending order; nil for none (warn.go).
+	WarnAt []float64
+	Line   int
 }
 
 // Unit is a rate limit unit of the limits file.

@@ -9,7 +9,7 @@ import (
 // Lines renders c for the /rlconfig endpoint: one line per limit, unlimited
 // ones included, sorted, each in the form
 //
-//	KEY[INDEX]: LIMIT [name=NAME] shadow_mode=BOOL [quota_mode=true] [failure_mode=MODE] [count_refused=true] [replaces=NAME,NAME…]
+//	KEY[INDEX]: LIMIT [name=NAME] shadow_mode=BOOL [quota_mode=true] [failure_mode=MODE] [count_refused=true] [replaces=NAME,NAME…] [warn_at=F,F…]
 //
 // KEY is the descriptor's composite key as envoyproxy/ratelimit writes it,
 // DOMAIN.KEY[_VALUE][.KEY[_VALUE]]…; INDEX, as in "api.user[1]", is the
@@ -77,6 +77,14 @@ func (r *Rule) line(d *Descriptor) string {
 	}
 	if len(r.Replaces) > 0 {
 		fmt.Fprintf(&b, " replaces=%s", strings.Join(r.Replaces, ","))
+	}
+	for i, t := range r.WarnAt {
+		if i == 0 {
+			b.WriteString(" warn_at=")
+		} else {
+			b.WriteByte(',')
+		}
+		b.WriteString(FormatFraction(t))
 	}
 	return b.String()
 }

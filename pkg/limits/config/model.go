@@ -141,6 +141,8 @@ type rawRule struct {
 	replaces []field[string]
 	// lease is a concurrency limit's lease, as written (concurrency.go).
 	lease field[string]
+	// warnAt is warn_at, each threshold at its item (warn.go).
+	warnAt field[[]field[float64]]
 }
 
 // field returns the position of the rule's field name, and whether the

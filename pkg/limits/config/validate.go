@@ -233,6 +233,9 @@ func (v validator) rule(raw *rawRule, inList bool) (*Rule, error) {
 	if err := v.checkDelay(r, raw); err != nil {
 		return nil, err
 	}
+	if r.WarnAt, err = v.warnAt(r, raw); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -329,7 +332,7 @@ func (v validator) unlimitedRule(r *Rule, raw *rawRule, inList bool) (*Rule, err
 		presence(raw.countRefused, "count_refused"),
 	}
 	gs = append(gs, raw.kindsGiven(limits.Modifiers, nil)...)
-	if f, ok := firstGiven(append(gs, presence(raw.lease, "a lease"))...); ok {
+	if f, ok := firstGiven(append(gs, presence(raw.lease, "a lease"), presence(raw.warnAt, "warn_at"))...); ok {
 		return nil, f.at.nameErrorf("unlimited with %s", f.what)
 	}
 	return r, nil

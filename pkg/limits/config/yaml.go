@@ -58,6 +58,7 @@ type yamlRule struct {
 	CountRefused    scalar            `yaml:"count_refused"`
 	Kinds           kindScalars       `yaml:",inline"`
 	Lease           scalar            `yaml:"lease"`
+	WarnAt          metaValue         `yaml:"warn_at"`
 }
 
 // kindScalars are the fields of the modifiers (limits.Modifiers) a rule
@@ -270,6 +271,7 @@ func (r *yamlReader) rule(at pos, m *mapping[yamlRule]) *rawRule {
 		countRefused:    read(r, k, "count_refused", y.CountRefused, scalar.boolean),
 		kinds:           r.kinds(k, y.Kinds),
 		lease:           read(r, k, "lease", y.Lease, scalar.str),
+		warnAt:          r.warnAt(k, &y.WarnAt),
 	}
 	_, ms, ats, _ := items(r, k, "replaces", &y.Replaces, true, "a list of {name: …}", "{name: …}")
 	for i, m := range ms {

@@ -224,8 +224,8 @@ func (s *Service) explanation(ix *descriptors.Index, p *plan, d *planned) Explan
 		ex.DomainFile = dom.File
 	}
 	// The walk is of d.entries: in a domain with holds, the request's
-	// entries less the holds'.
-	walked := explainedEntries(d.entries)
+	// entries less the holds' (Explain then shows them all).
+	walked := ex.Entries
 	for i, n := range d.path {
 		ex.Levels = append(ex.Levels, explainLevel(walked[i], n))
 	}

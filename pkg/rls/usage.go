@@ -95,9 +95,7 @@ func (s *Service) Usage(ctx context.Context, domain string, entries []descriptor
 	defer p.release()
 	d := &p.descs[0]
 	u := Usage{Domain: domain, Unlimited: d.unlimited, Limits: []UsedLimit{}}
-	for _, e := range entries {
-		u.Entries = append(u.Entries, ExplainedEntry(e))
-	}
+	u.Entries = explainedEntries(entries)
 	if !d.decided() {
 		return u, nil
 	}

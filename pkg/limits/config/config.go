@@ -26,6 +26,8 @@ type Domain struct {
 	File string
 	// Descriptors are the top-level descriptors in file order.
 	Descriptors []*Descriptor
+	// Holds is the domain's holds field, nil when it has none (holds.go).
+	Holds *Holds
 }
 
 // Descriptor is one node of a domain's tree: a key, an optional value (which

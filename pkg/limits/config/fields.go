@@ -53,6 +53,7 @@ var (
 	descriptorLevel = newLevel[yamlDescriptor]("in a descriptor")
 	ruleLevel       = newLevel[yamlRule]("in a rate limit")
 	replacesLevel   = newLevel[yamlReplace]("in a replaces entry")
+	holdsLevel      = newLevel[yamlHolds]("in holds")
 )
 
 // home says where a field that is unknown at one level belongs instead, for

@@ -26,6 +26,8 @@ func FuzzParse(f *testing.F) {
 		"domain: a\ndescriptors:\n  - key: k\n    rate_limits: [&l {algorithm: token_bucket, unit: second, requests_per_unit: 5}, *l]\n",
 		"domain: a\ndescriptors:\n  - key: k\n    rate_limits: [{unlimited: true, name: x, replaces: [{name: y}]}]\n",
 		"domain: a\ndescriptors:\n  - key: k\n    rate_limits: []\n    rate_limit: {unlimited: true}\n",
+		"domain: a\nholds: {id: rid, settle: done, lease: 24h}\ndescriptors:\n  - key: k\n    value: rid\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+		"domain: a\nholds: {id: rid, settle: rid, lease: 1ns}\ndescriptors:\n  - key: done\n    descriptors: [{key: rid}]\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -59,6 +61,7 @@ func FuzzParse(f *testing.F) {
 		if d.Name == "" {
 			t.Fatal("got a domain without a name")
 		}
+		checkHolds(t, d.Holds, d.Descriptors)
 		rules := checkDecidable(t, d.Descriptors)
 		c := &Config{Domains: map[string]*Domain{d.Name: d}}
 		if got := len(c.Lines()); got != rules {
@@ -119,4 +122,23 @@ func lineBreaks(data []byte) int {
 		n += bytes.Count(data, []byte(b))
 	}
 	return n
+}
+
+// checkHolds checks that holds h, if any, are ones the service can apply:
+// two different keys, a lease within its bounds, and no descriptor under
+// ds on either key.
+func checkHolds(t *testing.T, h *Holds, ds []*Descriptor) {
+	t.Helper()
+	if h == nil {
+		return
+	}
+	if h.ID == "" || h.Settle == "" || h.ID == h.Settle || h.Lease <= 0 || h.Lease > limits.MaxLease {
+		t.Fatalf("got holds %+v", h)
+	}
+	for _, d := range ds {
+		if d.Key == h.ID || d.Key == h.Settle {
+			t.Fatalf("line %d: got a descriptor on key %q of holds %+v", d.Line, d.Key, h)
+		}
+		checkHolds(t, h, d.Descriptors)
+	}
 }

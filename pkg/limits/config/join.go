@@ -41,6 +41,9 @@ func (j *joiner) add(d *Domain, line int) error {
 	}
 	switch first, dup := j.c.Domains[d.Name]; {
 	case dup && j.merge:
+		if err := sameHolds(first, d); err != nil {
+			return err
+		}
 		first.Descriptors = append(first.Descriptors, d.Descriptors...)
 	case dup:
 		return &Error{File: d.File, Line: line, Word: d.Name, Msg: "duplicate domain, first in " + place(first.File, j.lines[d.Name])}

@@ -401,6 +401,8 @@ func TestLines(t *testing.T) {
 		"failure_modes.user_deny: sliding_window 10/1s shadow_mode=false failure_mode=deny",
 		"failure_modes.user_error: sliding_window 10/1s shadow_mode=false failure_mode=error",
 		"failure_modes.user_local: sliding_window 10/1s shadow_mode=false failure_mode=local",
+		"llm.api_key.model: concurrency 10 lease=30s shadow_mode=false",
+		"llm.api_key: fixed_window 1000000/24h0m0s shadow_mode=false",
 		"metadata.service: sliding_window 20/1m0s shadow_mode=false",
 		"metadata.service_reports: sliding_window 5/1s shadow_mode=false",
 		"rls.api_key_*-test: token_bucket 60/1h0m0s burst=60 shadow_mode=false quota_mode=true",

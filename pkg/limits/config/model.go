@@ -104,6 +104,7 @@ type rawDomain struct {
 	// at is the whole: where a missing domain is reported.
 	at          pos
 	name        field[string]
+	holds       field[*rawHolds]
 	descriptors []*rawDescriptor
 }
 

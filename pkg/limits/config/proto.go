@@ -19,7 +19,8 @@ import (
 // The message has a subset of the file's fields (no algorithm, burst,
 // unit_multiplier, failure_mode, count_refused, the modifiers' fields or
 // rate_limits), so its
-// limits have the file's defaults for those. In proto3 a
+// limits have the file's defaults for those; nor has it a domain's holds,
+// so a domain from xDS never has any (Domain.Holds is nil). In proto3 a
 // zero is no value: an empty domain or key and unit UNKNOWN read as
 // missing. requests_per_unit is the exception: 0 is a block rule, as it is
 // in a file and in envoyproxy/ratelimit, so a rate_limit that is not

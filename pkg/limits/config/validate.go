@@ -19,6 +19,9 @@ type validator struct {
 	// countRefused the count_refused of one that does not set it.
 	algorithm    limits.Algorithm
 	countRefused bool
+	// rawHolds is the holds of the domain being validated, whose keys no
+	// descriptor may have; nil when it has none.
+	rawHolds *rawHolds
 }
 
 // domain validates a whole raw domain into a Domain named file.
@@ -29,11 +32,16 @@ func (v validator) domain(file string, r *rawDomain) (*Domain, error) {
 	if r.name.v == "" {
 		return nil, r.name.at.errorf("empty")
 	}
+	holds, err := v.holds(r.holds)
+	if err != nil {
+		return nil, err
+	}
+	v.rawHolds = r.holds.v
 	ds, err := v.descriptors(r.descriptors, r.name.v, 1)
 	if err != nil {
 		return nil, err
 	}
-	return &Domain{Name: r.name.v, File: file, Descriptors: ds}, nil
+	return &Domain{Name: r.name.v, File: file, Descriptors: ds, Holds: holds}, nil
 }
 
 // compositeKey is a descriptor's name in errors and in Lines, as
@@ -83,6 +91,9 @@ func (v validator) descriptor(r *rawDescriptor, parent string, depth int) (*Desc
 	}
 	if r.key.v == "" {
 		return nil, r.key.at.errorf("empty")
+	}
+	if err := v.holdKey(r.key); err != nil {
+		return nil, err
 	}
 	d := &Descriptor{
 		Key: r.key.v, Value: r.value,

@@ -24,7 +24,16 @@ import (
 type yamlDomain struct {
 	Keys        keys[yamlDomain]     `yaml:",inline"`
 	Domain      scalar               `yaml:"domain"`
+	Holds       *mapping[yamlHolds]  `yaml:"holds"`
 	Descriptors list[yamlDescriptor] `yaml:"descriptors"`
+}
+
+// yamlHolds is a domain's holds field.
+type yamlHolds struct {
+	Keys   keys[yamlHolds] `yaml:",inline"`
+	ID     scalar          `yaml:"id"`
+	Settle scalar          `yaml:"settle"`
+	Lease  scalar          `yaml:"lease"`
 }
 
 // yamlDescriptor is an item of a descriptors list.
@@ -77,6 +86,7 @@ func (yamlDomain) level() *level     { return rootLevel }
 func (yamlDescriptor) level() *level { return descriptorLevel }
 func (yamlRule) level() *level       { return ruleLevel }
 func (yamlReplace) level() *level    { return replacesLevel }
+func (yamlHolds) level() *level      { return holdsLevel }
 
 // decodeYAML decodes the one domain of a limits file into the raw model.
 // The file is one YAML document; empty (or null) documents around it, such
@@ -179,8 +189,32 @@ func read[T any](r *yamlReader, f *fieldLines, name string, s scalar, conv func(
 func (r *yamlReader) domain(y *yamlDomain) *rawDomain {
 	k := &y.Keys.fieldLines
 	d := &rawDomain{at: pos{line: k.line}, name: read(r, k, "domain", y.Domain, scalar.str)}
+	d.holds = r.holds(k, y.Holds)
 	d.descriptors = r.descriptors(k, "descriptors", &y.Descriptors)
 	return d
+}
+
+// holds reads the domain's holds field m, nil when absent.
+func (r *yamlReader) holds(k *fieldLines, m *mapping[yamlHolds]) field[*rawHolds] {
+	if m == nil {
+		m = &mapping[yamlHolds]{}
+	}
+	at, set := k.at("holds", m.line)
+	if !set || r.err != nil {
+		return field[*rawHolds]{at: at}
+	}
+	if p := m.problem(); p != "" {
+		r.fail(at.errorf("want a mapping with id and settle, got %s", p))
+		return field[*rawHolds]{at: at}
+	}
+	hk := &m.v.Keys.fieldLines
+	h := &rawHolds{
+		at:     at,
+		id:     read(r, hk, "id", m.v.ID, scalar.str),
+		settle: read(r, hk, "settle", m.v.Settle, scalar.str),
+		lease:  read(r, hk, "lease", m.v.Lease, scalar.duration),
+	}
+	return field[*rawHolds]{h, at, true}
 }
 
 // items returns the items of list field name of mapping f, each with its

@@ -61,6 +61,7 @@ type Metrics struct {
 	breakerOpen   prometheus.Gauge
 	redisRuns     prometheus.Histogram
 	refused       *prometheus.CounterVec
+	holds         *prometheus.CounterVec // holds.go
 	statsdSent    prometheus.Counter
 	statsdDropped prometheus.Counter
 	ratelimit     *ratelimitStats // envoyproxy/ratelimit's stats (ratelimit.go); nil when off
@@ -89,8 +90,9 @@ func New() *Metrics {
 	m.initStoreFamilies()
 	m.statsdSent, m.statsdDropped, m.admin = sinkCounters()
 	m.configNotLoaded, m.storeRefused = mistakeGauges()
+	m.holds = holdsCounter()
 	r.MustRegister(m.decisions, m.storeErrors, m.requests, m.latency, m.storeLatency,
-		m.reloads, m.configSuccess, m.configTime, m.configDomains, m.configLimits, m.configNotLoaded, m.storeRefused, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns, m.refused,
+		m.reloads, m.configSuccess, m.configTime, m.configDomains, m.configLimits, m.configNotLoaded, m.storeRefused, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns, m.refused, m.holds,
 		m.statsdSent, m.statsdDropped, m.admin, m.browser,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

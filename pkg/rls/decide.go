@@ -61,6 +61,7 @@ func (s *Service) decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 		if err := s.applyFailureModes(ctx, p); err != nil {
 			return nil, err
 		}
+		s.countHolds(p) // holds.go
 	}
 	p.settle(s)
 	resp, delay := s.respond(p, req)
@@ -99,7 +100,11 @@ func (s *Service) planRequest(ctx context.Context, req *rlsv3.RateLimitRequest) 
 		for _, e := range d.Entries {
 			p.entries = append(p.entries, descriptors.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
-		in := descriptorInput{entries: p.entries[lo:len(p.entries):len(p.entries)], override: d.GetLimit(), cost: cost(req, d)}
+		hold, err := p.takeHold(lo) // holds.go
+		if err != nil {
+			return p, s.holdInvalid(p, i, err)
+		}
+		in := descriptorInput{entries: p.entries[lo:len(p.entries):len(p.entries)], override: d.GetLimit(), cost: cost(req, d), hold: hold}
 		if err := p.add(s, ix, in); err != nil {
 			return p, status.Errorf(codes.InvalidArgument, "descriptor %d: %v", i, err)
 		}

@@ -41,6 +41,9 @@ type Explanation struct {
 	// Limits are the node's limits, in config order (several for a
 	// rate_limits list).
 	Limits []ExplainedLimit `json:"limits"`
+	// Hold is set in a domain with holds: what the descriptor does with
+	// them (explain_holds.go).
+	Hold *ExplainedHold `json:"hold,omitempty"`
 	// Outcome sums the explanation up in one sentence.
 	Outcome string `json:"outcome"`
 }
@@ -49,6 +52,9 @@ type Explanation struct {
 type ExplainedEntry struct {
 	Key   string `json:"key"`
 	Value string `json:"value"`
+	// Hold is "id" or "settle" for an entry of the domain's holds, which
+	// is not walked; empty for every other entry.
+	Hold string `json:"hold,omitempty"`
 }
 
 // ExplainedLevel is one step of the walk.
@@ -159,6 +165,10 @@ func (s *Service) Explain(ctx context.Context, domain string, entries []descript
 	}
 	p.settle(s)
 	ex := s.explanation(ix, p, &p.descs[0])
+	if p.holds != nil {
+		ex.Entries = explainedEntries(entries)
+		ex.Hold = explainHold(p.holds, entries, ex.Entries)
+	}
 	s.explainSlots(ctx, &ex, &p.descs[0])
 	return ex, nil
 }
@@ -183,7 +193,18 @@ func (s *Service) checkOne(domain string, entries []descriptors.Entry) (*descrip
 // settles and Reset clears. The caller releases the plan.
 func (s *Service) planOne(ix *descriptors.Index, domain string, entries []descriptors.Entry) (*plan, error) {
 	p := newPlan(ix, domain, 1)
-	if err := p.add(s, ix, descriptorInput{entries: entries, cost: 0}); err != nil {
+	in := descriptorInput{entries: entries}
+	if p.holds != nil {
+		// The walk and the keys are those of the entries less the holds'
+		// (holds.go); the hold itself is left out: a peek holds nothing.
+		p.entries = append(p.entries, entries...)
+		if _, err := p.takeHold(0); err != nil {
+			p.release()
+			return nil, err
+		}
+		in.entries, in.hold = p.entries, limits.Hold{Lease: p.holds.Lease}
+	}
+	if err := p.add(s, ix, in); err != nil {
 		p.release()
 		return nil, err
 	}
@@ -193,10 +214,8 @@ func (s *Service) planOne(ix *descriptors.Index, domain string, entries []descri
 
 // explanation reads what a settled plan says of its descriptor d.
 func (s *Service) explanation(ix *descriptors.Index, p *plan, d *planned) Explanation {
-	ex := Explanation{Domain: p.domain, DomainKnown: p.known, Levels: []ExplainedLevel{}, Limits: []ExplainedLimit{}}
-	for _, e := range d.entries {
-		ex.Entries = append(ex.Entries, ExplainedEntry(e))
-	}
+	ex := Explanation{Domain: p.domain, DomainKnown: p.known, Levels: []ExplainedLevel{}, Limits: []ExplainedLimit{},
+		Entries: explainedEntries(d.entries)}
 	if !p.known {
 		ex.Outcome = "unknown domain: every descriptor is answered OK, without a limit"
 		return ex
@@ -204,12 +223,19 @@ func (s *Service) explanation(ix *descriptors.Index, p *plan, d *planned) Explan
 	if dom := ix.Config().Domains[p.domain]; dom != nil {
 		ex.DomainFile = dom.File
 	}
+	// The walk is of d.entries: in a domain with holds, the request's
+	// entries less the holds' (Explain then shows them all).
+	walked := ex.Entries
 	for i, n := range d.path {
-		ex.Levels = append(ex.Levels, explainLevel(ex.Entries[i], n))
+		ex.Levels = append(ex.Levels, explainLevel(walked[i], n))
+	}
+	if d.node == nil && len(d.entries) == 0 {
+		ex.Outcome = "no limit: the descriptor has only the entries of the domain's holds, so nothing is walked; answered OK without a limit"
+		return ex
 	}
 	if d.node == nil {
 		stop := len(d.path)
-		ex.Levels = append(ex.Levels, ExplainedLevel{Entry: ex.Entries[stop], Match: MatchNone})
+		ex.Levels = append(ex.Levels, ExplainedLevel{Entry: walked[stop], Match: MatchNone})
 		ex.Outcome = fmt.Sprintf("no limit: no node matches entry %d (%s=%s), so the walk stops; answered OK without a limit",
 			stop+1, d.entries[stop].Key, d.entries[stop].Value)
 		return ex
@@ -284,6 +310,15 @@ func outcome(d *planned, failed bool) string {
 	default:
 		return fmt.Sprintf("a request would be refused (OVER_LIMIT) by %s for %s", name, v.wait)
 	}
+}
+
+// explainedEntries are entries as an explanation shows them.
+func explainedEntries(entries []descriptors.Entry) []ExplainedEntry {
+	es := make([]ExplainedEntry, len(entries))
+	for i, e := range entries {
+		es[i] = ExplainedEntry{Key: e.Key, Value: e.Value}
+	}
+	return es
 }
 
 func explainLevel(e ExplainedEntry, n *descriptors.Node) ExplainedLevel {

@@ -36,7 +36,7 @@ func (ex Explanation) WriteText(w io.Writer) error {
 func (ex Explanation) writeHead(b *strings.Builder) {
 	entries := make([]string, len(ex.Entries))
 	for i, e := range ex.Entries {
-		entries[i] = e.Key + "=" + e.Value
+		entries[i] = entryText(e) // explain_holds.go
 	}
 	fmt.Fprintf(b, "domain:     %s", ex.Domain)
 	switch {
@@ -48,6 +48,7 @@ func (ex Explanation) writeHead(b *strings.Builder) {
 		b.WriteString("\n")
 	}
 	fmt.Fprintf(b, "descriptor: %s\n", strings.Join(entries, ", "))
+	writeHold(b, ex.Hold)
 }
 
 // writeLevel writes step i of the walk: how entry lv matched, and the node

@@ -28,6 +28,8 @@ type plan struct {
 	// known reports whether the domain is configured; an unknown domain's
 	// descriptors are all answered OK without a limit.
 	known bool
+	// holds is the domain's holds, nil when it declares none (holds.go).
+	holds *config.Holds
 	descs []planned
 	// hits holds every descriptor's hits, in request order, for the one
 	// store call; results[i] answers hits[i]. Each planned descriptor's
@@ -67,6 +69,9 @@ type planned struct {
 	unlimited bool
 	// cost is c of docs/semantics.md.
 	cost int64
+	// hold is what the descriptor's entries of the domain's holds say,
+	// carried by each of its hits; the zero Hold outside a holds domain.
+	hold limits.Hold
 	// shadow and quota are the node's shadow_mode (or the service's) and
 	// quota_mode: how a refusal is answered.
 	shadow, quota bool
@@ -108,6 +113,10 @@ func newPlan(ix *descriptors.Index, domain string, n int) *plan {
 	p := planPool.Get().(*plan)
 	p.domain = domain
 	p.known = ix.Known(domain)
+	p.holds = nil
+	if p.known {
+		p.holds = ix.Config().Holds(domain)
+	}
 	if cap(p.descs) < n {
 		p.descs = make([]planned, 0, n)
 	}
@@ -140,12 +149,13 @@ type descriptorInput struct {
 	// override is Envoy's descriptor limit override; nil for none.
 	override *ratelimitv3.RateLimitDescriptor_RateLimitOverride
 	cost     int64
+	hold     limits.Hold
 }
 
 // add plans one descriptor: its walk of the config tree and the limits that
 // apply. Its error is the request's fault (an override no limit can take).
 func (p *plan) add(s *Service, ix *descriptors.Index, in descriptorInput) error {
-	p.descs = append(p.descs, planned{entries: in.entries, cost: in.cost})
+	p.descs = append(p.descs, planned{entries: in.entries, cost: in.cost, hold: in.hold})
 	d := &p.descs[len(p.descs)-1]
 	if !p.known {
 		return nil
@@ -239,6 +249,7 @@ func (p *plan) finish(s *Service, maxDelay time.Duration) {
 				Cost:     d.cost,
 				MaxDelay: maxDelay,
 				Joint:    j < len(d.rules)-1,
+				Hold:     d.hold,
 			})
 		}
 		hi := len(p.hits)
@@ -267,14 +278,15 @@ func (p *plan) together(d *planned, i, lo int) {
 }
 
 // sameCounters returns the consuming descriptor before the i-th, d, that
-// counts on the same counters as d, or nil.
+// counts on the same counters as d, or nil. Descriptors whose holds differ
+// (ids, or a reserve and a settle) are not one: each does its own.
 func (p *plan) sameCounters(d *planned, i int) *planned {
 	if d.cost <= 0 {
 		return nil
 	}
 	for k := range p.descs[:i] {
 		e := &p.descs[k]
-		if e.sameAs != nil || e.cost <= 0 || len(e.hits) != len(d.hits) {
+		if e.sameAs != nil || e.cost <= 0 || len(e.hits) != len(d.hits) || e.hold != d.hold {
 			continue
 		}
 		same := true

@@ -59,9 +59,7 @@ func (s *Service) Reset(ctx context.Context, domain string, entries []descriptor
 		return ResetDone{}, &NoLimitError{Reason: ex.Outcome}
 	}
 	done := ResetDone{Domain: domain, Node: d.node.Path}
-	for _, e := range entries {
-		done.Entries = append(done.Entries, ExplainedEntry(e))
-	}
+	done.Entries = explainedEntries(entries)
 	for j, r := range d.rules {
 		done.Limits = append(done.Limits, ResetLimit{Name: r.Name, Algorithm: r.Limit.Algorithm.String(), Key: d.hits[j].Key})
 	}

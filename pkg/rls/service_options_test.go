@@ -59,20 +59,28 @@ func TestRefuseNegativeHits(t *testing.T) {
 // decisions returns rls_decisions_total{outcome} for the rule.
 func decisions(t *testing.T, m *metrics.Metrics, rule, outcome string) float64 {
 	t.Helper()
+	return counted(t, m, "rls_decisions_total", map[string]string{"rule": rule, "outcome": outcome})
+}
+
+// counted returns the counter of family whose labels include want.
+func counted(t *testing.T, m *metrics.Metrics, family string, want map[string]string) float64 {
+	t.Helper()
 	mfs, err := m.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "rls_decisions_total" {
+		if mf.GetName() != family {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
+			n := 0
 			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
+				if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
+					n++
+				}
 			}
-			if labels["rule"] == rule && labels["outcome"] == outcome {
+			if n == len(want) {
 				return m.GetCounter().GetValue()
 			}
 		}

@@ -93,6 +93,9 @@ func (d *planned) settle(s *Service, now int64) verdict {
 		for _, r := range d.results {
 			v.delay = max(v.delay, r.Delay)
 		}
+		if d.settles() {
+			v.delay = 0
+		}
 	case d.shadow:
 		v.outcome = metrics.OutcomeShadowOver
 	case d.quota:

@@ -17,8 +17,10 @@ const lintAbout = `Reads the routes' rate_limits actions in an Envoy bootstrap, 
 descriptor they can send (and every bucket id a rate_limit_quota filter's
 bucket_matchers can build), and reports, one line each naming the route and
 the limit: descriptors and bucket ids that no limit matches, limits that no route can
-reach, a filter domain missing from the limits, and a leaky bucket whose
-worst wait exceeds the filter's timeout. Exit 0 when clean (printing what
+reach, a filter domain missing from the limits, a leaky bucket whose
+worst wait exceeds the filter's timeout, concurrency slots never given
+back, and, in a domain with holds, reservations never settled on stream
+done, settles on the request path and calls sent without their id. Exit 0 when clean (printing what
 the limits hold, counted as check-config counts), 1 with findings, 2 on a
 usage error or when a file does not load. What the limits hold that loads
 but is most likely not meant (an algorithm that a modifier's fields make

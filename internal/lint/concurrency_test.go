@@ -35,32 +35,38 @@ const (
   hits_addend: {number: 1, is_negative_hits: true}`
 )
 
-// TestConcurrencyReleases: a route that takes slots and gives them back on
-// stream done is clean (the release is neither unmatched nor wrong); one
-// that never gives them back, one that gives back what it never takes, a
-// release on the request path, a hit on stream done, and a release where
-// Envoy ignores hits_addend are each reported.
-func TestConcurrencyReleases(t *testing.T) {
-	routes := `
+// routeConfig is a route_config of one virtual host, "vh", whose routes
+// are written at column 0 (perRouteLimits writes one).
+func routeConfig(routes string) string {
+	return `
 route_config:
   name: rc
   virtual_hosts:
     - name: vh
       domains: ["*"]
       routes:
-` + indent(perRouteLimits("ok", acquire+"\n"+release)+
-		perRouteLimits("leak", acquire)+
-		perRouteLimits("only-release", release)+
+` + indent(routes, 8)
+}
+
+// TestConcurrencyReleases: a route that takes slots and gives them back on
+// stream done is clean (the release is neither unmatched nor wrong); one
+// that never gives them back, one that gives back what it never takes, a
+// release on the request path, a hit on stream done, and a release where
+// Envoy ignores hits_addend are each reported.
+func TestConcurrencyReleases(t *testing.T) {
+	routes := routeConfig(perRouteLimits("ok", acquire+"\n"+release) +
+		perRouteLimits("leak", acquire) +
+		perRouteLimits("only-release", release) +
 		perRouteLimits("early", acquire+"\n"+`- actions: [{request_headers: {header_name: x-api-key, descriptor_key: api_key}}]
-  hits_addend: {number: 1, is_negative_hits: true}`)+
+  hits_addend: {number: 1, is_negative_hits: true}`) +
 		perRouteLimits("charge-after", acquire+"\n"+`- actions: [{request_headers: {header_name: x-api-key, descriptor_key: api_key}}]
-  apply_on_stream_done: true`)+`
+  apply_on_stream_done: true`) + `
 - name: route-level
   match: {prefix: /route-level}
   route:
     cluster: c
     rate_limits:
-`+indent(acquire+"\n"+release, 6), 8)
+` + indent(acquire+"\n"+release, 6))
 	got := check(t, bootstrap(routes, rateLimitFilter("")), concurrencyLimits)
 	wantFindings(t, got,
 		`concurrency: vhost "vh" route "early" typed_per_filter_config rate_limits[1]: edge.api_key: a release of the concurrency limit (limits.yaml:5) on the request path gives the slot back before the request is served: set apply_on_stream_done: true`,
@@ -78,14 +84,7 @@ route_config:
 // not count refused hits is reported, since Envoy sends it for the
 // requests it refused too.
 func TestConcurrencyWithoutCountRefused(t *testing.T) {
-	routes := `
-route_config:
-  name: rc
-  virtual_hosts:
-    - name: vh
-      domains: ["*"]
-      routes:
-` + indent(perRouteLimits("ok", acquire+"\n"+release), 8)
+	routes := routeConfig(perRouteLimits("ok", acquire+"\n"+release))
 	limits := "domain: edge\ndescriptors:\n  - key: api_key\n    rate_limit: {algorithm: concurrency, requests_per_unit: 10}\n"
 	wantFindings(t, check(t, bootstrap(routes, rateLimitFilter("")), limits),
 		`concurrency: vhost "vh" route "ok" typed_per_filter_config rate_limits[1]: edge.api_key: Envoy sends this release for refused requests too, and the concurrency limit (limits.yaml:4) does not count refused hits: each refused request frees a slot of one still in flight; set count_refused: true`)

@@ -82,6 +82,7 @@ func TestDocLintCommands(t *testing.T) {
 		"-envoy config/envoy.yaml -limits config/limits.yaml",
 		"-partial -envoy config/envoy-rlqs.yaml -limits config/limits.yaml",
 		"-partial -envoy config/envoy-login.yaml -limits config/limits.yaml",
+		"-envoy config/envoy-llm.yaml -limits config/limits-llm.yaml",
 	} {
 		if !slices.Contains(cmds, want) {
 			t.Errorf("the docs no longer give `envoy-rls lint %s` (found: %q)", want, cmds)

@@ -2,8 +2,9 @@
 // descriptor Envoy's rate limit filter can send meets a limit, that every
 // limit can be met, that the filter and the limits name the same domain,
 // that no leaky bucket makes a request wait longer than the filter does,
-// and that every concurrency limit's slots taken on a route are given back
-// there on stream done (concurrency.go).
+// that every concurrency limit's slots taken on a route are given back
+// there on stream done (concurrency.go), and that a domain with holds gets
+// its reservations, with the call's id, settled on stream done (holds.go).
 //
 // From the bootstrap it takes the static listeners, their HTTP connection
 // managers' envoy.filters.http.ratelimit filters (domain, stage, timeout) and
@@ -101,6 +102,10 @@ const (
 	// given back on stream done, or given back where Envoy does not, or
 	// reached by RLQS, which does not enforce it (concurrency.go).
 	Concurrency Kind = "concurrency"
+	// Holds: a domain's holds are sent so that a call's reservation is
+	// never settled, is settled before the call is served, or is made
+	// without the call's id (holds.go).
+	Holds Kind = "holds"
 )
 
 // DefaultFilterTimeout is the timeout of Envoy's rate limit filter when its
@@ -191,6 +196,7 @@ func Check(b *bootstrapv3.Bootstrap, c *config.Config) []Finding {
 		ck.quota(q)
 	}
 	ck.unreleased()
+	ck.unsettled()
 	ck.unreachable()
 	return ck.findings
 }
@@ -212,6 +218,9 @@ type checker struct {
 	// slots holds, per route and concurrency limit, whether it takes and
 	// gives back slots (concurrency.go).
 	slots slotBook
+	// holds holds, per route and limit of a holds domain, whether it
+	// reserves and settles (holds.go).
+	holds holdBook
 }
 
 func (ck *checker) add(f Finding) {
@@ -264,7 +273,12 @@ func (ck *checker) entry(e *entry, reached map[*lnode]bool) {
 			Message: problem + "; unreachable limits of this domain are not reported"})
 		return
 	}
-	for _, s := range shapes {
+	for _, sent := range shapes {
+		// s is what envoy-rls matches: without a holds domain's id and
+		// settle entries.
+		s := sent
+		var role holdRole
+		s.items, role = ck.holdShape(e, t, sent)
 		m := t.match(s.items)
 		for _, n := range m.limited {
 			ck.reached[n] = true
@@ -274,7 +288,11 @@ func (ck *checker) entry(e *entry, reached map[*lnode]bool) {
 			ck.reached[r.node] = true
 			reached[r.node] = true
 		}
-		ck.slotEntry(e, t, m)
+		if role == notHeld {
+			ck.slotEntry(e, t, m)
+		} else {
+			ck.holdEntry(e, t, m, role)
+		}
 		if m.full || s.override {
 			continue
 		}

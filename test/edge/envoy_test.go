@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	ratelimitfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ratelimit/v3"
@@ -93,6 +94,39 @@ func resolveAnys(t *testing.T, m protoreflect.Message, path string, seen map[str
 		}
 		return true
 	})
+}
+
+// validateWithTypes validates bootstrap b, and every typed_config in it at
+// any depth (resolveAnys), and wants a typed_config of each of types.
+func validateWithTypes(t *testing.T, b *bootstrapv3.Bootstrap, types ...string) {
+	t.Helper()
+	if err := b.ValidateAll(); err != nil {
+		t.Fatalf("Bootstrap.ValidateAll: %v", err)
+	}
+	seen := map[string]int{}
+	resolveAnys(t, b.ProtoReflect(), "bootstrap", seen)
+	for _, want := range types {
+		if seen[want] == 0 {
+			t.Errorf("no typed_config of type %s", want)
+		}
+	}
+}
+
+// checkRLSPort wants b's envoy-rls cluster on envoy-rls's default gRPC
+// port.
+func checkRLSPort(t *testing.T, b *bootstrapv3.Bootstrap) {
+	t.Helper()
+	for _, c := range b.GetStaticResources().GetClusters() {
+		if c.GetName() != rlsCluster {
+			continue
+		}
+		addr := c.GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
+		if want := defaultPort(t, flagDefaults(t), "grpc-addr"); addr.GetPortValue() != want {
+			t.Errorf("cluster %s port %d, envoy-rls's -grpc-addr default port %d", rlsCluster, addr.GetPortValue(), want)
+		}
+		return
+	}
+	t.Errorf("no cluster %s", rlsCluster)
 }
 
 func TestFilterChain(t *testing.T) {

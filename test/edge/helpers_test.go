@@ -91,6 +91,19 @@ func yamlToJSON(t testing.TB, data []byte) ([]byte, any) {
 	return b, v
 }
 
+// parseBootstrap parses the YAML bootstrap at rel into a Bootstrap,
+// strictly: an unknown field or an unregistered "@type" is an error, as
+// it is for Envoy.
+func parseBootstrap(t testing.TB, rel string) *bootstrapv3.Bootstrap {
+	t.Helper()
+	js, _ := yamlToJSON(t, readRepoFile(t, rel))
+	b := &bootstrapv3.Bootstrap{}
+	if err := protojson.Unmarshal(js, b); err != nil {
+		t.Fatalf("%s into Bootstrap: %v", rel, err)
+	}
+	return b
+}
+
 // edge is config/envoy.yaml, parsed, with the parts the tests look at.
 type edge struct {
 	bootstrap *bootstrapv3.Bootstrap

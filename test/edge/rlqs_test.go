@@ -5,11 +5,9 @@ import (
 	"testing"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rate_limit_quota/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	// The types of the matcher inputs in the bucket matchers.
 	_ "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
@@ -24,11 +22,7 @@ const (
 // loadEdge does config/envoy.yaml, and returns its quota filter's config.
 func loadRLQS(t *testing.T) (*bootstrapv3.Bootstrap, *rlqsv3.RateLimitQuotaFilterConfig) {
 	t.Helper()
-	js, _ := yamlToJSON(t, readRepoFile(t, envoyRLQSYAMLPath))
-	b := &bootstrapv3.Bootstrap{}
-	if err := protojson.Unmarshal(js, b); err != nil {
-		t.Fatalf("%s into Bootstrap: %v", envoyRLQSYAMLPath, err)
-	}
+	b := parseBootstrap(t, envoyRLQSYAMLPath)
 	var q *rlqsv3.RateLimitQuotaFilterConfig
 	for _, l := range b.GetStaticResources().GetListeners() {
 		for _, fc := range l.GetFilterChains() {
@@ -60,20 +54,11 @@ func loadRLQS(t *testing.T) (*bootstrapv3.Bootstrap, *rlqsv3.RateLimitQuotaFilte
 // pass Envoy's own constraints.
 func TestRLQSBootstrapValidates(t *testing.T) {
 	b, _ := loadRLQS(t)
-	if err := b.ValidateAll(); err != nil {
-		t.Fatalf("Bootstrap.ValidateAll: %v", err)
-	}
-	seen := map[string]int{}
-	resolveAnys(t, b.ProtoReflect(), "bootstrap", seen)
-	for _, want := range []string{
+	validateWithTypes(t, b,
 		"envoy.extensions.filters.http.rate_limit_quota.v3.RateLimitQuotaFilterConfig",
 		"envoy.extensions.filters.http.rate_limit_quota.v3.RateLimitQuotaBucketSettings",
 		"envoy.type.matcher.v3.HttpRequestHeaderMatchInput",
-	} {
-		if seen[want] == 0 {
-			t.Errorf("no typed_config of type %s", want)
-		}
-	}
+	)
 }
 
 // TestRLQSFilterPointsAtEnvoyRLS: the filter reports to the envoy-rls
@@ -88,16 +73,7 @@ func TestRLQSFilterPointsAtEnvoyRLS(t *testing.T) {
 	if c := q.GetRlqsServer().GetEnvoyGrpc().GetClusterName(); c != rlsCluster {
 		t.Errorf("rlqs_server cluster %q, want %q", c, rlsCluster)
 	}
-	var rls *clusterv3.Cluster
-	for _, c := range b.GetStaticResources().GetClusters() {
-		if c.GetName() == rlsCluster {
-			rls = c
-		}
-	}
-	addr := rls.GetLoadAssignment().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress()
-	if want := defaultPort(t, flagDefaults(t), "grpc-addr"); addr.GetPortValue() != want {
-		t.Errorf("cluster %s port %d, envoy-rls's -grpc-addr default port %d", rlsCluster, addr.GetPortValue(), want)
-	}
+	checkRLSPort(t, b)
 	expired := 0
 	for i, m := range q.GetBucketMatchers().GetMatcherList().GetMatchers() {
 		s := &rlqsv3.RateLimitQuotaBucketSettings{}

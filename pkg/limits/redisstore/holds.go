@@ -30,28 +30,38 @@ import (
 //
 // and a hit is
 //
-//   - a reserve: the kind's plain hit of its cost, SET key!hold:ID … NX
-//     GET PX, ZADD key!holds NX and PEXPIRE in the pipeline. The SET
-//     answers whether the id was held already: if not, the record is the
-//     hit's own, and the hit is decided as any hit, its run refused if it
-//     does not fit; a refused run deletes the record again (GETDEL after
-//     the answer: if a settle took it meanwhile, it gave back a cost that
-//     was never held, which is charged again). A live record makes it a
+//   - a reserve: the kind's plain hit of its cost, SET key!hold:ID
+//     "?cost instant until" NX GET PX, ZADD key!holds NX and PEXPIRE in
+//     the pipeline. The SET answers whether the id was held already: if
+//     not, the record is the hit's own, pending, and the hit is decided
+//     as any hit; an admitted run confirms it after the answer (SET … XX
+//     GET of "cost instant until"), a refused one deletes it (GETDEL). A
+//     settle that finds a record pending is a plain hit (its reserve's
+//     run may yet be refused, and giving back a cost never held would
+//     loosen the limit): the reserve whose confirmation then finds its
+//     record gone gives its own cost back. A live record makes the hit a
 //     repeated reserve: answered allowed with what a peek would read (the
 //     answer less its own charge), its charge undone after the answer. A
 //     lapsed record found there is taken over after the answer (GETDEL,
 //     its cost given back by whoever's GETDEL returned it, and the new
 //     record SET … NX if the run was allowed).
 //   - a settle: the kind's plain hit of its cost, GETDEL key!hold:ID and
-//     ZREM key!holds ID in the pipeline. A live record makes it a settle
-//     of that hold: the held cost is given back after the answer (into
-//     the window of its instant for a window, at the settle's instant
-//     otherwise) and the charge is kept even if it did not fit: one that
+//     ZREM key!holds ID in the pipeline. A live confirmed record makes it
+//     a settle of that hold: the held cost is given back after the answer
+//     (into the window of its instant for a window; at the settle's
+//     instant for a bucket, as much of it as is still ahead of that
+//     instant in the state the settle read, so that given back after the
+//     settle's charge it leaves what giving it back first would; a log
+//     pops its newest members, none once the hold's instant has left
+//     it) and the charge is kept even if it did not fit: one that
 //     the plain hit refused is undone and charged again as a
-//     count_refused charge, after the answer too. Its answer is the
-//     charge's with the held cost given back. No record, or a lapsed
-//     one, makes it a plain hit, exactly as without a Hold (the lapsed
-//     cost given back as well: the settle's GETDEL owns it).
+//     count_refused charge, after the answer too. Its answer is package
+//     limits' decision of that count_refused charge on the state read
+//     with the held cost given back (a log's is that answer's count
+//     moved by the cost given back: it did not read the members). No
+//     record, a pending one, or a lapsed one makes it a plain hit,
+//     exactly as without a Hold (a lapsed cost given back as well: the
+//     settle's GETDEL owns it).
 //   - on a concurrency limit, a reserve's slots are members named by the
 //     id (ZADD … NX, so that a repeat adds none), held until the earlier
 //     of its instant + the period and the lease's end; a settle removes

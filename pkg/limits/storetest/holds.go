@@ -201,12 +201,26 @@ func (h *holds) atReservation() bool {
 
 // refReserve is what a reserve of cost makes of the reference key: for a
 // kind that gives back at the reservation's instant nothing (what is given
-// back there was never counted), else the plain hit.
+// back there was never counted), else the plain hit. It returns the
+// answer the reserve must get when it is the case's first hit: the plain
+// hit's, on a fresh key.
 func (h *holds) refReserve(cost int64) limits.Result {
 	if h.atReservation() {
-		return limits.Result{}
+		return h.do(op{key: fmt.Sprint("fresh", h.clock.Load()), cost: cost})
 	}
 	return h.do(op{key: "ref", cost: cost})
+}
+
+// both is a plain hit of cost on key a and on the reference key. Where the
+// reference does not count a's holds (atReservation) only their verdicts
+// must agree, which the case's script relies on; else the answers.
+func (h *holds) both(what string, cost int64) {
+	h.t.Helper()
+	got, ref := h.do(op{cost: cost}), h.do(op{key: "ref", cost: cost})
+	if h.atReservation() {
+		got, ref = limits.Result{Allowed: got.Allowed}, limits.Result{Allowed: ref.Allowed}
+	}
+	h.want(what, got, ref)
 }
 
 // refSettle is what the settle of a hold of held with cost makes of the

@@ -55,7 +55,7 @@ func reserveCase(h *holds) {
 // one window: the count changes by cost − held.
 func settleCase(h *holds) {
 	h.want("reserve of 6", h.reserve("r1", 6), outcome(h.refReserve(6), limits.HoldReserved))
-	h.want("plain hit of 3", h.do(op{cost: 3}), h.do(op{key: "ref", cost: 3}))
+	h.both("plain hit of 3", 3)
 	h.wait(5 * time.Second)
 	h.want("settle of 2", h.settle("r1", 2), outcome(h.refSettle(6, 2), limits.HoldSettled))
 	h.alike("a settle replaces the held cost")
@@ -75,7 +75,7 @@ func settleCase(h *holds) {
 // period's worth of debt), and the answer says whether it fitted.
 func settleOverCase(h *holds) {
 	h.want("reserve of 4", h.reserve("r1", 4), outcome(h.refReserve(4), limits.HoldReserved))
-	h.want("plain hit of 6", h.do(op{cost: 6}), h.do(op{key: "ref", cost: 6}))
+	h.both("plain hit of 6", 6)
 	h.wait(5 * time.Second)
 	ref := h.refSettle(4, 8)
 	if ref.Allowed {
@@ -90,14 +90,14 @@ func settleOverCase(h *holds) {
 // to the settle's.
 func settleNextWindowCase(h *holds) {
 	h.want("reserve of 6", h.reserve("r1", 6), outcome(h.refReserve(6), limits.HoldReserved))
-	h.want("plain hit of 3", h.do(op{cost: 3}), h.do(op{key: "ref", cost: 3}))
+	h.both("plain hit of 3", 3)
 	h.wait(50 * time.Second)
-	h.want("plain hit of 4", h.do(op{cost: 4}), h.do(op{key: "ref", cost: 4}))
+	h.both("plain hit of 1", 1)
 	h.want("settle of 2", h.settle("r1", 2), outcome(h.refSettle(6, 2), limits.HoldSettled))
 	h.alike("the settle's window counts the settle, the reservation's loses the hold")
 	if h.alg == limits.FixedWindow {
-		if r := h.peek("a"); r.Remaining != 4 {
-			h.t.Fatalf("fixed window: remaining %d, want 4 (4 + 2 in this window)", r.Remaining)
+		if r := h.peek("a"); r.Remaining != 7 {
+			h.t.Fatalf("fixed window: remaining %d, want 7 (1 + 2 in this window)", r.Remaining)
 		}
 	}
 	h.wait(time.Minute)
@@ -110,7 +110,7 @@ func settleNextWindowCase(h *holds) {
 func settleLongAfterCase(h *holds) {
 	h.want("reserve of 6", h.reserve("r1", 6), outcome(h.refReserve(6), limits.HoldReserved))
 	h.wait(90 * time.Second)
-	h.want("plain hit of 3", h.do(op{cost: 3}), h.do(op{key: "ref", cost: 3}))
+	h.both("plain hit of 3", 3)
 	h.wait(30 * time.Second)
 	h.want("settle of 2", h.settle("r1", 2), outcome(h.refSettle(6, 2), limits.HoldSettled))
 	h.alike("a settle after the reservation's window")
@@ -140,7 +140,7 @@ func unheldCase(h *holds) {
 func lapseCase(h *holds) {
 	h.lease = 10 * time.Second
 	h.want("reserve of 6", h.reserve("r1", 6), outcome(h.refReserve(6), limits.HoldReserved))
-	h.want("plain hit of 2", h.do(op{cost: 2}), h.do(op{key: "ref", cost: 2}))
+	h.both("plain hit of 2", 2)
 	h.wait(10*time.Second - time.Microsecond)
 	h.held("before the lease's end", 6, 1)
 	if !h.atReservation() {
@@ -201,7 +201,7 @@ func jointHoldCase(h *holds) {
 	}
 	h.refSettle(1, 0)
 	h.alike("a settled run")
-	if r := h.peek("b"); r.Remaining != 1 {
+	if r := h.do(b); r.Remaining != 1 {
 		h.t.Fatalf("b after its hold's settle: %s, want remaining 1", holdFormat(r))
 	}
 }

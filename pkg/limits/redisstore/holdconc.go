@@ -22,7 +22,7 @@ const slotsAtOnce = 4
 
 // holdSlots names the slots from..to-1 of hold id. The '@' keeps them
 // apart from the members logMembers names.
-func holdSlots(id string, from, to int64) []string {
+func holdMembers(id string, from, to int64) []string {
 	out := make([]string, 0, to-from)
 	for j := from; j < to; j++ {
 		out = append(out, "@"+strconv.FormatInt(j, 36)+":"+id)
@@ -43,8 +43,22 @@ func newHoldSlots(ctx context.Context, i int, h *limits.Hit, now int64, pipes *r
 	}
 	expired := redis.NewIntCmd(ctx, "zremrangebyscore", h.Key, "-inf", now)
 	until := now + min(l.PeriodMicros(), h.Hold.Lease.Microseconds())
-	ch.acquire(ctx, wk, expired, holdSlots(h.Hold.ID, 0, h.Cost), until, true)
+	ch.acquire(ctx, wk, expired, holdMembers(h.Hold.ID, 0, h.Cost), until, true)
 	return ch
+}
+
+// newHoldLog queues in wk the charge of reserve h, decided with
+// limits.ReserveLimit, on a sliding log: its members named by the id, so
+// that its settle or lapse takes them out, and no newer ones.
+func newHoldLog(ctx context.Context, i int, h *limits.Hit, now int64, wk *work) *logHit {
+	l := algorithmOnly(h.Limit)
+	lh := &logHit{zsetHit{i: i, limit: l, cost: h.Cost, now: now, key: h.Key}}
+	if h.Cost > l.Requests {
+		lh.read(ctx, wk, now-l.PeriodMicros(), 0, -1)
+		return lh
+	}
+	lh.charge(ctx, wk, holdMembers(h.Hold.ID, 0, h.Cost), true)
+	return lh
 }
 
 // slotsRelease is a settle on a concurrency limit: the ZREM of the
@@ -59,7 +73,7 @@ type slotsRelease struct {
 // newSlotsRelease queues in wk the release of the slots of h's id.
 func newSlotsRelease(ctx context.Context, h *limits.Hit, now int64, wk *work) *slotsRelease {
 	sr := &slotsRelease{n: h.Limit.Requests, now: now}
-	sr.zrem = zremCmd(ctx, h.Key, holdSlots(h.Hold.ID, 0, min(h.Limit.Requests, slotsAtOnce)))
+	sr.zrem = zremCmd(ctx, h.Key, holdMembers(h.Hold.ID, 0, min(h.Limit.Requests, slotsAtOnce)))
 	sr.count = redis.NewIntCmd(ctx, "zcount", h.Key, "("+strconv.FormatInt(now, 10), "+inf")
 	sr.newest = newestCmd(ctx, h.Key, "("+strconv.FormatInt(now, 10), 0)
 	wk.Cmds = append(wk.Cmds, sr.zrem, sr.count, sr.newest)
@@ -83,16 +97,29 @@ func (sr *slotsRelease) decide(context.Context, *work) (limits.Result, int64, er
 	return concResult(limits.Limit{Requests: sr.n}, -1, sr.now, count, newest, -1), 0, nil
 }
 
-// heldUntil sets on r, an allowed reserve's answer on a concurrency
-// limit, when its slots are all free: the newest slot's expiry, which a
-// hold's lease may make earlier than the period's (decideSlots).
+// heldUntil sets on r, the answer of a reserve whose members are named
+// by its id (isNamed), when all is free again, from the newest member the
+// pipeline read: an allowed acquire's slots may expire before the
+// period's end (a hold's lease), and a repeat's members are the first
+// reserve's, not the instant's (decideSlots and decideLog take the hit's
+// own as the newest).
 func (hh *holdHit) heldUntil(r limits.Result) limits.Result {
-	ch, ok := hh.inner().(*concHit)
-	if !ok || ch.top == nil || !r.Allowed {
+	var z *zsetHit
+	switch in := hh.inner().(type) {
+	case *concHit:
+		z = &in.zsetHit
+	case *logHit:
+		z = &in.zsetHit
+	}
+	if z == nil || z.top == nil || !r.Allowed {
 		return r
 	}
-	if z := ch.top.Val(); len(z) > 0 {
-		r.ResetAfter = micros(int64(z[0].Score) - hh.now)
+	if top := z.top.Val(); len(top) > 0 {
+		end := int64(top[0].Score)
+		if !hh.slots {
+			end += hh.limit.PeriodMicros()
+		}
+		r.ResetAfter = micros(end - hh.now)
 	}
 	return r
 }
@@ -104,7 +131,7 @@ func (*slotsRelease) refundLater() []redis.Cmder           { return nil }
 // those its pipeline removed.
 func (hh *holdHit) freeRest(ctx context.Context, back *work, cost int64) {
 	if from := min(hh.limit.Requests, slotsAtOnce); cost > from {
-		back.Cmds = append(back.Cmds, zremCmd(ctx, hh.key, holdSlots(hh.id, from, cost)))
+		back.Cmds = append(back.Cmds, zremCmd(ctx, hh.key, holdMembers(hh.id, from, cost)))
 	}
 }
 

@@ -183,6 +183,7 @@ type holdHit struct {
 	latest int64 // Store.latest, for an undo decided here
 	role   holdRole
 	slots  bool // a concurrency limit's: its slots are named by the id
+	named  bool // a reserve whose members are named by the id (isNamed)
 	// lapsed reads the key's lapsed holds; rec is a reserve's SET … GET
 	// or a settle's GETDEL; mine is the record a reserve writes.
 	lapsed *redis.StringSliceCmd
@@ -209,12 +210,10 @@ func (s *Store) newHoldHit(ctx context.Context, i int, h *limits.Hit, now int64,
 	wk.Cmds = append(wk.Cmds, hh.lapsed)
 	switch {
 	case h.Reserves():
-		hh.role, hh.mine = holdReserve, holdRecord{cost: h.Cost, at: now, until: now + lease}
-		if hh.slots {
-			hh.pending = s.lockedIf(ctx, newHoldSlots(ctx, i, h, now, s.pipes, wk), h, now, wk)
-		} else {
-			hh.pending = s.newPending(ctx, i, h, now, prevs, wk, later)
-		}
+		res := limits.NewReservation(h.Limit, h.Cost, now, h.Hold.Lease)
+		hh.role, hh.mine = holdReserve, holdRecord{cost: res.Cost, at: res.At, until: res.Until}
+		hh.pending = s.newReserve(ctx, i, h, now, prevs, wk, later)
+		hh.limit, hh.named = limits.ReserveLimit(h.Limit, h.Hold.Lease), isNamed(h.Limit)
 		ttl := holdTTL(h.Limit, now, lease)
 		pending := hh.mine
 		pending.pending = true
@@ -236,6 +235,27 @@ func (s *Store) newHoldHit(ctx context.Context, i int, h *limits.Hit, now int64,
 		hh.pending = s.newPending(ctx, i, h, now, prevs, wk, later)
 	}
 	return hh
+}
+
+// isNamed reports whether a hold's reserve on l adds members named by its
+// id (holdMembers): a concurrency limit's slots, a sliding log's entries.
+func isNamed(l limits.Limit) bool {
+	return !l.Blocks() && (l.Algorithm == limits.Concurrency || l.Algorithm == limits.SlidingLog)
+}
+
+// newReserve queues in wk the kind's hit of reserve h, decided with
+// limits.ReserveLimit (all or nothing): a concurrency limit's and a
+// sliding log's with members named by the id.
+func (s *Store) newReserve(ctx context.Context, i int, h *limits.Hit, now int64, prevs *prevCounts, wk *work, later bool) pending {
+	rh := *h
+	rh.Limit = limits.ReserveLimit(h.Limit, h.Hold.Lease)
+	switch {
+	case !isNamed(h.Limit):
+		return s.newPending(ctx, i, &rh, now, prevs, wk, later)
+	case h.Limit.Algorithm == limits.Concurrency:
+		return s.lockedIf(ctx, newHoldSlots(ctx, i, h, now, s.pipes, wk), h, now, wk)
+	}
+	return s.lockedIf(ctx, newHoldLog(ctx, i, &rh, now, wk), h, now, wk)
 }
 
 // lockedIf wraps p in its lockout, if h's limit has one (newPending).
@@ -278,7 +298,7 @@ func (hh *holdHit) decide(ctx context.Context, back *work) (limits.Result, int64
 		if r.Allowed {
 			r.Hold = limits.HoldReserved
 		}
-		if hh.slots {
+		if hh.named {
 			r = hh.heldUntil(r)
 		}
 	case hh.role == holdSettle && live && !old.pending:
@@ -287,7 +307,7 @@ func (hh *holdHit) decide(ctx context.Context, back *work) (limits.Result, int64
 		// A pending record's reserve gives its own cost back, if admitted,
 		// when it finds the record gone (confirmed).
 		if found && !old.pending { // lapsed: the settle's GETDEL owns its cost
-			hh.giveBack(ctx, back, old)
+			hh.giveBack(ctx, back, hh.id, old)
 		}
 		r.Hold = limits.HoldUnheld
 	}
@@ -307,11 +327,16 @@ func (hh *holdHit) record() (holdRecord, bool, error) {
 // nothing: its charge is undone after the answer.
 func (hh *holdHit) repeated(ctx context.Context, back *work, r limits.Result) limits.Result {
 	hh.done = true
-	if !hh.slots { // a concurrency reserve's ZADD … NX added no slot
-		hh.unCharge(ctx, back, r.Allowed)
-		if r.Allowed {
-			r.Remaining = min(r.Remaining+hh.cost, hh.limit.Capacity())
-		}
+	if hh.named { // its ZADD … NX added none of the id's members
+		r = hh.heldUntil(limits.Result{Allowed: true, Remaining: r.Remaining, ResetAfter: r.ResetAfter})
+		r.Hold = limits.HoldRepeated
+		return r
+	}
+	hh.unCharge(ctx, back, r.Allowed)
+	if st, ok := hh.stateRead(); ok {
+		r = limits.Repeated(hh.limit, st, hh.now)
+	} else if r.Allowed {
+		r.Remaining = min(r.Remaining+hh.cost, hh.limit.Capacity())
 	}
 	return limits.Result{Allowed: true, Remaining: r.Remaining, ResetAfter: r.ResetAfter, Hold: limits.HoldRepeated}
 }
@@ -334,7 +359,7 @@ func (hh *holdHit) unCharge(ctx context.Context, back *work, allowed bool) {
 // answer is the charge's with old's cost given back where it counts.
 func (hh *holdHit) settled(ctx context.Context, back *work, r limits.Result, old holdRecord) limits.Result {
 	hh.done = true
-	hh.giveBack(ctx, back, old)
+	hh.giveBack(ctx, back, hh.id, old)
 	if hh.slots {
 		hh.freeRest(ctx, back, old.cost)
 		r.Hold = limits.HoldSettled
@@ -356,6 +381,14 @@ func (hh *holdHit) settled(ctx context.Context, back *work, r limits.Result, old
 		r.Remaining = max(0, min(r.Remaining+credit-hh.cost, hh.limit.Capacity()))
 		if r.Allowed {
 			r.RetryAfter = 0
+		}
+	}
+	if hh.cost > 0 {
+		// A log's charge, kept, is its newest entry: all of the log is
+		// free a period after it, and a refused charge fits no sooner.
+		r.ResetAfter = micros(hh.limit.PeriodMicros())
+		if !r.Allowed {
+			r.RetryAfter = r.ResetAfter
 		}
 	}
 	r.Hold = limits.HoldSettled

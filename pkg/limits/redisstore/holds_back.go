@@ -22,27 +22,29 @@ func (hh *holdHit) sweep(ctx context.Context, back *work) error {
 	if err != nil || len(ids) == 0 {
 		return err
 	}
-	recs := make([]*redis.StringCmd, 0, len(ids))
-	for _, id := range ids {
+	recs := make([]*redis.StringCmd, len(ids))
+	for j, id := range ids {
 		if id == hh.id && hh.role != holdOnly {
 			continue
 		}
-		rec := redis.NewStringCmd(ctx, "getdel", holdKey(hh.key, id))
-		recs = append(recs, rec)
-		back.Cmds = append(back.Cmds, rec, redis.NewIntCmd(ctx, "zrem", holdsKey(hh.key), id))
+		recs[j] = redis.NewStringCmd(ctx, "getdel", holdKey(hh.key, id))
+		back.Cmds = append(back.Cmds, recs[j], redis.NewIntCmd(ctx, "zrem", holdsKey(hh.key), id))
 	}
 	back.Then = append(back.Then, func(ctx context.Context) {
 		wk := &work{}
-		for _, rec := range recs {
+		for j, rec := range recs {
+			if rec == nil {
+				continue
+			}
 			old, found, err := recordOf(rec)
 			switch {
 			case err != nil || !found || old.pending:
 				// A pending one's reserve was refused, or lost its
 				// confirmation: nothing known to give back (stricter).
 			case old.until <= hh.now:
-				hh.giveBack(ctx, wk, old)
+				hh.giveBack(ctx, wk, ids[j], old)
 			default: // reserved again since the scan: put back
-				hh.put(ctx, wk, rec.Args()[1].(string)[len(hh.key)+len(holdSep):], old)
+				hh.put(ctx, wk, ids[j], old)
 			}
 		}
 		hh.s.sendThen(ctx, wk)
@@ -67,7 +69,7 @@ func (hh *holdHit) takeOver(ctx context.Context, back *work, old holdRecord, all
 	back.Then = append(back.Then, func(ctx context.Context) {
 		wk := &work{}
 		if got, found, err := recordOf(rec); err == nil && found && got == old && !old.pending {
-			hh.giveBack(ctx, wk, old)
+			hh.giveBack(ctx, wk, hh.id, old)
 		}
 		if allowed && !hh.undone {
 			hh.put(ctx, wk, hh.id, hh.mine)
@@ -91,7 +93,7 @@ func (hh *holdHit) confirmed(back *work) {
 			return
 		}
 		wk := &work{}
-		hh.giveBack(ctx, wk, hh.mine)
+		hh.giveBack(ctx, wk, hh.id, hh.mine)
 		hh.s.sendThen(ctx, wk)
 	})
 }
@@ -129,15 +131,18 @@ func (hh *holdHit) put(ctx context.Context, wk *work, id string, rec holdRecord)
 // longer counts), at the hit's instant otherwise (none for a log whose
 // window rec's charge has left). A concurrency hold's slots are freed by
 // their names instead, and expire on their own.
-func (hh *holdHit) giveBack(ctx context.Context, wk *work, rec holdRecord) {
+func (hh *holdHit) giveBack(ctx context.Context, wk *work, id string, rec holdRecord) {
 	l := algorithmOnly(hh.limit)
 	switch {
 	case hh.slots || l.Blocks() || rec.cost <= 0:
+	case l.Algorithm == limits.SlidingLog:
+		// Its members of rec's instant, named by the id: what of them is
+		// still in the log.
+		wk.Cmds = append(wk.Cmds, zremCmd(ctx, hh.key, holdMembers(id, 0, min(rec.cost, 2*l.Requests))))
 	case isWindow(l.Algorithm):
 		if windowEnd(l, rec.at) > hh.now {
 			hh.s.queueHit(ctx, wk, hh.key, l, -rec.cost, rec.at)
 		}
-	case l.Algorithm == limits.SlidingLog && rec.at <= hh.now-l.PeriodMicros():
 	default:
 		if give, _, ok := hh.bucketGive(rec); ok {
 			if give > 0 {
@@ -193,30 +198,33 @@ func (hh *holdHit) bucketGive(rec holdRecord) (give, tat int64, ok bool) {
 	return min(rec.cost*limits.Interval(bh.limit), max(0, tat-now*1000)), tat, true
 }
 
-// settledAnswer is the answer of the settle's charge as a count_refused
-// charge on the state the hit found with rec's cost given back (where it
-// counts), as package limits decides it; ok false where the store cannot
-// tell it exactly (a log, whose members it did not read: credit).
-func (hh *holdHit) settledAnswer(rec holdRecord) (limits.Result, bool) {
-	l := algorithmOnly(hh.limit)
-	l.CountRefused = true
-	if give, tat, ok := hh.bucketGive(rec); ok {
-		st := limits.State{Live: tat-give > hh.now*1000, TAT: tat - give}
-		r := limits.DecideWithin(l, st, hh.cost, hh.now, 0).Result
-		r.Delay = 0
-		return r, true
+// stateRead is the state the kind's hit found before its own charge, as
+// package limits keeps it: a window's counts, a bucket's TAT; ok false
+// for a kind whose state the hit did not read whole (a log's members, a
+// concurrency limit's slots).
+func (hh *holdHit) stateRead() (limits.State, bool) {
+	switch in := hh.inner().(type) {
+	case *windowHit:
+		return limits.State{Live: in.before > 0 || in.prevBefore > 0, Window: in.w, Count: in.before, Prev: in.prevBefore}, true
+	case *bucketHit:
+		state, now, _, err := in.state()
+		if err != nil {
+			return limits.State{}, false
+		}
+		tat := max(state.TAT, now*1000)
+		return limits.State{Live: tat > hh.now*1000, TAT: tat}, true
 	}
-	wh, ok := hh.inner().(*windowHit)
+	return limits.State{}, false
+}
+
+// settledAnswer is the answer of a settle of rec, limits.Settle's on the
+// state the hit found; ok false where the store cannot tell it exactly
+// (stateRead).
+func (hh *holdHit) settledAnswer(rec holdRecord) (limits.Result, bool) {
+	st, ok := hh.stateRead()
 	if !ok {
 		return limits.Result{}, false
 	}
-	cur, prev := wh.before, wh.prevBefore
-	switch limits.WindowFrame(l, rec.at).W {
-	case wh.w:
-		cur = max(0, cur-rec.cost)
-	case wh.w - 1:
-		prev = max(0, prev-rec.cost)
-	}
-	st := limits.State{Live: cur > 0 || prev > 0, Window: wh.w, Count: cur, Prev: prev}
-	return limits.DecideWithin(l, st, hh.cost, hh.now, 0).Result, true
+	res := limits.Reservation{Cost: rec.cost, At: rec.at, Until: rec.until}
+	return limits.Settle(hh.limit, st, res, hh.cost, hh.now).Result, true
 }

@@ -86,7 +86,7 @@ func newConcHit(ctx context.Context, i int, h *limits.Hit, now int64, members *l
 // the count and the key's TTL, and the reads a refusal's answer needs.
 func (ch *concHit) acquire(ctx context.Context, wk *work, expired *redis.IntCmd, own []string, until int64, nx bool) {
 	ch.own = own
-	zadd := make([]any, 0, 3+2*len(own))
+	zadd := make([]any, 0, zaddLen(own, nx))
 	zadd = append(zadd, "zadd", ch.key)
 	if nx {
 		zadd = append(zadd, "nx")

@@ -199,3 +199,46 @@ func TestHoldsRaceSentinel(t *testing.T) {
 	waitPastBoundary(t, c, time.Hour)
 	holdsRace(t, []*Store{s1, s2}, c, "{race}:budget")
 }
+
+// cmdCount counts the commands sent through a client.
+type cmdCount struct{ n atomic.Int64 }
+
+func (*cmdCount) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *cmdCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
+}
+func (c *cmdCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(int64(len(cmds))); return next(ctx, cmds) }
+}
+
+// TestHoldCommands counts the commands of a reserve and a settle on a
+// fixed window whose counter has its TTL, with what they send after the
+// answer: the figures docs and BENCHMARKS.md quote.
+func TestHoldCommands(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout})
+	count := &cmdCount{}
+	c.AddHook(count)
+	s := New(c, Options{Clock: func() int64 { return 1_767_225_600_000_000 + 42 }})
+	t.Cleanup(s.Close)
+	l := hourly(limits.FixedWindow, 100)
+	hit := func(id string, cost int64, settle bool) limits.Hit {
+		return limits.Hit{Key: "{cmds}:k", Limit: l, Cost: cost, Hold: limits.Hold{ID: id, Settle: settle, Lease: time.Minute}}
+	}
+	decideOne(t, s, hit("", 1, false)) // the counter's TTL set and seen
+	measure := func(what string, h limits.Hit, most int64) {
+		count.n.Store(0)
+		if r := decideOne(t, s, h); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+		s.settle()
+		t.Logf("%s: %d commands, with those after the answer", what, count.n.Load())
+		if got := count.n.Load(); got > most {
+			t.Errorf("%s: %d commands, want at most %d", what, got, most)
+		}
+	}
+	measure("plain hit of a holds domain", hit("", 1, false), 2)
+	measure("plain hit", limits.Hit{Key: "{cmds}:k", Limit: l, Cost: 1}, 1)
+	measure("reserve", hit("r1", 5, false), 6)
+	measure("settle", hit("r1", 3, true), 6)
+}

@@ -139,6 +139,15 @@ func newLogHit(ctx context.Context, i int, h *limits.Hit, now int64, members *lo
 	return lh
 }
 
+// zaddLen is the length of the ZADD of members own, … NX if nx: a plain
+// charge's list no longer than before holds existed.
+func zaddLen(own []string, nx bool) int {
+	if nx {
+		return 3 + 2*len(own)
+	}
+	return 2 + 2*len(own)
+}
+
 // charge queues the commands of a charge whose members are own: the
 // ZREMRANGEBYSCORE of what has left the window, the ZADD (… NX for a
 // hold's, which names its members by its id, so that a repeated reserve
@@ -148,7 +157,7 @@ func (lh *logHit) charge(ctx context.Context, wk *work, own []string, nx bool) {
 	lh.own = own
 	t := lh.limit.PeriodMicros()
 	cutoff := lh.now - t
-	zadd := make([]any, 0, 3+2*len(own))
+	zadd := make([]any, 0, zaddLen(own, nx))
 	zadd = append(zadd, "zadd", lh.key)
 	if nx {
 		zadd = append(zadd, "nx")

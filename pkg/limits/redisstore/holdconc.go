@@ -173,3 +173,37 @@ func (s *Store) Held(ctx context.Context, h limits.Hit) (cost, holds int64, err 
 	}
 	return cost, holds, nil
 }
+
+// holdKeys lists the keys of the holds of the hits of domains with holds
+// (Hold.Lease set): each key's records, from its index, and the index;
+// none, and no round trip, for hits without.
+func (s *Store) holdKeys(ctx context.Context, hits []limits.Hit) ([]string, error) {
+	wk := &work{Decisions: 1}
+	var of []string // the hit key of each command
+	for _, h := range hits {
+		if h.Hold.Lease > 0 {
+			wk.Cmds = append(wk.Cmds, redis.NewStringSliceCmd(ctx, "zrange", holdsKey(h.Key), 0, -1))
+			of = append(of, h.Key)
+		}
+	}
+	if len(wk.Cmds) == 0 {
+		return nil, nil
+	}
+	s.send(ctx, wk)
+	if wk.Err != nil {
+		return nil, storeError("reset", wk.Err)
+	}
+	var keys []string
+	for j, c := range wk.Cmds {
+		ids, err := c.(*redis.StringSliceCmd).Result()
+		if err != nil {
+			return nil, storeError("reset", err)
+		}
+		key := of[j]
+		keys = append(keys, holdsKey(key))
+		for _, id := range ids {
+			keys = append(keys, holdKey(key, id))
+		}
+	}
+	return keys, nil
+}

@@ -242,3 +242,26 @@ func TestHoldCommands(t *testing.T) {
 	measure("reserve", hit("r1", 5, false), 6)
 	measure("settle", hit("r1", 3, true), 6)
 }
+
+// TestHoldReset: a reset of a holds domain's key deletes its holds: the
+// settle after it is a plain hit, and gives nothing back.
+func TestHoldReset(t *testing.T) {
+	s, c, _ := setup(t, fixedClock(1_767_225_600_000_000+42))
+	t.Cleanup(s.Close)
+	l := hourly(limits.FixedWindow, 10)
+	hold := limits.Hold{ID: "r1", Lease: time.Minute}
+	h := limits.Hit{Key: "{reset}:k", Limit: l, Cost: 6, Hold: hold}
+	if r := decideOne(t, s, h); r.Hold != limits.HoldReserved {
+		t.Fatalf("reserve: %+v", r)
+	}
+	if err := s.Reset(context.Background(), []limits.Hit{h}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.Exists(context.Background(), holdKey(h.Key, "r1"), holdsKey(h.Key)).Result(); n != 0 {
+		t.Errorf("%d hold keys left after the reset", n)
+	}
+	h.Cost, h.Hold.Settle = 2, true
+	if r := decideOne(t, s, h); r.Hold != limits.HoldUnheld || r.Remaining != 8 {
+		t.Errorf("settle after the reset: %+v, want unheld, a plain hit (remaining 8)", r)
+	}
+}

@@ -52,22 +52,24 @@ import (
 //     instant for a bucket, as much of it as is still ahead of that
 //     instant in the state the settle read, so that given back after the
 //     settle's charge it leaves what giving it back first would; a log
-//     pops its newest members, none once the hold's instant has left
-//     it) and the charge is kept even if it did not fit: one that
-//     the plain hit refused is undone and charged again as a
-//     count_refused charge, after the answer too. Its answer is package
-//     limits' decision of that count_refused charge on the state read
-//     with the held cost given back (a log's is that answer's count
-//     moved by the cost given back: it did not read the members). No
+//     removes the hold's own members, what of them is still in it) and
+//     the charge is kept even if it did not fit: one that the plain hit
+//     refused is undone and charged again as a count_refused charge,
+//     after the answer too. Its answer is limits.Settle's on the state
+//     the hit read (a window's counts, a bucket's TAT); a log's, which
+//     did not read its members, is the plain hit's count moved by the
+//     cost given back, its charge the newest entry. No
 //     record, a pending one, or a lapsed one makes it a plain hit,
 //     exactly as without a Hold (a lapsed cost given back as well: the
 //     settle's GETDEL owns it).
-//   - on a concurrency limit, a reserve's slots are members named by the
-//     id (ZADD … NX, so that a repeat adds none), held until the earlier
-//     of its instant + the period and the lease's end; a settle removes
+//   - a reserve is decided with limits.ReserveLimit (all or nothing,
+//     count_refused or not). On a sliding log its members are named by
+//     the id (ZADD … NX, so that a repeat adds none). On a concurrency
+//     limit so are its slots, held until the earlier of its instant +
+//     the period and the lease's end; a settle removes
 //     those members (ZREM of the first slotsAtOnce in the pipeline, the
-//     others after the answer) and charges nothing. A refused reserve
-//     keeps none, count_refused or not: its settle frees nothing.
+//     others after the answer) and charges nothing; a settle of no hold
+//     frees nothing.
 //   - every hit of a domain with holds (Lease set) reads, in the same
 //     pipeline, up to lapseScan ids of the key whose lease has ended
 //     (ZRANGE key!holds -inf now BYSCORE LIMIT); after the answer it

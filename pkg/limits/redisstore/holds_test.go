@@ -265,3 +265,44 @@ func TestHoldReset(t *testing.T) {
 		t.Errorf("settle after the reset: %+v, want unheld, a plain hit (remaining 8)", r)
 	}
 }
+
+// TestHoldLockout: on a lockout, a reserve the lock refuses holds
+// nothing; a repeated reserve and a settle start no lock, even where
+// their charge does not fit; a plain hit after them does.
+func TestHoldLockout(t *testing.T) {
+	now := int64(1_767_225_600_000_000 + 42)
+	s, c, _ := setup(t, Options{Clock: func() int64 { return now }})
+	t.Cleanup(s.Close)
+	l := hourly(limits.FixedWindow, 5)
+	l.BlockFor = time.Minute
+	hit := func(id string, cost int64, settle bool) limits.Hit {
+		return limits.Hit{Key: "{lock}:k", Limit: l, Cost: cost, Hold: limits.Hold{ID: id, Settle: settle, Lease: time.Minute}}
+	}
+	steps := []struct {
+		name    string
+		hit     limits.Hit
+		allowed bool
+		locked  bool
+		outcome limits.HoldOutcome
+	}{
+		{"reserve of 4", hit("r1", 4, false), true, false, limits.HoldReserved},
+		{"its repeat, not fitting again", hit("r1", 4, false), true, false, limits.HoldRepeated},
+		{"settle of 8, over", hit("r1", 8, true), false, false, limits.HoldSettled},
+		{"reserve, refused by the count: starts the lock", hit("r2", 1, false), false, true, limits.HoldRefused},
+	}
+	for _, st := range steps {
+		if n, _ := c.Exists(context.Background(), lockKey("{lock}:k")).Result(); n != 0 {
+			t.Fatalf("before %s: locked", st.name)
+		}
+		r := decideOne(t, s, st.hit)
+		if r.Err != nil || r.Allowed != st.allowed || r.Locked != st.locked || r.Hold != st.outcome {
+			t.Fatalf("%s: %+v, want allowed %v, locked %v, %s", st.name, r, st.allowed, st.locked, st.outcome)
+		}
+	}
+	if r := decideOne(t, s, hit("r3", 1, false)); !r.Locked || r.Hold != limits.HoldRefused {
+		t.Errorf("reserve on the locked key: %+v, want refused by the lock", r)
+	}
+	if c, n, err := s.Held(context.Background(), hit("", 0, false)); err != nil || c != 0 || n != 0 {
+		t.Errorf("Held: %d in %d, %v; want none", c, n, err)
+	}
+}

@@ -330,6 +330,11 @@ func (hh *holdHit) record() (holdRecord, bool, error) {
 func (hh *holdHit) repeated(ctx context.Context, back *work, r limits.Result) limits.Result {
 	hh.done = true
 	if hh.named { // its ZADD … NX added none of the id's members
+		if !r.Allowed {
+			// A refusal's count is the set's less the members the hit
+			// would have added, which were the first reserve's.
+			r.Remaining = max(0, r.Remaining-hh.cost)
+		}
 		r = hh.heldUntil(limits.Result{Allowed: true, Remaining: r.Remaining, ResetAfter: r.ResetAfter})
 		r.Hold = limits.HoldRepeated
 		return r

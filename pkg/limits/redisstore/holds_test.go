@@ -306,3 +306,35 @@ func TestHoldLockout(t *testing.T) {
 		t.Errorf("Held: %d in %d, %v; want none", c, n, err)
 	}
 }
+
+// TestHoldRepeatFull: a repeated reserve on a full sliding log or
+// concurrency limit, whose own members are the first reserve's, reads
+// what a peek does.
+func TestHoldRepeatFull(t *testing.T) {
+	s, _, _ := setup(t, fixedClock(1_767_225_600_000_000+42))
+	t.Cleanup(s.Close)
+	for _, alg := range []limits.Algorithm{limits.SlidingLog, limits.Concurrency} {
+		l := hourly(alg, 10)
+		key := "{full}:" + alg.String()
+		h := limits.Hit{Key: key, Limit: l, Cost: 4, Hold: limits.Hold{ID: "r1", Lease: time.Minute}}
+		decideOne(t, s, h)
+		decideOne(t, s, limits.Hit{Key: key, Limit: l, Cost: 6})
+		r := decideOne(t, s, h)
+		peek := decideOne(t, s, limits.Hit{Key: key, Limit: l})
+		if !r.Allowed || r.Hold != limits.HoldRepeated || r.Remaining != peek.Remaining || r.Remaining != 0 {
+			t.Errorf("%s: repeat %+v, want allowed, repeated, remaining as the peek's (%+v)", alg, r, peek)
+		}
+	}
+}
+
+// TestHoldsAcrossCluster is TestHoldsAcross on a cluster of three
+// masters: a hold's keys follow its hit key's hash tag.
+func TestHoldsAcrossCluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	c := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: testTimeout})
+	c.AddHook(longerTTLs{})
+	storetest.HoldsAcross(t, func(t *testing.T, clock func() int64) (limits.Store, limits.Store) {
+		return persisting{store: New(c, Options{Clock: clock}), client: c, clock: clock},
+			persisting{store: New(c, Options{Clock: clock}), client: c, clock: clock}
+	})
+}

@@ -9,16 +9,35 @@ import (
 // holdCases are the cases of the algorithms that count (holdAlgorithms).
 func holdCases() []holdCase {
 	return []holdCase{
-		{"reserve admitted, repeated, refused", reserveCase},
-		{"settle replaces the held cost", settleCase},
-		{"settle above the estimate is charged whether it fits", settleOverCase},
-		{"settle in the next window gives back into the reservation's", settleNextWindowCase},
-		{"settle after the reservation's window has passed", settleLongAfterCase},
-		{"settle without a hold is a plain hit", unheldCase},
-		{"a lapsed hold gives its cost back", lapseCase},
-		{"a settle after the lapse is a plain hit", settleAfterLapseCase},
-		{"joint run holds all or none", jointHoldCase},
+		{"reserve admitted, repeated, refused", reserveCase, nil},
+		{"settle replaces the held cost", settleCase, nil},
+		{"settle above the estimate is charged whether it fits", settleOverCase, nil},
+		{"settle in the next window gives back into the reservation's", settleNextWindowCase, nil},
+		{"settle after the reservation's window has passed", settleLongAfterCase, nil},
+		{"settle without a hold is a plain hit", unheldCase, nil},
+		{"a lapsed hold gives its cost back", lapseCase, nil},
+		{"a settle after the lapse is a plain hit", settleAfterLapseCase, nil},
+		{"joint run holds all or none", jointHoldCase, nil},
+		{"a lockout's lock stays through a settle", lockoutHoldCase, counting},
 	}
+}
+
+// lockoutHoldCase: 2 per minute, locked an hour from a refusal. A reserve
+// refused by the lock holds nothing; a settle gives back and charges the
+// algorithm's state, and leaves the lock as it is.
+func lockoutHoldCase(h *holds) {
+	locked := lockedFor(time.Hour)
+	if r := h.do(op{id: "r1", cost: 2, lock: time.Hour}); !r.Allowed || r.Hold != limits.HoldReserved {
+		h.t.Fatalf("reserve of the whole limit: %s", holdFormat(r))
+	}
+	h.want("plain hit", h.do(op{cost: 1, lock: time.Hour}), locked)
+	h.want("reserve while locked", h.do(op{id: "r2", cost: 1, lock: time.Hour}), outcome(locked, limits.HoldRefused))
+	h.held("while locked", 2, 1)
+	if r := h.do(op{id: "r1", cost: 1, settle: true, lock: time.Hour}); !r.Allowed || r.Remaining != 1 || r.Locked || r.Hold != limits.HoldSettled {
+		h.t.Fatalf("settle of 1 for 2 while locked: %s, want allowed, 1 left, settled", holdFormat(r))
+	}
+	h.want("peek after the settle", h.do(op{lock: time.Hour}), locked)
+	h.held("after the settle", 0, 0)
 }
 
 // reserveCase: a reserve is decided as a plain hit and held; its repeat

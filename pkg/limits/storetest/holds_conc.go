@@ -11,7 +11,7 @@ import (
 
 // holdCommonCases run on every algorithm, concurrency included.
 func holdCommonCases() []holdCase {
-	return []holdCase{{"a hold that fails CheckHold is an error and keeps nothing", badHoldCase}}
+	return []holdCase{{"a hold that fails CheckHold is an error and keeps nothing", badHoldCase, nil}}
 }
 
 // badHoldCase: a hit whose Hold fails limits.CheckHold gets an Err, keeps
@@ -42,10 +42,38 @@ func badHoldCase(h *holds) {
 // lease.
 func holdConcurrencyCases() []holdCase {
 	return []holdCase{
-		{"reserve takes slots under the id, settle frees exactly those", slotsCase},
-		{"refused reserves and their settles free no slot", slotsRegression(false)},
-		{"refused reserves and their settles free no slot, count_refused", slotsRegression(true)},
-		{"a lapsed hold frees its slots", slotsLapseCase},
+		{"reserve takes slots under the id, settle frees exactly those", slotsCase, nil},
+		{"refused reserves and their settles free no slot", slotsRegression(false), nil},
+		{"refused reserves and their settles free no slot, count_refused", slotsRegression(true), nil},
+		{"a lapsed hold frees its slots", slotsLapseCase, nil},
+		{"a refused joint run holds no slot", slotsJointCase, nil},
+	}
+}
+
+// slotsJointCase: a reserve run of a concurrency limit and a fixed window
+// of 1 (b) holds its slots only if b allows; a run of settles frees them.
+func slotsJointCase(h *holds) {
+	h.do(op{key: "b", fixed: true, n: 1, cost: 1})
+	for _, c := range []struct {
+		partner string
+		want    limits.HoldOutcome
+		left    int64
+	}{{"b", limits.HoldRefused, 10}, {"b2", limits.HoldReserved, 8}} {
+		id := fmt.Sprint("r-", c.partner)
+		rs := h.call(op{id: id, cost: 2, joint: true}, op{key: c.partner, fixed: true, n: 1, id: id, cost: 1})
+		if rs[0].Hold != c.want || rs[1].Hold != c.want {
+			h.t.Fatalf("run with %s: %s; %s, want both %s", c.partner, holdFormat(rs[0]), holdFormat(rs[1]), c.want)
+		}
+		if r := h.peek("a"); r.Remaining != c.left {
+			h.t.Fatalf("after the run with %s: %s, want %d slots free", c.partner, holdFormat(r), c.left)
+		}
+	}
+	if r := h.settle("r-b", 1); r.Hold != limits.HoldUnheld || r.Remaining != 8 {
+		h.t.Fatalf("settle of the refused run's id: %s, want unheld, nothing freed", holdFormat(r))
+	}
+	rs := h.call(op{id: "r-b2", settle: true, joint: true}, op{key: "b2", fixed: true, n: 1, id: "r-b2", settle: true})
+	if rs[0].Hold != limits.HoldSettled || rs[1].Hold != limits.HoldSettled || rs[0].Remaining != 10 || rs[1].Remaining != 1 {
+		h.t.Fatalf("run of settles: %s; %s, want both settled, all free", holdFormat(rs[0]), holdFormat(rs[1]))
 	}
 }
 

@@ -380,7 +380,10 @@ func (hh *holdHit) settled(ctx context.Context, back *work, r limits.Result, old
 		exact.Hold = limits.HoldSettled
 		return exact
 	}
+	// The algorithm's answer: the lock neither decides a settle nor is
+	// moved by it.
 	credit := hh.credit(old)
+	r.Locked, r.Delay = false, 0
 	if r.Allowed {
 		r.Remaining = min(r.Remaining+credit, hh.limit.Capacity())
 	} else {

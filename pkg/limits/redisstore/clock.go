@@ -47,11 +47,13 @@ func (s *Store) now(ctx context.Context, hits []limits.Hit) (instant, error) {
 
 // mayGuess reports whether a call of hits may be decided at a provisional
 // instant: none of its hits a concurrency limit's (whose release gives
-// back slots in a round trip of its own) or under a lockout (whose
-// refusal starts a lock that an undo could not lift).
+// back slots in a round trip of its own), under a lockout (whose
+// refusal starts a lock that an undo could not lift) or of a domain with
+// holds (a hold's record, which a round made again would find as its own
+// repeat, and the lapses that the instant judges).
 func (s *Store) mayGuess(hits []limits.Hit) bool {
 	for i := range hits {
-		if hits[i].Limit.Algorithm == limits.Concurrency || hits[i].Limit.BlockFor > 0 {
+		if hits[i].Limit.Algorithm == limits.Concurrency || hits[i].Limit.BlockFor > 0 || hits[i].Hold != (limits.Hold{}) {
 			return false
 		}
 	}

@@ -49,6 +49,10 @@ type concHit struct {
 	// pipes, not a method value of the store, which would allocate a
 	// closure for every hit.
 	pipes *redispipe.Pipes
+	// named is set on a hold's acquire, whose slots its id names
+	// (holdconc.go): a settle of the id may remove them before the undo,
+	// and no release is then to be made again (regive).
+	named bool
 }
 
 // newConcHit queues in wk the commands of hit h at now.
@@ -71,18 +75,29 @@ func newConcHit(ctx context.Context, i int, h *limits.Hit, now int64, members *l
 	case h.Cost > n && !l.CountRefused:
 		ch.read(ctx, wk, -1)
 	default:
-		ch.own = members.take(min(h.Cost, 2*n))
-		zadd := make([]any, 0, 2+2*len(ch.own))
-		zadd = append(zadd, "zadd", h.Key)
-		for _, m := range ch.own {
-			zadd = append(zadd, now+lease, m)
-		}
-		ch.count = redis.NewIntCmd(ctx, "zcard", h.Key)
-		wk.Cmds = append(wk.Cmds, ch.writes.keep(expired), ch.writes.keep(redis.NewIntCmd(ctx, zadd...)), ch.count,
-			ch.writes.keep(redis.NewIntCmd(ctx, "pexpire", h.Key, logTTL(lease))))
-		ch.aroundOwn(ctx, wk, "("+strconv.FormatInt(now, 10))
+		ch.acquire(ctx, wk, expired, members.take(min(h.Cost, 2*n)), now+lease, false)
 	}
 	return ch
+}
+
+// acquire queues the commands of an acquire whose slots are own, held
+// until until: after expired, the ZADD (… NX for a hold's, which names
+// its slots by its id, so that a repeated reserve adds none: holdconc.go),
+// the count and the key's TTL, and the reads a refusal's answer needs.
+func (ch *concHit) acquire(ctx context.Context, wk *work, expired *redis.IntCmd, own []string, until int64, nx bool) {
+	ch.own = own
+	zadd := make([]any, 0, zaddLen(own, nx))
+	zadd = append(zadd, "zadd", ch.key)
+	if nx {
+		zadd = append(zadd, "nx")
+	}
+	for _, m := range own {
+		zadd = append(zadd, until, m)
+	}
+	ch.count = redis.NewIntCmd(ctx, "zcard", ch.key)
+	wk.Cmds = append(wk.Cmds, ch.writes.keep(expired), ch.writes.keep(redis.NewIntCmd(ctx, zadd...)), ch.count,
+		ch.writes.keep(redis.NewIntCmd(ctx, "pexpire", ch.key, logTTL(ch.limit.PeriodMicros()))))
+	ch.aroundOwn(ctx, wk, "("+strconv.FormatInt(ch.now, 10))
 }
 
 // read queues the count of live slots, the newest and, for rank ≥ 0, the
@@ -141,7 +156,9 @@ func (ch *concHit) undo(ctx context.Context, back *work, u undoing) {
 	if drop := ch.dropped(u); len(drop) > 0 {
 		zrem := zremCmd(ctx, ch.key, drop)
 		back.Cmds = append(back.Cmds, zrem)
-		back.Then = append(back.Then, func(ctx context.Context) { ch.regive(ctx, zrem, int64(len(drop))) })
+		if !ch.named {
+			back.Then = append(back.Then, func(ctx context.Context) { ch.regive(ctx, zrem, int64(len(drop))) })
+		}
 	}
 }
 

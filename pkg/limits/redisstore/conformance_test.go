@@ -88,3 +88,7 @@ func lengthen(cmd redis.Cmder) {
 func (p persisting) Reset(ctx context.Context, hits []limits.Hit) error {
 	return p.store.Reset(ctx, hits)
 }
+
+func (p persisting) Held(ctx context.Context, h limits.Hit) (cost, holds int64, err error) {
+	return p.store.Held(ctx, h)
+}

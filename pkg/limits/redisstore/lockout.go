@@ -71,6 +71,10 @@ type lockedHit struct {
 	// could not lift would go on refusing).
 	later redis.Cmder
 	lift  *redis.IntCmd
+	// quiet is set on a hit whose refusal starts no lock: a repeated
+	// reserve, a settle of a live hold (holds.go), whose charge is not a
+	// request's.
+	quiet bool
 }
 
 // newLockedHit queues in wk the lock's commands of hit h at now, beside
@@ -110,7 +114,7 @@ func (lk *lockedHit) decide(ctx context.Context, back *work) (limits.Result, int
 		return limits.Result{}, 0, fmt.Errorf("lockout: %w", err)
 	}
 	answer, starts := limits.LockAnswer(lk.limit, r, lk.cost, end, lk.now)
-	if starts {
+	if starts && !lk.quiet {
 		back.Cmds = append(back.Cmds, redis.NewStatusCmd(ctx, "set", lk.key, lk.now+lk.limit.BlockForMicros(),
 			"px", ttlMillis(lk.limit.BlockForMicros())+1000))
 	}

@@ -134,21 +134,44 @@ func newLogHit(ctx context.Context, i int, h *limits.Hit, now int64, members *lo
 	case h.Cost > n && !l.CountRefused:
 		lh.read(ctx, wk, cutoff, 0, -1)
 	default:
-		lh.own = members.take(min(h.Cost, 2*n))
-		zadd := make([]any, 0, 2+2*len(lh.own))
-		zadd = append(zadd, "zadd", h.Key)
-		for _, m := range lh.own {
-			zadd = append(zadd, now, m)
-		}
-		lh.count = redis.NewIntCmd(ctx, "zcard", h.Key)
-		wk.Cmds = append(wk.Cmds,
-			lh.writes.keep(redis.NewIntCmd(ctx, "zremrangebyscore", h.Key, "-inf", cutoff)),
-			lh.writes.keep(redis.NewIntCmd(ctx, zadd...)),
-			lh.count,
-			lh.writes.keep(redis.NewIntCmd(ctx, "pexpire", h.Key, logTTL(t))))
-		lh.aroundOwn(ctx, wk, "("+strconv.FormatInt(cutoff, 10))
+		lh.charge(ctx, wk, members.take(min(h.Cost, 2*n)), false)
 	}
 	return lh
+}
+
+// zaddLen is the length of the ZADD of members own, … NX if nx: a plain
+// charge's list no longer than before holds existed.
+func zaddLen(own []string, nx bool) int {
+	if nx {
+		return 3 + 2*len(own)
+	}
+	return 2 + 2*len(own)
+}
+
+// charge queues the commands of a charge whose members are own: the
+// ZREMRANGEBYSCORE of what has left the window, the ZADD (… NX for a
+// hold's, which names its members by its id, so that a repeated reserve
+// adds none: holds.go), the count and the key's TTL, and the reads a
+// refusal's answer needs.
+func (lh *logHit) charge(ctx context.Context, wk *work, own []string, nx bool) {
+	lh.own = own
+	t := lh.limit.PeriodMicros()
+	cutoff := lh.now - t
+	zadd := make([]any, 0, zaddLen(own, nx))
+	zadd = append(zadd, "zadd", lh.key)
+	if nx {
+		zadd = append(zadd, "nx")
+	}
+	for _, m := range own {
+		zadd = append(zadd, lh.now, m)
+	}
+	lh.count = redis.NewIntCmd(ctx, "zcard", lh.key)
+	wk.Cmds = append(wk.Cmds,
+		lh.writes.keep(redis.NewIntCmd(ctx, "zremrangebyscore", lh.key, "-inf", cutoff)),
+		lh.writes.keep(redis.NewIntCmd(ctx, zadd...)),
+		lh.count,
+		lh.writes.keep(redis.NewIntCmd(ctx, "pexpire", lh.key, logTTL(t))))
+	lh.aroundOwn(ctx, wk, "("+strconv.FormatInt(cutoff, 10))
 }
 
 // logTTL is a sliding log key's TTL in milliseconds for a period of t µs:

@@ -22,13 +22,19 @@ import (
 // also forgets what this store keeps of those counters (a previous
 // window's final count, a TTL seen set), and, with Options.ResetChannel,
 // publishes the keys in the same pipeline, so that every store that hears
-// the channel forgets them too (HearResets).
+// the channel forgets them too (HearResets). A hit of a domain with holds
+// (Hold.Lease set) has its holds deleted too, read first in a round trip
+// of their own (holdKeys): a settle after the reset then charges as a
+// plain hit, and gives nothing back to the cleared state.
 func (s *Store) Reset(ctx context.Context, hits []limits.Hit) error {
 	now, err := s.asked(ctx)
 	if err != nil {
 		return err
 	}
-	var keys []string
+	keys, err := s.holdKeys(ctx, hits)
+	if err != nil {
+		return err
+	}
 	for i := range hits {
 		h := &hits[i]
 		keys = append(keys, h.Key)

@@ -275,6 +275,10 @@ func (s *Store) plan(ctx context.Context, hits []limits.Hit, results []limits.Re
 			// run's verdict: its refund need not wait, but at a
 			// provisional instant, which may be belied, every refund waits.
 			later := h.Cost < 0 && (at.provisional || refunds && !h.Limit.CountRefused)
+			if h.Hold != (limits.Hold{}) {
+				pend[i] = s.newHoldHit(ctx, i, h, now, prevs, wk, later)
+				continue
+			}
 			pend[i] = s.newPending(ctx, i, h, now, prevs, wk, later)
 		}
 		runs = append(runs, r)
@@ -380,6 +384,9 @@ func (s *Store) undoRefused(ctx context.Context, results []limits.Result, runs [
 			if results[i].Err == nil {
 				pend[i].undo(ctx, back, undoing{allowed: results[i].Allowed, latest: latest})
 			}
+			if results[i].Hold == limits.HoldReserved {
+				results[i].Hold = limits.HoldRefused // a refused run holds nothing
+			}
 		}
 		if err != nil {
 			for i := r.first; i <= r.last; i++ {
@@ -470,6 +477,9 @@ func validate(run []limits.Hit) error {
 		err := l.Validate()
 		if err == nil && !l.Algorithm.Implemented() {
 			err = fmt.Errorf("%w: %s", errNoAlgorithm, l.Algorithm)
+		}
+		if err == nil && h.Hold != (limits.Hold{}) {
+			err = limits.CheckHold(h.Hold)
 		}
 		switch {
 		case err != nil && joint:

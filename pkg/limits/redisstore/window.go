@@ -105,8 +105,8 @@ type windowHit struct {
 	// expiries are the counters seen with their TTL set (Store.expiries).
 	expiries *expirySeen
 	ttl      int64
-	// before is the count the hit found, once decided.
-	before int64
+	// before and prevBefore are the counts the hit found, once decided.
+	before, prevBefore int64
 }
 
 // newWindowHit queues in wk the commands of hit h, decided at now; seen
@@ -228,6 +228,7 @@ func (wh *windowHit) decideWindow(ctx context.Context, back *work) (limits.Resul
 	if l := wh.limit; l.CountRefused {
 		cur, prev = min(cur, 2*l.Requests), min(prev, 2*l.Requests)
 	}
+	wh.prevBefore = prev
 	state := limits.State{Live: cur > 0 || prev > 0, Window: wh.w, Count: cur, Prev: prev}
 	return limits.DecideWithin(wh.limit, state, wh.cost, wh.now, 0).Result, nil
 }

@@ -36,10 +36,11 @@ import (
 //     not, the record is the hit's own, pending, and the hit is decided
 //     as any hit; an admitted run confirms it after the answer (SET … XX
 //     GET of "cost instant until"), a refused one deletes it (GETDEL). A
-//     settle that finds a record pending is a plain hit (its reserve's
-//     run may yet be refused, and giving back a cost never held would
-//     loosen the limit): the reserve whose confirmation then finds its
-//     record gone gives its own cost back. A live record makes the hit a
+//     settle that finds a record pending gives nothing back (its
+//     reserve's run may yet be refused, and giving back a cost never held
+//     would loosen the limit) and keeps its charge (below): the reserve
+//     whose confirmation then finds its record gone gives its own cost
+//     back. A live record makes the hit a
 //     repeated reserve: answered allowed with what a peek would read (the
 //     answer less its own charge), its charge undone after the answer. A
 //     lapsed record found there is taken over after the answer (GETDEL,
@@ -53,13 +54,20 @@ import (
 //     instant in the state the settle read, so that given back after the
 //     settle's charge it leaves what giving it back first would; a log
 //     removes the hold's own members, what of them is still in it) and
-//     the charge is kept even if it did not fit: one that the plain hit
-//     refused is undone and charged again as a count_refused charge,
-//     after the answer too. Its answer is limits.Settle's on the state
+//     the charge is kept even if it did not fit: a window's or a log's,
+//     in Redis already, stays; a bucket's, which a refusal left out, is
+//     charged again as a count_refused charge after the answer, before
+//     the held cost is given back, so that no moment counts neither. Its answer is limits.Settle's on the state
 //     the hit read (a window's counts, a bucket's TAT); a log's, which
 //     did not read its members, is the plain hit's count moved by the
-//     cost given back, its charge the newest entry. No
-//     record, a pending one, or a lapsed one makes it a plain hit,
+//     cost given back, its charge the newest entry. A pending record
+//     (the settle came within a round trip of its reserve's answer,
+//     before the confirmation) makes it keep its charge as a settle of a
+//     live hold does, and the reserve, finding its record gone, gives its
+//     own cost back if it was admitted; if it was refused, the settle's
+//     charge stays even where a plain hit would not have fitted
+//     (stricter: the request's cost charged, though it was refused). No
+//     record or a lapsed one makes it a plain hit,
 //     exactly as without a Hold (a lapsed cost given back as well: the
 //     settle's GETDEL owns it).
 //   - a reserve is decided with limits.ReserveLimit (all or nothing,
@@ -305,6 +313,16 @@ func (hh *holdHit) decide(ctx context.Context, back *work) (limits.Result, int64
 		}
 	case hh.role == holdSettle && live && !old.pending:
 		return hh.settled(ctx, back, r, old), 0, nil
+	case hh.role == holdSettle && live:
+		// The reserve's confirmation has not run yet (the settle came
+		// right after its answer): its charge is kept as a settle's, and
+		// the reserve, finding its record gone, gives its own cost back.
+		// Decided as a plain hit, a refused charge would be undone and
+		// the actual cost never charged.
+		hh.done = true
+		hh.keepCharge(ctx, back, r)
+		r.Hold = limits.HoldSettled
+		return r, 0, nil
 	case hh.role == holdSettle:
 		// A pending record's reserve gives its own cost back, if admitted,
 		// when it finds the record gone (confirmed).
@@ -366,16 +384,16 @@ func (hh *holdHit) unCharge(ctx context.Context, back *work, allowed bool) {
 // answer is the charge's with old's cost given back where it counts.
 func (hh *holdHit) settled(ctx context.Context, back *work, r limits.Result, old holdRecord) limits.Result {
 	hh.done = true
-	hh.giveBack(ctx, back, hh.id, old)
 	if hh.slots {
+		hh.giveBack(ctx, back, hh.id, old)
 		hh.freeRest(ctx, back, old.cost)
 		r.Hold = limits.HoldSettled
 		return r
 	}
-	if !r.Allowed && hh.cost > 0 {
-		hh.pending.undo(ctx, back, undoing{latest: hh.latest})
-		hh.s.queueHit(ctx, back, hh.key, algorithmOnly(hh.limit), hh.cost, hh.now)
-	}
+	hh.keepCharge(ctx, back, r)
+	// Given back last, after the charge: until then both count (stricter,
+	// never looser).
+	hh.giveBack(ctx, back, hh.id, old)
 	if exact, ok := hh.settledAnswer(old); ok {
 		exact.Hold = limits.HoldSettled
 		return exact
@@ -403,6 +421,25 @@ func (hh *holdHit) settled(ctx context.Context, back *work, r limits.Result, old
 	}
 	r.Hold = limits.HoldSettled
 	return r
+}
+
+// keepCharge keeps a settle's charge whether it fitted or not. A
+// window's or a log's charge of at most N is in Redis already, refused or
+// not, and stays as it is: taken back and charged again, it would leave a
+// moment when the held cost is given back and the actual one not yet
+// charged, in which a concurrent reserve could pass where it does not
+// fit. A bucket's refused hit changed nothing, nor did a window's or a
+// log's of more than N (it only read): its charge goes again, as a
+// count_refused one, after the answer.
+func (hh *holdHit) keepCharge(ctx context.Context, back *work, r limits.Result) {
+	l := hh.limit
+	if r.Allowed || hh.cost <= 0 {
+		return
+	}
+	if isBucket(l.Algorithm) || hh.cost > l.Requests && !l.CountRefused {
+		hh.pending.undo(ctx, back, undoing{latest: hh.latest})
+		hh.s.queueHit(ctx, back, hh.key, algorithmOnly(hh.limit), hh.cost, hh.now)
+	}
 }
 
 // credit is how much of old's cost, given back, counts where the

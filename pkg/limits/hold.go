@@ -17,13 +17,15 @@ import (
 //
 //   - A reserve (ID set, not Settle, Cost > 0) is decided as any hit,
 //     all-or-nothing. Admitted, it holds its cost under the id until the
-//     lease ends; refused, it holds nothing. A reserve of an id the key
+//     lease ends; refused, it holds and charges nothing, count_refused or
+//     not (ReserveLimit). A reserve of an id the key
 //     already holds charges nothing and is answered allowed, as the first
 //     one was (Envoy retries a call).
 //   - A settle (ID and Settle set) ends the id's hold and replaces the
 //     held cost with the hit's Cost: the held cost is given back (to the
-//     window of the reservation's instant for a window limit, at the
-//     settle's instant otherwise) and Cost is charged at the settle's
+//     window of the reservation's instant for a window limit, out of the
+//     reservation's own entry for a sliding log, at the settle's instant
+//     for a bucket: GiveBack) and Cost is charged at the settle's
 //     instant whether it fits or not, since the request has been served
 //     (down to one period's worth of debt, as a count_refused charge).
 //     With no hold (never reserved, refused, or lapsed) it is a plain hit

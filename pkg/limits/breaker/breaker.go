@@ -68,8 +68,9 @@ type Breaker struct {
 }
 
 var (
-	_ limits.Store    = (*Breaker)(nil)
-	_ limits.Resetter = (*Breaker)(nil)
+	_ limits.Store      = (*Breaker)(nil)
+	_ limits.Resetter   = (*Breaker)(nil)
+	_ limits.HoldReader = (*Breaker)(nil)
 )
 
 // New wraps inner.
@@ -167,4 +168,9 @@ func (b *Breaker) Reset(ctx context.Context, hits []limits.Hit) error {
 // Slots passes the read on to the store it wraps, open or not, as Reset.
 func (b *Breaker) Slots(ctx context.Context, h limits.Hit) ([]limits.LogEntry, int64, error) {
 	return limits.Slots(ctx, b.inner, h)
+}
+
+// Held passes the read on to the store it wraps, open or not, as Reset.
+func (b *Breaker) Held(ctx context.Context, h limits.Hit) (cost, holds int64, err error) {
+	return limits.Held(ctx, b.inner, h)
 }

@@ -42,6 +42,11 @@
 // key of its shard is at its limit too and was decided more recently. Each
 // live key forgotten counts in Stats.Evictions.
 //
+// Holds (limits.Hold) live beside their key's entry and weigh as much as a
+// key each, so MaxKeys bounds them too; they are exact: a lapsed hold is
+// given back before any decision reads its key, and by the janitor for keys
+// nobody decides (holds.go). A key without holds pays nothing for them.
+//
 // A key's shard is chosen by its hit's Tag, the hash of its Redis Cluster
 // hash tag, when it has one, else by a hash of the whole key. The keys of a
 // joint run (one descriptor's rate_limits list) share a tag, so a run locks

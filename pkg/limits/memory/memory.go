@@ -74,6 +74,9 @@ type Stats struct {
 	// Expired counts keys removed because their state had expired, by the
 	// janitor, on access, or to make room.
 	Expired uint64
+	// Holds is the number of holds kept (limits.Hold), lapsed ones not
+	// yet given back included.
+	Holds int
 }
 
 // Store is the embedded limits.Store. It is safe for concurrent use. Close
@@ -154,9 +157,12 @@ func (s *Store) Decide(_ context.Context, hits []limits.Hit, results []limits.Re
 		}
 		if j == i+1 {
 			h := &hits[i]
-			if err := h.Limit.Validate(); err != nil {
+			switch err := h.Limit.Validate(); {
+			case err != nil:
 				results[i] = limits.Result{Err: err}
-			} else {
+			case h.Hold != limits.Hold{}:
+				results[i] = s.decideHold(h, now)
+			default:
 				results[i] = s.shards[s.shardIndex(h)].decide(h, now)
 			}
 		} else {
@@ -178,9 +184,10 @@ func (s *Store) decideRun(hits []limits.Hit, results []limits.Result, now int64)
 	}
 	var shardsBuf [maxRunOnStack]int
 	var decisionsBuf [maxRunOnStack]limits.Decision
-	shardOf, decisions := shardsBuf[:0], decisionsBuf[:0]
-	if len(hits) > maxRunOnStack {
-		shardOf, decisions = make([]int, 0, len(hits)), make([]limits.Decision, 0, len(hits))
+	var stepsBuf [maxRunOnStack]holdStep
+	shardOf, decisions, steps := shardsBuf[:0], decisionsBuf[:0], stepsBuf[:0]
+	if n := len(hits); n > maxRunOnStack {
+		shardOf, decisions, steps = make([]int, 0, n), make([]limits.Decision, 0, n), make([]holdStep, 0, n)
 	}
 	for k := range hits {
 		shardOf = append(shardOf, s.shardIndex(&hits[k]))
@@ -200,10 +207,8 @@ func (s *Store) decideRun(hits []limits.Hit, results []limits.Result, now int64)
 
 	allowed := true
 	for k := range hits {
-		h := &hits[k]
-		state, _ := s.shards[shardOf[k]].load(h.Key, now)
-		d := limits.DecideWithin(h.Limit, state, h.Cost, now, h.MaxDelayMicros())
-		decisions = append(decisions, d)
+		d, st := s.shards[shardOf[k]].decideInRun(&hits[k], now)
+		decisions, steps = append(decisions, d), append(steps, st)
 		results[k] = d.Result
 		allowed = allowed && d.Result.Allowed
 	}
@@ -211,10 +216,17 @@ func (s *Store) decideRun(hits []limits.Hit, results []limits.Result, now int64)
 		sh := &s.shards[shardOf[k]]
 		i := sh.index[hits[k].Key]
 		lvl := level(hits[k].Limit, &results[k])
-		if allowed || hits[k].Limit.CountRefused || decisions[k].Locks {
+		st := &steps[k]
+		if !allowed && st.add {
+			// A run's reserves are held all or none.
+			st.add, st.outcome = false, limits.HoldRefused
+		}
+		results[k].Hold = st.outcome
+		if kept(&hits[k], allowed, decisions[k], st) {
 			// A lock that this hit's refusal starts is its limit's own,
 			// whatever the run's verdict (limits.Decision.Locks).
 			sh.apply(hits[k].Key, i, decisions[k], lvl, now)
+			sh.commit(hits[k].Key, &hits[k], *st, now)
 		} else if i != 0 {
 			// Refused with the run: Remaining is what the hit would have
 			// left, so the level may rank the key one hit nearer its
@@ -222,6 +234,18 @@ func (s *Store) decideRun(hits []limits.Hit, results []limits.Result, now int64)
 			sh.promote(i, lvl)
 		}
 	}
+}
+
+// kept reports whether the decision d of hit h, of a run that allowed or
+// not, is kept: an allowed run's all, a refused run's count_refused
+// charges (not a reserve's: all or nothing), the locks its refusals start
+// and its settles (charged whether they fit or not).
+func kept(h *limits.Hit, allowed bool, d limits.Decision, st *holdStep) bool {
+	switch {
+	case allowed, d.Locks, st.outcome == limits.HoldSettled:
+		return true
+	}
+	return h.Limit.CountRefused && !h.Reserves()
 }
 
 // invalidRun reports whether a run of joint hits cannot be decided, a key
@@ -236,7 +260,11 @@ func invalidRun(hits []limits.Hit, results []limits.Result) bool {
 		return true
 	}
 	for k := range hits {
-		if err := hits[k].Limit.Validate(); err != nil {
+		err := hits[k].Limit.Validate()
+		if err == nil {
+			err = limits.CheckHold(hits[k].Hold)
+		}
+		if err != nil {
 			for m := range hits {
 				results[m] = limits.Result{Err: fmt.Errorf("joint with hit %d: %w", k, err)}
 			}
@@ -257,6 +285,9 @@ func (s *Store) Stats() Stats {
 		st.Keys += len(sh.index)
 		st.Evictions += sh.evictions
 		st.Expired += sh.expired
+		for _, kh := range sh.holds {
+			st.Holds += len(kh.ids)
+		}
 		sh.mu.Unlock()
 	}
 	return st

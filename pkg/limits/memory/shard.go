@@ -29,6 +29,10 @@ type shard struct {
 
 	evictions, expired uint64
 
+	// holds are the holds of the entries marked held, by entry index
+	// (holds.go); nil until the first.
+	holds map[int32]*keyHolds
+
 	_ [64]byte // keeps neighbouring shards' mutexes off one cache line
 }
 
@@ -40,6 +44,9 @@ type entry struct {
 	heapAt     int32
 	weight     int32
 	list       int32 // the eviction list the entry is on
+	// held marks an entry with holds (shard.holds): its expireAt is then
+	// when it is due (holds.go). It sits in what was padding.
+	held bool
 }
 
 // The eviction lists. A key is in probation from the decision that stores it
@@ -126,9 +133,7 @@ func (sh *shard) load(key string, now int64) (limits.State, int32) {
 	if !ok {
 		return limits.State{}, 0
 	}
-	if now >= sh.entries[i].expireAt {
-		sh.remove(i)
-		sh.expired++
+	if now >= sh.entries[i].expireAt && !sh.expire(i, now) {
 		return limits.State{}, 0
 	}
 	return sh.entries[i].state, i
@@ -140,6 +145,10 @@ func (sh *shard) load(key string, now int64) (limits.State, int32) {
 // the two never both live (a sliding log's may share storage: see
 // limits.Decide).
 func (sh *shard) apply(key string, i int32, d limits.Decision, lvl int32, now int64) {
+	if i != 0 && sh.entries[i].held {
+		sh.applyHeld(i, d, lvl, now)
+		return
+	}
 	switch {
 	case d.Changed && (!d.State.Live || d.ExpireAt <= now):
 		if i != 0 {
@@ -224,8 +233,7 @@ func (sh *shard) makeRoom(extra int, keep int32, now int64) {
 	for sh.used+extra > sh.capacity {
 		if len(sh.heap) > 0 {
 			if top := sh.heap[0]; top != keep && sh.entries[top].expireAt <= now {
-				sh.remove(top)
-				sh.expired++
+				sh.expire(top, now)
 				continue
 			}
 		}
@@ -258,6 +266,9 @@ func (sh *shard) oldestOf(from, to, keep int32) int32 {
 // slot.
 func (sh *shard) remove(i int32) {
 	e := &sh.entries[i]
+	if e.held {
+		delete(sh.holds, i)
+	}
 	delete(sh.index, e.key)
 	sh.unlink(i)
 	sh.heapRemove(e.heapAt)
@@ -269,14 +280,29 @@ func (sh *shard) remove(i int32) {
 	sh.freeHead = i
 }
 
+// expire removes entry i, due at now, and reports whether it is still
+// there: an entry with holds is brought up to now instead (its lapses
+// given back), and removed only if nothing is left of it.
+func (sh *shard) expire(i int32, now int64) bool {
+	if sh.entries[i].held {
+		if sh.due(i, now) {
+			return true
+		}
+		sh.expired++ // due removed it
+		return false
+	}
+	sh.remove(i)
+	sh.expired++
+	return false
+}
+
 // sweep removes the entries expired at now, sweepBatch per lock.
 func (sh *shard) sweep(now int64) {
 	for {
 		sh.mu.Lock()
 		n := 0
 		for ; n < sweepBatch && len(sh.heap) > 0 && sh.entries[sh.heap[0]].expireAt <= now; n++ {
-			sh.remove(sh.heap[0])
-			sh.expired++
+			sh.expire(sh.heap[0], now)
 		}
 		sh.mu.Unlock()
 		if n < sweepBatch {

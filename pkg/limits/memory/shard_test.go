@@ -153,7 +153,7 @@ func TestShardInvariants(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(maxKeys), 1))
 			hits := make([]limits.Hit, 0, 4)
 			results := make([]limits.Result, 4)
-			protectedSeen := 0
+			protectedSeen, holdsSeen := 0, 0
 			for call := range 20_000 {
 				now.Add(rng.Int64N(int64(1 + 200_000/maxKeys))) // some keys expire, not all
 				hits = hits[:0]
@@ -165,6 +165,7 @@ func TestShardInvariants(t *testing.T) {
 						Limit: limits.Limit{Algorithm: a, Requests: n, Period: time.Duration(1+rng.IntN(5)) * time.Second, Burst: n / 2, CountRefused: rng.IntN(4) == 0},
 						Cost:  int64(rng.IntN(6)) - 1,
 						Joint: rng.IntN(3) == 0,
+						Hold:  randomHold(rng),
 					})
 				}
 				hits[len(hits)-1].Joint = false
@@ -172,13 +173,14 @@ func TestShardInvariants(t *testing.T) {
 				if call%97 == 0 {
 					for i := range s.shards {
 						protectedSeen += checkShard(t, &s.shards[i])
+						holdsSeen += len(s.shards[i].holds)
 					}
 				}
 			}
 			st := s.Stats()
 			// A store of one key has no protected share.
-			if st.Evictions == 0 || st.Expired == 0 || (protectedSeen == 0 && maxKeys > 1) {
-				t.Errorf("Stats() %+v, protected weight seen %d: want evictions, expiry and protected keys, so that the test reaches all three", st, protectedSeen)
+			if st.Evictions == 0 || st.Expired == 0 || (protectedSeen == 0 && maxKeys > 1) || holdsSeen == 0 {
+				t.Errorf("Stats() %+v, protected weight seen %d, keys with holds %d: want evictions, expiry, protected keys and holds, so that the test reaches all four", st, protectedSeen, holdsSeen)
 			}
 		})
 	}
@@ -199,7 +201,7 @@ func checkShard(t *testing.T, sh *shard) int {
 			if got, ok := sh.index[e.key]; !ok || got != i {
 				t.Fatalf("list %d: entry %d (%q) indexed as %d, %v", l, i, e.key, got, ok)
 			}
-			if w := weight(e.state); int(e.weight) != w {
+			if w := weight(e.state) + holdWeight*heldBy(t, sh, i); int(e.weight) != w {
 				t.Fatalf("entry %d: weight %d, want %d", i, e.weight, w)
 			}
 			if sh.heap[e.heapAt] != i {
@@ -216,6 +218,9 @@ func checkShard(t *testing.T, sh *shard) int {
 			t.Fatalf("list %d: sentinel's prev %d, want %d", l, sh.entries[l].prev, prev)
 		}
 	}
+	if n := countHeld(sh); n != len(sh.holds) {
+		t.Fatalf("%d entries marked held, %d with holds", n, len(sh.holds))
+	}
 	if held != len(sh.index) || held != len(sh.heap) {
 		t.Fatalf("%d entries on the lists, %d in the index, %d in the heap", held, len(sh.index), len(sh.heap))
 	}
@@ -229,4 +234,55 @@ func checkShard(t *testing.T, sh *shard) int {
 		t.Fatalf("%d entries weigh %d, above the capacity %d", held, sh.used, sh.capacity)
 	}
 	return protectedUsed
+}
+
+// randomHold is no hold half the time, else a reserve or a settle of one
+// of a few ids, with a lease from a millisecond to a few seconds.
+func randomHold(rng *rand.Rand) limits.Hold {
+	if rng.IntN(2) == 0 {
+		return limits.Hold{}
+	}
+	return limits.Hold{
+		ID:     fmt.Sprint("r", rng.IntN(4)),
+		Settle: rng.IntN(3) == 0,
+		Lease:  time.Duration(1+rng.IntN(3000)) * time.Millisecond,
+	}
+}
+
+// heldBy is how many holds entry i of sh has, checking them against the
+// books: their summed cost, the entry due no later than the first lapse.
+func heldBy(t *testing.T, sh *shard, i int32) int {
+	t.Helper()
+	e := &sh.entries[i]
+	kh, ok := sh.holds[i]
+	if ok != e.held {
+		t.Fatalf("entry %d: held %v, holds %v", i, e.held, ok)
+	}
+	if !ok {
+		return 0
+	}
+	if len(kh.ids) == 0 {
+		t.Fatalf("entry %d: held, with no holds", i)
+	}
+	cost := int64(0)
+	for _, r := range kh.ids {
+		cost += r.Cost
+		if r.Until < kh.next || r.Until < e.expireAt {
+			t.Fatalf("entry %d: a hold lapses at %d, before next %d or the entry's due %d", i, r.Until, kh.next, e.expireAt)
+		}
+	}
+	if cost != kh.cost {
+		t.Fatalf("entry %d: holds cost %d, books say %d", i, cost, kh.cost)
+	}
+	return len(kh.ids)
+}
+
+func countHeld(sh *shard) int {
+	n := 0
+	for i := range sh.entries {
+		if sh.entries[i].held {
+			n++
+		}
+	}
+	return n
 }

@@ -43,6 +43,13 @@
 // instance may go on refusing that key until T, never longer than the store
 // first said.
 //
+// A hit with a hold id (limits.Hold) is never answered here nor cached: a
+// settle must reach the store, which ends the hold and charges the actual
+// cost, and a reserve may repeat one the store holds, which the store
+// answers allowed. A settle also forgets the key, as a refund does, since
+// it gives the held cost back; a hold that lapses, or a settle sent
+// through another instance, is not seen, as a refund there is not.
+//
 // # Config changes
 //
 // An entry also matches on the limit value, so a changed limit misses; and

@@ -60,8 +60,9 @@ type scratch struct {
 }
 
 var (
-	_ limits.Store    = (*Cache)(nil)
-	_ limits.Resetter = (*Cache)(nil)
+	_ limits.Store      = (*Cache)(nil)
+	_ limits.Resetter   = (*Cache)(nil)
+	_ limits.HoldReader = (*Cache)(nil)
 )
 
 // New returns a Cache in front of store.
@@ -121,12 +122,14 @@ func inRun(hits []limits.Hit, i int) bool {
 }
 
 // cacheable reports whether a hit's refusal may be cached, and a cached
-// refusal may answer it (see What is cached).
+// refusal may answer it (see What is cached). A hit with a hold id never
+// is: a settle must reach the store, and a reserve may repeat one the
+// store holds, which it answers allowed.
 func cacheable(hits []limits.Hit, i int) bool {
 	h := &hits[i]
 	lasts := h.Limit.Algorithm == limits.FixedWindow || !h.Limit.CountRefused && h.Limit.Algorithm != limits.LeakyBucket
 	released := h.Limit.Algorithm == limits.Concurrency // by any instance, at any time
-	return h.Cost == 1 && lasts && !released && !inRun(hits, i)
+	return h.Cost == 1 && lasts && !released && !inRun(hits, i) && h.Hold.ID == ""
 }
 
 // Decide answers the hits it can from the cache and sends the others to the
@@ -211,11 +214,12 @@ func (c *Cache) put(key string, e entry, now time.Time) {
 }
 
 // lookup answers hits[i] into r when the cache holds a live refusal for it,
-// and clears r otherwise. A refund forgets the key.
+// and clears r otherwise. A refund forgets the key, and so does a settle,
+// which gives its hold's cost back.
 func (c *Cache) lookup(hits []limits.Hit, i int, now time.Time, r *limits.Result) bool {
 	*r = limits.Result{}
 	h := &hits[i]
-	if h.Cost < 0 {
+	if h.Cost < 0 || h.Settles() {
 		s := c.shardOf(h.Key)
 		s.mu.Lock()
 		delete(s.m, h.Key)
@@ -269,4 +273,9 @@ func (c *Cache) forget(key string) {
 // cache holds none.
 func (c *Cache) Slots(ctx context.Context, h limits.Hit) ([]limits.LogEntry, int64, error) {
 	return limits.Slots(ctx, c.store, h)
+}
+
+// Held reads a key's holds from the store it wraps: the cache holds none.
+func (c *Cache) Held(ctx context.Context, h limits.Hit) (cost, holds int64, err error) {
+	return limits.Held(ctx, c.store, h)
 }

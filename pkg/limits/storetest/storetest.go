@@ -138,6 +138,7 @@ func Run(t *testing.T, newStore Factory) {
 		})
 	}
 	runConcurrency(t, newStore)
+	runHolds(t, newStore)
 }
 
 func contains(as []limits.Algorithm, a limits.Algorithm) bool {

@@ -34,6 +34,8 @@ descriptors:
     rate_limit: {name: shaped, algorithm: leaky_bucket, unit: second, requests_per_unit: 10, burst: 2}
   - key: fallback
     rate_limit: {name: fallback, algorithm: fixed_window, unit: hour, requests_per_unit: 5, failure_mode: local}
+  - key: slots
+    rate_limit: {name: slots, algorithm: concurrency, requests_per_unit: 2}
 `
 
 const holdsLease = 2 * time.Minute // the file's lease

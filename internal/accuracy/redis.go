@@ -1,0 +1,22 @@
+package accuracy
+
+import (
+	"github.com/envoy-rls/envoy-rls/pkg/limits/redisstore"
+)
+
+// OpenRedis returns a Store decider on the Redis at url (redis://host:port),
+// deciding through package redisstore with the replay's instants as its
+// clock, and the function that closes it.
+func OpenRedis(url string) (*Store, func(), error) {
+	client, err := redisstore.NewClient(redisstore.ClientOptions{URL: url})
+	if err != nil {
+		return nil, nil, err
+	}
+	d := &Store{}
+	s := redisstore.New(client, redisstore.Options{Clock: d.Clock, Batching: redisstore.BatchOff})
+	d.Store = s
+	return d, func() {
+		s.Close()
+		client.Close() //nolint:errcheck // nothing is left to flush
+	}, nil
+}

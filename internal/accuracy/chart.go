@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -44,9 +46,10 @@ func (r *Report) EdgeChart(w io.Writer) error {
 	p.Title.Text = fmt.Sprintf("Admitted in the trailing period, one source of the %s trace (%d per %s)", tl.Shape, c.Requests, c.Period)
 	p.X.Label.Text = "time (periods)"
 	p.Y.Label.Text = "admitted in the trailing period ÷ threshold"
-	p.Legend.Top = true
-	// Room above the fixed window's peaks for the legend.
-	p.Y.Min, p.Y.Max = 0, 2.6
+	// The legend over the first period, where no burst has come yet.
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Y.Min, p.Y.Max = 0, 2.5
+	p.Y.Tick.Marker = halves{}
 	// Wide, under the others: where an algorithm admits all, its line lies
 	// on this one.
 	if err := addLine(p, "offered", trailing(tl.Arrivals, c), color.Gray{Y: 200}, nil, vg.Points(5)); err != nil {
@@ -142,4 +145,16 @@ func save(p *plot.Plot, w io.Writer) error {
 	}
 	_, err = wt.WriteTo(w)
 	return err
+}
+
+// halves ticks an axis at every half, labelled: the edge chart's scale, in
+// multiples of the threshold.
+type halves struct{}
+
+func (halves) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	for v := math.Ceil(2*lo) / 2; v <= hi; v += 0.5 {
+		ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', -1, 64)})
+	}
+	return ts
 }

@@ -12,6 +12,7 @@
 //	rls-bench -addr 127.0.0.1:8081 -keys 10000 -concurrency 64 -pids $(pgrep -x envoy-rls)
 //	rls-bench -rate 20000 -duration 5s                # open loop at 20,000 calls/s
 //	rls-bench -serve-noop 127.0.0.1:9000              # only serve the no-op RLS (for scripts/bench.sh)
+//	rls-bench accuracy -seed 1 -out docs              # the accuracy report's tables and charts (docs/accuracy.md)
 //
 // Closed loop (-rate 0): each caller sends its next call when the last one
 // answers. Open loop (-rate R): calls are due at start + k/R, and a call's
@@ -44,6 +45,9 @@ func main() {
 var errUsage = errors.New("usage")
 
 func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "accuracy" {
+		return accuracyMain(ctx, args[1:], stdout, stderr)
+	}
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
 		return err

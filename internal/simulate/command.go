@@ -1,0 +1,163 @@
+package simulate
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/envoy-rls/envoy-rls/internal/cli"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+)
+
+// CommandArgs is the usage of `envoy-rls simulate` after its name.
+const CommandArgs = "-limits PATH [-compare PATH] -domain DOMAIN (-trace CSV | -shape NAME -rate R -duration DUR [-seed N]) [-bucket DUR] [-svg OUT.svg]"
+
+const about = `Replays a trace of requests through the limits of DOMAIN and tells, per
+rule, how many were admitted and refused in each time bucket: a Markdown
+table on stdout and, with -svg, a chart. Each request is decided by the
+service the server runs, on its embedded store, with a clock set to the
+request's time: what the table shows is what those limits would have done
+to that traffic. With -compare, a second limits file replays the same
+trace and its counts stand beside the first's (sliding_window against
+token_bucket, 100 against 150 a minute).
+
+The trace is a CSV file (-trace), one request a line, in time order:
+  timestamp,key=value;key2=value2
+the timestamp RFC 3339 or seconds since the epoch; blank lines and lines
+starting with # are skipped. Or it is a seeded shape (-shape), the same
+requests for the same seed.
+
+Exit 0 when replayed, 1 when the chart cannot be written, 2 on a usage
+error, a limits file that does not load, a domain it does not hold, or a
+trace line that is malformed or out of order (the error names the line).
+`
+
+// flags are the command's settings.
+type flags struct {
+	limits, compare, domain, trace, shape, svg string
+	rate                                       float64
+	duration, bucket                           time.Duration
+	seed                                       uint64
+}
+
+// Command is `envoy-rls simulate`. It reads no environment; lookupEnv is
+// there so that every command has the same signature.
+func Command(args []string, _ func(string) (string, bool), stdout, stderr io.Writer) int {
+	cl := cli.New("envoy-rls simulate", CommandArgs, about)
+	var f flags
+	cl.FS.StringVar(&f.limits, "limits", "", "the limits file or directory to replay the trace through")
+	cl.FS.StringVar(&f.compare, "compare", "", "a second limits file or directory, replayed beside -limits")
+	cl.FS.StringVar(&f.domain, "domain", "", "the domain the trace's requests are for")
+	cl.FS.StringVar(&f.trace, "trace", "", "the trace: a CSV file of timestamp,key=value;key=value lines")
+	cl.FS.StringVar(&f.shape, "shape", "", "the trace: a seeded shape ("+OneOfShapes()+")")
+	cl.FS.Float64Var(&f.rate, "rate", 0, "with -shape: the mean requests per second")
+	cl.FS.DurationVar(&f.duration, "duration", time.Minute, "with -shape: how long the trace lasts")
+	cl.FS.Uint64Var(&f.seed, "seed", 1, "with -shape: the seed; the same seed gives the same trace")
+	cl.FS.DurationVar(&f.bucket, "bucket", time.Second, "the time each row of the table and point of the chart counts")
+	cl.FS.StringVar(&f.svg, "svg", "", "write the chart to this SVG file")
+	rest, err := cl.ParseArgs(args)
+	if err == nil && len(rest) > 0 {
+		err = fmt.Errorf("unexpected argument %q: the files are -limits and -trace", rest[0])
+	}
+	if err == nil {
+		err = f.check()
+	}
+	if err != nil {
+		return cl.Failed(err, stdout, stderr)
+	}
+	runs, err := f.replay()
+	if err != nil {
+		fmt.Fprintln(stderr, "envoy-rls simulate:", err)
+		return 2
+	}
+	return write(f, runs, stdout, stderr)
+}
+
+// check refuses flags that name no run.
+func (f *flags) check() error {
+	switch {
+	case f.limits == "":
+		return errors.New("-limits is required")
+	case f.domain == "":
+		return errors.New("-domain is required: the domain the trace's requests are for")
+	case (f.trace == "") == (f.shape == ""):
+		return errors.New("give one trace: -trace CSV or -shape NAME")
+	case f.bucket <= 0:
+		return errors.New("-bucket must be positive")
+	case f.shape != "" && f.rate <= 0:
+		return errors.New("-shape needs -rate, the mean requests per second, above 0")
+	case f.shape != "" && f.duration <= 0:
+		return errors.New("-duration must be positive")
+	}
+	return nil
+}
+
+// events reads or generates the trace.
+func (f *flags) events() ([]Event, error) {
+	if f.shape != "" {
+		return Shape(f.shape, f.rate, f.duration, f.seed, f.domain)
+	}
+	file, err := os.Open(f.trace)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close() //nolint:errcheck // read only
+	events, err := ReadCSV(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.trace, err)
+	}
+	return events, nil
+}
+
+// replay runs the trace through -limits, and -compare when given.
+func (f *flags) replay() ([]Labelled, error) {
+	events, err := f.events()
+	if err != nil {
+		return nil, err
+	}
+	var runs []Labelled
+	for _, path := range []string{f.limits, f.compare} {
+		if path == "" {
+			continue
+		}
+		cfg, err := config.Options{}.Load(path)
+		if err != nil {
+			return nil, err
+		}
+		res, err := Run(cfg, f.domain, events, f.bucket)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		runs = append(runs, Labelled{Label: filepath.Base(path), Result: res})
+	}
+	return runs, nil
+}
+
+// write prints the table, and draws the chart when -svg asks for it.
+func write(f flags, runs []Labelled, stdout, stderr io.Writer) int {
+	r := runs[0]
+	fmt.Fprintf(stdout, "domain %s, buckets of %s from %s", f.domain, r.Bucket, r.Start.UTC().Format(time.RFC3339Nano))
+	if r.Unmatched > 0 {
+		fmt.Fprintf(stdout, "; %d of the trace's requests matched no limit", r.Unmatched)
+	}
+	fmt.Fprint(stdout, "\n\n")
+	WriteTable(stdout, runs) //nolint:errcheck // nothing to do about a closed stdout
+	if f.svg == "" {
+		return 0
+	}
+	var b bytes.Buffer
+	title := fmt.Sprintf("domain %s: admitted and refused per %s", f.domain, r.Bucket)
+	if err := WriteChart(&b, runs, title); err != nil {
+		fmt.Fprintln(stderr, "envoy-rls simulate:", err)
+		return 1
+	}
+	if err := os.WriteFile(f.svg, b.Bytes(), 0o644); err != nil {
+		fmt.Fprintln(stderr, "envoy-rls simulate:", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,96 @@
+package simulate
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func command(args ...string) (int, string, string) {
+	var stdout, stderr strings.Builder
+	code := Command(args, nil, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// TestCommandTable: a CSV trace through two files side by side, the
+// table's rows exact: 10 a minute admits the first 10 whatever the
+// algorithm, and bob's descriptor with a path matches no limit.
+func TestCommandTable(t *testing.T) {
+	code, out, errOut := command("-limits", "testdata/fixed10.yaml", "-compare", "testdata/sliding10.yaml", "-domain", "sim", "-trace", "testdata/trace.csv", "-bucket", "5s")
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	want := `domain sim, buckets of 5s from 2026-01-01T00:00:00Z; 1 of the trace's requests matched no limit
+
+| time | rule | fixed10.yaml admitted | fixed10.yaml refused | sliding10.yaml admitted | sliding10.yaml refused |
+| ---: | --- | ---: | ---: | ---: | ---: |
+| 0s | per-user | 5 | 0 | 5 | 0 |
+| 5s | per-user | 5 | 0 | 5 | 0 |
+| 10s | per-user | 0 | 4 | 0 | 4 |
+| total | per-user | 10 | 4 | 10 | 4 |
+`
+	if out != want {
+		t.Errorf("stdout:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+// TestChartDeterministic: the same trace draws the same SVG, byte for
+// byte, run after run.
+func TestChartDeterministic(t *testing.T) {
+	dir := t.TempDir()
+	var charts [][]byte
+	for i := range 2 {
+		path := filepath.Join(dir, "chart"+string(rune('a'+i))+".svg")
+		if code, _, errOut := command("-limits", "testdata/fixed10.yaml", "-compare", "testdata/sliding10.yaml", "-domain", "sim", "-trace", "testdata/trace.csv", "-svg", path); code != 0 {
+			t.Fatalf("exit %d, stderr %q", code, errOut)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		charts = append(charts, b)
+	}
+	if !bytes.HasPrefix(charts[0], []byte("<?xml")) || !bytes.Contains(charts[0], []byte("<svg")) {
+		t.Fatalf("not an SVG: %.200s", charts[0])
+	}
+	if !bytes.Equal(charts[0], charts[1]) {
+		t.Error("two runs on the same trace drew different SVGs")
+	}
+	for _, label := range []string{"fixed10.yaml per-user admitted", "sliding10.yaml per-user refused"} {
+		if !bytes.Contains(charts[0], []byte(label)) {
+			t.Errorf("the chart's legend lacks %q", label)
+		}
+	}
+}
+
+// TestCommandErrors: usage errors, a bad trace and a domain the limits
+// lack exit 2 with the reason; an unwritable chart exits 1.
+func TestCommandErrors(t *testing.T) {
+	base := []string{"-limits", "testdata/fixed10.yaml", "-domain", "sim"}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-domain", "sim", "-trace", "testdata/trace.csv"}, 2, "-limits is required"},
+		{[]string{"-limits", "testdata/fixed10.yaml", "-trace", "testdata/trace.csv"}, 2, "-domain is required"},
+		{base, 2, "give one trace: -trace CSV or -shape NAME"},
+		{append(base, "-trace", "testdata/trace.csv", "-shape", "poisson"), 2, "give one trace"},
+		{append(base, "-shape", "nope", "-rate", "5"), 2, `unknown shape "nope"`},
+		{append(base, "-shape", "nope"), 2, "-shape needs -rate"},
+		{append(base, "-trace", "testdata/trace.csv", "-bucket", "0s"), 2, "-bucket must be positive"},
+		{append(base, "-trace", "testdata/unsorted.csv"), 2, "testdata/unsorted.csv: line 4: "},
+		{append(base, "-trace", "testdata/missing.csv"), 2, "missing.csv: no such file"},
+		{[]string{"-limits", "testdata/fixed10.yaml", "-domain", "nope", "-trace", "testdata/trace.csv"}, 2, `testdata/fixed10.yaml: domain "nope" is not in the limits`},
+		{[]string{"-limits", "testdata/nope.yaml", "-domain", "sim", "-trace", "testdata/trace.csv"}, 2, "nope.yaml"},
+		{append(base, "-trace", "testdata/trace.csv", "extra"), 2, `unexpected argument "extra"`},
+		{append(base, "-trace", "testdata/trace.csv", "-svg", filepath.Join(t.TempDir(), "no", "dir.svg")), 1, "dir.svg"},
+	} {
+		code, _, errOut := command(c.args...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want %d and %q", c.args, code, errOut, c.code, c.want)
+		}
+	}
+}

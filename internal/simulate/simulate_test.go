@@ -1,0 +1,92 @@
+package simulate
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+)
+
+// t0 is a minute's start, so that fixed windows start with the trace.
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// even is n requests of user=alice, one every gap from t0.
+func even(n int, gap time.Duration) []Event {
+	events := make([]Event, n)
+	for i := range events {
+		events[i] = Event{At: t0.Add(time.Duration(i) * gap), Entries: []descriptors.Entry{{Key: "user", Value: "alice"}}}
+	}
+	return events
+}
+
+func load(t *testing.T, path string) *config.Config {
+	t.Helper()
+	cfg, err := config.Options{}.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestFixedWindowCounts: 10 a minute as a fixed window, 30 requests 4 s
+// apart (15 in each of two minutes): each minute admits its first 10 and
+// refuses the other 5.
+func TestFixedWindowCounts(t *testing.T) {
+	res, err := Run(load(t, "testdata/fixed10.yaml"), "sim", even(30, 4*time.Second), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rules) != 1 || res.Rules[0].Rule != "per-user" {
+		t.Fatalf("got rules %+v, want per-user alone", res.Rules)
+	}
+	s := res.Rules[0]
+	if want := []int64{10, 10}; !slices.Equal(s.Admitted, want) {
+		t.Errorf("admitted %v, want %v", s.Admitted, want)
+	}
+	if want := []int64{5, 5}; !slices.Equal(s.Refused, want) {
+		t.Errorf("refused %v, want %v", s.Refused, want)
+	}
+}
+
+// TestLeakyBucketDoesNotWait: a leaky bucket's shaping wait, which the
+// server sleeps, is decided and counted without the replay sleeping it:
+// 1 a second, 5 requests at once, the first admitted at once and the
+// next ones queued up to -max-delay (1 s by default), the rest refused.
+func TestLeakyBucketDoesNotWait(t *testing.T) {
+	start := time.Now()
+	events := even(5, 0)
+	res, err := Run(load(t, "testdata/leaky.yaml"), "sim", events, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the replay took %s: it slept the waits", took)
+	}
+	a, r := res.Rules[0].Total()
+	if a+r != 5 || a < 1 || r < 1 {
+		t.Errorf("admitted %d, refused %d of 5 at once on 1 a second: want some of each", a, r)
+	}
+}
+
+// TestRunErrors: a domain the limits lack, an empty trace and events out
+// of order are refused with what is wrong.
+func TestRunErrors(t *testing.T) {
+	cfg := load(t, "testdata/fixed10.yaml")
+	back := even(3, time.Second)
+	back[2].At = t0
+	for _, c := range []struct {
+		domain string
+		events []Event
+		want   string
+	}{
+		{"nope", even(1, 0), `domain "nope" is not in the limits (domains: [sim])`},
+		{"sim", nil, "the trace has no requests"},
+		{"sim", back, "request 3 (at 2026-01-01T00:00:00Z): comes before the request ahead of it (2026-01-01T00:00:01Z): the trace must be sorted by time"},
+	} {
+		if _, err := Run(cfg, c.domain, c.events, time.Second); err == nil || err.Error() != c.want {
+			t.Errorf("%s, %d events: got %v, want %q", c.domain, len(c.events), err, c.want)
+		}
+	}
+}

@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/envoy-rls/envoy-rls/internal/cli"
+	"github.com/envoy-rls/envoy-rls/internal/trace"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
 // CommandArgs is the usage of `envoy-rls simulate` after its name.
-const CommandArgs = "-limits PATH [-compare PATH] -domain DOMAIN (-trace CSV | -shape NAME -rate R -duration DUR [-seed N]) [-bucket DUR] [-svg OUT.svg]"
+const CommandArgs = "-limits PATH [-compare PATH] -domain DOMAIN (-trace CSV | -shape KIND[:LOAD] -rate N [-period DUR] [-duration DUR] [-seed N]) [-bucket DUR] [-svg OUT.svg]"
 
 const about = `Replays a trace of requests through the limits of DOMAIN and tells, per
 rule, how many were admitted and refused in each time bucket: a Markdown
@@ -27,9 +28,12 @@ token_bucket, 100 against 150 a minute).
 
 The trace is a CSV file (-trace), one request a line, in time order:
   timestamp,key=value;key2=value2
-the timestamp RFC 3339 or seconds since the epoch; blank lines and lines
-starting with # are skipped. Or it is a seeded shape (-shape), the same
-requests for the same seed.
+the timestamp RFC 3339 or Unix seconds; blank lines and lines starting
+with # are skipped. Or it is a seeded shape (-shape), the same requests for
+the same seed: poisson (independent arrivals), onoff (bursts and
+silences) or edge (an adversary bursting at window edges), at LOAD times
+-rate requests per -period (poisson:1.1 is 10 % over), from -sources
+sources whose descriptors are -key=0, -key=1, ...
 
 Exit 0 when replayed, 1 when the chart cannot be written, 2 on a usage
 error, a limits file that does not load, a domain it does not hold, or a
@@ -38,10 +42,11 @@ trace line that is malformed or out of order (the error names the line).
 
 // flags are the command's settings.
 type flags struct {
-	limits, compare, domain, trace, shape, svg string
-	rate                                       float64
-	duration, bucket                           time.Duration
-	seed                                       uint64
+	limits, compare, domain, trace, shape, svg, key string
+	rate                                            int64
+	sources                                         int
+	period, duration, bucket                        time.Duration
+	seed                                            uint64
 }
 
 // Command is `envoy-rls simulate`. It reads no environment; lookupEnv is
@@ -53,9 +58,12 @@ func Command(args []string, _ func(string) (string, bool), stdout, stderr io.Wri
 	cl.FS.StringVar(&f.compare, "compare", "", "a second limits file or directory, replayed beside -limits")
 	cl.FS.StringVar(&f.domain, "domain", "", "the domain the trace's requests are for")
 	cl.FS.StringVar(&f.trace, "trace", "", "the trace: a CSV file of timestamp,key=value;key=value lines")
-	cl.FS.StringVar(&f.shape, "shape", "", "the trace: a seeded shape ("+OneOfShapes()+")")
-	cl.FS.Float64Var(&f.rate, "rate", 0, "with -shape: the mean requests per second")
-	cl.FS.DurationVar(&f.duration, "duration", time.Minute, "with -shape: how long the trace lasts")
+	cl.FS.StringVar(&f.shape, "shape", "", "the trace: a seeded shape, KIND[:LOAD] with KIND poisson, onoff or edge and LOAD the mean rate over -rate per -period (default 1)")
+	cl.FS.Int64Var(&f.rate, "rate", 0, "with -shape: the requests per -period that load 1 sends, from each source (the limit to measure against)")
+	cl.FS.DurationVar(&f.period, "period", time.Minute, "with -shape: the period of -rate, whose edges the edge shape bursts at")
+	cl.FS.DurationVar(&f.duration, "duration", 5*time.Minute, "with -shape: how long the trace lasts")
+	cl.FS.IntVar(&f.sources, "sources", 1, "with -shape: how many sources send, each at the shape's rate")
+	cl.FS.StringVar(&f.key, "key", trace.SourceKey, "with -shape: the descriptor key of the sources")
 	cl.FS.Uint64Var(&f.seed, "seed", 1, "with -shape: the seed; the same seed gives the same trace")
 	cl.FS.DurationVar(&f.bucket, "bucket", time.Second, "the time each row of the table and point of the chart counts")
 	cl.FS.StringVar(&f.svg, "svg", "", "write the chart to this SVG file")
@@ -89,28 +97,41 @@ func (f *flags) check() error {
 	case f.bucket <= 0:
 		return errors.New("-bucket must be positive")
 	case f.shape != "" && f.rate <= 0:
-		return errors.New("-shape needs -rate, the mean requests per second, above 0")
-	case f.shape != "" && f.duration <= 0:
-		return errors.New("-duration must be positive")
+		return errors.New("-shape needs -rate, the requests per -period of load 1, above 0")
+	case f.shape != "" && f.key == "":
+		return errors.New("-key must not be empty")
 	}
 	return nil
 }
 
-// events reads or generates the trace.
-func (f *flags) events() ([]Event, error) {
+// events reads or generates the trace. A shape's error is the flags'
+// (exit 2, as a usage error), as is a CSV file's.
+func (f *flags) events() (trace.Trace, error) {
 	if f.shape != "" {
-		return Shape(f.shape, f.rate, f.duration, f.seed, f.domain)
+		shape, err := trace.ParseShape(f.shape)
+		if err != nil {
+			return trace.Trace{}, err
+		}
+		c := trace.Config{Shape: shape, Requests: f.rate, Period: f.period, Sources: f.sources, Duration: f.duration, Seed: f.seed}
+		t, err := c.Generate()
+		if err != nil {
+			return trace.Trace{}, err
+		}
+		for _, d := range t.Sources {
+			d[0].Key = f.key
+		}
+		return t, nil
 	}
 	file, err := os.Open(f.trace)
 	if err != nil {
-		return nil, err
+		return trace.Trace{}, err
 	}
 	defer file.Close() //nolint:errcheck // read only
-	events, err := ReadCSV(file)
+	t, err := trace.ReadCSV(file)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.trace, err)
+		return trace.Trace{}, fmt.Errorf("%s: %w", f.trace, err)
 	}
-	return events, nil
+	return t, nil
 }
 
 // replay runs the trace through -limits, and -compare when given.

@@ -58,9 +58,9 @@ func TestChartDeterministic(t *testing.T) {
 	if !bytes.Equal(charts[0], charts[1]) {
 		t.Error("two runs on the same trace drew different SVGs")
 	}
-	for _, label := range []string{"fixed10.yaml per-user admitted", "sliding10.yaml per-user refused"} {
+	for _, label := range []string{"fixed10.yaml per-user", "sliding10.yaml per-user", "admitted per 1s", "refused per 1s"} {
 		if !bytes.Contains(charts[0], []byte(label)) {
-			t.Errorf("the chart's legend lacks %q", label)
+			t.Errorf("the chart lacks %q", label)
 		}
 	}
 }
@@ -78,10 +78,14 @@ func TestCommandErrors(t *testing.T) {
 		{[]string{"-limits", "testdata/fixed10.yaml", "-trace", "testdata/trace.csv"}, 2, "-domain is required"},
 		{base, 2, "give one trace: -trace CSV or -shape NAME"},
 		{append(base, "-trace", "testdata/trace.csv", "-shape", "poisson"), 2, "give one trace"},
-		{append(base, "-shape", "nope", "-rate", "5"), 2, `unknown shape "nope"`},
-		{append(base, "-shape", "nope"), 2, "-shape needs -rate"},
+		{append(base, "-shape", "nope", "-rate", "5"), 2, `unknown trace shape "nope"`},
+		{append(base, "-shape", "poisson:x", "-rate", "5"), 2, `load "x" is not a number`},
+		{append(base, "-shape", "poisson"), 2, "-shape needs -rate"},
+		{append(base, "-shape", "poisson", "-rate", "5", "-duration", "0s"), 2, "duration 0s: want at least 1µs"},
+		{append(base, "-trace", "testdata/malformed.csv"), 2, `testdata/malformed.csv: line 3: descriptor entry 1 "user": want KEY=VALUE`},
+		{append(base, "-trace", "testdata/empty.csv"), 2, "the trace has no requests"},
 		{append(base, "-trace", "testdata/trace.csv", "-bucket", "0s"), 2, "-bucket must be positive"},
-		{append(base, "-trace", "testdata/unsorted.csv"), 2, "testdata/unsorted.csv: line 4: "},
+		{append(base, "-trace", "testdata/unsorted.csv"), 2, "testdata/unsorted.csv: line 4: not sorted: 2026-01-01T00:00:00.5Z is before the previous line's 2026-01-01T00:00:01Z"},
 		{append(base, "-trace", "testdata/missing.csv"), 2, "missing.csv: no such file"},
 		{[]string{"-limits", "testdata/fixed10.yaml", "-domain", "nope", "-trace", "testdata/trace.csv"}, 2, `testdata/fixed10.yaml: domain "nope" is not in the limits`},
 		{[]string{"-limits", "testdata/nope.yaml", "-domain", "sim", "-trace", "testdata/trace.csv"}, 2, "nope.yaml"},
@@ -92,5 +96,24 @@ func TestCommandErrors(t *testing.T) {
 		if code != c.code || !strings.Contains(errOut, c.want) {
 			t.Errorf("%q: exit %d, stderr %q; want %d and %q", c.args, code, errOut, c.code, c.want)
 		}
+	}
+}
+
+// TestCommandShape: the edge adversary (10 just before a minute's edge,
+// 10 just after, every other edge) at 10 a minute: the fixed window lets
+// all 40 of 4 minutes through, twice the limit around each burst, the
+// sliding window refuses each burst's second half. The same seed prints
+// the same table.
+func TestCommandShape(t *testing.T) {
+	args := []string{"-limits", "testdata/fixed10.yaml", "-compare", "testdata/sliding10.yaml", "-domain", "sim", "-shape", "edge", "-rate", "10", "-duration", "4m", "-key", "user", "-bucket", "4m"}
+	code, out, errOut := command(args...)
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	if want := "| total | per-user | 40 | 0 | 20 | 20 |\n"; !strings.HasSuffix(out, want) {
+		t.Errorf("stdout:\n%s\nwant a last row %q", out, want)
+	}
+	if _, again, _ := command(args...); again != out {
+		t.Errorf("the same seed printed\n%s\nthen\n%s", out, again)
 	}
 }

@@ -4,7 +4,7 @@
 // were admitted and refused in each time bucket, as a table and an SVG
 // chart. The decisions are the service's own (package rls) on the
 // embedded store, both reading a clock that the replay sets to each
-// request's timestamp, so a trace of an hour replays in well under a
+// request's timestamp (the traces are package trace's), so a trace of an hour replays in well under a
 // second and decides exactly as an hour of that traffic would.
 package simulate
 
@@ -24,17 +24,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/envoy-rls/envoy-rls/internal/metrics"
+	"github.com/envoy-rls/envoy-rls/internal/trace"
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/memory"
 	"github.com/envoy-rls/envoy-rls/pkg/rls"
 )
-
-// Event is one request of a trace: when it arrives and its descriptor.
-type Event struct {
-	At      time.Time
-	Entries []descriptors.Entry
-}
 
 // Series is one rule's counts, one element per bucket.
 type Series struct {
@@ -70,24 +65,26 @@ type Result struct {
 // the server lets it).
 var refusing = []string{metrics.OutcomeOverLimit, metrics.OutcomeNeverFits, metrics.OutcomeFailedDeny}
 
-// Run replays events, sorted by time, through cfg's limits of domain and
-// counts the decisions per rule in buckets of bucket, starting at the
-// first event's time truncated to a bucket.
-func Run(cfg *config.Config, domain string, events []Event, bucket time.Duration) (*Result, error) {
+// Run replays t through cfg's limits of domain and counts the decisions
+// per rule in buckets of bucket, starting at the trace's start truncated
+// to a bucket.
+func Run(cfg *config.Config, domain string, t trace.Trace, bucket time.Duration) (*Result, error) {
 	if bucket <= 0 {
 		return nil, errors.New("the bucket must be positive")
 	}
 	if _, ok := cfg.Domains[domain]; !ok {
 		return nil, fmt.Errorf("domain %q is not in the limits (domains: %s)", domain, domainNames(cfg))
 	}
-	if len(events) == 0 {
+	if len(t.Requests) == 0 {
 		return nil, errors.New("the trace has no requests")
 	}
-	r := newReplay(cfg, bucket, events[0].At)
+	r := newReplay(cfg, bucket, t.Start)
 	defer r.store.Close() //nolint:errcheck // the embedded store's Close returns nil
-	for i, e := range events {
-		if err := r.decide(domain, e); err != nil {
-			return nil, fmt.Errorf("request %d (at %s): %w", i+1, e.At.Format(time.RFC3339Nano), err)
+	reqs := requests(domain, t.Sources)
+	for i, q := range t.Requests {
+		at := t.Start.Add(q.At)
+		if err := r.decide(at, reqs[q.Source]); err != nil {
+			return nil, fmt.Errorf("request %d (at %s, %s): %w", i+1, at.Format(time.RFC3339Nano), t.Sources[q.Source], err)
 		}
 	}
 	r.flush()
@@ -109,7 +106,6 @@ type replay struct {
 	start   time.Time
 	bucket  time.Duration
 	current int // the bucket the decisions since the last flush belong to
-	last    time.Time
 	// seen is rls_decisions_total at the last flush, by rule and outcome.
 	seen  map[[2]string]float64
 	rules map[string]*Series
@@ -119,7 +115,6 @@ type replay struct {
 func newReplay(cfg *config.Config, bucket time.Duration, first time.Time) *replay {
 	r := &replay{metrics: metrics.New(), bucket: bucket, seen: map[[2]string]float64{}, rules: map[string]*Series{}}
 	r.start = first.Truncate(bucket)
-	r.last = first
 	r.clock.Store(first.UnixMicro())
 	r.store = memory.New(memory.Options{Now: r.clock.Load, SweepInterval: -1})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -136,23 +131,29 @@ func newReplay(cfg *config.Config, bucket time.Duration, first time.Time) *repla
 	return r
 }
 
-// decide sets the clock to e's time and decides e, closing the buckets
-// that time has left behind.
-func (r *replay) decide(domain string, e Event) error {
-	if e.At.Before(r.last) {
-		return fmt.Errorf("comes before the request ahead of it (%s): the trace must be sorted by time", r.last.Format(time.RFC3339Nano))
+// requests are the request each source sends, built once: a source's
+// requests differ only in their time.
+func requests(domain string, sources []trace.Descriptor) []*rlsv3.RateLimitRequest {
+	reqs := make([]*rlsv3.RateLimitRequest, len(sources))
+	for i, src := range sources {
+		d := &ratelimitv3.RateLimitDescriptor{}
+		for _, e := range src {
+			d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: e.Key, Value: e.Value})
+		}
+		reqs[i] = &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*ratelimitv3.RateLimitDescriptor{d}}
 	}
-	r.last = e.At
-	if b := int(e.At.Sub(r.start) / r.bucket); b != r.current {
+	return reqs
+}
+
+// decide sets the clock to at, closing the buckets that time has left
+// behind, and decides req.
+func (r *replay) decide(at time.Time, req *rlsv3.RateLimitRequest) error {
+	if b := int(at.Sub(r.start) / r.bucket); b != r.current {
 		r.flush()
 		r.current = b
 	}
-	r.clock.Store(e.At.UnixMicro())
-	d := &ratelimitv3.RateLimitDescriptor{}
-	for _, en := range e.Entries {
-		d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: en.Key, Value: en.Value})
-	}
-	_, err := r.svc.ShouldRateLimit(r.ctx, &rlsv3.RateLimitRequest{Domain: domain, Descriptors: []*ratelimitv3.RateLimitDescriptor{d}})
+	r.clock.Store(at.UnixMicro())
+	_, err := r.svc.ShouldRateLimit(r.ctx, req)
 	if err != nil && status.Code(err) != codes.Canceled { // Canceled: a leaky bucket's wait, decided OK
 		return errors.New(status.Convert(err).Message())
 	}

@@ -65,7 +65,7 @@ func commands() []command {
 		{"check-config", checkConfigArgs, "PATH", "load limits as the server would; exit 0 if they load", checkConfig},
 		{"lint", lint.CommandArgs, "", "check that Envoy's rate_limits actions reach the limits", lint.Command},
 		{"explain", explain.CommandArgs, "DOMAIN key=value...", "show which limit a descriptor matches, and its state (-rlqs: an RLQS bucket's clients, demands and shares)", explain.Command},
-		{"simulate", simulate.CommandArgs, "-limits PATH -domain DOMAIN -trace CSV", "replay a trace through limits: per rule, admitted and refused over time, as a table and an SVG chart", simulate.Command},
+		{"simulate", simulate.CommandArgs, "-limits PATH -trace CSV", "replay a trace through limits: per rule, admitted and refused over time, as a table and an SVG chart", simulate.Command},
 		{"top", explain.TopArgs, "[-addr URL]", "show the descriptors a running server refused most in the last minute", explain.TopCommand},
 		{"call", explain.CallArgs, "-domain DOMAIN key=value...", "send one ShouldRateLimit to a running server and print its answer (exit 3 on OVER_LIMIT)", explain.CallCommand},
 		{"reset", explain.ResetArgs, "-domain DOMAIN key=value...", "clear one descriptor's limits on a running server (its POST /reset)", explain.ResetCommand},

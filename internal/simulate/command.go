@@ -11,6 +11,7 @@ import (
 
 	"github.com/envoy-rls/envoy-rls/internal/cli"
 	"github.com/envoy-rls/envoy-rls/internal/trace"
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
@@ -35,6 +36,11 @@ silences) or edge (an adversary bursting at window edges), at LOAD times
 -rate requests per -period (poisson:1.1 is 10 % over), from -sources
 sources whose descriptors are -key=0, -key=1, ...
 
+The flags that change how the server loads limits (-default-algorithm,
+-count-refused, -merge-domains, -max-delay) take its values, and its RLS_
+environment variables, so that run beside the server the replay decides
+as it does.
+
 Exit 0 when replayed, 1 when the chart cannot be written, 2 on a usage
 error, a limits file that does not load, a domain it does not hold, or a
 trace line that is malformed or out of order (the error names the line).
@@ -43,15 +49,19 @@ trace line that is malformed or out of order (the error names the line).
 // flags are the command's settings.
 type flags struct {
 	limits, compare, domain, trace, shape, svg, key string
-	rate                                            int64
-	sources                                         int
-	period, duration, bucket                        time.Duration
-	seed                                            uint64
+	// load is what loading a limits file depends on, as the server's
+	// flags of the same names set it.
+	load                     config.Options
+	algorithm                string
+	rate                     int64
+	sources                  int
+	period, duration, bucket time.Duration
+	seed                     uint64
 }
 
-// Command is `envoy-rls simulate`. It reads no environment; lookupEnv is
-// there so that every command has the same signature.
-func Command(args []string, _ func(string) (string, bool), stdout, stderr io.Writer) int {
+// Command is `envoy-rls simulate`, reading the server's RLS_ twins of the
+// flags that change how the limits load through lookupEnv.
+func Command(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	cl := cli.New("envoy-rls simulate", CommandArgs, about)
 	var f flags
 	cl.FS.StringVar(&f.limits, "limits", "", "the limits file or directory to replay the trace through")
@@ -67,7 +77,18 @@ func Command(args []string, _ func(string) (string, bool), stdout, stderr io.Wri
 	cl.FS.Uint64Var(&f.seed, "seed", 1, "with -shape: the seed; the same seed gives the same trace")
 	cl.FS.DurationVar(&f.bucket, "bucket", time.Second, "the time each row of the table and point of the chart counts")
 	cl.FS.StringVar(&f.svg, "svg", "", "write the chart to this SVG file")
-	rest, err := cl.ParseArgs(args)
+	cl.FS.StringVar(&f.algorithm, "default-algorithm", limits.Algorithm(0).String(), "the server's -default-algorithm: the algorithm of a limit that names none")
+	cl.FS.BoolVar(&f.load.CountRefused, "count-refused", false, "the server's -count-refused")
+	cl.FS.BoolVar(&f.load.MergeDomains, "merge-domains", false, "the server's -merge-domains")
+	cl.FS.DurationVar(&f.load.MaxDelay, "max-delay", config.DefaultMaxDelay, "the server's -max-delay: the longest a leaky bucket queues a request")
+	// The server's settings come from its RLS_ twins too: run beside it,
+	// the replay loads the limits as it does.
+	cl.Env = true
+	cl.NoEnv = map[string]bool{}
+	for _, own := range []string{"limits", "compare", "domain", "trace", "shape", "rate", "period", "duration", "sources", "key", "seed", "bucket", "svg"} {
+		cl.NoEnv[own] = true
+	}
+	rest, err := cl.Parse(args, lookupEnv)
 	if err == nil && len(rest) > 0 {
 		err = fmt.Errorf("unexpected argument %q: the files are -limits and -trace", rest[0])
 	}
@@ -101,6 +122,11 @@ func (f *flags) check() error {
 	case f.shape != "" && f.key == "":
 		return errors.New("-key must not be empty")
 	}
+	a, err := limits.ParseAlgorithm(f.algorithm)
+	if err != nil {
+		return fmt.Errorf("-default-algorithm: %w", err)
+	}
+	f.load.DefaultAlgorithm = a
 	return nil
 }
 
@@ -145,7 +171,7 @@ func (f *flags) replay() ([]Labelled, error) {
 		if path == "" {
 			continue
 		}
-		cfg, err := config.Options{}.Load(path)
+		cfg, err := f.load.Load(path)
 		if err != nil {
 			return nil, err
 		}

@@ -8,9 +8,16 @@ import (
 	"testing"
 )
 
+// noEnv is an environment without variables.
+func noEnv(string) (string, bool) { return "", false }
+
 func command(args ...string) (int, string, string) {
+	return commandEnv(noEnv, args...)
+}
+
+func commandEnv(env func(string) (string, bool), args ...string) (int, string, string) {
 	var stdout, stderr strings.Builder
-	code := Command(args, nil, &stdout, &stderr)
+	code := Command(args, env, &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 
@@ -115,5 +122,31 @@ func TestCommandShape(t *testing.T) {
 	}
 	if _, again, _ := command(args...); again != out {
 		t.Errorf("the same seed printed\n%s\nthen\n%s", out, again)
+	}
+}
+
+// TestCommandServerSettings: -default-algorithm, from the flag or the
+// server's RLS_ twin, is the algorithm of a limit that names none: the
+// edge adversary gets twice through a fixed window, not through a
+// sliding one. A name that is no algorithm is a usage error.
+func TestCommandServerSettings(t *testing.T) {
+	args := []string{"-limits", "testdata/unnamed.yaml", "-domain", "sim", "-shape", "edge", "-rate", "10", "-duration", "4m", "-key", "user", "-bucket", "4m"}
+	for _, c := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{nil, nil, "| total | per-user | 20 | 20 |\n"},
+		{nil, []string{"-default-algorithm", "fixed_window"}, "| total | per-user | 40 | 0 |\n"},
+		{map[string]string{"RLS_DEFAULT_ALGORITHM": "fixed_window"}, nil, "| total | per-user | 40 | 0 |\n"},
+	} {
+		env := func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }
+		code, out, errOut := commandEnv(env, append(args, c.args...)...)
+		if code != 0 || !strings.HasSuffix(out, c.want) {
+			t.Errorf("%v %q: exit %d, stderr %q, stdout:\n%s\nwant a last row %q", c.env, c.args, code, errOut, out, c.want)
+		}
+	}
+	if code, _, errOut := command(append(args, "-default-algorithm", "nope")...); code != 2 || !strings.Contains(errOut, "-default-algorithm: ") {
+		t.Errorf("-default-algorithm nope: exit %d, stderr %q; want 2", code, errOut)
 	}
 }

@@ -150,3 +150,27 @@ func TestCommandServerSettings(t *testing.T) {
 		t.Errorf("-default-algorithm nope: exit %d, stderr %q; want 2", code, errOut)
 	}
 }
+
+// docsChart is the command that draws docs/simulate-onoff.svg.
+var docsChart = []string{"-limits", "testdata/sliding100.yaml", "-compare", "testdata/token150.yaml", "-domain", "api", "-shape", "onoff:1.2", "-rate", "100", "-duration", "6m", "-key", "user", "-bucket", "30s"}
+
+// TestDocsChart: docs/simulate-onoff.svg is what its command draws today,
+// byte for byte. After a change that moves it on purpose, regenerate it
+// with the command docs/simulate.md gives.
+func TestDocsChart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "chart.svg")
+	if code, _, errOut := command(append(docsChart, "-svg", path)...); code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile("../../docs/simulate-onoff.svg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("docs/simulate-onoff.svg is not what %q draws: regenerate it", docsChart)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/envoy-rls/envoy-rls/internal/cli"
@@ -179,6 +180,9 @@ func (f *flags) replay() ([]Labelled, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
+		if f.shape != "" {
+			res.Extend(int((f.duration + f.bucket - 1) / f.bucket))
+		}
 		runs = append(runs, Labelled{Label: filepath.Base(path), Result: res})
 	}
 	return runs, nil
@@ -188,8 +192,18 @@ func (f *flags) replay() ([]Labelled, error) {
 func write(f flags, runs []Labelled, stdout, stderr io.Writer) int {
 	r := runs[0]
 	fmt.Fprintf(stdout, "domain %s, buckets of %s from %s", f.domain, r.Bucket, r.Start.UTC().Format(time.RFC3339Nano))
-	if r.Unmatched > 0 {
-		fmt.Fprintf(stdout, "; %d of the trace's requests matched no limit", r.Unmatched)
+	same := !slices.ContainsFunc(runs, func(o Labelled) bool { return o.Unmatched != r.Unmatched })
+	for _, run := range runs {
+		switch {
+		case run.Unmatched == 0:
+		case same:
+			fmt.Fprintf(stdout, "; %d of the trace's requests matched no limit", run.Unmatched)
+		default:
+			fmt.Fprintf(stdout, "; %d matched no limit of %s", run.Unmatched, run.Label)
+		}
+		if same {
+			break
+		}
 	}
 	fmt.Fprint(stdout, "\n\n")
 	WriteTable(stdout, runs) //nolint:errcheck // nothing to do about a closed stdout

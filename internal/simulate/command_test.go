@@ -123,6 +123,12 @@ func TestCommandShape(t *testing.T) {
 	if _, again, _ := command(args...); again != out {
 		t.Errorf("the same seed printed\n%s\nthen\n%s", out, again)
 	}
+	// The last burst ends seconds after 3 minutes; the table still
+	// covers the trace's 4.
+	_, out, _ = command(append(args, "-bucket", "30s")...)
+	if !strings.Contains(out, "| 3m30s | per-user | 0 | 0 | 0 | 0 |\n") {
+		t.Errorf("-bucket 30s: stdout:\n%s\nwant a row for the quiet last 30 s", out)
+	}
 }
 
 // TestCommandServerSettings: -default-algorithm, from the flag or the

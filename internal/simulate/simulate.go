@@ -216,14 +216,25 @@ func (r *replay) result() *Result {
 	res := r.res
 	res.Start, res.Bucket = r.start, r.bucket
 	for _, s := range r.rules {
-		for len(s.Admitted) < res.Buckets {
-			s.Admitted = append(s.Admitted, 0)
-			s.Refused = append(s.Refused, 0)
-		}
 		res.Rules = append(res.Rules, *s)
 	}
 	slices.SortFunc(res.Rules, func(a, b Series) int { return strings.Compare(a.Rule, b.Rule) })
+	res.Extend(res.Buckets)
 	return &res
+}
+
+// Extend makes r at least buckets long, the buckets added empty: a trace
+// that lasts longer than its last request (a shape's quiet end) shows
+// its whole length.
+func (r *Result) Extend(buckets int) {
+	r.Buckets = max(r.Buckets, buckets)
+	for i := range r.Rules {
+		s := &r.Rules[i]
+		for len(s.Admitted) < r.Buckets {
+			s.Admitted = append(s.Admitted, 0)
+			s.Refused = append(s.Refused, 0)
+		}
+	}
 }
 
 // domainNames lists cfg's domains for an error.

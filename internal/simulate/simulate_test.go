@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -85,5 +86,31 @@ func TestRunErrors(t *testing.T) {
 		if _, err := Run(cfg, c.domain, c.trace, time.Second); err == nil || err.Error() != c.want {
 			t.Errorf("%s, %d requests: got %v, want %q", c.domain, len(c.trace.Requests), err, c.want)
 		}
+	}
+}
+
+// TestRulesLabelled: a request is counted under the limit its status
+// reports, as rls_decisions_total counts it: of two limits on one
+// descriptor, the refusing one, else the one with the least left; an
+// unnamed limit under its config path. Ten requests of alice within a
+// second: the 2 that pass leave the second's limit fewer left than the
+// minute's, and the second's refuses the other 8; path=/x twice at 1 a
+// minute: one of each.
+func TestRulesLabelled(t *testing.T) {
+	tr := even(10, 100*time.Millisecond)
+	tr.Sources = append(tr.Sources, trace.Descriptor{{Key: "path", Value: "/x"}})
+	tr.Requests = append(tr.Requests, trace.Request{At: time.Second, Source: 1}, trace.Request{At: time.Second, Source: 1})
+	res, err := Run(load(t, "testdata/two.yaml"), "sim", tr, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][2]int64{}
+	for _, s := range res.Rules {
+		a, r := s.Total()
+		got[s.Rule] = [2]int64{a, r}
+	}
+	want := map[string][2]int64{"burst": {2, 8}, "path_/x": {1, 1}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got %v, want %v (admitted, refused per rule)", got, want)
 	}
 }

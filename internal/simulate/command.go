@@ -185,6 +185,9 @@ func (f *flags) replay() ([]Labelled, error) {
 		}
 		runs = append(runs, Labelled{Label: filepath.Base(path), Result: res})
 	}
+	if len(runs) == 2 && runs[0].Label == runs[1].Label { // a/limits.yaml and b/limits.yaml
+		runs[0].Label, runs[1].Label = f.limits, f.compare
+	}
 	return runs, nil
 }
 

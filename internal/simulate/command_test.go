@@ -43,6 +43,15 @@ func TestCommandTable(t *testing.T) {
 	}
 }
 
+// TestCommandSameNames: two files of one name are told apart by their
+// paths.
+func TestCommandSameNames(t *testing.T) {
+	code, out, errOut := command("-limits", "testdata/fixed10.yaml", "-compare", "testdata/../testdata/fixed10.yaml", "-domain", "sim", "-trace", "testdata/trace.csv", "-bucket", "1m")
+	if want := "| time | rule | testdata/fixed10.yaml admitted | testdata/fixed10.yaml refused | testdata/../testdata/fixed10.yaml admitted |"; code != 0 || !strings.Contains(out, want) {
+		t.Errorf("exit %d, stderr %q, stdout:\n%s\nwant the heading %q", code, errOut, out, want)
+	}
+}
+
 // TestChartDeterministic: the same trace draws the same SVG, byte for
 // byte, run after run.
 func TestChartDeterministic(t *testing.T) {

@@ -9,6 +9,7 @@
 //	envoy-rls lint [-partial] [-envoy PATH] [-limits PATH] check that Envoy's rate_limits actions reach the limits
 //	envoy-rls explain [flags] DOMAIN key=value...       show which limit a descriptor matches and its state
 //	envoy-rls explain -rlqs [-addr URL] DOMAIN k=v...   show an RLQS bucket's clients, demands and shares
+//	envoy-rls simulate -limits PATH -domain D -trace CSV  replay a trace through limits: per rule admitted and refused over time
 //	envoy-rls top [-addr URL] [-admin-token-file PATH]  show the descriptors a running server refused most in the last minute
 //	envoy-rls call -domain DOMAIN key=value... [+ ...]  send one ShouldRateLimit to a running server, print the answer
 //	envoy-rls reset -domain DOMAIN key=value...         clear one descriptor's limits on a running server
@@ -21,7 +22,7 @@
 // is a drop-in for envoyproxy/ratelimit, configured by that service's
 // environment (docs/environment.md). main only dispatches: the server is
 // package server, the drop-in's environment package dropin, and lint,
-// explain, top, call and reset their packages' commands.
+// explain, simulate, top, call and reset their packages' commands.
 package main
 
 import (
@@ -38,6 +39,7 @@ import (
 	"github.com/envoy-rls/envoy-rls/internal/explain"
 	"github.com/envoy-rls/envoy-rls/internal/lint"
 	"github.com/envoy-rls/envoy-rls/internal/server"
+	"github.com/envoy-rls/envoy-rls/internal/simulate"
 )
 
 func main() {
@@ -63,6 +65,7 @@ func commands() []command {
 		{"check-config", checkConfigArgs, "PATH", "load limits as the server would; exit 0 if they load", checkConfig},
 		{"lint", lint.CommandArgs, "", "check that Envoy's rate_limits actions reach the limits", lint.Command},
 		{"explain", explain.CommandArgs, "DOMAIN key=value...", "show which limit a descriptor matches, and its state (-rlqs: an RLQS bucket's clients, demands and shares)", explain.Command},
+		{"simulate", simulate.CommandArgs, "-limits PATH -trace CSV", "replay a trace through limits: per rule, admitted and refused over time, as a table and an SVG chart", simulate.Command},
 		{"top", explain.TopArgs, "[-addr URL]", "show the descriptors a running server refused most in the last minute", explain.TopCommand},
 		{"call", explain.CallArgs, "-domain DOMAIN key=value...", "send one ShouldRateLimit to a running server and print its answer (exit 3 on OVER_LIMIT)", explain.CallCommand},
 		{"reset", explain.ResetArgs, "-domain DOMAIN key=value...", "clear one descriptor's limits on a running server (its POST /reset)", explain.ResetCommand},

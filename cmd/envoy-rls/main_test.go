@@ -89,7 +89,7 @@ func TestHelp(t *testing.T) {
 		t.Errorf("-redis-ulr: exit %d, stderr %q; want the flag it most likely meant", code, errOut)
 	}
 	code, _, errOut = runMain(t, nil, "serve")
-	if code != 2 || !strings.Contains(errOut, `unexpected argument "serve" (commands: check-config, lint, explain, top, call, reset, version, help)`) {
+	if code != 2 || !strings.Contains(errOut, `unexpected argument "serve" (commands: check-config, lint, explain, simulate, top, call, reset, version, help)`) {
 		t.Errorf("serve: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -3,7 +3,10 @@ package rls
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +18,9 @@ import (
 
 	"github.com/envoy-rls/envoy-rls/internal/metrics"
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/memory"
 )
 
 // candidateLimits has a limit of 10 a minute with a candidate of 5, a
@@ -86,20 +92,10 @@ func TestCandidateNeverAnswers(t *testing.T) {
 	with, m := warnService(t, candidateLimits, candidateOptions())
 	without, m0 := warnService(t, enforcedLimits(), candidateOptions())
 	ctx := context.Background()
-	call := func(svc *Service, ds ...*ratelimitv3.RateLimitDescriptor) *rlsv3.RateLimitResponse {
-		resp, err := svc.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "llm", Descriptors: ds})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp
-	}
 	allowed := 0
-	for i := 1; i <= 11; i++ {
-		got, want := call(with, desc("tenant", "t1")), call(without, desc("tenant", "t1"))
-		if !proto.Equal(got, want) {
-			t.Fatalf("request %d: answer with a candidate\n%v\nwant the answer without\n%v", i, got, want)
-		}
-		if got.OverallCode == rlsv3.RateLimitResponse_OK {
+	for range 11 {
+		req := &rlsv3.RateLimitRequest{Domain: "llm", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("tenant", "t1")}}
+		if sameAnswer(t, with, without, req).OverallCode == rlsv3.RateLimitResponse_OK {
 			allowed++
 		}
 	}
@@ -124,11 +120,11 @@ func TestCandidateNeverAnswers(t *testing.T) {
 // TestCandidateInRequests: in a request of several descriptors, one with
 // a list whose first limit has a candidate, every answer is the one
 // without candidates; the candidate counts apart from the joint run, and
-// a peek or a refund counts nothing.
+// a peek counts nothing.
 func TestCandidateInRequests(t *testing.T) {
 	with, m := warnService(t, candidateLimits, candidateOptions())
 	without, _ := warnService(t, enforcedLimits(), candidateOptions())
-	for i := 1; i <= 6; i++ {
+	for range 6 {
 		for _, hits := range []uint32{1, 0} {
 			req := &rlsv3.RateLimitRequest{Domain: "llm", HitsAddend: hits,
 				Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("pair", "p"), desc("plain", "x"), desc("tenant", "t2")}}
@@ -139,17 +135,7 @@ func TestCandidateInRequests(t *testing.T) {
 					d.HitsAddend = wrapperspb.UInt64(0)
 				}
 			}
-			got, err := with.ShouldRateLimit(context.Background(), req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := without.ShouldRateLimit(context.Background(), req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !proto.Equal(got, want) {
-				t.Fatalf("request %d (hits %d): answer with candidates\n%v\nwant\n%v", i, hits, got, want)
-			}
+			sameAnswer(t, with, without, req)
 		}
 	}
 	// pair: 4 of 6 allowed, its candidate of 2 would refuse 4; tenant:
@@ -231,4 +217,120 @@ func hitTenant(t *testing.T, svc *Service, n int) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestCandidateListings: a descriptor listed twice in a request is tried
+// as it is decided: together (the native profile: one hit of both costs)
+// or apart (envoyproxy/ratelimit's profile: a hit each), the answers those
+// of the file without the candidate either way.
+func TestCandidateListings(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		profile   Profile
+		decisions int
+	}{
+		{"together", NativeProfile, 3},
+		{"apart", RatelimitProfile, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := candidateOptions()
+			opts.Profile = tc.profile
+			with, m := warnService(t, candidateLimits, opts)
+			without, _ := warnService(t, enforcedLimits(), opts)
+			req := &rlsv3.RateLimitRequest{Domain: "llm", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("tenant", "t3"), desc("tenant", "t3")}}
+			for range 3 {
+				sameAnswer(t, with, without, req)
+			}
+			// 6 units on a candidate of 5: the last hit would be refused.
+			candidateCounts(t, m, fmt.Sprintf(`rls_candidate_decisions_total{domain="llm",rule="api"} %d
+`+refusalsHead+`rls_candidate_would_refuse_total{domain="llm",rule="api"} 1
+`, tc.decisions))
+		})
+	}
+}
+
+// sameAnswer sends req to with and to without, and fails unless they
+// answer alike; it returns the answer.
+func sameAnswer(t *testing.T, with, without *Service, req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
+	t.Helper()
+	got, err := with.ShouldRateLimit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := without.ShouldRateLimit(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(got, want) {
+		t.Fatalf("answer with candidates\n%v\nwant the answer without\n%v", got, want)
+	}
+	return got
+}
+
+// callLog is a store that records each call's hits, then passes the call
+// on to the store it wraps.
+type callLog struct {
+	limits.Store
+	mu    sync.Mutex
+	calls [][]limits.Hit
+}
+
+func (l *callLog) Decide(ctx context.Context, hits []limits.Hit, results []limits.Result) {
+	l.mu.Lock()
+	l.calls = append(l.calls, slices.Clone(hits))
+	l.mu.Unlock()
+	l.Store.Decide(ctx, hits, results)
+}
+
+// TestCandidateHits: a request's candidates go in its one store call,
+// after its descriptors' hits, each alone (never joint), on a key of its
+// own, at the descriptor's cost and with its hold; a reserve is counted,
+// its settle is not.
+func TestCandidateHits(t *testing.T) {
+	const file = `
+domain: llm
+holds: {id: request_id, settle: settle, lease: 2m}
+descriptors:
+  - key: pair
+    rate_limits:
+      - {name: burst, algorithm: token_bucket, unit: second, requests_per_unit: 4, candidate: {algorithm: token_bucket, unit: second, requests_per_unit: 2}}
+      - {name: daily, algorithm: fixed_window, unit: day, requests_per_unit: 100}
+`
+	d, err := config.Parse("llm.yaml", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := memory.New(memory.Options{Now: func() int64 { return instant }, SweepInterval: -1})
+	t.Cleanup(func() { mem.Close() })
+	log, m := &callLog{Store: mem}, metrics.New()
+	svc, err := New(descriptors.NewIndex(&config.Config{Domains: map[string]*config.Domain{d.Name: d}}), Options{Store: log, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range [][]string{{"pair", "p", "request_id", "r1"}, {"pair", "p", "request_id", "r1", "settle", "true"}} {
+		if _, err := svc.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "llm",
+			Descriptors: []*ratelimitv3.RateLimitDescriptor{costly(3, kv...)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(log.calls) != 2 {
+		t.Fatalf("%d store calls for 2 requests, want 2", len(log.calls))
+	}
+	for i, hits := range log.calls {
+		if len(hits) != 3 {
+			t.Fatalf("call %d: %d hits, want 3 (the two limits, then the candidate)", i, len(hits))
+		}
+		c := hits[2]
+		want := limits.Hold{ID: "r1", Settle: i == 1, Lease: 2 * time.Minute}
+		if !hits[0].Joint || hits[1].Joint || c.Joint || c.Cost != 3 || c.Hold != want || c.Limit.Requests != 2 {
+			t.Errorf("call %d: joint %t %t %t, candidate cost %d hold %+v limit %s", i, hits[0].Joint, hits[1].Joint, c.Joint, c.Cost, c.Hold, c.Limit)
+		}
+		if c.Key == hits[0].Key || c.Key == hits[1].Key || c.Tag != hits[0].Tag {
+			t.Errorf("call %d: candidate key %q tag %x beside %q %q tag %x: want a key of its own, the same tag", i, c.Key, c.Tag, hits[0].Key, hits[1].Key, hits[0].Tag)
+		}
+	}
+	// The reserve of 3 is over the candidate's 2: counted as would-refuse.
+	candidateCounts(t, m, `rls_candidate_decisions_total{domain="llm",rule="burst"} 1
+`+refusalsHead+`rls_candidate_would_refuse_total{domain="llm",rule="burst"} 1
+`)
 }

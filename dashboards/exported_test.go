@@ -109,11 +109,14 @@ func TestDashboardMetricsExported(t *testing.T) {
 }
 
 // shopLimits are the limits the runs decide against: a plain limit of 2
-// a minute per user, and a shadow_mode limit on a nested descriptor.
+// a minute per user, a limit of 2 a minute per plan with a candidate of 1,
+// and a shadow_mode limit on a nested descriptor.
 const shopLimits = `domain: shop
 descriptors:
   - key: user
     rate_limit: {name: per-user, unit: minute, requests_per_unit: 2}
+  - key: plan
+    rate_limit: {name: per-plan, unit: minute, requests_per_unit: 2, candidate: {unit: minute, requests_per_unit: 1}}
   - key: path
     value: /a
     descriptors:
@@ -125,9 +128,9 @@ descriptors:
 // nativeRedis runs the service on a single Redis, with statsd, tracing
 // and the admin endpoints on (their endpoints down: only the families
 // matter), and drives every family that appears only after an event:
-// decisions (allowed and refused), calls, a refused connection, an admin
-// call without its token, and store errors with local fallback while Redis
-// is paused.
+// decisions (allowed and refused), a candidate's (would refuse), calls,
+// a refused connection, an admin call without its token, and store errors
+// with local fallback while Redis is paused.
 func nativeRedis(t *testing.T) map[string]bool {
 	redis := redistest.Start(t)
 	token := filepath.Join(t.TempDir(), "admin-token")
@@ -144,6 +147,7 @@ func nativeRedis(t *testing.T) map[string]bool {
 	c := s.client(t)
 	for range 3 {
 		decide(t, c, "shop", "user", "alice")
+		decide(t, c, "shop", "plan", "pro")
 	}
 	// The client holds the one connection the bound allows: another is
 	// refused.

@@ -71,6 +71,9 @@ type Metrics struct {
 
 	// warnCrossed counts the hits that crossed a warn_at threshold (warn.go).
 	warnCrossed *prometheus.CounterVec
+	// candidates and candidateRefusals count the decisions of the
+	// limits' candidates (candidate.go).
+	candidates, candidateRefusals *prometheus.CounterVec
 
 	// configNotLoaded and storeRefused: operators' mistakes the service
 	// serves through (ConfigNotLoaded, StoreRefused).
@@ -95,6 +98,8 @@ func New() *Metrics {
 	m.configNotLoaded, m.storeRefused = mistakeGauges()
 	m.warnCrossed = newWarnCrossed()
 	r.MustRegister(m.warnCrossed)
+	m.candidates, m.candidateRefusals = newCandidates()
+	r.MustRegister(m.candidates, m.candidateRefusals)
 	m.holds = holdsCounter()
 	r.MustRegister(m.decisions, m.storeErrors, m.requests, m.latency, m.storeLatency,
 		m.reloads, m.configSuccess, m.configTime, m.configDomains, m.configLimits, m.configNotLoaded, m.storeRefused, m.storeUp, m.localDecided, m.breakerOpen, m.redisRuns, m.refused, m.holds,

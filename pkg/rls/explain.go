@@ -77,19 +77,11 @@ type ExplainedLevel struct {
 type ExplainedLimit struct {
 	Name string `json:"name,omitempty"`
 	// Index is the limit's place in its descriptor's rate_limits list.
-	Index           int    `json:"index"`
-	Line            int    `json:"line,omitempty"`
-	Algorithm       string `json:"algorithm"`
-	RequestsPerUnit int64  `json:"requests_per_unit"`
-	Unit            string `json:"unit"`
-	UnitMultiplier  int64  `json:"unit_multiplier"`
-	// PeriodSeconds is the length of the window the limit counts in at
-	// the instant explained: unit × unit_multiplier, or the real length
-	// of the window a modifier makes it count in (limits.WindowLen).
-	PeriodSeconds int64 `json:"period_seconds"`
-	// Burst is the bucket's capacity (token_bucket) or queue length
-	// (leaky_bucket); zero for the windows, which have none.
-	Burst int64 `json:"burst"`
+	Index int `json:"index"`
+	Line  int `json:"line,omitempty"`
+	// ExplainedRate is what the limit counts, its fields the limit's own
+	// in JSON.
+	ExplainedRate
 	// FailureMode is the mode in effect: the limit's own, or the
 	// service's (FailureModeDefault then set).
 	FailureMode        string `json:"failure_mode"`
@@ -119,6 +111,40 @@ type ExplainedLimit struct {
 	// oldest first (explain_slots.go); its unit is "unknown".
 	Lease string          `json:"lease,omitempty"`
 	Slots []ExplainedSlot `json:"slots,omitempty"`
+	// Candidate is the limit's candidate, tried beside it and never
+	// enforced (explain_candidate.go); nil for none.
+	Candidate *ExplainedCandidate `json:"candidate,omitempty"`
+}
+
+// ExplainedRate is what a limit counts: its algorithm, requests and
+// period, and a bucket's burst.
+type ExplainedRate struct {
+	Algorithm       string `json:"algorithm"`
+	RequestsPerUnit int64  `json:"requests_per_unit"`
+	Unit            string `json:"unit"`
+	UnitMultiplier  int64  `json:"unit_multiplier"`
+	// PeriodSeconds is the length of the window the limit counts in at
+	// the instant explained: unit × unit_multiplier, or the real length
+	// of the window a modifier makes it count in (limits.WindowLen).
+	PeriodSeconds int64 `json:"period_seconds"`
+	// Burst is the bucket's capacity (token_bucket) or queue length
+	// (leaky_bucket); zero for the windows, which have none.
+	Burst int64 `json:"burst"`
+}
+
+// explainRate is what limit r counts at now.
+func explainRate(r *config.Rule, now time.Time) ExplainedRate {
+	e := ExplainedRate{
+		Algorithm:       r.Limit.Algorithm.String(),
+		RequestsPerUnit: r.Limit.Requests,
+		Unit:            r.Unit.String(),
+		UnitMultiplier:  max(r.UnitMultiplier, 1),
+		PeriodSeconds:   int64(limits.WindowLen(r.Limit, now.UnixMicro()) / time.Second),
+	}
+	if a := r.Limit.Algorithm; a == limits.TokenBucket || a == limits.LeakyBucket {
+		e.Burst = r.Limit.Capacity()
+	}
+	return e
 }
 
 // ExplainedState is the current state of one key, read with a peek.
@@ -277,29 +303,35 @@ func (s *Service) explainLimits(p *plan, d *planned, failed bool) []ExplainedLim
 	for i, r := range desc.Rules {
 		l := explainLimit(r, i, desc, s.failureMode, s.statusShadow || s.overallShadow, p.now)
 		l.ModifiersExplained = limits.Explain(r.Limit, p.now.UnixMicro())
+		l.Candidate = p.explainCandidate(d, r)
 		j := slices.Index(d.rules, r)
 		if j < 0 {
 			l.ReplacedBy = p.replacedBy[r.Name]
 			out = append(out, l)
 			continue
 		}
-		res := d.results[j]
 		l.Key = d.hits[j].Key
-		l.State = &ExplainedState{Capacity: r.Limit.Capacity()}
-		if res.Err != nil {
-			l.State.Error = res.Err.Error()
-		} else {
-			wait := d.wait(j, p.now.UnixMicro())
-			l.State.Allowed, l.State.Remaining = res.Allowed, res.Remaining
-			l.State.Reset, l.State.ResetSeconds = wait.String(), wait.Seconds()
-			if res.Locked {
-				l.State.LockedUntil = time.Now().Add(res.ResetAfter).UTC().Format(time.RFC3339Nano)
-			}
-		}
+		l.State = explainState(d.results[j], r.Limit, d.wait(j, p.now.UnixMicro()))
 		l.Reported = !failed && r == d.verdict.rule
 		out = append(out, l)
 	}
 	return out
+}
+
+// explainState is the state res, a peek's of a key of limit l, says,
+// with wait its reset.
+func explainState(res limits.Result, l limits.Limit, wait time.Duration) *ExplainedState {
+	st := &ExplainedState{Capacity: l.Capacity()}
+	if res.Err != nil {
+		st.Error = res.Err.Error()
+		return st
+	}
+	st.Allowed, st.Remaining = res.Allowed, res.Remaining
+	st.Reset, st.ResetSeconds = wait.String(), wait.Seconds()
+	if res.Locked {
+		st.LockedUntil = time.Now().Add(res.ResetAfter).UTC().Format(time.RFC3339Nano)
+	}
+	return st
 }
 
 // outcome sums up in one sentence what a request of d's descriptor would
@@ -348,22 +380,15 @@ func explainLevel(e ExplainedEntry, n *descriptors.Node) ExplainedLevel {
 
 func explainLimit(r *config.Rule, index int, d *config.Descriptor, serviceMode config.FailureMode, shadowMode bool, now time.Time) ExplainedLimit {
 	l := ExplainedLimit{
-		Name:            r.Name,
-		Index:           index,
-		Line:            r.Line,
-		Algorithm:       r.Limit.Algorithm.String(),
-		RequestsPerUnit: r.Limit.Requests,
-		Unit:            r.Unit.String(),
-		UnitMultiplier:  max(r.UnitMultiplier, 1),
-		PeriodSeconds:   int64(limits.WindowLen(r.Limit, now.UnixMicro()) / time.Second),
-		FailureMode:     r.FailureMode.String(),
-		Shadow:          d.ShadowMode || shadowMode,
-		QuotaMode:       d.QuotaMode,
-		CountRefused:    r.Limit.CountRefused,
-		Replaces:        r.Replaces,
-	}
-	if a := r.Limit.Algorithm; a == limits.TokenBucket || a == limits.LeakyBucket {
-		l.Burst = r.Limit.Capacity()
+		Name:          r.Name,
+		Index:         index,
+		Line:          r.Line,
+		ExplainedRate: explainRate(r, now),
+		FailureMode:   r.FailureMode.String(),
+		Shadow:        d.ShadowMode || shadowMode,
+		QuotaMode:     d.QuotaMode,
+		CountRefused:  r.Limit.CountRefused,
+		Replaces:      r.Replaces,
 	}
 	if r.Limit.Algorithm == limits.Concurrency {
 		l.Lease = r.Limit.Period.String()

@@ -99,8 +99,9 @@ func TestExplainLimitsAndState(t *testing.T) {
 
 	ex := explain(t, f.svc, "edge", "path", "/login", "user", "alice")
 	l := ex.Limits[0]
-	wantLimit := ExplainedLimit{Name: "login", Index: 0, Line: l.Line, Algorithm: "fixed_window", RequestsPerUnit: 2, Unit: "hour",
-		UnitMultiplier: 1, PeriodSeconds: 3600, FailureMode: "allow", FailureModeDefault: true, Key: l.Key,
+	wantLimit := ExplainedLimit{Name: "login", Index: 0, Line: l.Line,
+		ExplainedRate: ExplainedRate{Algorithm: "fixed_window", RequestsPerUnit: 2, Unit: "hour", UnitMultiplier: 1, PeriodSeconds: 3600},
+		FailureMode:   "allow", FailureModeDefault: true, Key: l.Key,
 		State: &ExplainedState{Allowed: true, Remaining: 2, Capacity: 2, Reset: "0s"}, Reported: true}
 	if l.Line == 0 || !equalLimit(l, wantLimit) {
 		t.Errorf("fresh login limit:\n%s\nwant\n%s", jsonOf(l), jsonOf(wantLimit))

@@ -25,6 +25,7 @@ func (ex Explanation) WriteText(w io.Writer) error {
 	}
 	for _, l := range ex.Limits {
 		writeLimit(&b, l)
+		writeCandidate(&b, l.Candidate) // explain_candidate.go
 	}
 	fmt.Fprintf(&b, "outcome:    %s\n", ex.Outcome)
 	_, err := io.WriteString(w, b.String())
@@ -118,25 +119,35 @@ func writeLimit(b *strings.Builder, l ExplainedLimit) {
 	}
 	fmt.Fprintf(b, "      key:   %s\n", l.Key)
 	writeModifiers(b, l.ModifiersExplained)
-	switch st := l.State; {
-	case st == nil:
-	case st.Error != "":
-		fmt.Fprintf(b, "      state: unknown, the store failed: %s\n", st.Error)
-	default:
-		verdict := "a request of cost 1 would be allowed"
-		switch {
-		case st.LockedUntil != "":
-			verdict = "locked until " + st.LockedUntil + ": a request would be refused"
-		case !st.Allowed:
-			verdict = "a request would be refused"
-		}
-		fmt.Fprintf(b, "      state: remaining %d of %d, reset %s; %s", st.Remaining, st.Capacity, st.Reset, verdict)
-		if l.Reported {
+	if st := l.State; st != nil {
+		b.WriteString("      state: ")
+		writeState(b, st, "a request of cost 1 would be allowed", "a request would be refused")
+		if st.Error == "" && l.Reported {
 			b.WriteString(" (the status reports this limit)")
 		}
 		b.WriteString("\n")
-		writeSlots(b, l)
+		if st.Error == "" {
+			writeSlots(b, l)
+		}
 	}
+}
+
+// writeState writes what state st says: that the store failed, or what
+// remains and whether a request would be allowed (said as allowed) or
+// refused (said as refused).
+func writeState(b *strings.Builder, st *ExplainedState, allowed, refused string) {
+	if st.Error != "" {
+		fmt.Fprintf(b, "unknown, the store failed: %s", st.Error)
+		return
+	}
+	verdict := allowed
+	switch {
+	case st.LockedUntil != "":
+		verdict = "locked until " + st.LockedUntil + ": " + refused
+	case !st.Allowed:
+		verdict = refused
+	}
+	fmt.Fprintf(b, "remaining %d of %d, reset %s; %s", st.Remaining, st.Capacity, st.Reset, verdict)
 }
 
 // writeModifiers writes the lines a limit's modifiers explain it with.

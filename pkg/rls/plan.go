@@ -43,6 +43,13 @@ type plan struct {
 	// warns reports that a limit of the plan has warn_at (warn.go): off,
 	// the answer carries no warning and no crossing is counted.
 	warns bool
+	// tried are the candidates of the plan's limits (candidate.go), each
+	// decided by one hit after every descriptor's; triedHits and
+	// triedResults, windows onto hits and results, are theirs. Empty for
+	// a plan whose limits have none.
+	tried        []tried
+	triedHits    []limits.Hit
+	triedResults []limits.Result
 	// now is the instant the plan is settled at (Options.Now): what its
 	// answer reports of a window whose length varies is that window's.
 	now time.Time
@@ -126,6 +133,7 @@ func newPlan(ix *descriptors.Index, domain string, n int) *plan {
 	}
 	p.descs = p.descs[:0]
 	p.hits, p.results = p.hits[:0], p.results[:0]
+	p.tried, p.triedHits, p.triedResults = p.tried[:0], nil, nil
 	p.entries, p.path = p.entries[:0], p.path[:0]
 	return p
 }
@@ -139,6 +147,8 @@ func (p *plan) release() {
 	clear(p.entries[:cap(p.entries)])
 	clear(p.path[:cap(p.path)])
 	clear(p.replacedBy)
+	clear(p.tried[:cap(p.tried)])
+	p.triedHits, p.triedResults = nil, nil
 	if cap(p.descs) > maxPooled || cap(p.hits) > maxPooled || cap(p.results) > maxPooled ||
 		cap(p.entries) > maxPooled || cap(p.path) > maxPooled || len(p.replacedBy) > maxPooled {
 		return
@@ -216,7 +226,7 @@ func (p *plan) add(s *Service, ix *descriptors.Index, in descriptorInput) error 
 // merged; a peek or a refund is decided on its own), or each on its own,
 // in order.
 func (p *plan) finish(s *Service, maxDelay time.Duration) {
-	n := 0
+	n, tried := 0, 0
 	for i := range p.descs {
 		d := &p.descs[i]
 		if len(p.replacedBy) > 0 {
@@ -224,8 +234,10 @@ func (p *plan) finish(s *Service, maxDelay time.Duration) {
 		}
 		if d.decided() {
 			n += len(d.rules)
+			tried += candidates(d.rules)
 		}
 	}
+	n += tried
 	// Room for every hit up front, so that the windows taken below stay on
 	// the same array.
 	if cap(p.hits) < n {
@@ -262,6 +274,9 @@ func (p *plan) finish(s *Service, maxDelay time.Duration) {
 		if s.profile.Listings == ListingsTogether {
 			p.together(d, i, lo)
 		}
+	}
+	if tried > 0 {
+		p.planCandidates(s, maxDelay) // candidate.go
 	}
 	p.results = p.results[:len(p.hits)]
 }

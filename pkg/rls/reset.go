@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
@@ -63,9 +64,15 @@ func (s *Service) Reset(ctx context.Context, domain string, entries []descriptor
 	for j, r := range d.rules {
 		done.Limits = append(done.Limits, ResetLimit{Name: r.Name, Algorithm: r.Limit.Algorithm.String(), Key: d.hits[j].Key})
 	}
-	err = limits.Reset(ctx, s.store, d.hits)
+	// A limit's candidate starts again with it (candidate.go), so that
+	// what it would refuse is still what it would have done in its place.
+	hits := d.hits
+	if len(p.triedHits) > 0 {
+		hits = append(slices.Clone(d.hits), p.triedHits...)
+	}
+	err = limits.Reset(ctx, s.store, hits)
 	if s.local != nil && s.local != s.store {
-		if lerr := limits.Reset(ctx, s.local, d.hits); lerr != nil {
+		if lerr := limits.Reset(ctx, s.local, hits); lerr != nil {
 			err = errors.Join(err, fmt.Errorf("the embedded store of failure mode local: %w", lerr))
 		}
 	}

@@ -48,6 +48,9 @@ func (s *Service) respond(p *plan, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimi
 	if p.warns {
 		s.warn(p, resp, domainLabel) // warn.go
 	}
+	if len(p.tried) > 0 {
+		s.countCandidates(p, domainLabel) // candidate.go
+	}
 	for _, h := range s.headers {
 		h.add(resp, p, refused) // headers.go
 	}

@@ -76,6 +76,9 @@ type Rule struct {
 	// capacity in ascending order; nil for none (warn.go).
 	WarnAt []float64
 	Line   int
+	// Candidate is a limit tried beside this one and never enforced
+	// (candidate.go); nil for none.
+	Candidate *Rule
 }
 
 // Unit is a rate limit unit of the limits file.

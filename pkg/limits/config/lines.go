@@ -86,5 +86,10 @@ func (r *Rule) line(d *Descriptor) string {
 		}
 		b.WriteString(FormatFraction(t))
 	}
+	if c := r.Candidate; c != nil {
+		l := c.Limit
+		l.CountRefused = false
+		fmt.Fprintf(&b, " candidate=%q", l.String())
+	}
 	return b.String()
 }

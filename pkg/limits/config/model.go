@@ -144,6 +144,9 @@ type rawRule struct {
 	lease field[string]
 	// warnAt is warn_at, each threshold at its item (warn.go).
 	warnAt field[[]field[float64]]
+	// candidate is the body of a limit tried beside this one
+	// (candidate.go).
+	candidate field[*rawRule]
 }
 
 // field returns the position of the rule's field name, and whether the

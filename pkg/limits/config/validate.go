@@ -247,6 +247,9 @@ func (v validator) rule(raw *rawRule, inList bool) (*Rule, error) {
 	if r.WarnAt, err = v.warnAt(r, raw); err != nil {
 		return nil, err
 	}
+	if r.Candidate, err = v.candidate(r, raw); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -343,7 +346,8 @@ func (v validator) unlimitedRule(r *Rule, raw *rawRule, inList bool) (*Rule, err
 		presence(raw.countRefused, "count_refused"),
 	}
 	gs = append(gs, raw.kindsGiven(limits.Modifiers, nil)...)
-	if f, ok := firstGiven(append(gs, presence(raw.lease, "a lease"), presence(raw.warnAt, "warn_at"))...); ok {
+	if f, ok := firstGiven(append(gs, presence(raw.lease, "a lease"), presence(raw.warnAt, "warn_at"),
+		presence(raw.candidate, "a candidate (it refuses nothing, so there is nothing to try a limit against)"))...); ok {
 		return nil, f.at.nameErrorf("unlimited with %s", f.what)
 	}
 	return r, nil

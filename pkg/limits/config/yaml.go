@@ -68,6 +68,8 @@ type yamlRule struct {
 	Kinds           kindScalars       `yaml:",inline"`
 	Lease           scalar            `yaml:"lease"`
 	WarnAt          metaValue         `yaml:"warn_at"`
+	// Candidate is a limit tried beside this one (candidate.go).
+	Candidate *mapping[yamlRule] `yaml:"candidate"`
 }
 
 // kindScalars are the fields of the modifiers (limits.Modifiers) a rule
@@ -307,6 +309,7 @@ func (r *yamlReader) rule(at pos, m *mapping[yamlRule]) *rawRule {
 		lease:           read(r, k, "lease", y.Lease, scalar.str),
 		warnAt:          r.warnAt(k, &y.WarnAt),
 	}
+	rule.candidate = r.candidate(k, y.Candidate)
 	_, ms, ats, _ := items(r, k, "replaces", &y.Replaces, true, "a list of {name: …}", "{name: …}")
 	for i, m := range ms {
 		name := read(r, &m.v.Keys.fieldLines, "name", m.v.Name, scalar.str)

@@ -1,0 +1,124 @@
+package hotkey
+
+import (
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits"
+)
+
+// evictScan is how many entries a full shard looks at to make room.
+const evictScan = 16
+
+// shard is one of the Store's maps of keys; its mutex guards the entries
+// it holds too.
+type shard struct {
+	mu sync.Mutex
+	m  map[string]*entry
+}
+
+func (s *Store) shardOf(key string) *shard {
+	return &s.shards[maphash.String(s.seed, key)%shardCount]
+}
+
+// entry locks the shard of key and returns it with the key's entry for
+// limit l, made (or made again, when the limit changed or the key idled
+// past its use) as a key seen for the first time. The caller unlocks.
+func (s *Store) entry(key string, l limits.Limit, now time.Time) (*shard, *entry) {
+	sh := s.shardOf(key)
+	sh.mu.Lock()
+	e, ok := sh.m[key]
+	if ok && (e.limit != l || e.idle(now)) && e.wait == nil {
+		ok = false
+	}
+	if !ok {
+		if _, held := sh.m[key]; !held && len(sh.m) >= s.perShard {
+			sh.evict(now)
+		}
+		e = &entry{limit: l, remaining: l.Capacity(), lastUse: now}
+		sh.m[key] = e
+	}
+	return sh, e
+}
+
+// evict drops the idle entries among a few of a full shard, or else the
+// first it looked at: bounded work per new key.
+func (sh *shard) evict(now time.Time) {
+	var first string
+	dropped, seen := false, 0
+	for k, e := range sh.m {
+		if seen == 0 {
+			first = k
+		}
+		if e.idle(now) {
+			delete(sh.m, k)
+			dropped = true
+		}
+		if seen++; seen == evictScan {
+			break
+		}
+	}
+	if !dropped {
+		delete(sh.m, first)
+	}
+}
+
+func (s *Store) forget(key string) {
+	sh := s.shardOf(key)
+	sh.mu.Lock()
+	delete(sh.m, key)
+	sh.mu.Unlock()
+}
+
+// plan says what one hit sent to the store is for.
+type plan struct {
+	i    int    // the caller's hit it answers; -1 for none
+	e    *entry // the key's entry; nil for a hit of a limit without the mode
+	kind kind
+	// carry is what is left of the share that the charge tops up, cost the
+	// caller's hit's (kind charge).
+	carry, cost int64
+}
+
+type kind uint8
+
+const (
+	plain   kind = iota // a hit the mode leaves alone: its answer is the caller's
+	observe             // a hit of the mode sent plainly: its answer tells what remains
+	refund              // a bucket's unused share given back: no caller's
+	charge              // a share taken or topped up, the caller's hit in it
+)
+
+// scratch is one call's sub-batch for the store and what each hit of it is
+// for.
+type scratch struct {
+	hits    []limits.Hit
+	results []limits.Result
+	plans   []plan
+	retry   []plan // the charges Redis refused whose hit goes again plainly
+	sent    time.Time
+}
+
+func (sc *scratch) add(h limits.Hit, p plan) {
+	sc.hits = append(sc.hits, h)
+	sc.plans = append(sc.plans, p)
+}
+
+// clearSent empties the sub-batch, dropping its key strings and entries.
+func (sc *scratch) clearSent() {
+	clear(sc.hits)
+	clear(sc.plans)
+	sc.hits, sc.plans = sc.hits[:0], sc.plans[:0]
+}
+
+// planned reports whether this call already plans e's sync: a hit of its
+// key later in the call must not wait for a sync not yet sent.
+func (sc *scratch) planned(e *entry) bool {
+	for _, p := range sc.plans {
+		if p.e == e && p.kind == charge {
+			return true
+		}
+	}
+	return false
+}

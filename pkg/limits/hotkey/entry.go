@@ -101,10 +101,13 @@ func (e *entry) want(cost int64, now time.Time) int64 {
 	return min(int64(min(w, math.MaxInt32)), e.left4(now))
 }
 
-// left4 is a quarter of what Redis is thought to have left at now: what it
-// said last, or the whole limit once a window it was said in has ended; a
-// bucket's grows back at its rate.
-func (e *entry) left4(now time.Time) int64 {
+// left4 is a quarter of what Redis is thought to have left at now.
+func (e *entry) left4(now time.Time) int64 { return e.thought(now) / 4 }
+
+// thought is what Redis is thought to have left of the key at now: what
+// it said last, or the whole limit once a window it was said in has
+// ended; a bucket's grows back at its rate.
+func (e *entry) thought(now time.Time) int64 {
 	l, rem := e.limit, e.remaining
 	switch {
 	case e.window() && !e.windowEnd.IsZero() && e.remainingAt.Before(e.windowEnd) && !now.Before(e.windowEnd):
@@ -113,7 +116,18 @@ func (e *entry) left4(now time.Time) int64 {
 		back := float64(now.Sub(e.remainingAt)) / float64(l.Period) * float64(l.Requests)
 		rem = min(l.Capacity(), rem+int64(min(back, float64(l.Capacity()))))
 	}
-	return rem / 4
+	return rem
+}
+
+// giveBack is how much of a bucket's unused share is worth a refund: none
+// once the bucket is thought to have refilled past it, since a refund
+// never fills a bucket beyond its capacity (and keeping tokens taken is
+// never more than the limit allows).
+func (e *entry) giveBack(now time.Time) int64 {
+	if e.window() || e.left <= 0 || e.thought(now)+e.left >= e.limit.Capacity() {
+		return 0
+	}
+	return e.left
 }
 
 // learn keeps what Redis said remains of the key.

@@ -56,10 +56,10 @@ func (s *Store) plan(h *limits.Hit, i int, e *entry, want int64, now time.Time, 
 	lease := *h
 	lease.Limit.CountRefused = false
 	carry := e.carry(now)
-	if !e.window() && e.left > 0 {
-		back := lease
-		back.Cost = -e.left
-		sc.add(back, plan{i: -1, e: e, kind: refund})
+	if back := e.giveBack(now); back > 0 {
+		r := lease
+		r.Cost = -back
+		sc.add(r, plan{i: -1, e: e, kind: refund})
 	}
 	e.left = carry
 	lease.Cost = max(0, want-carry)

@@ -18,6 +18,10 @@ type counted struct {
 	hits atomic.Int64
 }
 
+func (c *counted) Reset(ctx context.Context, hits []limits.Hit) error {
+	return limits.Reset(ctx, c.Store, hits)
+}
+
 func (c *counted) Decide(ctx context.Context, hits []limits.Hit, results []limits.Result) {
 	c.hits.Add(int64(len(hits)))
 	c.Store.Decide(ctx, hits, results)

@@ -30,6 +30,10 @@ func (s *Store) decide(ctx context.Context, h *limits.Hit, i int, r *limits.Resu
 func (s *Store) try(h *limits.Hit, i int, now time.Time, r *limits.Result, sc *scratch, waited bool) <-chan struct{} {
 	sh, e := s.entry(h.Key, h.Limit, now)
 	defer sh.mu.Unlock()
+	if e.limit != h.Limit { // changed while the old one's sync is in flight
+		sc.add(*h, plan{i: i})
+		return nil
+	}
 	e.lastUse = now
 	if e.usable(h.Cost, now) {
 		*r = e.admit(h.Cost, now)

@@ -2,18 +2,16 @@ package hotkey
 
 import (
 	"context"
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/internal/keymap"
 )
 
 // DefaultMaxKeys bounds the keys held when Options.MaxKeys is zero.
 const DefaultMaxKeys = 100_000
-
-const shardCount = 64
 
 // Options configure a Store.
 type Options struct {
@@ -27,12 +25,10 @@ type Options struct {
 // Store is the hot-key layer in front of a shared store. It is safe for
 // concurrent use.
 type Store struct {
-	next     limits.Store
-	now      func() time.Time
-	perShard int
-	seed     maphash.Seed
-	shards   [shardCount]shard
-	pool     sync.Pool // *scratch
+	next limits.Store
+	now  func() time.Time
+	keys *keymap.Map[*entry]
+	pool sync.Pool // *scratch
 
 	local, syncs atomic.Uint64
 }
@@ -52,10 +48,7 @@ func New(next limits.Store, o Options) *Store {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	s := &Store{next: next, now: o.Now, perShard: max(1, o.MaxKeys/shardCount), seed: maphash.MakeSeed()}
-	for i := range s.shards {
-		s.shards[i].m = make(map[string]*entry)
-	}
+	s := &Store{next: next, now: o.Now, keys: keymap.New[*entry](o.MaxKeys)}
 	s.pool.New = func() any { return new(scratch) }
 	return s
 }
@@ -72,14 +65,7 @@ type Stats struct {
 
 // Stats returns the Store's figures.
 func (s *Store) Stats() Stats {
-	n := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		n += len(sh.m)
-		sh.mu.Unlock()
-	}
-	return Stats{Keys: n, Local: s.local.Load(), Syncs: s.syncs.Load()}
+	return Stats{Keys: s.keys.Len(), Local: s.local.Load(), Syncs: s.syncs.Load()}
 }
 
 // eligible reports whether hits[i] may be decided from a share: a hit of
@@ -161,7 +147,7 @@ func (s *Store) release(sc *scratch) {
 // wraps.
 func (s *Store) Reset(ctx context.Context, hits []limits.Hit) error {
 	for i := range hits {
-		s.forget(hits[i].Key)
+		s.keys.Delete(hits[i].Key)
 	}
 	return limits.Reset(ctx, s.next, hits)
 }
@@ -170,7 +156,7 @@ func (s *Store) Reset(ctx context.Context, hits []limits.Hit) error {
 // them was charged to counters that are gone.
 func (s *Store) Forget(keys []string) {
 	for _, k := range keys {
-		s.forget(k)
+		s.keys.Delete(k)
 	}
 }
 

@@ -29,7 +29,7 @@ func (s *Store) decide(ctx context.Context, h *limits.Hit, i int, r *limits.Resu
 // try is one attempt of decide; it returns the sync to wait for, if any.
 func (s *Store) try(h *limits.Hit, i int, now time.Time, r *limits.Result, sc *scratch, waited bool) <-chan struct{} {
 	sh, e := s.entry(h.Key, h.Limit, now)
-	defer sh.mu.Unlock()
+	defer sh.Unlock()
 	if e.limit != h.Limit { // changed while the old one's sync is in flight
 		sc.add(*h, plan{i: i})
 		return nil
@@ -83,10 +83,10 @@ func (s *Store) apply(sc *scratch, results []limits.Result) {
 		case observe:
 			results[p.i] = r
 			if r.Err == nil {
-				sh := s.shardOf(sc.hits[k].Key)
-				sh.mu.Lock()
+				sh := s.keys.Shard(sc.hits[k].Key)
+				sh.Lock()
 				p.e.learn(r, sc.sent)
-				sh.mu.Unlock()
+				sh.Unlock()
 			}
 		case charge:
 			s.settle(p, sc.hits[k], r, sc, results)
@@ -96,9 +96,9 @@ func (s *Store) apply(sc *scratch, results []limits.Result) {
 
 // settle ends a sync with its charge's answer r.
 func (s *Store) settle(p plan, lease limits.Hit, r limits.Result, sc *scratch, results []limits.Result) {
-	sh, e := s.shardOf(lease.Key), p.e
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
+	sh, e := s.keys.Shard(lease.Key), p.e
+	sh.Lock()
+	defer sh.Unlock()
 	close(e.wait)
 	e.wait = nil
 	now := s.now()

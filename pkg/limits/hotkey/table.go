@@ -1,74 +1,27 @@
 package hotkey
 
 import (
-	"hash/maphash"
-	"sync"
 	"time"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/internal/keymap"
 )
-
-// evictScan is how many entries a full shard looks at to make room.
-const evictScan = 16
-
-// shard is one of the Store's maps of keys; its mutex guards the entries
-// it holds too.
-type shard struct {
-	mu sync.Mutex
-	m  map[string]*entry
-}
-
-func (s *Store) shardOf(key string) *shard {
-	return &s.shards[maphash.String(s.seed, key)%shardCount]
-}
 
 // entry locks the shard of key and returns it with the key's entry for
 // limit l, made (or made again, when the limit changed or the key idled
 // past its use) as a key seen for the first time. The caller unlocks.
-func (s *Store) entry(key string, l limits.Limit, now time.Time) (*shard, *entry) {
-	sh := s.shardOf(key)
-	sh.mu.Lock()
-	e, ok := sh.m[key]
+func (s *Store) entry(key string, l limits.Limit, now time.Time) (*keymap.Shard[*entry], *entry) {
+	sh := s.keys.Shard(key)
+	sh.Lock()
+	e, ok := sh.Get(key)
 	if ok && (e.limit != l || e.idle(now)) && e.wait == nil {
 		ok = false
 	}
 	if !ok {
-		if _, held := sh.m[key]; !held && len(sh.m) >= s.perShard {
-			sh.evict(now)
-		}
 		e = &entry{limit: l, remaining: l.Capacity(), lastUse: now}
-		sh.m[key] = e
+		sh.Put(key, e, now, (*entry).idle)
 	}
 	return sh, e
-}
-
-// evict drops the idle entries among a few of a full shard, or else the
-// first it looked at: bounded work per new key.
-func (sh *shard) evict(now time.Time) {
-	var first string
-	dropped, seen := false, 0
-	for k, e := range sh.m {
-		if seen == 0 {
-			first = k
-		}
-		if e.idle(now) {
-			delete(sh.m, k)
-			dropped = true
-		}
-		if seen++; seen == evictScan {
-			break
-		}
-	}
-	if !dropped {
-		delete(sh.m, first)
-	}
-}
-
-func (s *Store) forget(key string) {
-	sh := s.shardOf(key)
-	sh.mu.Lock()
-	delete(sh.m, key)
-	sh.mu.Unlock()
 }
 
 // plan says what one hit sent to the store is for.

@@ -40,7 +40,7 @@ func (s *Store) try(h *limits.Hit, i int, now time.Time, r *limits.Result, sc *s
 		s.local.Add(1)
 		return nil
 	}
-	if e.wait != nil && !waited && !sc.planned(e) {
+	if e.wait != nil && !waited && !sc.planned() {
 		return e.wait
 	}
 	if want := e.want(h.Cost, now); e.wait == nil && want > h.Cost {

@@ -3,6 +3,7 @@ package hotkey
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -148,4 +149,36 @@ func pace(rng *rand.Rand) int64 {
 		return 5_000 + rng.Int64N(50_000)
 	}
 	return rng.Int64N(40)
+}
+
+// TestCrossedSyncs: calls that each hit two keys of the mode, in opposite
+// orders, from many goroutines, never wait for each other's syncs: every
+// call is answered well within its deadline.
+func TestCrossedSyncs(t *testing.T) {
+	f := newFleet(t, 1)
+	s := f.stores[0]
+	l := limits.Limit{Algorithm: limits.FixedWindow, Requests: 1 << 30, Period: time.Hour, SyncInterval: time.Millisecond}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			a, b := "a", "b"
+			if g%2 == 1 {
+				a, b = b, a
+			}
+			hits := []limits.Hit{{Key: a, Limit: l, Cost: 1}, {Key: b, Limit: l, Cost: 1}}
+			res := make([]limits.Result, 2)
+			for range 2000 {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				start := time.Now()
+				s.Decide(ctx, hits, res)
+				cancel()
+				if took := time.Since(start); took > 5*time.Second || res[0].Err != nil || res[1].Err != nil {
+					t.Errorf("a call took %s: %+v", took, res)
+					return
+				}
+				f.now.Add(50)
+			}
+		})
+	}
+	wg.Wait()
 }

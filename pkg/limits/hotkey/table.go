@@ -65,11 +65,12 @@ func (sc *scratch) clearSent() {
 	sc.hits, sc.plans = sc.hits[:0], sc.plans[:0]
 }
 
-// planned reports whether this call already plans e's sync: a hit of its
-// key later in the call must not wait for a sync not yet sent.
-func (sc *scratch) planned(e *entry) bool {
+// planned reports whether this call already plans a sync: it must then
+// wait for none, since the sync it waits for may be another call's that
+// waits for this one's, not yet sent.
+func (sc *scratch) planned() bool {
 	for _, p := range sc.plans {
-		if p.e == e && p.kind == charge {
+		if p.kind == charge {
 			return true
 		}
 	}

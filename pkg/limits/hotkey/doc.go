@@ -48,9 +48,13 @@
 //
 // A share is only taken or topped up in the caller's call, under its
 // context: when Redis fails, the hit that needed it gets the store's error
-// (the service's failure mode decides it, as without the mode), and no
-// share outlives its interval, so within one interval of Redis going down
-// every hit of the key takes the failure mode.
+// (the service's failure mode decides it, as without the mode). A share is
+// not used past its interval, but for what is left of a window's while its
+// top up is in flight (it is paid for in Redis already), so within about
+// one interval and one store timeout of Redis going down every hit of the
+// key takes the failure mode. A call that plans a sync waits for no other
+// call's: two calls that each wait for the other's unsent sync would wait
+// until their deadlines.
 //
 // # Bounds
 //

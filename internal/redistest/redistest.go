@@ -383,3 +383,24 @@ func readReply(r *bufio.Reader) (string, error) {
 	}
 	return "", fmt.Errorf("unexpected reply %q", line)
 }
+
+// InfoInt is the integer field of INFO section on s (such as
+// total_commands_processed of stats), failing the test if it is missing.
+func (s *Server) InfoInt(t testing.TB, section, field string) int64 {
+	t.Helper()
+	info, err := s.Do("INFO", section)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("INFO %s: %s: %v", section, field, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("INFO %s has no %s", section, field)
+	return 0
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/breaker"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/hotkey"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/memory"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/overlimit"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/redisstore"
@@ -128,8 +129,9 @@ func redisStoreOptions(o *Options, m *metrics.Metrics, log *zap.Logger, tracer t
 }
 
 // guardRedis returns s, the Redis store, behind the breaker (but on a
-// cluster) and the over-limit cache (with -over-limit-cache), and what a
-// config change must call: the cache's clearing, nil without it.
+// cluster), the hot-key layer and the over-limit cache (with
+// -over-limit-cache), and what a config change must call: the cache's
+// clearing, nil without it.
 func guardRedis(o *Options, s *redisstore.Store, cluster bool, m *metrics.Metrics, log *zap.Logger) (limits.Store, func()) {
 	// Once Redis is found down for a store timeout, stop waiting on it:
 	// answer by the failure mode at once, and probe it, first after one
@@ -149,14 +151,20 @@ func guardRedis(o *Options, s *redisstore.Store, cluster bool, m *metrics.Metric
 			}
 		}})
 	}
+	// The limits with a sync_interval are decided from shares this
+	// instance takes of them ahead, synced once per interval (package
+	// hotkey); every other hit passes through it untouched.
+	hot := hotkey.New(store, hotkey.Options{})
+	store = hot
 	// Keys Redis refused are refused here until the reset Redis gave,
 	// without a round trip (-over-limit-cache); every config change
 	// forgets them.
 	var onConfigChange func()
-	var onReset func(keys []string)
+	onReset := hot.Forget
 	if o.overLimitCache {
 		c := overlimit.New(store, overlimit.Options{})
-		store, onConfigChange, onReset = c, c.Clear, c.Forget
+		store, onConfigChange = c, c.Clear
+		onReset = func(keys []string) { c.Forget(keys); hot.Forget(keys) }
 		m.Registry.MustRegister(metrics.NewOverLimitCacheCollector(func() (int, uint64) {
 			return c.Len(), c.LocalAnswers()
 		}))

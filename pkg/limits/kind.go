@@ -173,7 +173,7 @@ type ModifiersExplained struct {
 
 // Modifiers is the table of modifiers, in the order a rule's errors check
 // their fields.
-var Modifiers = []Modifier{lockoutModifier, calendarModifier}
+var Modifiers = []Modifier{lockoutModifier, calendarModifier, syncModifier}
 
 // DefaultAlgorithm is the algorithm of a rule that names none and gives
 // the modifiers' fields r, when one of them has its own.

@@ -83,6 +83,11 @@ type Limit struct {
 	// calendar in a time zone (calendar.go); Period is then the unit's
 	// nominal length.
 	Calendar Calendar
+	// SyncInterval, when positive, puts the limit in the hot-key mode
+	// (sync.go): an instance decides most hits of a key from a share of
+	// the limit it took from Redis, and goes back to Redis at least once
+	// per SyncInterval. Zero: every hit is decided by the store.
+	SyncInterval time.Duration
 }
 
 // String renders the limit for logs and /rlconfig.
@@ -102,6 +107,9 @@ func (l Limit) String() string {
 	}
 	if l.Calendar.On() {
 		s += " " + l.Calendar.String()
+	}
+	if l.SyncInterval > 0 {
+		s += " sync_interval=" + l.SyncInterval.String()
 	}
 	return s
 }
@@ -180,6 +188,9 @@ func (l Limit) Validate() error {
 		return fieldErrorf("burst", "%d is above the maximum %d", l.Burst, MaxRequests)
 	}
 	if err := l.validateCalendar(); err != nil {
+		return err
+	}
+	if err := l.validateSyncInterval(); err != nil {
 		return err
 	}
 	switch {

@@ -2,21 +2,16 @@ package overlimit
 
 import (
 	"context"
-	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/internal/keymap"
 )
 
 // DefaultMaxEntries bounds the cache when Options.MaxEntries is zero.
 const DefaultMaxEntries = 100_000
-
-const shardCount = 64
-
-// evictScan is how many entries a full shard looks at to make room.
-const evictScan = 16
 
 // Options configure a Cache.
 type Options struct {
@@ -30,19 +25,12 @@ type Options struct {
 // Cache wraps a limits.Store with the local over-limit cache. It is a
 // limits.Store itself, safe for concurrent use.
 type Cache struct {
-	store    limits.Store
-	now      func() time.Time
-	perShard int
-	seed     maphash.Seed
-	shards   [shardCount]shard
+	store limits.Store
+	now   func() time.Time
+	keys  *keymap.Map[entry]
 
 	local atomic.Uint64 // hits answered locally
 	pool  sync.Pool     // *scratch
-}
-
-type shard struct {
-	mu sync.Mutex
-	m  map[string]entry
 }
 
 type entry struct {
@@ -73,48 +61,20 @@ func New(store limits.Store, o Options) *Cache {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	c := &Cache{
-		store:    store,
-		now:      o.Now,
-		perShard: max(1, o.MaxEntries/shardCount),
-		seed:     maphash.MakeSeed(),
-	}
-	for i := range c.shards {
-		c.shards[i].m = make(map[string]entry)
-	}
+	c := &Cache{store: store, now: o.Now, keys: keymap.New[entry](o.MaxEntries)}
 	c.pool.New = func() any { return new(scratch) }
 	return c
 }
 
 // Clear forgets every entry. The service calls it on every config change.
-func (c *Cache) Clear() {
-	for i := range c.shards {
-		s := &c.shards[i]
-		s.mu.Lock()
-		clear(s.m)
-		s.mu.Unlock()
-	}
-}
+func (c *Cache) Clear() { c.keys.Clear() }
 
 // Len is the number of entries held, expired ones included until they are
 // dropped.
-func (c *Cache) Len() int {
-	n := 0
-	for i := range c.shards {
-		s := &c.shards[i]
-		s.mu.Lock()
-		n += len(s.m)
-		s.mu.Unlock()
-	}
-	return n
-}
+func (c *Cache) Len() int { return c.keys.Len() }
 
 // LocalAnswers is the number of hits answered without asking the store.
 func (c *Cache) LocalAnswers() uint64 { return c.local.Load() }
-
-func (c *Cache) shardOf(key string) *shard {
-	return &c.shards[maphash.String(c.seed, key)%shardCount]
-}
 
 // inRun reports whether hits[i] belongs to a joint run.
 func inRun(hits []limits.Hit, i int) bool {
@@ -185,33 +145,15 @@ func (c *Cache) remember(hits []limits.Hit, results []limits.Result, sent time.T
 }
 
 func (c *Cache) put(key string, e entry, now time.Time) {
-	s := c.shardOf(key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.m[key]; !ok && len(s.m) >= c.perShard {
-		// Look at a few entries from a random place (map iteration order):
-		// drop the expired ones, or else the first one seen. Bounded work
-		// per insert, even when every entry is live.
-		var first string
-		dropped, seen := false, 0
-		for k, old := range s.m {
-			if seen == 0 {
-				first = k
-			}
-			if !now.Before(old.until) {
-				delete(s.m, k)
-				dropped = true
-			}
-			if seen++; seen == evictScan {
-				break
-			}
-		}
-		if !dropped {
-			delete(s.m, first)
-		}
-	}
-	s.m[key] = e
+	s := c.keys.Shard(key)
+	s.Lock()
+	s.Put(key, e, now, expired)
+	s.Unlock()
 }
+
+// expired reports whether a cached refusal has ended at now: a full
+// shard drops those first.
+func expired(e entry, now time.Time) bool { return !now.Before(e.until) }
 
 // lookup answers hits[i] into r when the cache holds a live refusal for it,
 // and clears r otherwise. A refund forgets the key, and so does a settle,
@@ -220,23 +162,20 @@ func (c *Cache) lookup(hits []limits.Hit, i int, now time.Time, r *limits.Result
 	*r = limits.Result{}
 	h := &hits[i]
 	if h.Cost < 0 || h.Settles() {
-		s := c.shardOf(h.Key)
-		s.mu.Lock()
-		delete(s.m, h.Key)
-		s.mu.Unlock()
+		c.keys.Delete(h.Key)
 		return false
 	}
 	if !cacheable(hits, i) {
 		return false
 	}
-	s := c.shardOf(h.Key)
-	s.mu.Lock()
-	e, ok := s.m[h.Key]
-	if ok && (e.limit != h.Limit || !now.Before(e.until)) {
-		delete(s.m, h.Key)
+	s := c.keys.Shard(h.Key)
+	s.Lock()
+	e, ok := s.Get(h.Key)
+	if ok && (e.limit != h.Limit || expired(e, now)) {
+		s.Delete(h.Key)
 		ok = false
 	}
-	s.mu.Unlock()
+	s.Unlock()
 	if !ok {
 		return false
 	}
@@ -262,12 +201,7 @@ func (c *Cache) Forget(keys []string) {
 	}
 }
 
-func (c *Cache) forget(key string) {
-	s := c.shardOf(key)
-	s.mu.Lock()
-	delete(s.m, key)
-	s.mu.Unlock()
-}
+func (c *Cache) forget(key string) { c.keys.Delete(key) }
 
 // Slots reads a concurrency key's slots from the store it wraps: the
 // cache holds none.

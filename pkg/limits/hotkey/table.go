@@ -29,9 +29,8 @@ type plan struct {
 	i    int    // the caller's hit it answers; -1 for none
 	e    *entry // the key's entry; nil for a hit of a limit without the mode
 	kind kind
-	// carry is what is left of the share that the charge tops up, cost the
-	// caller's hit's (kind charge).
-	carry, cost int64
+	// cost is the caller's hit's (kind charge).
+	cost int64
 }
 
 type kind uint8

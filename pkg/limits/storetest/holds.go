@@ -264,14 +264,6 @@ func repeated(peek limits.Result) limits.Result {
 	return limits.Result{Allowed: true, Remaining: peek.Remaining, ResetAfter: peek.ResetAfter, Hold: limits.HoldRepeated}
 }
 
-// reserveOutcome is the outcome of a reserve answered r.
-func reserveOutcome(r limits.Result) limits.HoldOutcome {
-	if r.Allowed {
-		return limits.HoldReserved
-	}
-	return limits.HoldRefused
-}
-
 // held fails the case unless key a's live holds are cost in n holds
 // (limits.HoldReader).
 func (h *holds) held(what string, cost, n int64) {

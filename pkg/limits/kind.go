@@ -169,6 +169,9 @@ type ModifiersExplained struct {
 	// Calendar is a calendar limit's window at the instant explained
 	// (calendar_kind.go).
 	Calendar *ExplainedCalendar `json:"calendar,omitempty"`
+	// SyncInterval is a hot-key limit's sync_interval (Go duration, sync.go),
+	// empty when it has none.
+	SyncInterval string `json:"sync_interval,omitempty"`
 }
 
 // Modifiers is the table of modifiers, in the order a rule's errors check

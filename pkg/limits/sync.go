@@ -23,6 +23,19 @@ var syncModifier = Modifier{
 	On:    func(l Limit) bool { return l.SyncInterval > 0 },
 	Build: func(l *Limit, r RuleFields) error { l.SyncInterval = r.value("sync_interval").Duration; return nil },
 	clear: func(l *Limit) { l.SyncInterval = 0 },
+	// Explained, an operator sees why the key's count in Redis can run
+	// ahead of what this instance admitted (the shares taken ahead), and
+	// what the mode can let through (docs/semantics.md, "Hot keys").
+	Explain: func(l Limit, _ int64, e *ModifiersExplained) { e.SyncInterval = l.SyncInterval.String() },
+	Text:    syncText,
+}
+
+// syncText is a hot-key limit's line in a text explanation.
+func syncText(e ModifiersExplained) string {
+	if e.SyncInterval == "" {
+		return ""
+	}
+	return "hot key: sync_interval " + e.SyncInterval + ", decided on each instance from a share of the limit taken ahead from Redis, synced at least once per interval"
 }
 
 // validateSyncInterval checks SyncInterval: none, or an interval of at

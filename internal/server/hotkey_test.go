@@ -3,6 +3,8 @@ package server
 import (
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -47,4 +49,36 @@ func TestHotKeyStack(t *testing.T) {
 		t.Errorf("Redis processed %d commands for 50 admitted calls, want fewer: the mode is not in the stack", used)
 	}
 	t.Logf("%d commands for 80 calls", used)
+	hotKeyShown(t, s.httpAddr, allowed)
+}
+
+// hotKeyShown checks what the HTTP endpoints show of TestHotKeyStack's
+// limit after its calls: the layer's metrics account for the admitted
+// calls (each admitted from a share, or by Redis in a plain call or the
+// charge of a share), and /rlconfig and /explain give its sync_interval.
+func hotKeyShown(t *testing.T, httpAddr string, allowed int) {
+	t.Helper()
+	n := func(series string) int {
+		v, err := strconv.Atoi(metric(t, httpAddr, series))
+		if err != nil {
+			t.Fatalf("%s: %v", series, err)
+		}
+		return v
+	}
+	local, direct, syncs := n("rls_hot_key_local_decisions_total"), n("rls_hot_key_store_decisions_total"), n("rls_hot_key_syncs_total")
+	if keys := n("rls_hot_key_keys"); keys != 2 {
+		t.Errorf("rls_hot_key_keys %d, want 2: the warm-up's and the hot one", keys)
+	}
+	if local == 0 || syncs == 0 || local+direct+syncs < allowed {
+		t.Errorf("local %d, store %d, syncs %d: want local decisions and syncs, covering the %d admitted calls", local, direct, syncs, allowed)
+	}
+	if charged := n("rls_hot_key_charged_total"); charged < local || charged > 50 {
+		t.Errorf("rls_hot_key_charged_total %d, want at least the %d local decisions and at most the limit", charged, local)
+	}
+	if _, body := httpDo(t, "GET", "http://"+httpAddr+"/rlconfig", ""); !strings.Contains(body, "test.k: fixed_window 50/1h0m0s sync_interval=1s ") {
+		t.Errorf("/rlconfig lacks the sync_interval:\n%s", body)
+	}
+	if _, body := httpDo(t, "GET", "http://"+httpAddr+"/explain?domain=test&descriptor=k=hot", ""); !strings.Contains(body, "hot key: sync_interval 1s,") {
+		t.Errorf("/explain lacks the sync_interval:\n%s", body)
+	}
 }

@@ -156,6 +156,10 @@ func guardRedis(o *Options, s *redisstore.Store, cluster bool, m *metrics.Metric
 	// hotkey); every other hit passes through it untouched.
 	hot := hotkey.New(store, hotkey.Options{})
 	store = hot
+	m.Registry.MustRegister(metrics.NewHotKeyCollector(func() metrics.HotKeyStats {
+		st := hot.Stats()
+		return metrics.HotKeyStats{Keys: st.Keys, Local: st.Local, Direct: st.Direct, Syncs: st.Syncs, Charged: st.Charged}
+	}))
 	// Keys Redis refused are refused here until the reset Redis gave,
 	// without a round trip (-over-limit-cache); every config change
 	// forgets them.

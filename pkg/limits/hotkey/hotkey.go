@@ -30,7 +30,9 @@ type Store struct {
 	keys *keymap.Map[*entry]
 	pool sync.Pool // *scratch
 
-	local, syncs atomic.Uint64
+	// The figures of Stats, counted where the mode's hits are decided
+	// (never on a plain call's path), read by the metrics at each scrape.
+	local, syncs, direct, charged atomic.Uint64
 }
 
 var (
@@ -61,11 +63,21 @@ type Stats struct {
 	Local uint64
 	// Syncs is the number of shares taken or topped up (one charge each).
 	Syncs uint64
+	// Direct is the number of hits of the mode that could take a share
+	// but were sent to the store plainly, each a round trip: cold keys,
+	// keys near their limit, shares Redis refused. (Hits of the mode that
+	// cannot take a share at all, joint runs, peeks and holds, are not
+	// counted.)
+	Direct uint64
+	// Charged is what the granted shares charged Redis, in the limit's
+	// units: over Syncs, the mean share.
+	Charged uint64
 }
 
 // Stats returns the Store's figures.
 func (s *Store) Stats() Stats {
-	return Stats{Keys: s.keys.Len(), Local: s.local.Load(), Syncs: s.syncs.Load()}
+	return Stats{Keys: s.keys.Len(), Local: s.local.Load(), Syncs: s.syncs.Load(),
+		Direct: s.direct.Load(), Charged: s.charged.Load()}
 }
 
 // eligible reports whether hits[i] may be decided from a share: a hit of

@@ -81,6 +81,7 @@ func (s *Store) apply(sc *scratch, results []limits.Result) {
 		case plain:
 			results[p.i] = r
 		case observe:
+			s.direct.Add(1)
 			results[p.i] = r
 			if r.Err == nil {
 				sh := s.keys.Shard(sc.hits[k].Key)
@@ -108,6 +109,7 @@ func (s *Store) settle(p plan, lease limits.Hit, r limits.Result, sc *scratch, r
 		results[p.i] = limits.Result{Err: r.Err}
 		return
 	case r.Allowed:
+		s.charged.Add(uint64(lease.Cost))
 		e.grant(r, sc.sent, lease.Cost)
 	default:
 		e.learn(r, sc.sent)

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -30,6 +33,7 @@ func accuracyMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.DurationVar(&c.Period, "period", c.Period, "threshold's period")
 	fs.IntVar(&c.Workers, "workers", 0, "sources decided in parallel (0: GOMAXPROCS); the files do not depend on it")
 	redisURL := fs.String("redis-url", "", "decide on this Redis (redis://host:port) through the Redis store instead of the pure Go functions")
+	hot := fs.Bool("hotkey", false, "with -redis-url: write only the hot-key mode's tables ("+accuracy.HotKeyFile+"), from their own run (accuracy.HotKeySmall with -seed)")
 	out := fs.String("out", "", "directory to write the tables and charts into (required)")
 	if err := fs.Parse(args); err != nil {
 		return errUsage
@@ -40,6 +44,9 @@ func accuracyMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	if st, err := os.Stat(*out); err != nil || !st.IsDir() {
 		return fmt.Errorf("-out %s: not a directory", *out)
+	}
+	if *hot {
+		return hotKeyMain(ctx, c.Seed, *redisURL, *out, stdout)
 	}
 	if *redisURL != "" {
 		d, closeRedis, err := accuracy.OpenRedis(*redisURL)
@@ -78,4 +85,28 @@ func peakRSS() string {
 		}
 	}
 	return "?"
+}
+
+// hotKeyMain is `rls-bench accuracy -hotkey`: the hot-key row's own run,
+// on the Redis at url, written to dir/accuracy-hotkey.md.
+func hotKeyMain(ctx context.Context, seed uint64, url, dir string, stdout io.Writer) error {
+	if url == "" {
+		return errors.New("-hotkey needs -redis-url: the mode is a layer over the Redis store")
+	}
+	start := time.Now()
+	prefix := "rls-bench:accuracy:" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
+	h, err := accuracy.RunHotKey(ctx, url, prefix, accuracy.HotKeySmall(seed))
+	if err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	if err := h.WriteMarkdown(&b); err != nil {
+		return err
+	}
+	path := filepath.Join(dir, accuracy.HotKeyFile)
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "hot-key row: %d calls to Redis, %s, peak memory %s; written to %s\n", h.Calls, time.Since(start).Round(time.Millisecond), peakRSS(), path)
+	return nil
 }

@@ -42,6 +42,7 @@ func TestAccuracyUsage(t *testing.T) {
 		{"accuracy", "-out", "/nonexistent/dir"},
 		{"accuracy", "-out", t.TempDir(), "-sources", "0"},
 		{"accuracy", "-out", t.TempDir(), "extra"},
+		{"accuracy", "-out", t.TempDir(), "-hotkey"}, // the mode needs a Redis
 	} {
 		var out bytes.Buffer
 		if err := realMain(context.Background(), args, &out, &out); err == nil {

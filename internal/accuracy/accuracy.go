@@ -202,6 +202,7 @@ func (w *worker) chunk(ctx context.Context, k int) ([]Figures, error) {
 			}
 			var f Figures
 			f, w.queue = score(l.Requests, l.PeriodMicros(), w.at, w.out, w.queue)
+			periods(&f, l.Requests, l.PeriodMicros(), w.at, w.out)
 			figs[a].add(f)
 		}
 	}

@@ -23,6 +23,11 @@ type Figures struct {
 	// WorstOver is the most admitted requests any trailing period held
 	// above N, over all sources.
 	WorstOver int64
+	// Periods counts the whole periods scored (a source's first left
+	// out); WorstPeriodOver is the most any held above N. LeastUsed is
+	// the fewest admitted in one of the SaturatedPeriods, those whose
+	// offered requests reached N: the "share of the limit used".
+	Periods, WorstPeriodOver, SaturatedPeriods, LeastUsed int64
 	// N is the threshold, for the shares.
 	N int64
 	// rateErr sums each request's relative rate error, over rateN requests.
@@ -47,6 +52,19 @@ func (f Figures) MeanRateError() float64 {
 	return f.rateErr / float64(f.rateN)
 }
 
+// WorstPeriodOvershoot is WorstPeriodOver as a share of N: the most over
+// the limit in any whole period (a second, at 1,000 a second).
+func (f Figures) WorstPeriodOvershoot() float64 { return ratio(f.WorstPeriodOver, f.N) }
+
+// LeastUsedShare is LeastUsed as a share of N, or −1 when no period was
+// offered N.
+func (f Figures) LeastUsedShare() float64 {
+	if f.SaturatedPeriods == 0 {
+		return -1
+	}
+	return ratio(f.LeastUsed, f.N)
+}
+
 // WorstOvershoot is WorstOver as a share of N.
 func (f Figures) WorstOvershoot() float64 { return ratio(f.WorstOver, f.N) }
 
@@ -67,6 +85,12 @@ func (f *Figures) add(g Figures) {
 	f.FalseNegative += g.FalseNegative
 	f.FalsePositive += g.FalsePositive
 	f.WorstOver = max(f.WorstOver, g.WorstOver)
+	if g.SaturatedPeriods > 0 && (f.SaturatedPeriods == 0 || g.LeastUsed < f.LeastUsed) {
+		f.LeastUsed = g.LeastUsed
+	}
+	f.Periods += g.Periods
+	f.SaturatedPeriods += g.SaturatedPeriods
+	f.WorstPeriodOver = max(f.WorstPeriodOver, g.WorstPeriodOver)
 	f.rateErr += g.rateErr
 	f.rateN += g.rateN
 	f.N = g.N
@@ -117,4 +141,41 @@ func score(n, t int64, at []int64, out []Outcome, queue []int64) (Figures, []int
 		f.FalsePositive = 1
 	}
 	return f, q
+}
+
+// periods adds to f the figures of whole periods (aligned to the epoch,
+// as a fixed window's are): the most admitted above n in one, and the
+// fewest admitted in one whose offered requests reached n. The first
+// period of a trace is left out: a token bucket starts full and may
+// rightly admit up to 2n in it.
+func periods(f *Figures, n, t int64, at []int64, out []Outcome) {
+	if len(at) == 0 {
+		return
+	}
+	first := at[0] / t
+	var cur, offered, admitted int64 = first, 0, 0
+	flush := func() {
+		if cur == first {
+			return
+		}
+		f.Periods++
+		f.WorstPeriodOver = max(f.WorstPeriodOver, admitted-n)
+		if offered >= n {
+			f.SaturatedPeriods++
+			if f.SaturatedPeriods == 1 || admitted < f.LeastUsed {
+				f.LeastUsed = admitted
+			}
+		}
+	}
+	for i, now := range at {
+		if p := now / t; p != cur {
+			flush()
+			cur, offered, admitted = p, 0, 0
+		}
+		offered++
+		if out[i].Allowed {
+			admitted++
+		}
+	}
+	flush()
 }

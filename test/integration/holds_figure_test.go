@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -67,7 +66,7 @@ func TestHoldsFigure(t *testing.T) {
 			t.Errorf("honest estimates: the admitted requests cost %d, past the budget of %d", spent, budget)
 		}
 	}
-	before := usedMemory(t, r)
+	before := r.InfoInt(t, "memory", "used_memory")
 	const holds = 100000
 	var wg sync.WaitGroup
 	var next atomic.Int64
@@ -82,7 +81,7 @@ func TestHoldsFigure(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	per := float64(usedMemory(t, r)-before) / holds
+	per := float64(r.InfoInt(t, "memory", "used_memory")-before) / holds
 	t.Logf("Redis memory per open hold (36-byte id, 100,000 holds): %.0f bytes, %.1f M holds per GiB", per, (1<<30)/per/1e6)
 }
 
@@ -128,24 +127,4 @@ func holdsLoad(t *testing.T, servers []*server, mode string) (admitted, spent in
 	}
 	wg.Wait()
 	return n.Load(), cost.Load()
-}
-
-// usedMemory is redis-server's used_memory, in bytes.
-func usedMemory(t *testing.T, r *redistest.Server) int64 {
-	t.Helper()
-	info, err := r.Do("INFO", "memory")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-	}
-	t.Fatal("INFO memory has no used_memory")
-	return 0
 }

@@ -3,8 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -147,24 +145,11 @@ func TestHoldMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measurement")
 	}
-	s, c, _ := setup(t, Options{})
+	s, _, srv := setup(t, Options{})
 	t.Cleanup(s.Close)
 	ctx := context.Background()
 	l := limits.Limit{Algorithm: limits.FixedWindow, Requests: 1 << 32, Period: time.Hour}
-	used := func() int64 {
-		info, err := c.Info(ctx, "memory").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(info, "\r\n") {
-			if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				return n
-			}
-		}
-		t.Fatal("no used_memory")
-		return 0
-	}
+	used := func() int64 { return srv.InfoInt(t, "memory", "used_memory") }
 	decideOne(t, s, limits.Hit{Key: "{mem}:k", Limit: l, Cost: 1})
 	before := used()
 	const n, batch = 100_000, 500

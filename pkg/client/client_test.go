@@ -71,8 +71,8 @@ func TestCheckRequest(t *testing.T) {
 	if got, want := st[0].GetLimitRemaining(), uint32(1); got != want {
 		t.Errorf("user's remaining after 2 hits of 3: got %d, want %d", got, want)
 	}
-	if got, want := st[1].GetLimitRemaining(), uint32(998); got != want {
-		t.Errorf("route's remaining after 2 hits of 1000: got %d, want %d", got, want)
+	if got, want := st[1].GetLimitRemaining(), uint32(999998); got != want {
+		t.Errorf("route's remaining after 2 hits of 1,000,000: got %d, want %d", got, want)
 	}
 	if got := d.RetryAfter(); got != 0 {
 		t.Errorf("allowed decision's RetryAfter %v, want 0", got)
@@ -138,32 +138,30 @@ func TestSharedLimitOnRedis(t *testing.T) {
 }
 
 // TestFailureMode: a service that cannot answer is decided by the mode,
-// within the timeout: a closed port (UNAVAILABLE), a service stuck on a
-// paused Redis (DEADLINE_EXCEEDED), a caller's deadline sooner than the
-// timeout.
+// within the timeout: a closed port (UNAVAILABLE), a listener that never
+// speaks (DEADLINE_EXCEEDED), a service whose Redis is down and whose
+// limits fail with an error (the service's UNAVAILABLE).
 func TestFailureMode(t *testing.T) {
-	closed := closedAddr(t)
 	r := redistest.Start(t)
-	stuck := serve(t, redisService(t, r.URL(), time.Minute), nil)
-	r.Pause()
-	defer r.Resume()
+	failing := serve(t, failingService(t, r), nil)
+	silent := silentAddr(t)
 	cases := []struct {
-		name    string
-		addr    string
-		timeout time.Duration
-		want    codes.Code
+		name string
+		addr func() string
+		want codes.Code
 	}{
-		{"closed port", closed, 100 * time.Millisecond, codes.Unavailable},
-		{"no answer", stuck, 100 * time.Millisecond, codes.DeadlineExceeded},
+		{"closed port", func() string { return closedAddr(t) }, codes.Unavailable},
+		{"silent", func() string { return silent }, codes.DeadlineExceeded},
+		{"failing", func() string { return failing }, codes.Unavailable},
 	}
 	for _, tc := range cases {
 		for _, mode := range []client.FailureMode{client.FailOpen, client.FailClosed} {
 			t.Run(tc.name+"/"+mode.String(), func(t *testing.T) {
-				c := dial(t, tc.addr, client.WithTimeout(tc.timeout), client.WithFailureMode(mode))
+				c := dial(t, tc.addr(), client.WithTimeout(100*time.Millisecond), client.WithFailureMode(mode))
 				start := time.Now()
 				d := check(t, c, 0, user("ann"))
 				if took := time.Since(start); took > 2*time.Second {
-					t.Errorf("decided after %v, want within the %v timeout (2 s margin)", took, tc.timeout)
+					t.Errorf("decided after %v, want within the 100 ms timeout (2 s margin)", took)
 				}
 				if d.Allowed != (mode == client.FailOpen) || d.Code != rlsv3.RateLimitResponse_UNKNOWN || d.Response != nil {
 					t.Errorf("%+v, want Allowed %v by the failure mode", d, mode == client.FailOpen)
@@ -175,7 +173,7 @@ func TestFailureMode(t *testing.T) {
 		}
 	}
 	t.Run("caller's deadline", func(t *testing.T) {
-		c := dial(t, stuck, client.WithTimeout(time.Minute))
+		c := dial(t, silent, client.WithTimeout(time.Minute))
 		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 		defer cancel()
 		start := time.Now()

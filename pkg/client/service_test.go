@@ -31,7 +31,7 @@ descriptors:
   - key: user
     rate_limit: {name: per-user, unit: hour, requests_per_unit: 3}
   - key: route
-    rate_limit: {name: per-route, unit: hour, requests_per_unit: 1000}
+    rate_limit: {name: per-route, unit: hour, requests_per_unit: 1000000}
 `
 
 // user is the descriptor of one user's request.
@@ -64,13 +64,19 @@ func memoryService(t testing.TB) *rls.Service {
 // store calls and its Redis client's.
 func redisService(t testing.TB, url string, storeTimeout time.Duration) *rls.Service {
 	t.Helper()
-	rc, err := redisstore.NewClient(redisstore.ClientOptions{URL: url, Timeout: storeTimeout})
+	return newService(t, redisStore(t, url, storeTimeout), rls.Options{StoreTimeout: storeTimeout})
+}
+
+// redisStore is a Redis store on the Redis at url, closed at the test's end.
+func redisStore(t testing.TB, url string, timeout time.Duration) limits.Store {
+	t.Helper()
+	rc, err := redisstore.NewClient(redisstore.ClientOptions{URL: url, Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	store := redisstore.New(rc, redisstore.Options{})
 	t.Cleanup(func() { store.Close(); rc.Close() })
-	return newService(t, store, rls.Options{StoreTimeout: storeTimeout})
+	return store
 }
 
 // serve runs svc on a gRPC server on a free loopback port, with TLS when
@@ -141,4 +147,40 @@ func closedAddr(t testing.TB) string {
 	addr := lis.Addr().String()
 	lis.Close()
 	return addr
+}
+
+// silentAddr is a loopback listener that takes connections and never says
+// a word, until the test ends: a service that hangs.
+func silentAddr(t testing.TB) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				break
+			}
+			held = append(held, c)
+		}
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { lis.Close(); <-done })
+	return lis.Addr().String()
+}
+
+// failingService is a service on r, stopped, whose limits answer
+// UNAVAILABLE when their store fails (failure_mode error).
+func failingService(t testing.TB, r *redistest.Server) *rls.Service {
+	t.Helper()
+	store := redisStore(t, r.URL(), 50*time.Millisecond)
+	r.Stop()
+	return newService(t, store, rls.Options{StoreTimeout: 50 * time.Millisecond, FailureMode: config.FailError})
 }

@@ -145,7 +145,7 @@ func TestHTTPMiddlewareMistake(t *testing.T) {
 		func(r *http.Request) []client.Descriptor { return []client.Descriptor{user(r.Header.Get("X-User"))} },
 		client.OnError(func(_ *http.Request, err error) { mistakes <- err }))
 	resp, _ := get(t, srv, "")
-	if mistake := <-mistakes;  resp.StatusCode != http.StatusInternalServerError || !errors.Is(mistake, client.ErrEmptyValue) || served.Load() != 0 {
+	if mistake := <-mistakes; resp.StatusCode != http.StatusInternalServerError || !errors.Is(mistake, client.ErrEmptyValue) || served.Load() != 0 {
 		t.Errorf("%d, OnError %v, handler ran %d times: want 500, ErrEmptyValue, no run", resp.StatusCode, mistake, served.Load())
 	}
 }

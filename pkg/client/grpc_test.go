@@ -107,6 +107,10 @@ func TestUnaryServerInterceptor(t *testing.T) {
 	if _, err := hc.Check(as(t, ""), &healthpb.HealthCheckRequest{}); err != nil {
 		t.Errorf("call without descriptors: %v, want served", err)
 	}
+	mistake := metadata.AppendToOutgoingContext(as(t, ""), "x-user", "")
+	if _, err := hc.Check(mistake, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Internal {
+		t.Errorf("call whose descriptor has an empty value: %v, want INTERNAL", err)
+	}
 }
 
 // TestStreamServerInterceptor: Watch streams are limited when they open.

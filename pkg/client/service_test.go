@@ -40,16 +40,21 @@ func user(name string) client.Descriptor { return client.Descriptor{{Key: "user"
 // newService is the real rls.Service over store, with testLimits.
 func newService(t testing.TB, store limits.Store, opts rls.Options) *rls.Service {
 	t.Helper()
-	d, err := config.Parse("limits.yaml", []byte(testLimits))
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.Store = store
-	svc, err := rls.New(descriptors.NewIndex(&config.Config{Domains: map[string]*config.Domain{d.Name: d}}), opts)
+	svc, err := buildService(store, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return svc
+}
+
+// buildService is newService for the examples, which have no testing.TB.
+func buildService(store limits.Store, opts rls.Options) (*rls.Service, error) {
+	d, err := config.Parse("limits.yaml", []byte(testLimits))
+	if err != nil {
+		return nil, err
+	}
+	opts.Store = store
+	return rls.New(descriptors.NewIndex(&config.Config{Domains: map[string]*config.Domain{d.Name: d}}), opts)
 }
 
 // memoryService is a service on the embedded store, as -store memory runs.
@@ -83,9 +88,20 @@ func redisStore(t testing.TB, url string, timeout time.Duration) limits.Store {
 // cfg is not nil, until the test ends, and returns its address.
 func serve(t testing.TB, svc rlsv3.RateLimitServiceServer, cfg *tls.Config) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, stop, err := listen(svc, cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return addr
+}
+
+// listen is serve for the examples: it returns the function that stops
+// the server.
+func listen(svc rlsv3.RateLimitServiceServer, cfg *tls.Config) (addr string, stop func(), err error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
 	}
 	var opts []grpc.ServerOption
 	if cfg != nil {
@@ -94,8 +110,7 @@ func serve(t testing.TB, svc rlsv3.RateLimitServiceServer, cfg *tls.Config) stri
 	gs := grpc.NewServer(opts...)
 	rlsv3.RegisterRateLimitServiceServer(gs, svc)
 	go gs.Serve(lis) //nolint:errcheck // ends with Stop
-	t.Cleanup(gs.Stop)
-	return lis.Addr().String()
+	return lis.Addr().String(), gs.Stop, nil
 }
 
 // dial is Dial that fails the test on an error and closes the client at

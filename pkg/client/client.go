@@ -122,6 +122,8 @@ func (c *Client) Check(ctx context.Context, domain string, hits uint32, ds ...De
 		}
 		return Decision{Allowed: c.failureMode == FailOpen, Unavailable: err}, nil
 	}
+	// Only OVER_LIMIT refuses, as in Envoy's filter: an answer of code
+	// UNKNOWN is let through.
 	return Decision{
 		Allowed:  resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT,
 		Code:     resp.GetOverallCode(),

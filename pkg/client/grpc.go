@@ -73,19 +73,14 @@ func StreamServerInterceptor(c *Client, domain string, describe func(ctx context
 }
 
 // headerMetadata is the decision's HTTP headers as gRPC metadata, whose
-// keys are lower-case. It leaves out the headers gRPC owns: content-type
-// (which the service adds to a refusal under -json-429-body, for an HTTP
-// body a gRPC call does not have) and grpc-*.
+// keys are lower-case. gRPC drops the keys it owns itself (content-type,
+// which the service adds to a refusal under -json-429-body, and grpc-*).
 func headerMetadata(d Decision) metadata.MD {
 	h := make(http.Header)
 	d.WriteHeaders(h)
 	md := make(metadata.MD, len(h))
 	for k, vs := range h {
-		k = strings.ToLower(k)
-		if k == "content-type" || strings.HasPrefix(k, "grpc-") {
-			continue
-		}
-		md[k] = vs
+		md[strings.ToLower(k)] = vs
 	}
 	return md
 }

@@ -59,7 +59,7 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", target, err)
 	}
-	c := New(conn, opts...)
+	c := newClient(conn, o)
 	c.conn = conn
 	return c, nil
 }
@@ -69,7 +69,11 @@ func Dial(target string, opts ...Option) (*Client, error) {
 // do nothing here. New cannot return an error, so a bad option makes every
 // Check of the Client return it (ErrBadOption).
 func New(cc grpc.ClientConnInterface, opts ...Option) *Client {
-	o := buildOptions(opts)
+	return newClient(cc, buildOptions(opts))
+}
+
+// newClient is New on options already built: Dial builds them once.
+func newClient(cc grpc.ClientConnInterface, o options) *Client {
 	return &Client{
 		rls:         rlsv3.NewRateLimitServiceClient(cc),
 		timeout:     o.timeout,

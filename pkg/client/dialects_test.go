@@ -3,7 +3,6 @@ package client_test
 import (
 	"net/http"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -57,7 +56,7 @@ func TestServiceHeadersGRPC(t *testing.T) {
 	}
 	var md metadata.MD
 	_, err := hc.Check(as(t, "ann"), &healthpb.HealthCheckRequest{}, grpc.Header(&md))
-	checkRefusal(t, err, md, time.Hour, true)
+	checkRefusal(t, err, md, maxWait, true)
 	if got := md.Get("ratelimit"); len(got) != 1 {
 		t.Errorf("refusal's ratelimit metadata %q, want the service's header", got)
 	}

@@ -103,7 +103,7 @@ func TestUnaryServerInterceptor(t *testing.T) {
 	}
 	var md metadata.MD
 	_, err := hc.Check(as(t, "ann"), &healthpb.HealthCheckRequest{}, grpc.Header(&md))
-	checkRefusal(t, err, md, time.Hour, true)
+	checkRefusal(t, err, md, maxWait, true)
 	if _, err := hc.Check(as(t, ""), &healthpb.HealthCheckRequest{}); err != nil {
 		t.Errorf("call without descriptors: %v, want served", err)
 	}
@@ -139,7 +139,7 @@ func TestStreamServerInterceptor(t *testing.T) {
 	}
 	w, err := watch("ann")
 	md, _ := w.Header()
-	checkRefusal(t, err, md, time.Hour, true)
+	checkRefusal(t, err, md, maxWait, true)
 	if _, err := watch(""); err != nil {
 		t.Errorf("stream without descriptors: %v, want served", err)
 	}

@@ -27,7 +27,8 @@ type Descriptor []Entry
 // Client asks an envoy-rls service (or any service of Envoy's
 // RateLimitService v3) for decisions. It is safe for concurrent use by
 // any number of goroutines; one Client per service is enough for a whole
-// application, since gRPC multiplexes its calls on one connection.
+// application, since gRPC multiplexes its calls on one connection. The
+// zero Client has no service to ask: Check answers it ErrNoClient.
 type Client struct {
 	rls         rlsv3.RateLimitServiceClient
 	conn        *grpc.ClientConn // the connection Dial made; nil for New's
@@ -35,6 +36,10 @@ type Client struct {
 	failureMode FailureMode
 	err         error // a bad option given to New: every Check returns it
 }
+
+// ErrNoClient is Check's error on a nil or zero Client: make one with Dial
+// or New.
+var ErrNoClient = errors.New("client: a Client not made by Dial or New")
 
 // ErrNoTarget is Dial's error for an empty target.
 var ErrNoTarget = errors.New("client: empty target: give the service's address, e.g. rls.example:8081")
@@ -109,6 +114,9 @@ var ErrInvalidRequest = errors.New("client: the service refused the request as i
 // the cause. Each call is bounded by the timeout (WithTimeout) or ctx's
 // own deadline, whichever comes first.
 func (c *Client) Check(ctx context.Context, domain string, hits uint32, ds ...Descriptor) (Decision, error) {
+	if c == nil || c.rls == nil {
+		return Decision{}, ErrNoClient
+	}
 	if c.err != nil {
 		return Decision{}, c.err
 	}

@@ -157,3 +157,20 @@ func TestInterceptorFailClosed(t *testing.T) {
 		t.Errorf("x-ratelimit-limit %q without an answer of the service, want none", got)
 	}
 }
+
+// TestInterceptorNoDescribe: interceptors given a nil describe fail every
+// call with INTERNAL rather than let it pass unlimited.
+func TestInterceptorNoDescribe(t *testing.T) {
+	c := dial(t, serve(t, memoryService(t), nil))
+	ran := false
+	_, err := client.UnaryServerInterceptor(c, "app", nil)(t.Context(), nil, &grpc.UnaryServerInfo{FullMethod: "/x/Y"},
+		func(context.Context, any) (any, error) { ran = true; return nil, nil })
+	if status.Code(err) != codes.Internal || ran {
+		t.Errorf("unary: %v, handler ran %v: want INTERNAL, no run", err, ran)
+	}
+	err = client.StreamServerInterceptor(c, "app", nil)(nil, nil, &grpc.StreamServerInfo{FullMethod: "/x/Y"},
+		func(any, grpc.ServerStream) error { ran = true; return nil })
+	if status.Code(err) != codes.Internal || ran {
+		t.Errorf("stream: %v, handler ran %v: want INTERNAL, no run", err, ran)
+	}
+}

@@ -149,3 +149,15 @@ func TestHTTPMiddlewareMistake(t *testing.T) {
 		t.Errorf("%d, OnError %v, handler ran %d times: want 500, ErrEmptyValue, no run", resp.StatusCode, mistake, served.Load())
 	}
 }
+
+// TestHTTPMiddlewareNoDescribe: a nil describe fails every request with
+// ErrNoDescribe rather than let it pass unlimited.
+func TestHTTPMiddlewareNoDescribe(t *testing.T) {
+	mistakes := make(chan error, 1)
+	srv, served := limitedServer(t, dial(t, serve(t, memoryService(t), nil)), nil,
+		client.OnError(func(_ *http.Request, err error) { mistakes <- err }))
+	resp, _ := get(t, srv, "ann")
+	if mistake := <-mistakes; resp.StatusCode != http.StatusInternalServerError || !errors.Is(mistake, client.ErrNoDescribe) || served.Load() != 0 {
+		t.Errorf("%d, OnError %v, handler ran %d times: want 500, ErrNoDescribe, no run", resp.StatusCode, mistake, served.Load())
+	}
+}

@@ -17,6 +17,8 @@ import (
 	"net/http"
 	"strings"
 
+	"go.uber.org/zap"
+
 	"github.com/envoy-rls/envoy-rls/pkg/client"
 )
 
@@ -47,9 +49,20 @@ func User(ctx context.Context) (string, bool) {
 // path, authentication (401 without a known user), the per-user limit
 // (429 with Retry-After when the user is over it), and the answer. Its
 // responses to an authenticated user carry the rate-limit headers of the
-// user's limit. rls is shared by all requests; it is safe for that.
-func Handler(rls *client.Client, users Users) http.Handler {
-	limit := client.HTTPMiddleware(rls, Domain, describe)
+// user's limit. rls is shared by all requests; it is safe for that. log
+// hears of the requests envoy-rls did not decide: those the failure mode
+// decided, and a descriptor the service refused as invalid (a 500).
+func Handler(rls *client.Client, users Users, log *zap.Logger) http.Handler {
+	limit := client.HTTPMiddleware(rls, Domain, describe,
+		client.OnDecision(func(r *http.Request, d client.Decision) {
+			if d.Unavailable != nil {
+				log.Warn("envoy-rls did not answer; the failure mode decided",
+					zap.Bool("allowed", d.Allowed), zap.String("path", r.URL.Path), zap.Error(d.Unavailable))
+			}
+		}),
+		client.OnError(func(r *http.Request, err error) {
+			log.Error("rate limit check failed", zap.String("path", r.URL.Path), zap.Error(err))
+		}))
 	mux := http.NewServeMux()
 	mux.HandleFunc(HealthPath, func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")

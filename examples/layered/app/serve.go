@@ -35,7 +35,7 @@ func Run(ctx context.Context, c Config, log *zap.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: Handler(rls, users), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: Handler(rls, users, log), ReadHeaderTimeout: 10 * time.Second}
 	log.Info("serving", zap.String("listen", lis.Addr().String()), zap.String("rls", c.RLS),
 		zap.Int("users", len(users)))
 	served := make(chan error, 1)

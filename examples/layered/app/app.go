@@ -35,6 +35,16 @@ const UserKey = "user"
 // (Envoy's /healthz route skips its rate limit filter too).
 const HealthPath = "/healthz"
 
+// LoginPath is where a user logs in: public, since it is where
+// credentials are had, and limited at the edge only (config/envoy.yaml's
+// /login route limits logins by address and by user).
+const LoginPath = "/login"
+
+// LoginFailedHeader marks a failed login's answer: Envoy's /login route
+// charges it to the address's lockout when the response is done
+// (config/envoy.yaml, login-lockout in config/limits.yaml).
+const LoginFailedHeader = "X-Login-Failed"
+
 // userContextKey carries the authenticated user from authenticate to the
 // middleware's describe and to the handler.
 type userContextKey struct{}
@@ -45,8 +55,8 @@ func User(ctx context.Context) (string, bool) {
 	return u, ok
 }
 
-// Handler is the whole application: /healthz, then, for every other
-// path, authentication (401 without a known user), the per-user limit
+// Handler is the whole application: /healthz, POST /login, then, for
+// every other path, authentication (401 without a known user), the per-user limit
 // (429 with Retry-After when the user is over it), and the answer. Its
 // responses to an authenticated user carry the rate-limit headers of the
 // user's limit. rls is shared by all requests; it is safe for that. log
@@ -67,6 +77,7 @@ func Handler(rls *client.Client, users Users, log *zap.Logger) http.Handler {
 	mux.HandleFunc(HealthPath, func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
+	mux.Handle("POST "+LoginPath, login(users))
 	mux.Handle("/", authenticate(users, limit(http.HandlerFunc(hello))))
 	return mux
 }
@@ -108,6 +119,23 @@ func bearerUser(authorization string) (string, bool) {
 	}
 	name = strings.TrimSpace(name)
 	return name, name != ""
+}
+
+// login stands in for a login form: the user is named by the x-user
+// header (the one config/envoy.yaml's /login route counts by, which a
+// real form sends beside its body) and, in this example, needs no
+// password. A known user is told the credentials to send; an unknown one
+// gets 401 and the header that makes Envoy count a failed login.
+func login(users Users) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u := r.Header.Get("X-User")
+		if !users.Has(u) {
+			w.Header().Set(LoginFailedHeader, "1")
+			http.Error(w, "login failed", http.StatusUnauthorized)
+			return
+		}
+		fmt.Fprintf(w, "logged in: send Authorization: Bearer %s\n", u)
+	})
 }
 
 // hello is the application's answer to an allowed request.

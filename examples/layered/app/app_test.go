@@ -190,7 +190,9 @@ func TestRunErrors(t *testing.T) {
 func TestRunStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, Config{Listen: "127.0.0.1:0", RLS: closedAddr(t), Timeout: time.Second}, zap.NewNop()) }()
+	go func() {
+		done <- Run(ctx, Config{Listen: "127.0.0.1:0", RLS: closedAddr(t), Timeout: time.Second}, zap.NewNop())
+	}()
 	cancel()
 	select {
 	case err := <-done:
@@ -199,5 +201,44 @@ func TestRunStops(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return within 10 s of its context's end")
+	}
+}
+
+// TestLogin: POST /login needs no credentials (it is where they are had)
+// nor envoy-rls; a known x-user is told what to send, an unknown one gets
+// 401 and x-login-failed, which Envoy's /login route charges to the
+// address's lockout.
+func TestLogin(t *testing.T) {
+	url := serveWithoutRLS(t, client.FailClosed)
+	for _, tc := range []struct {
+		user   string
+		code   int
+		failed string
+		body   string
+	}{
+		{"alice", http.StatusOK, "", "logged in: send Authorization: Bearer alice\n"},
+		{"mallory", http.StatusUnauthorized, "1", "login failed\n"},
+		{"", http.StatusUnauthorized, "1", "login failed\n"},
+	} {
+		req, err := http.NewRequest(http.MethodPost, url+LoginPath, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.user != "" {
+			req.Header.Set("X-User", tc.user)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != tc.code || resp.Header.Get(LoginFailedHeader) != tc.failed || string(body) != tc.body {
+			t.Errorf("login as %q: %s, %s %q, body %q; want %d, %q, %q",
+				tc.user, resp.Status, LoginFailedHeader, resp.Header.Get(LoginFailedHeader), body, tc.code, tc.failed, tc.body)
+		}
 	}
 }

@@ -67,7 +67,8 @@ func TestBadInput(t *testing.T) {
 }
 
 // TestBadOptions: Dial refuses a bad option or an empty target; a Client of
-// New given one answers every Check with it.
+// New given one answers every Check with it, and a Client of neither
+// ErrNoClient.
 func TestBadOptions(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -100,5 +101,10 @@ func TestBadOptions(t *testing.T) {
 	c := client.New(conn, client.WithTimeout(0))
 	if _, err := c.Check(t.Context(), "app", 0, user("ann")); !errors.Is(err, client.ErrBadOption) {
 		t.Errorf("Check of New with a bad option: %v, want ErrBadOption", err)
+	}
+	for _, c := range []*client.Client{nil, new(client.Client)} {
+		if _, err := c.Check(t.Context(), "app", 0, user("ann")); !errors.Is(err, client.ErrNoClient) {
+			t.Errorf("Check of %#v: %v, want ErrNoClient", c, err)
+		}
 	}
 }

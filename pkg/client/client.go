@@ -27,7 +27,8 @@ type Descriptor []Entry
 // Client asks an envoy-rls service (or any service of Envoy's
 // RateLimitService v3) for decisions. It is safe for concurrent use by
 // any number of goroutines; one Client per service is enough for a whole
-// application, since gRPC multiplexes its calls on one connection.
+// application, since gRPC multiplexes its calls on one connection. The
+// zero Client has no service to ask: Check answers it ErrNoClient.
 type Client struct {
 	rls         rlsv3.RateLimitServiceClient
 	conn        *grpc.ClientConn // the connection Dial made; nil for New's
@@ -35,6 +36,10 @@ type Client struct {
 	failureMode FailureMode
 	err         error // a bad option given to New: every Check returns it
 }
+
+// ErrNoClient is Check's error on a nil or zero Client: make one with Dial
+// or New.
+var ErrNoClient = errors.New("client: a Client not made by Dial or New")
 
 // ErrNoTarget is Dial's error for an empty target.
 var ErrNoTarget = errors.New("client: empty target: give the service's address, e.g. rls.example:8081")
@@ -59,7 +64,7 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", target, err)
 	}
-	c := New(conn, opts...)
+	c := newClient(conn, o)
 	c.conn = conn
 	return c, nil
 }
@@ -69,7 +74,11 @@ func Dial(target string, opts ...Option) (*Client, error) {
 // do nothing here. New cannot return an error, so a bad option makes every
 // Check of the Client return it (ErrBadOption).
 func New(cc grpc.ClientConnInterface, opts ...Option) *Client {
-	o := buildOptions(opts)
+	return newClient(cc, buildOptions(opts))
+}
+
+// newClient is New on options already built: Dial builds them once.
+func newClient(cc grpc.ClientConnInterface, o options) *Client {
 	return &Client{
 		rls:         rlsv3.NewRateLimitServiceClient(cc),
 		timeout:     o.timeout,
@@ -105,6 +114,9 @@ var ErrInvalidRequest = errors.New("client: the service refused the request as i
 // the cause. Each call is bounded by the timeout (WithTimeout) or ctx's
 // own deadline, whichever comes first.
 func (c *Client) Check(ctx context.Context, domain string, hits uint32, ds ...Descriptor) (Decision, error) {
+	if c == nil || c.rls == nil {
+		return Decision{}, ErrNoClient
+	}
 	if c.err != nil {
 		return Decision{}, c.err
 	}
@@ -122,6 +134,8 @@ func (c *Client) Check(ctx context.Context, domain string, hits uint32, ds ...De
 		}
 		return Decision{Allowed: c.failureMode == FailOpen, Unavailable: err}, nil
 	}
+	// Only OVER_LIMIT refuses, as in Envoy's filter: an answer of code
+	// UNKNOWN is let through.
 	return Decision{
 		Allowed:  resp.GetOverallCode() != rlsv3.RateLimitResponse_OVER_LIMIT,
 		Code:     resp.GetOverallCode(),

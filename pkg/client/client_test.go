@@ -81,8 +81,8 @@ func TestCheckRequest(t *testing.T) {
 	if d.Allowed {
 		t.Fatal("2 more hits of a limit with 1 left were allowed")
 	}
-	if got := d.RetryAfter(); got <= 0 || got > time.Hour {
-		t.Errorf("refused decision's RetryAfter %v, want within (0, 1h]", got)
+	if got := d.RetryAfter(); got <= 0 || got > maxWait {
+		t.Errorf("refused decision's RetryAfter %v, want within (0, %v]", got, maxWait)
 	}
 	h := make(map[string][]string)
 	d.WriteHeaders(h)

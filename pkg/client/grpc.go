@@ -22,9 +22,13 @@ import (
 // headers as header metadata (lower-case keys: x-ratelimit-limit, ...).
 // A refused call gets RESOURCE_EXHAUSTED with an errdetails.RetryInfo of
 // Decision.RetryAfter (1 s when the failure mode refused), the headers
-// sent first. Check's error (a descriptor describe got wrong) is INTERNAL.
+// sent first. Check's error (a descriptor describe got wrong), or a nil
+// describe (ErrNoDescribe), is INTERNAL.
 func UnaryServerInterceptor(c *Client, domain string, describe func(ctx context.Context, fullMethod string, req any) []Descriptor) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if describe == nil {
+			return nil, status.Error(codes.Internal, ErrNoDescribe.Error())
+		}
 		ds := describe(ctx, info.FullMethod, req)
 		if len(ds) == 0 {
 			return handler(ctx, req)
@@ -52,6 +56,9 @@ func UnaryServerInterceptor(c *Client, domain string, describe func(ctx context.
 // opens, before the handler runs.
 func StreamServerInterceptor(c *Client, domain string, describe func(ctx context.Context, fullMethod string) []Descriptor) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if describe == nil {
+			return status.Error(codes.Internal, ErrNoDescribe.Error())
+		}
 		ds := describe(ss.Context(), info.FullMethod)
 		if len(ds) == 0 {
 			return handler(srv, ss)
@@ -73,7 +80,8 @@ func StreamServerInterceptor(c *Client, domain string, describe func(ctx context
 }
 
 // headerMetadata is the decision's HTTP headers as gRPC metadata, whose
-// keys are lower-case.
+// keys are lower-case. gRPC drops the keys it owns itself (content-type,
+// which the service adds to a refusal under -json-429-body, and grpc-*).
 func headerMetadata(d Decision) metadata.MD {
 	h := make(http.Header)
 	d.WriteHeaders(h)

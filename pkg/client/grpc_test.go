@@ -103,7 +103,7 @@ func TestUnaryServerInterceptor(t *testing.T) {
 	}
 	var md metadata.MD
 	_, err := hc.Check(as(t, "ann"), &healthpb.HealthCheckRequest{}, grpc.Header(&md))
-	checkRefusal(t, err, md, time.Hour, true)
+	checkRefusal(t, err, md, maxWait, true)
 	if _, err := hc.Check(as(t, ""), &healthpb.HealthCheckRequest{}); err != nil {
 		t.Errorf("call without descriptors: %v, want served", err)
 	}
@@ -139,7 +139,7 @@ func TestStreamServerInterceptor(t *testing.T) {
 	}
 	w, err := watch("ann")
 	md, _ := w.Header()
-	checkRefusal(t, err, md, time.Hour, true)
+	checkRefusal(t, err, md, maxWait, true)
 	if _, err := watch(""); err != nil {
 		t.Errorf("stream without descriptors: %v, want served", err)
 	}
@@ -155,5 +155,22 @@ func TestInterceptorFailClosed(t *testing.T) {
 	checkRefusal(t, err, md, time.Second, false)
 	if got := md.Get("x-ratelimit-limit"); len(got) != 0 {
 		t.Errorf("x-ratelimit-limit %q without an answer of the service, want none", got)
+	}
+}
+
+// TestInterceptorNoDescribe: interceptors given a nil describe fail every
+// call with INTERNAL rather than let it pass unlimited.
+func TestInterceptorNoDescribe(t *testing.T) {
+	c := dial(t, serve(t, memoryService(t), nil))
+	ran := false
+	_, err := client.UnaryServerInterceptor(c, "app", nil)(t.Context(), nil, &grpc.UnaryServerInfo{FullMethod: "/x/Y"},
+		func(context.Context, any) (any, error) { ran = true; return nil, nil })
+	if status.Code(err) != codes.Internal || ran {
+		t.Errorf("unary: %v, handler ran %v: want INTERNAL, no run", err, ran)
+	}
+	err = client.StreamServerInterceptor(c, "app", nil)(nil, nil, &grpc.StreamServerInfo{FullMethod: "/x/Y"},
+		func(any, grpc.ServerStream) error { ran = true; return nil })
+	if status.Code(err) != codes.Internal || ran {
+		t.Errorf("stream: %v, handler ran %v: want INTERNAL, no run", err, ran)
 	}
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/envoy-rls/envoy-rls/pkg/rls"
@@ -9,8 +10,12 @@ import (
 // MiddlewareOption configures HTTPMiddleware.
 type MiddlewareOption func(*middleware)
 
-// middleware is HTTPMiddleware's settings.
+// middleware is HTTPMiddleware's client, domain, describe and options.
 type middleware struct {
+	client   *Client
+	domain   string
+	describe func(*http.Request) []Descriptor
+
 	onDecision func(*http.Request, Decision)
 	onRefused  func(http.ResponseWriter, *http.Request, Decision)
 	onError    func(*http.Request, error)
@@ -31,8 +36,9 @@ func OnRefused(f func(http.ResponseWriter, *http.Request, Decision)) MiddlewareO
 }
 
 // OnError calls f with Check's error (the descriptors describe gave are
-// a mistake, or the service found the request invalid) before the
-// middleware answers 500: a log line for what is the application's bug.
+// a mistake, or the service found the request invalid) or ErrNoDescribe
+// before the middleware answers 500: a log line for what is the
+// application's bug.
 func OnError(f func(*http.Request, error)) MiddlewareOption {
 	return func(m *middleware) { m.onError = f }
 }
@@ -51,42 +57,58 @@ const refusedBody = "rate limited\n"
 // OnRefused writes. A refusal of the failure mode (the service could not
 // answer, FailClosed) is the same 429 with Retry-After 1 and no
 // X-RateLimit-* headers: there is no limit to report. Check's error (a
-// descriptor describe got wrong) is a 500, since serving the request would
-// skip its limit unnoticed.
+// descriptor describe got wrong), or a nil describe (ErrNoDescribe), is a
+// 500, since serving the request would skip its limit unnoticed.
 func HTTPMiddleware(c *Client, domain string, describe func(*http.Request) []Descriptor, opts ...MiddlewareOption) func(http.Handler) http.Handler {
-	var m middleware
+	m := middleware{client: c, domain: domain, describe: describe}
 	for _, opt := range opts {
 		opt(&m)
 	}
 	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			ds := describe(r)
-			if len(ds) == 0 {
-				next.ServeHTTP(w, r)
-				return
-			}
-			d, err := c.Check(r.Context(), domain, 0, ds...)
-			if err != nil {
-				if m.onError != nil {
-					m.onError(r, err)
-				}
-				http.Error(w, "rate limit check failed", http.StatusInternalServerError)
-				return
-			}
-			if m.onDecision != nil {
-				m.onDecision(r, d)
-			}
-			switch {
-			case d.Allowed:
-				d.WriteHeaders(w.Header())
-				next.ServeHTTP(w, r)
-			case m.onRefused != nil:
-				m.onRefused(w, r, d)
-			default:
-				writeRefusal(w, d)
-			}
-		})
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next) })
 	}
+}
+
+// ErrNoDescribe is the error of a middleware or interceptor given a nil
+// describe function: each request it sees fails with it (500, INTERNAL)
+// rather than pass unlimited.
+var ErrNoDescribe = errors.New("client: no describe function to give a request's descriptors")
+
+func (m *middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	if m.describe == nil {
+		m.fail(w, r, ErrNoDescribe)
+		return
+	}
+	ds := m.describe(r)
+	if len(ds) == 0 {
+		next.ServeHTTP(w, r)
+		return
+	}
+	d, err := m.client.Check(r.Context(), m.domain, 0, ds...)
+	if err != nil {
+		m.fail(w, r, err)
+		return
+	}
+	if m.onDecision != nil {
+		m.onDecision(r, d)
+	}
+	switch {
+	case d.Allowed:
+		d.WriteHeaders(w.Header())
+		next.ServeHTTP(w, r)
+	case m.onRefused != nil:
+		m.onRefused(w, r, d)
+	default:
+		writeRefusal(w, d)
+	}
+}
+
+// fail answers a request whose Check could not be asked: 500.
+func (m *middleware) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if m.onError != nil {
+		m.onError(r, err)
+	}
+	http.Error(w, "rate limit check failed", http.StatusInternalServerError)
 }
 
 // writeRefusal is the middleware's own 429.

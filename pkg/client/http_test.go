@@ -84,8 +84,8 @@ func TestHTTPMiddleware(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests || body != "rate limited\n" {
 		t.Fatalf("fourth request: %d %q, want 429 \"rate limited\"", resp.StatusCode, body)
 	}
-	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || secs < 1 || secs > 3600 {
-		t.Errorf("Retry-After %q, want seconds in [1, 3600]", resp.Header.Get("Retry-After"))
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || secs < 1 || secs > int(maxWait.Seconds()) {
+		t.Errorf("Retry-After %q, want seconds in [1, %.0f]", resp.Header.Get("Retry-After"), maxWait.Seconds())
 	}
 	if got := resp.Header.Get("X-RateLimit-Remaining"); got != "0" {
 		t.Errorf("refusal's X-RateLimit-Remaining %q, want 0", got)
@@ -147,5 +147,17 @@ func TestHTTPMiddlewareMistake(t *testing.T) {
 	resp, _ := get(t, srv, "")
 	if mistake := <-mistakes; resp.StatusCode != http.StatusInternalServerError || !errors.Is(mistake, client.ErrEmptyValue) || served.Load() != 0 {
 		t.Errorf("%d, OnError %v, handler ran %d times: want 500, ErrEmptyValue, no run", resp.StatusCode, mistake, served.Load())
+	}
+}
+
+// TestHTTPMiddlewareNoDescribe: a nil describe fails every request with
+// ErrNoDescribe rather than let it pass unlimited.
+func TestHTTPMiddlewareNoDescribe(t *testing.T) {
+	mistakes := make(chan error, 1)
+	srv, served := limitedServer(t, dial(t, serve(t, memoryService(t), nil)), nil,
+		client.OnError(func(_ *http.Request, err error) { mistakes <- err }))
+	resp, _ := get(t, srv, "ann")
+	if mistake := <-mistakes; resp.StatusCode != http.StatusInternalServerError || !errors.Is(mistake, client.ErrNoDescribe) || served.Load() != 0 {
+		t.Errorf("%d, OnError %v, handler ran %d times: want 500, ErrNoDescribe, no run", resp.StatusCode, mistake, served.Load())
 	}
 }

@@ -108,7 +108,8 @@ func WithFailureMode(m FailureMode) Option {
 
 // WithDialOptions adds gRPC dial options to Dial's (after its transport
 // credentials, so a later one wins): keepalive, interceptors, a resolver.
-// New ignores them.
+// New ignores them. A client interceptor must not keep the request
+// message past its call: Check reuses it for the next.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *options) { o.dial = append(o.dial, opts...) }
 }

@@ -34,6 +34,10 @@ descriptors:
     rate_limit: {name: per-route, unit: hour, requests_per_unit: 1000000}
 `
 
+// maxWait bounds the wait of a refusal by per-user: a sliding window
+// that refuses waits into the next window, up to two of its hours.
+const maxWait = 2 * time.Hour
+
 // user is the descriptor of one user's request.
 func user(name string) client.Descriptor { return client.Descriptor{{Key: "user", Value: name}} }
 

@@ -415,14 +415,15 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("%s: the final stage copies the binary to %q, not to /bin/ratelimit (the drop-in's command)", dockerfilePath, copied)
 	}
 
-	// The build context keeps what the build needs.
+	// The build context keeps what the builds need (this image's, and the
+	// layered example's, which shares it).
 	ignore := readRepoFile(t, dockerignorePath)
 	for _, l := range strings.Split(string(ignore), "\n") {
 		l = strings.TrimSpace(l)
 		if l == "" || strings.HasPrefix(l, "#") {
 			continue
 		}
-		for _, need := range []string{"go.mod", "go.sum", "cmd", "pkg", "internal", "config", limitsYAMLPath} {
+		for _, need := range []string{"go.mod", "go.sum", "cmd", "pkg", "internal", "config", limitsYAMLPath, "examples"} {
 			if ok, _ := path.Match(strings.TrimPrefix(l, "/"), need); ok {
 				t.Errorf("%s: %q leaves %s out of the build context", dockerignorePath, l, need)
 			}

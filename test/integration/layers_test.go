@@ -144,6 +144,7 @@ func awayFromMinuteEnd(t *testing.T, need time.Duration) {
 // instance serves her, then refused with 429 and Retry-After; bob is
 // still allowed. The doc shows each response as the test got it.
 func TestLayersWalkThrough(t *testing.T) {
+	t.Parallel()
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +157,7 @@ func TestLayersWalkThrough(t *testing.T) {
 	rdb := redistest.Start(t)
 	a := startApp(t, startServer(t, cfg, "-redis-url", rdb.URL(), "-hash-values").grpcAddr)
 	b := startApp(t, startServer(t, cfg, "-redis-url", rdb.URL(), "-hash-values").grpcAddr)
-	awayFromMinuteEnd(t, 20*time.Second)
+	awayFromMinuteEnd(t, 10*time.Second)
 
 	resp, body := a.get(t, "")
 	if resp.StatusCode != http.StatusUnauthorized {
@@ -209,6 +210,7 @@ func checkAlice(t *testing.T, i int, resp *http.Response) {
 // own envoy-rls over one Redis, give a user the limit once, exactly, when
 // her requests come at once from both sides.
 func TestLayersShareOneLimit(t *testing.T) {
+	t.Parallel()
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +219,7 @@ func TestLayersShareOneLimit(t *testing.T) {
 	rdb := redistest.Start(t)
 	a := startApp(t, startServer(t, cfg, "-redis-url", rdb.URL(), "-hash-values").grpcAddr)
 	b := startApp(t, startServer(t, cfg, "-redis-url", rdb.URL(), "-hash-values").grpcAddr)
-	awayFromMinuteEnd(t, 20*time.Second)
+	awayFromMinuteEnd(t, 10*time.Second)
 
 	const each = 2 * perUser // requests per instance
 	var mu sync.Mutex

@@ -2,6 +2,8 @@ package edge
 
 import (
 	"bufio"
+	"io"
+	"net"
 	"net/url"
 	"os"
 	"path"
@@ -13,6 +15,9 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/envoy-rls/envoy-rls/examples/layered/app"
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
 type composeService struct {
@@ -195,43 +200,136 @@ func TestComposeEnvoyRLS(t *testing.T) {
 		t.Errorf("%s: redis listens on %s, -redis-url says %s", composePath, p, u.Port())
 	}
 
-	// -config is config/limits.yaml, mounted, or the copy baked into the
-	// image at the default path.
+	// -config is config/layers, mounted: Envoy's limits and the app's.
 	cfg, ok := flagValue(s.Command, "config")
 	if !ok {
-		cfg = defaults["config"]
+		t.Fatalf("%s: %s has no -config: it would load only the image's %s, without the app's domain", composePath, rlsCluster, limitsYAMLPath)
 	}
-	if src, ok := hostPath(t, s, cfg); ok {
-		if !sameFile(t, src, repoFile(t, limitsYAMLPath)) {
-			t.Errorf("%s: -config %s is %s, not %s", composePath, cfg, src, limitsYAMLPath)
+	src, ok := hostPath(t, s, cfg)
+	if !ok || !sameFile(t, src, repoFile(t, layersDirPath)) {
+		t.Fatalf("%s: -config %s is not a mount of %s (volumes %q)", composePath, cfg, layersDirPath, s.Volumes)
+	}
+	checkLayersDir(t, src)
+}
+
+// checkLayersDir: the limits directory envoy-rls loads in compose holds
+// exactly the edge's limits (config/limits.yaml, Envoy's domain) and the
+// app's (config/limits-app.yaml, the example's domain), no copy of either
+// that could drift, and loads as the two domains.
+func checkLayersDir(t *testing.T, dir string) {
+	t.Helper()
+	files, err := config.DirFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{limitsYAMLPath, appLimitsPath}
+	found := map[string]bool{}
+	for _, f := range files {
+		i := slices.IndexFunc(want, func(w string) bool { return sameFile(t, f, repoFile(t, w)) })
+		if i < 0 {
+			t.Errorf("%s: %s is neither %s nor %s", layersDirPath, filepath.Base(f), limitsYAMLPath, appLimitsPath)
+			continue
 		}
-	} else if cfg != defaults["config"] {
-		t.Errorf("%s: -config %s is neither mounted nor the image's default %s", composePath, cfg, defaults["config"])
+		found[want[i]] = true
+	}
+	for _, w := range want {
+		if !found[w] {
+			t.Errorf("%s: no file is %s", layersDirPath, w)
+		}
+	}
+	c, err := config.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := loadEdge(t)
+	for _, d := range []string{e.filter.GetDomain(), app.Domain} {
+		if c.Domains[d] == nil {
+			t.Errorf("%s: no domain %q", layersDirPath, d)
+		}
 	}
 }
 
-// TestComposeApp: the app listens where Envoy's app cluster dials.
+// TestComposeApp: the app is the layered example (examples/layered),
+// built here; its command is one the example accepts; it listens where
+// Envoy's app cluster dials and asks the compose envoy-rls on the port
+// Envoy asks it on.
 func TestComposeApp(t *testing.T) {
 	e := loadEdge(t)
-	s := loadCompose(t)[appCluster]
-	listen, ok := flagValue(s.Command, "listen")
-	if !ok {
+	services := loadCompose(t)
+	s := services[appCluster]
+	if _, ok := flagValue(s.Command, "listen"); !ok {
 		t.Fatalf("%s: app command %q has no -listen", composePath, s.Command)
 	}
+	cfg, err := app.ParseFlags(s.Command, io.Discard)
+	if err != nil {
+		t.Fatalf("%s: app command %q: %v", composePath, s.Command, err)
+	}
 	ep := e.endpoint(t, appCluster)
-	if p := port(t, listen); ep.GetAddress() != appCluster || ep.GetPortValue() != p {
-		t.Errorf("%s: cluster %s dials %s:%d, compose's app listens on %s", envoyYAMLPath, appCluster, ep.GetAddress(), ep.GetPortValue(), listen)
+	if p := port(t, cfg.Listen); ep.GetAddress() != appCluster || ep.GetPortValue() != p {
+		t.Errorf("%s: cluster %s dials %s:%d, compose's app listens on %s", envoyYAMLPath, appCluster, ep.GetAddress(), ep.GetPortValue(), cfg.Listen)
+	}
+	host, _, err := net.SplitHostPort(cfg.RLS)
+	if err != nil {
+		t.Fatalf("%s: app -rls %q: %v", composePath, cfg.RLS, err)
+	}
+	rls := e.endpoint(t, rlsCluster)
+	if _, ok := services[host]; !ok || host != rls.GetAddress() || port(t, cfg.RLS) != rls.GetPortValue() {
+		t.Errorf("%s: app -rls %s, want the service Envoy asks, %s:%d", composePath, cfg.RLS, rls.GetAddress(), rls.GetPortValue())
+	}
+
+	build, _ := s.Build.(map[string]any)
+	if build["context"] != "." || build["dockerfile"] != layeredDockerfile {
+		t.Fatalf("%s: app build %v, want context . and dockerfile %s", composePath, s.Build, layeredDockerfile)
+	}
+	checkLayeredDockerfile(t, port(t, cfg.Listen))
+}
+
+// checkLayeredDockerfile: the example's image is built as the service's
+// (a static binary from a build stage on the builder's platform), runs
+// the example as a non-root user, and exposes the port it listens on.
+func checkLayeredDockerfile(t *testing.T, listen uint32) {
+	t.Helper()
+	stages := dockerStages(t, layeredDockerfile)
+	build, final := stages[0], stages[len(stages)-1]
+	var goBuild, user, entrypoint string
+	var exposed []string
+	for _, in := range build {
+		if in.cmd == "RUN" && strings.Contains(in.args, "go build") {
+			goBuild = in.args
+		}
+	}
+	for _, in := range final {
+		switch in.cmd {
+		case "USER":
+			user = in.args
+		case "EXPOSE":
+			exposed = append(exposed, strings.Fields(in.args)...)
+		case "ENTRYPOINT":
+			entrypoint = in.args
+		}
+	}
+	if !strings.Contains(goBuild, "CGO_ENABLED=0") || !strings.HasSuffix(goBuild, "./examples/layered") {
+		t.Errorf("%s: build stage runs %q, want a CGO_ENABLED=0 go build of ./examples/layered", layeredDockerfile, goBuild)
+	}
+	if u, _, _ := strings.Cut(user, ":"); u == "" || u == "0" || u == "root" {
+		t.Errorf("%s: final stage runs as %q, want a non-root USER", layeredDockerfile, user)
+	}
+	if p := strconv.Itoa(int(listen)); !slices.Contains(exposed, p) {
+		t.Errorf("%s: EXPOSE %v lacks the app's -listen port %s", layeredDockerfile, exposed, p)
+	}
+	if !strings.Contains(entrypoint, "layered") {
+		t.Errorf("%s: ENTRYPOINT %q does not run the example", layeredDockerfile, entrypoint)
 	}
 }
 
 type instruction struct{ cmd, args string }
 
-// dockerStages splits the Dockerfile into stages of instructions (comments
-// and continuation lines handled, nothing else).
-func dockerStages(t *testing.T) [][]instruction {
+// dockerStages splits the Dockerfile at rel into stages of instructions
+// (comments and continuation lines handled, nothing else).
+func dockerStages(t *testing.T, rel string) [][]instruction {
 	t.Helper()
 	var stages [][]instruction
-	sc := bufio.NewScanner(strings.NewReader(string(readRepoFile(t, dockerfilePath))))
+	sc := bufio.NewScanner(strings.NewReader(string(readRepoFile(t, rel))))
 	var line string
 	for sc.Scan() {
 		l := strings.TrimSpace(sc.Text())
@@ -250,12 +348,12 @@ func dockerStages(t *testing.T) [][]instruction {
 			stages = append(stages, nil)
 		}
 		if len(stages) == 0 {
-			t.Fatalf("%s: %s before FROM", dockerfilePath, in.cmd)
+			t.Fatalf("%s: %s before FROM", rel, in.cmd)
 		}
 		stages[len(stages)-1] = append(stages[len(stages)-1], in)
 	}
 	if len(stages) < 2 {
-		t.Fatalf("%s: %d stages, want a build stage and a small final one", dockerfilePath, len(stages))
+		t.Fatalf("%s: %d stages, want a build stage and a small final one", rel, len(stages))
 	}
 	return stages
 }
@@ -265,7 +363,7 @@ func dockerStages(t *testing.T) [][]instruction {
 // user, the limits at the path of the -config default, the default ports
 // exposed.
 func TestDockerfile(t *testing.T) {
-	stages := dockerStages(t)
+	stages := dockerStages(t, dockerfilePath)
 	defaults := flagDefaults(t)
 	build, final := stages[0], stages[len(stages)-1]
 
@@ -317,14 +415,15 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("%s: the final stage copies the binary to %q, not to /bin/ratelimit (the drop-in's command)", dockerfilePath, copied)
 	}
 
-	// The build context keeps what the build needs.
+	// The build context keeps what the builds need (this image's, and the
+	// layered example's, which shares it).
 	ignore := readRepoFile(t, dockerignorePath)
 	for _, l := range strings.Split(string(ignore), "\n") {
 		l = strings.TrimSpace(l)
 		if l == "" || strings.HasPrefix(l, "#") {
 			continue
 		}
-		for _, need := range []string{"go.mod", "go.sum", "cmd", "pkg", "internal", "config", limitsYAMLPath} {
+		for _, need := range []string{"go.mod", "go.sum", "cmd", "pkg", "internal", "config", limitsYAMLPath, "examples"} {
 			if ok, _ := path.Match(strings.TrimPrefix(l, "/"), need); ok {
 				t.Errorf("%s: %q leaves %s out of the build context", dockerignorePath, l, need)
 			}

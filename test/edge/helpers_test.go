@@ -35,18 +35,21 @@ import (
 
 // The names config/envoy.yaml and docker-compose.yml share.
 const (
-	rateLimitFilter  = "envoy.filters.http.ratelimit"
-	rlsCluster       = "envoy-rls" // the gRPC cluster, and the compose service
-	appCluster       = "app"       // the upstream cluster, and the compose service
-	hcmFilter        = "envoy.filters.network.http_connection_manager"
-	routerFilter     = "envoy.filters.http.router"
-	envoyRLSPkgDir   = "internal/server" // the server's flags
-	envoyYAMLPath    = "config/envoy.yaml"
-	limitsYAMLPath   = "config/limits.yaml"
-	composePath      = "docker-compose.yml"
-	dockerfilePath   = "Dockerfile"
-	dockerignorePath = ".dockerignore"
-	gcpEnvoyModule   = "github.com/envoyproxy/go-control-plane/envoy"
+	rateLimitFilter   = "envoy.filters.http.ratelimit"
+	rlsCluster        = "envoy-rls" // the gRPC cluster, and the compose service
+	appCluster        = "app"       // the upstream cluster, and the compose service
+	hcmFilter         = "envoy.filters.network.http_connection_manager"
+	routerFilter      = "envoy.filters.http.router"
+	envoyRLSPkgDir    = "internal/server" // the server's flags
+	envoyYAMLPath     = "config/envoy.yaml"
+	limitsYAMLPath    = "config/limits.yaml"
+	appLimitsPath     = "config/limits-app.yaml"      // the layered example's domain
+	layersDirPath     = "config/layers"               // both, as compose's envoy-rls loads them
+	layeredDockerfile = "examples/layered/Dockerfile" // the example's image
+	composePath       = "docker-compose.yml"
+	dockerfilePath    = "Dockerfile"
+	dockerignorePath  = ".dockerignore"
+	gcpEnvoyModule    = "github.com/envoyproxy/go-control-plane/envoy"
 )
 
 // root is the module's directory: this package is test/edge.

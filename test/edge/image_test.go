@@ -16,7 +16,7 @@ import (
 func dockerGoBuild(t *testing.T) (env, args []string) {
 	t.Helper()
 	var run string
-	for _, in := range dockerStages(t)[0] {
+	for _, in := range dockerStages(t, dockerfilePath)[0] {
 		if in.cmd == "RUN" && strings.Contains(in.args, "go build") {
 			run = in.args
 		}

@@ -44,11 +44,7 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 // run are the ones the docs show.
 func repoFile(t *testing.T, rel string) string {
 	t.Helper()
-	root, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(root, rel))
+	b, err := os.ReadFile(filepath.Join(mustRoot(t), rel))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,15 +140,19 @@ func startNginx(t *testing.T, rls, app string, failOpen bool) string {
 }
 
 // startCaddy runs caddy with config/Caddyfile in front of app, asking
-// envoy-rls at rls, its state in a temporary home. It returns caddy's
-// address.
-func startCaddy(t *testing.T, rls, app string) string {
+// envoy-rls at rls, its state in a temporary home; failOpen enables the
+// config's fail-open lines. It returns caddy's address.
+func startCaddy(t *testing.T, rls, app string, failOpen bool) string {
 	t.Helper()
 	bin := requireProxy(t, "caddy")
 	home := t.TempDir()
 	listen := freeAddr(t)
 	host, port, _ := net.SplitHostPort(listen)
-	cmd := exec.Command(bin, "run", "--config", filepath.Join(mustRoot(t), "config/Caddyfile"), "--adapter", "caddyfile")
+	conf := repoFile(t, "config/Caddyfile")
+	if failOpen {
+		conf = strings.ReplaceAll(conf, "#FAILOPEN ", "")
+	}
+	cmd := exec.Command(bin, "run", "--config", writeFile(t, home, "Caddyfile", conf), "--adapter", "caddyfile")
 	cmd.Env = append(childEnv(nil), "HOME="+home, "XDG_CONFIG_HOME="+home, "XDG_DATA_HOME="+home,
 		"BIND="+host, "PORT="+port, "RLS_ADDR="+rls, "APP_ADDR="+app)
 	startProxyProc(t, cmd, listen)

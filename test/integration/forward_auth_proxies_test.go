@@ -37,7 +37,7 @@ var proxyKinds = []struct {
 	start func(t *testing.T, rls, app string) string
 }{
 	{"nginx", func(t *testing.T, rls, app string) string { return startNginx(t, rls, app, false) }},
-	{"caddy", startCaddy},
+	{"caddy", func(t *testing.T, rls, app string) string { return startCaddy(t, rls, app, false) }},
 }
 
 // TestForwardAuthProxies: through real nginx and Caddy, with the
@@ -115,7 +115,7 @@ func TestForwardAuthSharedLimit(t *testing.T) {
 	redisURL := redistest.Start(t).URL()
 	a := startApp(t)
 	nginx := startNginx(t, startForwardAuth(t, redisURL).httpAddr, a.addr, false)
-	caddy := startCaddy(t, startForwardAuth(t, redisURL).httpAddr, a.addr)
+	caddy := startCaddy(t, startForwardAuth(t, redisURL).httpAddr, a.addr, false)
 	served := map[string]int{}
 	for i := range 12 {
 		proxy, name := nginx, "nginx"
@@ -141,17 +141,19 @@ func TestForwardAuthSharedLimit(t *testing.T) {
 
 // TestForwardAuthServiceDown: with envoy-rls down, each proxy does what
 // docs/forward-auth.md says: nginx answers 500 (fail closed), or serves
-// the request with the config's fail-open line enabled; Caddy answers 502.
+// the request with the config's fail-open line enabled; Caddy answers 502,
+// or serves it with its fail-open lines enabled.
 func TestForwardAuthServiceDown(t *testing.T) {
 	t.Parallel()
 	rls := startForwardAuth(t, redistest.Start(t).URL())
 	a := startApp(t)
 	nginx := startNginx(t, rls.httpAddr, a.addr, false)
 	open := startNginx(t, rls.httpAddr, a.addr, true)
-	caddy := startCaddy(t, rls.httpAddr, a.addr)
+	caddy := startCaddy(t, rls.httpAddr, a.addr, false)
+	caddyOpen := startCaddy(t, rls.httpAddr, a.addr, true)
 	c := clientAt("127.0.0.40")
-	for _, p := range []string{nginx, open, caddy} {
-		if got := getVia(t, c, p, "/"); got.code != http.StatusOK {
+	for i, p := range []string{nginx, open, caddy, caddyOpen} {
+		if got := getVia(t, clientAt("127.0.0."+strconv.Itoa(41+i)), p, "/"); got.code != http.StatusOK {
 			t.Fatalf("via %s while envoy-rls is up: %d, want 200", p, got.code)
 		}
 	}
@@ -159,12 +161,12 @@ func TestForwardAuthServiceDown(t *testing.T) {
 	for _, tc := range []struct {
 		name, addr string
 		code       int
-	}{{"nginx", nginx, http.StatusInternalServerError}, {"nginx fail-open", open, http.StatusOK}, {"caddy", caddy, http.StatusBadGateway}} {
+	}{{"nginx", nginx, http.StatusInternalServerError}, {"nginx fail-open", open, http.StatusOK}, {"caddy", caddy, http.StatusBadGateway}, {"caddy fail-open", caddyOpen, http.StatusOK}} {
 		if got := getVia(t, c, tc.addr, "/"); got.code != tc.code {
 			t.Errorf("%s with envoy-rls down: %d %q, want %d", tc.name, got.code, got.body, tc.code)
 		}
 	}
-	if n := a.served.Load(); n != 4 {
-		t.Errorf("the app served %d, want 4 (3 while up, 1 failing open)", n)
+	if n := a.served.Load(); n != 6 {
+		t.Errorf("the app served %d, want 6 (4 while up, 2 failing open)", n)
 	}
 }

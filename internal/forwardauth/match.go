@@ -31,15 +31,20 @@ func compileHeaderMatcher(m *routev3.HeaderMatcher) (headerMatcher, error) {
 	case *routev3.HeaderMatcher_PresentMatch:
 		hm.present, hm.presentWant = true, x.PresentMatch
 	case *routev3.HeaderMatcher_ExactMatch:
+		//lint:ignore SA1019 deprecated in favour of string_match, still accepted by Envoy
 		hm.match = func(v string) bool { return v == x.ExactMatch }
 	case *routev3.HeaderMatcher_PrefixMatch:
+		//lint:ignore SA1019 as above
 		hm.match = func(v string) bool { return strings.HasPrefix(v, x.PrefixMatch) }
 	case *routev3.HeaderMatcher_SuffixMatch:
+		//lint:ignore SA1019 as above
 		hm.match = func(v string) bool { return strings.HasSuffix(v, x.SuffixMatch) }
 	case *routev3.HeaderMatcher_ContainsMatch:
+		//lint:ignore SA1019 as above
 		hm.match = func(v string) bool { return strings.Contains(v, x.ContainsMatch) }
 	case *routev3.HeaderMatcher_SafeRegexMatch:
 		var re *regexp.Regexp
+		//lint:ignore SA1019 as above
 		if re, err = regexpOf(x.SafeRegexMatch.GetRegex()); err == nil {
 			hm.match = re.MatchString
 		}

@@ -55,12 +55,8 @@ func serveForwardAuth(w http.ResponseWriter, r *http.Request, lim Limiter, fa *F
 		httpError(w, http.StatusNotFound, "no forward-auth policy of that name")
 		return
 	}
-	refusedStatus := p.RefusedStatus
-	switch q := r.URL.Query().Get(refusedStatusParam); q {
-	case "":
-	case "403", "429":
-		refusedStatus = map[string]int{"403": http.StatusForbidden, "429": http.StatusTooManyRequests}[q]
-	default:
+	refusedStatus, ok := refusedStatusOf(r, p)
+	if !ok {
 		count(p.Name, forwardauth.OutcomeBadRequest)
 		httpError(w, http.StatusBadRequest, "refused_status must be 403 or 429")
 		return
@@ -97,6 +93,21 @@ func serveForwardAuth(w http.ResponseWriter, r *http.Request, lim Limiter, fa *F
 		return
 	}
 	count(p.Name, forwardauth.OutcomeAllowed)
+}
+
+// refusedStatusOf is the status of a refusal of p for r: the policy's,
+// unless the call's refused_status asks for 403 or 429; ok false for any
+// other value.
+func refusedStatusOf(r *http.Request, p *forwardauth.Policy) (int, bool) {
+	switch r.URL.Query().Get(refusedStatusParam) {
+	case "":
+		return p.RefusedStatus, true
+	case "403":
+		return http.StatusForbidden, true
+	case "429":
+		return http.StatusTooManyRequests, true
+	}
+	return 0, false
 }
 
 // forwardedDescriptors reads the client and the forwarded request of r,

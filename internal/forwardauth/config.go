@@ -11,35 +11,14 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
 // Error is every error Parse and Load return: a problem at a place in a
-// forward-auth file, formatted FILE:LINE: WORD: MSG as compilers do, so
-// that the operator fixes the file from the message alone.
-type Error struct {
-	File string
-	// Line is 1-based; 0 when the problem concerns the whole file.
-	Line int
-	// Word is the field or action at fault; empty when there is none.
-	Word string
-	Msg  string
-}
-
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	b.WriteString(":")
-	if e.Line > 0 {
-		b.WriteString(strconv.Itoa(e.Line))
-		b.WriteString(":")
-	}
-	b.WriteString(" ")
-	if e.Word != "" {
-		b.WriteString(e.Word + ": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
+// forward-auth file, formatted FILE:LINE: WORD: MSG. It is the limits
+// file's error type, so that both files report problems alike.
+type Error = config.Error
 
 // Config is a parsed forward-auth file: whom to trust for the client's
 // address, and the policies by name.

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -87,16 +88,11 @@ func forwardCall(t *testing.T, method, url string, header ...string) (int, http.
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	var b strings.Builder
-	buf := make([]byte, 512)
-	for {
-		n, err := res.Body.Read(buf)
-		b.Write(buf[:n])
-		if err != nil {
-			break
-		}
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return res.StatusCode, res.Header, b.String()
+	return res.StatusCode, res.Header, string(b)
 }
 
 // TestForwardAuthDecides: allowed calls are 200 with the rate limit

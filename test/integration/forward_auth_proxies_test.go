@@ -170,3 +170,27 @@ func TestForwardAuthServiceDown(t *testing.T) {
 		t.Errorf("the app served %d, want 6 (4 while up, 2 failing open)", n)
 	}
 }
+
+// TestForwardAuthStoreDown: with Redis down, forward-auth answers as the
+// failure mode decides, as gRPC does: allow serves, deny refuses with the
+// policy's status, error is a 503.
+func TestForwardAuthStoreDown(t *testing.T) {
+	t.Parallel()
+	redis := redistest.Start(t)
+	want := map[string]int{"allow": http.StatusOK, "deny": http.StatusTooManyRequests, "error": http.StatusServiceUnavailable}
+	servers := map[string]*server{}
+	for mode := range want {
+		servers[mode] = startServer(t, writeConfig(t, forwardAuthLimits), "-redis-url", redis.URL(), "-failure-mode", mode,
+			"-forward-auth-config", filepath.Join(mustRoot(t), "config/forward-auth.yaml"))
+	}
+	redis.Stop()
+	for mode, code := range want {
+		got := getVia(t, clientAt("127.0.0.50"), servers[mode].httpAddr, "/v1/forward-auth/edge", "X-Forwarded-Uri", "/")
+		if got.code != code {
+			t.Errorf("-failure-mode %s with Redis down: %d %q, want %d", mode, got.code, got.body, code)
+		}
+	}
+	if v, _ := servers["error"].metric(t, `rls_forward_auth_total{outcome="error",policy="edge"}`); v != 1 {
+		t.Errorf("-failure-mode error: counted %v errors, want 1", v)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/envoy-rls/envoy-rls/pkg/rls"
 )
 
 // descriptorRule is one entry of a policy's rate_limits: the actions that
@@ -80,6 +82,9 @@ func compileRateLimit(n *yaml.Node) (descriptorRule, *Error) {
 		return fail(n.Line, "stage", "stages are Envoy's filter stages; forward-auth has one")
 	case rl.GetHitsAddend().GetFormat() != "":
 		return fail(n.Line, "hits_addend", "format reads Envoy's request context; give a number")
+	}
+	if count := len(rl.GetActions()); count > rls.MaxEntries {
+		return fail(n.Line, "actions", "%d actions, above the service's %d entries a descriptor", count, rls.MaxEntries)
 	}
 	rule := descriptorRule{hits: rl.GetHitsAddend().GetNumber().GetValue()}
 	lines := actionLines(n)

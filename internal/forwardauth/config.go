@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
+	"github.com/envoy-rls/envoy-rls/pkg/rls"
 )
 
 // Error is every error Parse and Load return: a problem at a place in a
@@ -170,6 +171,9 @@ func (p *policy) build(name string) (*Policy, error) {
 	}
 	if len(p.RateLimits) == 0 {
 		return nil, &Error{File: name, Line: line, Word: "rate_limits", Msg: fmt.Sprintf("policy %q builds no descriptor: rate_limits is required", out.Name)}
+	}
+	if len(p.RateLimits) > rls.MaxDescriptors {
+		return nil, &Error{File: name, Line: p.RateLimits[rls.MaxDescriptors].Line, Word: "rate_limits", Msg: fmt.Sprintf("policy %q has %d entries, above the service's %d descriptors a request", out.Name, len(p.RateLimits), rls.MaxDescriptors)}
 	}
 	for i := range p.RateLimits {
 		d, err := compileRateLimit(&p.RateLimits[i])

@@ -2,9 +2,12 @@ package forwardauth
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/envoy-rls/envoy-rls/pkg/rls"
 )
 
 const minimal = `
@@ -49,6 +52,8 @@ func TestParseErrors(t *testing.T) {
 		{"hits format", "policies:\n  - name: p\n    domain: d\n    rate_limits:\n      - actions: [{remote_address: {}}]\n        hits_addend: {format: \"%BYTES_RECEIVED%\"}\n", `f.yaml:5: hits_addend: format`},
 		{"bad regex", "policies:\n  - name: p\n    domain: d\n    rate_limits:\n      - actions:\n          - header_value_match: {descriptor_value: x, headers: [{name: a, safe_regex_match: {regex: \"(\"}}]}\n", `f.yaml:6: header_value_match: header "a": error parsing regexp`},
 		{"yaml syntax", "policies: [\n", "f.yaml:"},
+		{"too many actions", "policies:\n  - name: p\n    domain: d\n    rate_limits:\n      - actions: [" + strings.Repeat("{remote_address: {}}, ", rls.MaxEntries) + "{remote_address: {}}]\n", fmt.Sprintf("f.yaml:5: actions: %d actions", rls.MaxEntries+1)},
+		{"too many descriptors", "policies:\n  - name: p\n    domain: d\n    rate_limits:\n" + strings.Repeat("      - actions: [{remote_address: {}}]\n", rls.MaxDescriptors+1), "f.yaml:69: rate_limits: policy \"p\" has 65 entries"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

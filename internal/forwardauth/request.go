@@ -60,8 +60,8 @@ type Request struct {
 	Header http.Header
 }
 
-// ForwardedRequest reads the original request from the headers of the
-// proxy's call r: X-Forwarded-Method, -Uri and -Host (Caddy, Traefik),
+// ForwardedRequest reads the original request from h, the headers of the
+// proxy's call, for the client at client: X-Forwarded-Method, -Uri and -Host (Caddy, Traefik),
 // else X-Original-Method and X-Original-URI (nginx, as the documented
 // configuration sets them).
 func ForwardedRequest(h http.Header, client netip.Addr) Request {
@@ -126,11 +126,11 @@ func (r *descriptorRule) build(req *Request) (*ratelimitv3.RateLimitDescriptor, 
 	return d, nil
 }
 
-type entry = *ratelimitv3.RateLimitDescriptor_Entry
+type descEntry = *ratelimitv3.RateLimitDescriptor_Entry
 
 // entry is the action's entry for req; ok false when it has none.
-func (a *action) entry(req *Request) (entry, bool, *Refusal) {
-	mk := func(v string) entry { return &ratelimitv3.RateLimitDescriptor_Entry{Key: a.key, Value: v} }
+func (a *action) entry(req *Request) (descEntry, bool, *Refusal) {
+	mk := func(v string) descEntry { return &ratelimitv3.RateLimitDescriptor_Entry{Key: a.key, Value: v} }
 	switch a.kind {
 	case remoteAddress:
 		return mk(req.Client.String()), req.Client.IsValid(), nil

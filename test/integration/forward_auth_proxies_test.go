@@ -194,3 +194,39 @@ func TestForwardAuthStoreDown(t *testing.T) {
 		t.Errorf("-failure-mode error: counted %v errors, want 1", v)
 	}
 }
+
+// TestForwardAuthNoDescriptor: a request for which no rule builds a
+// descriptor is served with no rate limit headers through either proxy
+// (none empty, none a placeholder left unfilled), and one for which a rule
+// does gets them.
+func TestForwardAuthNoDescriptor(t *testing.T) {
+	policies := writeFile(t, t.TempDir(), "forward-auth.yaml", `
+trusted_proxies: [127.0.0.1]
+policies:
+  - name: edge
+    domain: edge
+    rate_limits:
+      - actions: [{request_headers: {header_name: x-api-key, descriptor_key: api_key}}]
+`)
+	for _, kind := range proxyKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			rls := startServer(t, writeConfig(t, forwardAuthLimits), "-forward-auth-config", policies)
+			a := startApp(t)
+			proxy := kind.start(t, rls.httpAddr, a.addr)
+			got := getVia(t, clientAt("127.0.0.60"), proxy, "/")
+			if got.code != http.StatusOK || got.body != "app\n" {
+				t.Fatalf("without an API key: %d %q, want the app's 200", got.code, got.body)
+			}
+			for name := range got.header {
+				if strings.HasPrefix(strings.ToLower(name), "x-ratelimit") {
+					t.Errorf("without an API key: header %s: %q, want none", name, got.header.Get(name))
+				}
+			}
+			got = getVia(t, clientAt("127.0.0.60"), proxy, "/", "X-Api-Key", "k")
+			if got.code != http.StatusOK || got.header.Get("X-RateLimit-Remaining") != "4" {
+				t.Errorf("with an API key: %d X-RateLimit-Remaining %q, want 200 and 4", got.code, got.header.Get("X-RateLimit-Remaining"))
+			}
+		})
+	}
+}

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -76,23 +75,7 @@ func forwardAuthServer(t *testing.T, proxies string) (string, func() []string) {
 // returns the status, the response's headers and its body.
 func forwardCall(t *testing.T, method, url string, header ...string) (int, http.Header, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Add(header[i], header[i+1])
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.StatusCode, res.Header, string(b)
+	return roundTrip(t, method, url, nil, header...)
 }
 
 // TestForwardAuthDecides: allowed calls are 200 with the rate limit

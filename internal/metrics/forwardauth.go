@@ -4,11 +4,12 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // ForwardAuth is the counting of GET /v1/forward-auth/{policy}: its calls
 // by policy and outcome, the forwarding headers it ignored, and the
-// reloads of its file. The policy label takes only the names of the file
+// reloads of its file, counted as the limits file's are. The policy label takes only the names of the file
 // in force ("" for a call naming none), and outcome a fixed set, so that
 // no request value becomes a series.
 type ForwardAuth struct {
 	calls, ignored, reloads *prometheus.CounterVec
+	lastReloadOK            prometheus.Gauge
 }
 
 // ForwardAuth registers the forward-auth metrics; called once, at
@@ -25,10 +26,15 @@ func (m *Metrics) ForwardAuth() *ForwardAuth {
 		}, []string{"policy"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "rls_forward_auth_reloads_total",
-			Help: "Reloads of -forward-auth-config by result: ok, or error (the last good file stays in force).",
+			Help: "Reloads of -forward-auth-config by result (success, failure: the last good file stays in force).",
 		}, []string{"result"}),
+		lastReloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "rls_forward_auth_last_reload_successful",
+			Help: "Whether the last load of -forward-auth-config succeeded (1) or kept the last good file (0).",
+		}),
 	}
-	m.Registry.MustRegister(f.calls, f.ignored, f.reloads)
+	f.lastReloadOK.Set(1) // the start loaded it, or did not start
+	m.Registry.MustRegister(f.calls, f.ignored, f.reloads, f.lastReloadOK)
 	return f
 }
 
@@ -40,9 +46,10 @@ func (f *ForwardAuth) Ignored(policy string) { f.ignored.WithLabelValues(policy)
 
 // Reloaded counts one reload of the file, failed or not.
 func (f *ForwardAuth) Reloaded(ok bool) {
-	result := "ok"
+	result, last := "success", 1.0
 	if !ok {
-		result = "error"
+		result, last = "failure", 0
 	}
 	f.reloads.WithLabelValues(result).Inc()
+	f.lastReloadOK.Set(last)
 }

@@ -53,16 +53,19 @@ func TestForwardAuthReload(t *testing.T) {
 	if err := os.WriteFile(path, []byte("policies:\n  - name: two\n    domian: test\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := waitMetric(t, s, `rls_forward_auth_reloads_total{result="error"}`, "1", 15*time.Second); got != "1" {
+	if got := waitMetric(t, s, `rls_forward_auth_reloads_total{result="failure"}`, "1", 15*time.Second); got != "1" {
 		t.Fatalf("failed reloads: %q, want 1", got)
 	}
 	if code, out := forwardAuthGet(t, s, "one", "b"); code != http.StatusOK {
 		t.Fatalf("after a bad edit: %d %s, want the last good file's 200", code, out)
 	}
+	if got := metric(t, s.httpAddr, "rls_forward_auth_last_reload_successful"); got != "0" {
+		t.Errorf("last reload successful after a bad edit: %q, want 0", got)
+	}
 	if err := os.WriteFile(path, []byte(forwardAuthPolicy("two")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := waitMetric(t, s, `rls_forward_auth_reloads_total{result="ok"}`, "1", 15*time.Second); got != "1" {
+	if got := waitMetric(t, s, `rls_forward_auth_reloads_total{result="success"}`, "1", 15*time.Second); got != "1" {
 		t.Fatalf("good reloads: %q, want 1", got)
 	}
 	if code, _ := forwardAuthGet(t, s, "one", "c"); code != http.StatusNotFound {

@@ -230,3 +230,44 @@ policies:
 		})
 	}
 }
+
+// TestForwardAuthSpoofedURI: a client that sends the forwarding headers
+// itself (X-Forwarded-Uri, X-Original-URI, X-Forwarded-Method) through
+// either proxy is keyed on its real path: the proxy's own values win.
+func TestForwardAuthSpoofedURI(t *testing.T) {
+	policies := writeFile(t, t.TempDir(), "forward-auth.yaml", `
+trusted_proxies: [127.0.0.1]
+policies:
+  - name: edge
+    domain: edge
+    rate_limits:
+      - actions: [{request_headers: {header_name: ":path", descriptor_key: path}}, {request_headers: {header_name: ":method", descriptor_key: method}}]
+`)
+	limits := writeConfig(t, `
+domain: edge
+descriptors:
+  - key: path
+    descriptors:
+      - key: method
+        rate_limit: {name: per-path, algorithm: fixed_window, unit: day, requests_per_unit: 1}
+`)
+	for _, kind := range proxyKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			t.Parallel()
+			rls := startServer(t, limits, "-forward-auth-config", policies)
+			proxy := kind.start(t, rls.httpAddr, startApp(t).addr)
+			c := clientAt("127.0.0.70")
+			if got := getVia(t, c, proxy, "/a"); got.code != http.StatusOK {
+				t.Fatalf("first GET /a: %d, want 200", got.code)
+			}
+			for i, spoof := range [][]string{
+				{"X-Forwarded-Uri", "/b"}, {"X-Original-URI", "/c"}, {"X-Forwarded-Method", "PUT"}, {"X-Original-Method", "PATCH"},
+				{"X-Forwarded-Uri", "/d", "X-Original-URI", "/e", "X-Forwarded-Method", "POST"},
+			} {
+				if got := getVia(t, c, proxy, "/a", spoof...); got.code != http.StatusTooManyRequests {
+					t.Errorf("GET /a again, spoofing %v (%d): %d, want 429 (keyed on GET /a)", spoof, i, got.code)
+				}
+			}
+		})
+	}
+}

@@ -8,10 +8,17 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 GO="${GO:-go}"
 
-if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
+# Redis, and the proxies test/integration runs forward-auth behind
+# (Debian's nginx and caddy packages): whichever is missing.
+missing=
+command -v redis-server >/dev/null && command -v redis-cli >/dev/null || missing="redis-server redis-tools"
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing="$missing nginx"
+command -v caddy >/dev/null || missing="$missing caddy"
+if [ -n "$missing" ]; then
 	sudo=
 	if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then sudo=sudo; fi
-	$sudo apt-get update && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server redis-tools || exit 1
+	# shellcheck disable=SC2086 # the list is words
+	$sudo apt-get update && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y $missing || exit 1
 fi
 
 mkdir -p bin

@@ -79,7 +79,7 @@ func newExplainHandler(t *testing.T) http.Handler {
 
 // memoryService is an rls.Service of the limits file yaml on a
 // fixed-clock embedded store, which it returns too.
-func memoryService(t *testing.T, yaml string) (*rls.Service, *memory.Store) {
+func memoryService(t testing.TB, yaml string) (*rls.Service, *memory.Store) {
 	t.Helper()
 	d, err := config.Parse("limits.yaml", []byte(yaml))
 	if err != nil {

@@ -64,6 +64,9 @@ type Options struct {
 	// BrowserRefused, when not nil, is called for each POST /json refused
 	// as a browser's (browser.go), with why (Refused*).
 	BrowserRefused func(endpoint, reason string)
+	// ForwardAuth serves GET /v1/forward-auth/{policy} (forwardauth.go);
+	// nil leaves it out.
+	ForwardAuth *ForwardAuth
 }
 
 // Handler returns the HTTP API.
@@ -90,6 +93,11 @@ func Handler(o Options) http.Handler {
 	}
 	if o.Usage != nil {
 		mux.HandleFunc("GET /v1/usage", func(w http.ResponseWriter, r *http.Request) { serveUsage(w, r, o) })
+	}
+	if o.ForwardAuth != nil {
+		mux.HandleFunc("GET /v1/forward-auth/{policy}", func(w http.ResponseWriter, r *http.Request) {
+			serveForwardAuth(w, r, o.Limiter, o.ForwardAuth)
+		})
 	}
 	return mux
 }

@@ -46,20 +46,32 @@ func usageServer(t *testing.T, tokens *Tokens) (string, bool) {
 // returns the status and the body.
 func call(t *testing.T, method, url string, body []byte, header ...string) (int, string) {
 	t.Helper()
+	code, _, out := roundTrip(t, method, url, body, header...)
+	return code, out
+}
+
+// roundTrip sends method to url with body and the headers given (name,
+// value, …; a name given twice is sent twice) and returns the status, the
+// response's headers and its body.
+func roundTrip(t *testing.T, method, url string, body []byte, header ...string) (int, http.Header, string) {
+	t.Helper()
 	req, err := http.NewRequest(method, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
+		req.Header.Add(header[i], header[i+1])
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	out, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(out)
+	out, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, res.Header, string(out)
 }
 
 // TestUsageEndpoint: every limit of the descriptor with what is used and

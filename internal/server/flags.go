@@ -116,6 +116,8 @@ type Options struct {
 	admin adminOptions
 	// usage: GET /v1/usage, the tenants' read (usage.go).
 	usage usageOptions
+	// forwardAuthConfig: GET /v1/forward-auth/{policy} (forwardauth.go).
+	forwardAuthConfig string
 
 	// version asks for the version instead of the server.
 	version bool
@@ -281,6 +283,7 @@ func serverFlags(o *Options, h Help) *cli.CommandLine {
 	tracingFlags(fs, &o.tracing)
 	adminFlags(fs, &o.admin)
 	usageFlags(fs, &o.usage)
+	forwardAuthFlags(fs, &o.forwardAuthConfig)
 	fs.DurationVar(&o.maxDelay, "max-delay", config.DefaultMaxDelay, "longest wait a leaky_bucket may impose; a file whose worst wait is longer is refused")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.logFormat, "log-format", "json", "json or console")

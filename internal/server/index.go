@@ -34,6 +34,9 @@ func (r *running) index() string {
 	if o.usage.serves() {
 		eps = append(eps, endpoint{"GET", "/v1/usage?domain=D&descriptor=k=v,k2=v2", "what is used, held and left of a descriptor's limits (JSON; a tenant's bearer token when -tenant-token-file is set)"})
 	}
+	if o.forwardAuthConfig != "" {
+		eps = append(eps, endpoint{"GET", "/v1/forward-auth/{policy}", "nginx's auth_request and Caddy's forward_auth: the forwarded request decided by the policy's rules (200, 429 or 403)"})
+	}
 	if r.admin != nil && o.admin.addr == "" {
 		eps = append(eps,
 			endpoint{"GET", "/top", "the descriptors refused most in the last minute (admin: a bearer token)"},

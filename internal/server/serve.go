@@ -173,6 +173,7 @@ type running struct {
 	hsrv, dsrv   *http.Server // dsrv nil when pprof is off
 	admin        *admin       // nil when GET /top, POST /reset and GET /rlqs are off
 	usage        *usage       // nil when GET /v1/usage is off
+	forwardAuth  *forwardAuth // nil without -forward-auth-config
 	stopStats    func()
 	pusher       *statsd.Pusher // nil without -statsd-addr
 
@@ -231,6 +232,9 @@ func (r *running) build() error {
 		return err
 	}
 	if r.usage, err = newUsage(o, r.log); err != nil { // usage.go
+		return err
+	}
+	if r.forwardAuth, err = newForwardAuth(o, r.m, r.log); err != nil { // forwardauth.go
 		return err
 	}
 	r.grpcServer()
@@ -320,7 +324,8 @@ func (r *running) httpServer() {
 
 		BrowserRefused: r.m.BrowserRefused,
 	}
-	r.usage.wire(&ho, r.svc) // usage.go
+	r.usage.wire(&ho, r.svc)       // usage.go
+	r.forwardAuth.wire(&ho, r.svc) // forwardauth.go
 	api := httpapi.Handler(ho)
 	if !o.jsonEndpoint {
 		api = withoutJSON(api)
@@ -347,6 +352,7 @@ func (r *running) serve(bg context.Context) {
 	r.stopStats = func() { stopPush(); stopFamilies() } // after the last decision: its stats are pushed
 	r.admin.serve(bg, o, r.ls.admin, r.m, &r.wg, r.errc)
 	r.usage.serve(bg, &r.wg)
+	r.forwardAuth.serve(bg, &r.wg)
 	if r.gtls != nil {
 		r.gtls.run(bg, &r.wg)
 	}
@@ -427,6 +433,7 @@ func (r *running) close() {
 	}
 	r.admin.close()
 	r.usage.close()
+	r.forwardAuth.close()
 }
 
 func serveGRPC(s *grpc.Server, l net.Listener) error {

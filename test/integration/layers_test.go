@@ -16,7 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/envoy-rls/envoy-rls/examples/layered/app"
+	layered "github.com/envoy-rls/envoy-rls/examples/layered/app"
 	"github.com/envoy-rls/envoy-rls/internal/redistest"
 	"github.com/envoy-rls/envoy-rls/pkg/client"
 )
@@ -36,19 +36,19 @@ type appInstance struct {
 	url string
 }
 
-// startApp serves the example's handler, as its main does, with a client
+// startLayeredApp serves the example's handler, as its main does, with a client
 // of the envoy-rls at rlsAddr. The client fails closed, with a deadline
 // for a busy machine: a decision the service did not make is a refusal
 // without rate-limit headers, which every step below would catch, never
 // an allowed request that was not counted.
-func startApp(t *testing.T, rlsAddr string) appInstance {
+func startLayeredApp(t *testing.T, rlsAddr string) appInstance {
 	t.Helper()
 	c, err := client.Dial(rlsAddr, client.WithTimeout(callBound), client.WithFailureMode(client.FailClosed))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	srv := httptest.NewServer(app.Handler(c, app.DemoUsers(), zap.NewNop()))
+	srv := httptest.NewServer(layered.Handler(c, layered.DemoUsers(), zap.NewNop()))
 	t.Cleanup(srv.Close)
 	return appInstance{url: srv.URL}
 }
@@ -155,8 +155,8 @@ func TestLayersWalkThrough(t *testing.T) {
 	}
 	cfg := filepath.Join(root, layersConfig)
 	rdb := redistest.Start(t)
-	a := startApp(t, startServer(t, cfg, "-redis-url", rdb.URL(), "-hash-values").grpcAddr)
-	b := startApp(t, startServer(t, cfg, "-redis-url", rdb.URL(), "-hash-values").grpcAddr)
+	a := startLayeredApp(t, startServer(t, cfg, "-redis-url", rdb.URL(), "-hash-values").grpcAddr)
+	b := startLayeredApp(t, startServer(t, cfg, "-redis-url", rdb.URL(), "-hash-values").grpcAddr)
 	awayFromMinuteEnd(t, 10*time.Second)
 
 	resp, body := a.get(t, "")
@@ -217,8 +217,8 @@ func TestLayersShareOneLimit(t *testing.T) {
 	}
 	cfg := filepath.Join(root, layersConfig)
 	rdb := redistest.Start(t)
-	a := startApp(t, startServer(t, cfg, "-redis-url", rdb.URL(), "-hash-values").grpcAddr)
-	b := startApp(t, startServer(t, cfg, "-redis-url", rdb.URL(), "-hash-values").grpcAddr)
+	a := startLayeredApp(t, startServer(t, cfg, "-redis-url", rdb.URL(), "-hash-values").grpcAddr)
+	b := startLayeredApp(t, startServer(t, cfg, "-redis-url", rdb.URL(), "-hash-values").grpcAddr)
 	awayFromMinuteEnd(t, 10*time.Second)
 
 	const each = 2 * perUser // requests per instance

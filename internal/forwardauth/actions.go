@@ -55,10 +55,10 @@ type action struct {
 // config.route.v3.RateLimit (YAML to JSON to protojson, then the proto's
 // own validation), so that its vocabulary is exactly Envoy's, and keeps
 // the actions forward-auth can evaluate. Errors carry the entry's line,
-// or the action's.
-func compileRateLimit(n *yaml.Node) (descriptorRule, *Error) {
-	fail := func(line int, word, format string, args ...any) (descriptorRule, *Error) {
-		return descriptorRule{}, &Error{Line: line, Word: word, Msg: fmt.Sprintf(format, args...)}
+// or the action's. It also returns the entry as parsed, for lint.
+func compileRateLimit(n *yaml.Node) (descriptorRule, *routev3.RateLimit, *Error) {
+	fail := func(line int, word, format string, args ...any) (descriptorRule, *routev3.RateLimit, *Error) {
+		return descriptorRule{}, nil, &Error{Line: line, Word: word, Msg: fmt.Sprintf(format, args...)}
 	}
 	var v any
 	if err := n.Decode(&v); err != nil {
@@ -68,8 +68,8 @@ func compileRateLimit(n *yaml.Node) (descriptorRule, *Error) {
 	if err != nil {
 		return fail(n.Line, "rate_limits", "not a rate limit: %v", err)
 	}
-	var rl routev3.RateLimit
-	if err := protojson.Unmarshal(js, &rl); err != nil {
+	rl := new(routev3.RateLimit)
+	if err := protojson.Unmarshal(js, rl); err != nil {
 		return fail(n.Line, "rate_limits", "not an Envoy RateLimit: %v", err)
 	}
 	if err := rl.Validate(); err != nil {
@@ -96,11 +96,11 @@ func compileRateLimit(n *yaml.Node) (descriptorRule, *Error) {
 		act, err := compileAction(a)
 		if err != nil {
 			err.Line = line
-			return descriptorRule{}, err
+			return descriptorRule{}, nil, err
 		}
 		rule.actions = append(rule.actions, act)
 	}
-	return rule, nil
+	return rule, rl, nil
 }
 
 // actionLines are the lines of the entries of n's actions.

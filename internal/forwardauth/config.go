@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
@@ -26,6 +27,8 @@ type Error = config.Error
 type Config struct {
 	trusted  []netip.Prefix
 	policies map[string]*Policy
+	// inOrder holds the policies in file order, for Policies.
+	inOrder []*Policy
 }
 
 // Policy is one endpoint, /v1/forward-auth/{Name}: the domain it asks
@@ -37,10 +40,26 @@ type Policy struct {
 	// nginx, whose auth_request takes no other refusal.
 	RefusedStatus int
 	descriptors   []descriptorRule
+	// rateLimits are the entries as parsed, before compiling: what
+	// `envoy-rls lint -forward-auth` checks against the limits.
+	rateLimits []*routev3.RateLimit
 }
+
+// RateLimits returns the policy's rate_limits entries as Envoy's
+// RateLimit, in file order, for lint to derive the descriptors they build
+// as it does an Envoy route's. The caller must not change them.
+func (p *Policy) RateLimits() []*routev3.RateLimit { return p.rateLimits }
 
 // Policy returns the policy called name, nil when there is none.
 func (c *Config) Policy(name string) *Policy { return c.policies[name] }
+
+// Policies returns the policies in file order; none for a nil Config.
+func (c *Config) Policies() []*Policy {
+	if c == nil {
+		return nil
+	}
+	return c.inOrder
+}
 
 // Len is the number of policies.
 func (c *Config) Len() int { return len(c.policies) }
@@ -102,6 +121,7 @@ func Parse(name string, data []byte) (*Config, error) {
 			return nil, &Error{File: name, Line: f.Policies[i].Name.Line, Word: "name", Msg: fmt.Sprintf("policy %q is defined twice", p.Name)}
 		}
 		c.policies[p.Name] = p
+		c.inOrder = append(c.inOrder, p)
 	}
 	return c, nil
 }
@@ -176,12 +196,13 @@ func (p *policy) build(name string) (*Policy, error) {
 		return nil, &Error{File: name, Line: p.RateLimits[rls.MaxDescriptors].Line, Word: "rate_limits", Msg: fmt.Sprintf("policy %q has %d entries, above the service's %d descriptors a request", out.Name, len(p.RateLimits), rls.MaxDescriptors)}
 	}
 	for i := range p.RateLimits {
-		d, err := compileRateLimit(&p.RateLimits[i])
+		d, rl, err := compileRateLimit(&p.RateLimits[i])
 		if err != nil {
 			err.File = name
 			return nil, err
 		}
 		out.descriptors = append(out.descriptors, d)
+		out.rateLimits = append(out.rateLimits, rl)
 	}
 	return out, nil
 }

@@ -63,7 +63,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"check-config", checkConfigArgs, "PATH", "load limits as the server would; exit 0 if they load", checkConfig},
-		{"lint", lint.CommandArgs, "", "check that Envoy's rate_limits actions reach the limits", lint.Command},
+		{"lint", lint.CommandArgs, "", "check that Envoy's rate_limits actions (and forward-auth policies) reach the limits", lint.Command},
 		{"explain", explain.CommandArgs, "DOMAIN key=value...", "show which limit a descriptor matches, and its state (-rlqs: an RLQS bucket's clients, demands and shares)", explain.Command},
 		{"simulate", simulate.CommandArgs, "-limits PATH -trace CSV", "replay a trace through limits: per rule, admitted and refused over time, as a table and an SVG chart", simulate.Command},
 		{"top", explain.TopArgs, "[-addr URL]", "show the descriptors a running server refused most in the last minute", explain.TopCommand},

@@ -1,17 +1,22 @@
 package lint
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"slices"
+	"strings"
+
+	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 
 	"github.com/envoy-rls/envoy-rls/internal/cli"
+	"github.com/envoy-rls/envoy-rls/internal/forwardauth"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
 // CommandArgs is the usage of `envoy-rls lint` after its name.
-const CommandArgs = "[-envoy PATH] [-limits PATH] [-partial] [-max-delay DUR]"
+const CommandArgs = "[-envoy PATH] [-forward-auth PATH] [-limits PATH] [-partial] [-max-delay DUR]"
 
 const lintAbout = `Reads the routes' rate_limits actions in an Envoy bootstrap, derives every
 descriptor they can send (and every bucket id a rate_limit_quota filter's
@@ -27,6 +32,10 @@ but is most likely not meant (an algorithm that a modifier's fields make
 misleading) is warned of on stderr, as check-config warns of it, without changing the
 exit status.
 
+With -forward-auth, the policies of a forward-auth file (the server's
+-forward-auth-config) are checked the same way, each policy's rate_limits
+as one route's: alone, or beside the bootstrap when -envoy is given too.
+
 With -partial, the bootstrap is taken to serve part of the limits (one
 gateway per team, an RLQS Envoy beside an RLS one): every route must still
 reach a limit, but the limits, and domains, that no route reaches are not
@@ -40,18 +49,22 @@ reported.
 // command has the same signature.
 func Command(args []string, _ func(string) (string, bool), stdout, stderr io.Writer) int {
 	cl := cli.New("envoy-rls lint", CommandArgs, lintAbout)
-	envoyPath := cl.FS.String("envoy", "config/envoy.yaml", "the Envoy bootstrap, YAML or JSON")
+	envoyPath := cl.FS.String("envoy", "config/envoy.yaml", "the Envoy bootstrap, YAML or JSON; not read when only -forward-auth is given")
+	faPath := cl.FS.String("forward-auth", "", "a forward-auth policies file (the server's -forward-auth-config) to check as well, or alone when -envoy is not given")
 	limitsPath := cl.FS.String("limits", "config/limits.yaml", "the limits file or directory")
 	partial := cl.FS.Bool("partial", false, "the bootstrap serves part of the limits: check that every route reaches a limit, without reporting the limits no route reaches")
 	maxDelay := cl.FS.Duration("max-delay", config.DefaultMaxDelay, "the server's -max-delay")
 	rest, err := cl.ParseArgs(args)
 	if err == nil && len(rest) > 0 {
-		err = fmt.Errorf("unexpected argument %q: the files are -envoy and -limits", rest[0])
+		err = fmt.Errorf("unexpected argument %q: the files are -envoy, -forward-auth and -limits", rest[0])
 	}
 	if err != nil {
 		return cl.Failed(err, stdout, stderr)
 	}
-	c, findings, err := lintFiles(*envoyPath, *limitsPath, config.Options{MaxDelay: *maxDelay})
+	if *faPath != "" && !flagGiven(cl, "envoy") {
+		*envoyPath = ""
+	}
+	c, findings, err := lintFiles(*envoyPath, *faPath, *limitsPath, config.Options{MaxDelay: *maxDelay})
 	if err != nil {
 		fmt.Fprintln(stderr, "envoy-rls lint:", err)
 		return 2
@@ -72,7 +85,13 @@ func Command(args []string, _ func(string) (string, bool), stdout, stderr io.Wri
 	if *partial {
 		ok = "OK (partial: limits no route reaches are not reported)"
 	}
-	fmt.Fprintf(stdout, "%s, %s: %s, %s\n", *envoyPath, *limitsPath, ok, c.Count())
+	var files []string
+	for _, f := range []string{*envoyPath, *faPath, *limitsPath} {
+		if f != "" {
+			files = append(files, f)
+		}
+	}
+	fmt.Fprintf(stdout, "%s: %s, %s\n", strings.Join(files, ", "), ok, c.Count())
 	return 0
 }
 
@@ -83,20 +102,39 @@ func Partial(findings []Finding) []Finding {
 	return slices.DeleteFunc(findings, func(f Finding) bool { return f.Kind == Unreachable })
 }
 
-// lintFiles is Check of the files, keeping the limits it loaded so that the command
-// can say what they hold.
-func lintFiles(envoyPath, limitsPath string, o config.Options) (*config.Config, []Finding, error) {
-	data, err := os.ReadFile(envoyPath)
-	if err != nil {
-		return nil, nil, err
+// flagGiven reports whether the command line set flag name.
+func flagGiven(cl *cli.CommandLine, name string) bool {
+	given := false
+	cl.FS.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
+// lintFiles is CheckPolicies of the files, keeping the limits it loaded so
+// that the command can say what they hold. An empty envoyPath or faPath is
+// a file not to read.
+func lintFiles(envoyPath, faPath, limitsPath string, o config.Options) (*config.Config, []Finding, error) {
+	var b *bootstrapv3.Bootstrap
+	if envoyPath != "" {
+		data, err := os.ReadFile(envoyPath)
+		if err != nil {
+			return nil, nil, err
+		}
+		if b, err = ParseBootstrap(data); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", envoyPath, err)
+		}
 	}
-	b, err := ParseBootstrap(data)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", envoyPath, err)
+	var fa *forwardauth.Config
+	if faPath != "" {
+		var err error
+		// The server's own parser, so that its errors read as at the
+		// server's start.
+		if fa, err = forwardauth.Load(faPath); err != nil {
+			return nil, nil, err
+		}
 	}
 	c, err := o.Load(limitsPath)
 	if err != nil {
 		return nil, nil, err
 	}
-	return c, Check(b, c), nil
+	return c, CheckPolicies(b, fa, c), nil
 }

@@ -63,7 +63,7 @@ func TestLintCommand(t *testing.T) {
 		{name: "bad bootstrap", args: []string{"-envoy", badYAML, "-limits", lintTestdata + "clean/limits.yaml"}, code: 2,
 			inStderr: `unknown field "adress"`},
 		{name: "a positional argument", args: append(pair("clean"), "extra"), code: 2,
-			inStderr: "envoy-rls lint: unexpected argument \"extra\": the files are -envoy and -limits\nusage: envoy-rls lint"},
+			inStderr: "envoy-rls lint: unexpected argument \"extra\": the files are -envoy, -forward-auth and -limits\nusage: envoy-rls lint"},
 		{name: "an unknown flag", args: []string{"-nope"}, code: 2, inStderr: "flag provided but not defined: -nope\nusage: envoy-rls lint"},
 		{name: "a bad duration", args: []string{"-max-delay", "soon"}, code: 2,
 			inStderr: "envoy-rls lint: -max-delay \"soon\": want a duration such as 50ms or 1s\nusage: envoy-rls lint"},

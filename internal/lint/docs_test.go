@@ -83,6 +83,7 @@ func TestDocLintCommands(t *testing.T) {
 		"-partial -envoy config/envoy-rlqs.yaml -limits config/limits.yaml",
 		"-partial -envoy config/envoy-login.yaml -limits config/limits.yaml",
 		"-envoy config/envoy-llm.yaml -limits config/limits-llm.yaml",
+		"-partial -forward-auth config/forward-auth.yaml -limits config/limits.yaml",
 	} {
 		if !slices.Contains(cmds, want) {
 			t.Errorf("the docs no longer give `envoy-rls lint %s` (found: %q)", want, cmds)

@@ -318,6 +318,17 @@ type entry struct {
 	// perRoute: the entry is a RateLimitPerRoute's, the only place where
 	// Envoy honours hits_addend (concurrency.go).
 	perRoute bool
+	// forwardAuth: the entry is a forward-auth policy's (forwardauth.go),
+	// sent by envoy-rls's endpoint rather than by Envoy.
+	forwardAuth bool
+}
+
+// sender names who sends e's descriptors, in findings.
+func (e *entry) sender() string {
+	if e.forwardAuth {
+		return "forward-auth"
+	}
+	return "Envoy"
 }
 
 // entriesFor lists the rate_limits entries f applies, route by route.

@@ -45,6 +45,10 @@ type holdBook struct {
 	order []slotUse
 	// idSent holds the domains some entry sends an id to.
 	idSent map[string]bool
+	// policyOnly holds the domains that forward-auth policies use and no
+	// Envoy filter does: forwardAuthHolds judges their ids, and asking
+	// for one that forward-auth can never settle would be wrong.
+	policyOnly map[string]bool
 }
 
 type holdWays struct {
@@ -166,7 +170,7 @@ func (ck *checker) unsettled() {
 	}
 	for _, name := range ck.domainNames {
 		h := ck.trees[name].domain.Holds
-		if h == nil || !ck.usedDomain[name] || ck.holds.idSent[name] || ck.allIncomplete || ck.incomplete[name] {
+		if h == nil || !ck.usedDomain[name] || ck.holds.idSent[name] || ck.holds.policyOnly[name] || ck.allIncomplete || ck.incomplete[name] {
 			continue
 		}
 		ck.add(Finding{Kind: Holds, Limit: name,

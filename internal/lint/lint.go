@@ -73,6 +73,7 @@ import (
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 
+	"github.com/envoy-rls/envoy-rls/internal/forwardauth"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
@@ -168,6 +169,14 @@ func Lint(envoyPath, limitsPath string, o config.Options) ([]Finding, error) {
 // reaches, in domain name and file order. Identical findings are reported
 // once.
 func Check(b *bootstrapv3.Bootstrap, c *config.Config) []Finding {
+	return CheckPolicies(b, nil, c)
+}
+
+// CheckPolicies is Check with the forward-auth policies of fa as senders
+// too, after the bootstrap's filters (forwardauth.go): a limit either one
+// reaches is reached. b or fa may be nil, for policies or a bootstrap
+// alone.
+func CheckPolicies(b *bootstrapv3.Bootstrap, fa *forwardauth.Config, c *config.Config) []Finding {
 	ck := &checker{
 		trees:      make(map[string]*tree, len(c.Domains)),
 		reached:    make(map[*lnode]bool),
@@ -194,6 +203,9 @@ func Check(b *bootstrapv3.Bootstrap, c *config.Config) []Finding {
 	}
 	for _, q := range env.quotas {
 		ck.quota(q)
+	}
+	for _, p := range fa.Policies() {
+		ck.policy(p)
 	}
 	ck.unreleased()
 	ck.unsettled()
@@ -274,25 +286,7 @@ func (ck *checker) entry(e *entry, reached map[*lnode]bool) {
 		return
 	}
 	for _, sent := range shapes {
-		// s is what envoy-rls matches: without a holds domain's id and
-		// settle entries.
-		s := sent
-		var role holdRole
-		s.items, role = ck.holdShape(e, t, sent)
-		m := t.match(s.items)
-		for _, n := range m.limited {
-			ck.reached[n] = true
-			reached[n] = true
-		}
-		for _, r := range m.restricted {
-			ck.reached[r.node] = true
-			reached[r.node] = true
-		}
-		if role == notHeld {
-			ck.slotEntry(e, t, m)
-		} else {
-			ck.holdEntry(e, t, m, role)
-		}
+		s, m := ck.matchShape(e, t, sent, reached)
 		if m.full || s.override {
 			continue
 		}
@@ -306,10 +300,42 @@ func (ck *checker) entry(e *entry, reached map[*lnode]bool) {
 			msg = fmt.Sprintf("descriptor %s matches no limit: %s", s, m.why(e.domain, s.items))
 		}
 		if len(s.when) > 0 {
-			msg += "; Envoy sends it only when " + strings.Join(s.when, " and ")
+			msg += "; " + e.sender() + " sends it only when " + strings.Join(s.when, " and ")
 		}
 		ck.add(Finding{Kind: Unmatched, Route: e.where, Limit: e.domain, Message: msg})
 	}
+}
+
+// matchShape matches the shape e sends in tree t, records the limits it
+// reaches (in reached too) and how it takes and gives back slots and
+// holds, and returns the shape as envoy-rls matches it (a holds domain's
+// id and settle entries taken out) with its match.
+func (ck *checker) matchShape(e *entry, t *tree, sent shape, reached map[*lnode]bool) (shape, *matchResult) {
+	s := sent
+	var role holdRole
+	if e.forwardAuth {
+		s.items = ck.forwardAuthHolds(e, t, sent)
+	} else {
+		s.items, role = ck.holdShape(e, t, sent)
+	}
+	m := t.match(s.items)
+	for _, n := range m.limited {
+		ck.reached[n] = true
+		reached[n] = true
+	}
+	for _, r := range m.restricted {
+		ck.reached[r.node] = true
+		reached[r.node] = true
+	}
+	switch {
+	case e.forwardAuth:
+		ck.forwardAuthSlots(e, t, m)
+	case role == notHeld:
+		ck.slotEntry(e, t, m)
+	default:
+		ck.holdEntry(e, t, m, role)
+	}
+	return s, m
 }
 
 // leaky reports the leaky buckets, among the limits the filter's

@@ -5,6 +5,8 @@
 // that every concurrency limit's slots taken on a route are given back
 // there on stream done (concurrency.go), and that a domain with holds gets
 // its reservations, with the call's id, settled on stream done (holds.go).
+// Forward-auth policies, Envoy's route rate_limits sent by envoy-rls's own
+// endpoint, are checked the same way, each as a route (forwardauth.go).
 //
 // From the bootstrap it takes the static listeners, their HTTP connection
 // managers' envoy.filters.http.ratelimit filters (domain, stage, timeout) and
@@ -118,7 +120,8 @@ type Finding struct {
 	Kind Kind
 	// Route names the Envoy side: a rate_limits entry (`vhost "api" route
 	// "login" rate_limits[0]`), a filter (`listener "ingress" filter
-	// "envoy.filters.http.ratelimit"`), or a listener; empty when the
+	// "envoy.filters.http.ratelimit"`), a listener, or a forward-auth
+	// policy (`forward-auth policy "edge" rate_limits[0]`); empty when the
 	// finding is about the limits alone.
 	Route string
 	// Limit names the limits side: a domain (`edge`), or a limit by domain

@@ -82,6 +82,12 @@ func compileRateLimit(n *yaml.Node) (descriptorRule, *routev3.RateLimit, *Error)
 		return fail(n.Line, "stage", "stages are Envoy's filter stages; forward-auth has one")
 	case rl.GetHitsAddend().GetFormat() != "":
 		return fail(n.Line, "hits_addend", "format reads Envoy's request context; give a number")
+	case rl.GetHitsAddend().GetIsNegativeHits():
+		// Taken as a positive number it would charge what it means to give
+		// back: refuse it rather than count it the wrong way.
+		return fail(n.Line, "is_negative_hits", "a refund settles a request that has ended; forward-auth asks once, before the request")
+	case rl.GetApplyOnStreamDone():
+		return fail(n.Line, "apply_on_stream_done", "forward-auth asks once, before the request; nothing calls it when the stream is done")
 	}
 	if count := len(rl.GetActions()); count > rls.MaxEntries {
 		return fail(n.Line, "actions", "%d actions, above the service's %d entries a descriptor", count, rls.MaxEntries)

@@ -50,6 +50,8 @@ func TestParseErrors(t *testing.T) {
 		{"metadata", "policies:\n  - name: p\n    domain: d\n    rate_limits:\n      - actions:\n          - metadata: {descriptor_key: k, metadata_key: {key: a, path: [{key: b}]}}\n", `f.yaml:6: metadata: not available`},
 		{"limit override", "policies:\n  - name: p\n    domain: d\n    rate_limits:\n      - actions: [{remote_address: {}}]\n        limit: {dynamic_metadata: {metadata_key: {key: a, path: [{key: b}]}}}\n", `f.yaml:5: limit: limit overrides`},
 		{"hits format", "policies:\n  - name: p\n    domain: d\n    rate_limits:\n      - actions: [{remote_address: {}}]\n        hits_addend: {format: \"%BYTES_RECEIVED%\"}\n", `f.yaml:5: hits_addend: format`},
+		{"negative hits", "policies:\n  - name: p\n    domain: d\n    rate_limits:\n      - actions: [{remote_address: {}}]\n        hits_addend: {number: 2, is_negative_hits: true}\n", `f.yaml:5: is_negative_hits: a refund`},
+		{"stream done", "policies:\n  - name: p\n    domain: d\n    rate_limits:\n      - actions: [{remote_address: {}}]\n        apply_on_stream_done: true\n", `f.yaml:5: apply_on_stream_done: forward-auth asks once`},
 		{"bad regex", "policies:\n  - name: p\n    domain: d\n    rate_limits:\n      - actions:\n          - header_value_match: {descriptor_value: x, headers: [{name: a, safe_regex_match: {regex: \"(\"}}]}\n", `f.yaml:6: header_value_match: header "a": error parsing regexp`},
 		{"yaml syntax", "policies: [\n", "f.yaml:"},
 		{"too many actions", "policies:\n  - name: p\n    domain: d\n    rate_limits:\n      - actions: [" + strings.Repeat("{remote_address: {}}, ", rls.MaxEntries) + "{remote_address: {}}]\n", fmt.Sprintf("f.yaml:5: actions: %d actions", rls.MaxEntries+1)},

@@ -26,6 +26,10 @@ type composeService struct {
 	Command []string `yaml:"command"`
 	Volumes []string `yaml:"volumes"`
 	Ports   []string `yaml:"ports"`
+	// The nginx and Caddy edges' (compose_proxies_test.go).
+	Profiles    []string          `yaml:"profiles"`
+	Environment map[string]string `yaml:"environment"`
+	Tmpfs       []string          `yaml:"tmpfs"`
 }
 
 func loadCompose(t *testing.T) map[string]composeService {

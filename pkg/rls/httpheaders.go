@@ -3,8 +3,11 @@ package rls
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
+	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
 
 // The headers Envoy's rate limit filter builds from an answer's statuses
@@ -16,16 +19,16 @@ const (
 )
 
 // unitSeconds is a RateLimit unit's length in seconds, as Envoy's filter
-// counts it in the w= of X-RateLimit-Limit; 0 for UNKNOWN.
-var unitSeconds = [...]int64{
-	rlsv3.RateLimitResponse_RateLimit_SECOND: 1,
-	rlsv3.RateLimitResponse_RateLimit_MINUTE: 60,
-	rlsv3.RateLimitResponse_RateLimit_HOUR:   3600,
-	rlsv3.RateLimitResponse_RateLimit_DAY:    86400,
-	rlsv3.RateLimitResponse_RateLimit_WEEK:   7 * 86400,
-	rlsv3.RateLimitResponse_RateLimit_MONTH:  30 * 86400,
-	rlsv3.RateLimitResponse_RateLimit_YEAR:   365 * 86400,
-}
+// counts it in the w= of X-RateLimit-Limit; 0 for UNKNOWN. It is the
+// limits' own unit lengths (config.Unit.Duration), indexed by the unit an
+// answer reports them as (responseUnits).
+var unitSeconds = func() []int64 {
+	s := make([]int64, len(rlsv3.RateLimitResponse_RateLimit_Unit_name))
+	for u, ru := range responseUnits {
+		s[ru] = int64(config.Unit(u).Duration() / time.Second)
+	}
+	return s
+}()
 
 // HTTPHeaders writes to h the headers that an HTTP server answering for
 // resp sends its client, so that an application behind the Go client and
@@ -56,11 +59,11 @@ func HTTPHeaders(resp *rlsv3.RateLimitResponse, h http.Header) {
 	statuses := resp.GetStatuses()
 	var least *rlsv3.RateLimitResponse_DescriptorStatus
 	var policy []byte
-	var wait int64 // the longest refused wait, in ns
+	var wait time.Duration // the longest refused wait
 	for _, st := range statuses {
 		if st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
-			if d := st.GetDurationUntilReset().AsDuration(); int64(d) > wait {
-				wait = int64(d)
+			if d := st.GetDurationUntilReset().AsDuration(); d > wait {
+				wait = d
 			}
 		}
 		cl := st.GetCurrentLimit()
@@ -93,7 +96,6 @@ func HTTPHeaders(resp *rlsv3.RateLimitResponse, h http.Header) {
 		h.Set(HeaderXRateLimitReset, strconv.FormatInt(least.GetDurationUntilReset().GetSeconds(), 10))
 	}
 	if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT && h.Get(HeaderRetryAfter) == "" {
-		secs := (wait + 999_999_999) / 1_000_000_000
-		h.Set(HeaderRetryAfter, strconv.FormatInt(max(secs, 1), 10))
+		h.Set(HeaderRetryAfter, strconv.FormatInt(max(ceilSeconds(wait), 1), 10))
 	}
 }

@@ -36,13 +36,7 @@ func (d Decision) RetryAfter() time.Duration {
 	if d.Allowed {
 		return 0
 	}
-	var wait time.Duration
-	for _, st := range d.Response.GetStatuses() {
-		if st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
-			wait = max(wait, st.GetDurationUntilReset().AsDuration())
-		}
-	}
-	return wait
+	return rls.RefusedWait(d.Response)
 }
 
 // WriteHeaders writes to h the headers an HTTP server answering for the

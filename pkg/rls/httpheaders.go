@@ -59,13 +59,7 @@ func HTTPHeaders(resp *rlsv3.RateLimitResponse, h http.Header) {
 	statuses := resp.GetStatuses()
 	var least *rlsv3.RateLimitResponse_DescriptorStatus
 	var policy []byte
-	var wait time.Duration // the longest refused wait
 	for _, st := range statuses {
-		if st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
-			if d := st.GetDurationUntilReset().AsDuration(); d > wait {
-				wait = d
-			}
-		}
 		cl := st.GetCurrentLimit()
 		if cl == nil {
 			continue
@@ -96,6 +90,19 @@ func HTTPHeaders(resp *rlsv3.RateLimitResponse, h http.Header) {
 		h.Set(HeaderXRateLimitReset, strconv.FormatInt(least.GetDurationUntilReset().GetSeconds(), 10))
 	}
 	if resp.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT && h.Get(HeaderRetryAfter) == "" {
-		h.Set(HeaderRetryAfter, strconv.FormatInt(max(ceilSeconds(wait), 1), 10))
+		h.Set(HeaderRetryAfter, strconv.FormatInt(max(ceilSeconds(RefusedWait(resp)), 1), 10))
 	}
+}
+
+// RefusedWait is the longest duration_until_reset of resp's statuses over
+// their limit: how long a refused client must wait for every descriptor
+// that refused it to have room again. 0 when none is over.
+func RefusedWait(resp *rlsv3.RateLimitResponse) time.Duration {
+	var wait time.Duration
+	for _, st := range resp.GetStatuses() {
+		if st.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+			wait = max(wait, st.GetDurationUntilReset().AsDuration())
+		}
+	}
+	return wait
 }

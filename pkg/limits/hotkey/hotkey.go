@@ -88,10 +88,12 @@ func eligible(hits []limits.Hit, i int) bool {
 	return h.Limit.SyncInterval > 0 && h.Cost > 0 && !h.Joint && (i == 0 || !hits[i-1].Joint) && h.Hold.ID == ""
 }
 
-// anyEligible reports whether a call has a hit of the mode at all.
+// anyEligible reports whether a call has a hit a share may decide: a
+// call without one (no limit of the mode, or only joint runs, holds and
+// peeks of one) goes to the store as it is.
 func anyEligible(hits []limits.Hit) bool {
 	for i := range hits {
-		if hits[i].Limit.SyncInterval > 0 {
+		if eligible(hits, i) {
 			return true
 		}
 	}
@@ -130,8 +132,7 @@ func (s *Store) Decide(ctx context.Context, hits []limits.Hit, results []limits.
 	for _, p := range sc.retry {
 		sc.add(hits[p.i], plan{i: p.i, e: p.e, kind: observe})
 	}
-	clear(sc.retry)
-	sc.retry = sc.retry[:0]
+	sc.clearRetry()
 	s.send(ctx, sc)
 	s.apply(sc, results)
 }
@@ -150,8 +151,7 @@ func (s *Store) send(ctx context.Context, sc *scratch) {
 // release returns sc to the pool, without the key strings it points at.
 func (s *Store) release(sc *scratch) {
 	sc.clearSent()
-	clear(sc.retry)
-	sc.retry = sc.retry[:0]
+	sc.clearRetry()
 	s.pool.Put(sc)
 }
 

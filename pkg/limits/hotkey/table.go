@@ -64,6 +64,12 @@ func (sc *scratch) clearSent() {
 	sc.hits, sc.plans = sc.hits[:0], sc.plans[:0]
 }
 
+// clearRetry empties the refused charges, dropping their entries.
+func (sc *scratch) clearRetry() {
+	clear(sc.retry)
+	sc.retry = sc.retry[:0]
+}
+
 // planned reports whether this call already plans a sync: it must then
 // wait for none, since the sync it waits for may be another call's that
 // waits for this one's, not yet sent.

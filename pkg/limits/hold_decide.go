@@ -108,7 +108,10 @@ func GiveBack(l Limit, s State, r Reservation, now int64) Decision {
 	case FixedWindow, SlidingWindow:
 		d = windowGiveBack(inner, s, r, now)
 	case SlidingLog:
-		d = entriesGiveBack(s, logLive(s, now, l.PeriodMicros()), r.At, r.Cost, l.PeriodMicros())
+		// A log's entries live while their instant is within a period of
+		// now: SlotsHeld's test, at now less the period.
+		live, _ := SlotsHeld(s, now-l.PeriodMicros())
+		d = entriesGiveBack(s, live, r.At, r.Cost, l.PeriodMicros())
 	case Concurrency:
 		live, _ := SlotsHeld(s, now)
 		d = entriesGiveBack(s, live, r.Until, r.Cost, 0)
@@ -150,15 +153,6 @@ func windowGiveBack(l Limit, s State, r Reservation, now int64) Decision {
 		d.ExpireAt = 0
 	}
 	return d
-}
-
-// logLive is a sliding log's entries still in its window of t at now.
-func logLive(s State, now, t int64) []LogEntry {
-	drop := 0
-	for drop < len(s.Log) && s.Log[drop].At <= now-t {
-		drop++
-	}
-	return s.Log[drop:]
 }
 
 // entriesGiveBack takes up to cost out of live's entries at instant at (a

@@ -110,19 +110,14 @@ func (sh *shard) setExpiry(i int32, at int64) {
 	}
 }
 
-// setWeight sets entry i's weight to w, and reports whether it grew.
-func (sh *shard) setWeight(i int32, w int) bool {
+// setWeight sets entry i's weight to w.
+func (sh *shard) setWeight(i int32, w int) {
 	e := &sh.entries[i]
-	if int32(w) == e.weight {
-		return false
-	}
 	sh.used += w - int(e.weight)
 	if e.list >= protected {
 		sh.protectedUsed += w - int(e.weight)
 	}
-	grown := int32(w) > e.weight
 	e.weight = int32(w)
-	return grown
 }
 
 // applyHeld is apply for entry i, which has holds: the entry stays while

@@ -3,6 +3,7 @@ package forwardauth
 import (
 	"encoding/json"
 	"fmt"
+	"net/textproto"
 	"regexp"
 	"strings"
 
@@ -34,14 +35,23 @@ const (
 
 // action is one compiled rate limit action: the entry it adds to a
 // descriptor, and where its value comes from.
+// The keys Envoy gives a generic_key and a header_value_match entry whose
+// descriptor_key is not set. lint reads them too, so that what it checks
+// a policy against is what the endpoint sends.
+const (
+	DefaultGenericKey     = "generic_key"
+	DefaultHeaderMatchKey = "header_match"
+)
+
 type action struct {
 	kind actionKind
 	// key is the entry's key; value the entry's value for generic_key and
 	// header_value_match.
 	key, value string
 	// name is the header (lower case, or a pseudo-header) or the query
-	// parameter read.
-	name         string
+	// parameter read; canon is the header's canonical form, the key of
+	// http.Header, made once here rather than at every lookup.
+	name, canon  string
 	skipIfAbsent bool
 	// v4Bits and v6Bits are masked_remote_address's prefix lengths.
 	v4Bits, v6Bits int
@@ -141,7 +151,8 @@ func compileAction(a *routev3.RateLimit_Action) (action, *Error) {
 		return act, nil
 	case *routev3.RateLimit_Action_RequestHeaders_:
 		h := x.RequestHeaders
-		return action{kind: requestHeader, key: h.GetDescriptorKey(), name: strings.ToLower(h.GetHeaderName()), skipIfAbsent: h.GetSkipIfAbsent()}, nil
+		name := strings.ToLower(h.GetHeaderName())
+		return action{kind: requestHeader, key: h.GetDescriptorKey(), name: name, canon: textproto.CanonicalMIMEHeaderKey(name), skipIfAbsent: h.GetSkipIfAbsent()}, nil
 	case *routev3.RateLimit_Action_QueryParameters_:
 		q := x.QueryParameters
 		return action{kind: queryParameter, key: q.GetDescriptorKey(), name: q.GetQueryParameterName(), skipIfAbsent: q.GetSkipIfAbsent()}, nil
@@ -149,13 +160,14 @@ func compileAction(a *routev3.RateLimit_Action) (action, *Error) {
 		g := x.GenericKey
 		key := g.GetDescriptorKey()
 		if key == "" {
-			key = "generic_key"
+			key = DefaultGenericKey
 		}
 		return action{kind: genericKey, key: key, value: g.GetDescriptorValue()}, nil
 	case *routev3.RateLimit_Action_HeaderValueMatch_:
 		return compileHeaderValueMatch(x.HeaderValueMatch)
 	}
-	name := strings.TrimPrefix(fmt.Sprintf("%T", a.GetActionSpecifier()), "*routev3.RateLimit_Action_")
+	// Validate has made sure one action is set: name it as the file does.
+	name := "action"
 	if f := a.ProtoReflect().WhichOneof(a.ProtoReflect().Descriptor().Oneofs().ByName("action_specifier")); f != nil {
 		name = string(f.Name())
 	}
@@ -165,7 +177,7 @@ func compileAction(a *routev3.RateLimit_Action) (action, *Error) {
 func compileHeaderValueMatch(h *routev3.RateLimit_Action_HeaderValueMatch) (action, *Error) {
 	act := action{kind: headerValueMatch, key: h.GetDescriptorKey(), value: h.GetDescriptorValue(), expectMatch: true, defaultValue: h.GetDefaultValue()}
 	if act.key == "" {
-		act.key = "header_match"
+		act.key = DefaultHeaderMatchKey
 	}
 	if e := h.GetExpectMatch(); e != nil {
 		act.expectMatch = e.GetValue()

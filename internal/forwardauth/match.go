@@ -3,6 +3,7 @@ package forwardauth
 import (
 	"errors"
 	"fmt"
+	"net/textproto"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,7 +14,8 @@ import (
 
 // headerMatcher is one of Envoy's HeaderMatchers, compiled.
 type headerMatcher struct {
-	name string // lower case, or a pseudo-header
+	name  string // lower case, or a pseudo-header
+	canon string // name's canonical form, the key of http.Header
 	// present: the matcher is present_match (want presence == presentWant);
 	// otherwise match tests the value.
 	present, presentWant bool
@@ -25,7 +27,8 @@ type headerMatcher struct {
 // compileHeaderMatcher compiles m; each of Envoy's ways to match a value
 // is kept, and a matcher without one is refused.
 func compileHeaderMatcher(m *routev3.HeaderMatcher) (headerMatcher, error) {
-	hm := headerMatcher{name: strings.ToLower(m.GetName()), invert: m.GetInvertMatch(), missingAsEmpty: m.GetTreatMissingHeaderAsEmpty()}
+	name := strings.ToLower(m.GetName())
+	hm := headerMatcher{name: name, canon: textproto.CanonicalMIMEHeaderKey(name), invert: m.GetInvertMatch(), missingAsEmpty: m.GetTreatMissingHeaderAsEmpty()}
 	var err error
 	switch x := m.GetHeaderMatchSpecifier().(type) {
 	case *routev3.HeaderMatcher_PresentMatch:
@@ -60,7 +63,8 @@ func compileHeaderMatcher(m *routev3.HeaderMatcher) (headerMatcher, error) {
 		// Envoy: a matcher without a specifier matches a present header.
 		hm.present, hm.presentWant = true, true
 	default:
-		err = fmt.Errorf("header %q: matcher %T is not supported", m.GetName(), x)
+		// A specifier of a newer Envoy API than this build knows.
+		err = fmt.Errorf("matcher %T is not supported", x)
 	}
 	if err != nil {
 		return headerMatcher{}, fmt.Errorf("header %q: %w", m.GetName(), err)

@@ -75,7 +75,7 @@ func ForwardedRequest(h http.Header, client netip.Addr) Request {
 	}
 	return Request{
 		Method:    first("X-Forwarded-Method", "X-Original-Method"),
-		URI:       first("X-Forwarded-Uri", "X-Original-URI"),
+		URI:       first("X-Forwarded-Uri", "X-Original-Uri"),
 		Authority: first("X-Forwarded-Host"),
 		Client:    client,
 		Header:    h,
@@ -146,7 +146,7 @@ func (a *action) entry(req *Request) (descEntry, bool, *Refusal) {
 	case genericKey:
 		return mk(a.value), true, nil
 	case requestHeader:
-		v, ok, err := req.header(a.name)
+		v, ok, err := req.header(a.name, a.canon)
 		return mk(v), ok, err
 	case queryParameter:
 		v, ok, err := req.query(a.name)
@@ -156,7 +156,7 @@ func (a *action) entry(req *Request) (descEntry, bool, *Refusal) {
 	// with expect_match, default_value when it is not as expected.
 	all := true
 	for i := range a.matchers {
-		v, ok, err := req.header(a.matchers[i].name)
+		v, ok, err := req.header(a.matchers[i].name, a.matchers[i].canon)
 		if err != nil {
 			return nil, false, err
 		}
@@ -171,8 +171,9 @@ func (a *action) entry(req *Request) (descEntry, bool, *Refusal) {
 	return mk(a.defaultValue), a.defaultValue != "", nil
 }
 
-// header is the value of the header name (lower case) or pseudo-header.
-func (req *Request) header(name string) (string, bool, *Refusal) {
+// header is the value of the header name (lower case; canon, its canonical
+// form) or pseudo-header.
+func (req *Request) header(name, canon string) (string, bool, *Refusal) {
 	var v string
 	switch name {
 	case ":path":
@@ -182,7 +183,7 @@ func (req *Request) header(name string) (string, bool, *Refusal) {
 	case ":authority":
 		v = req.Authority
 	default:
-		vs := req.Header.Values(name)
+		vs := req.Header[canon]
 		switch {
 		case len(vs) == 0:
 			return "", false, nil
@@ -212,7 +213,7 @@ func checkLength(name, v string) (string, bool, *Refusal) {
 
 // query is the value of the query parameter name of the forwarded URI.
 func (req *Request) query(name string) (string, bool, *Refusal) {
-	uri, _, err := req.header(":path")
+	uri, _, err := req.header(":path", ":path")
 	if err != nil {
 		return "", false, err
 	}

@@ -10,6 +10,8 @@ import (
 	exprv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/rate_limit_descriptors/expr/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	metadatav3 "github.com/envoyproxy/go-control-plane/envoy/type/metadata/v3"
+
+	"github.com/envoy-rls/envoy-rls/internal/forwardauth"
 )
 
 // valueKind is what lint knows of a descriptor entry's value.
@@ -147,7 +149,7 @@ func (e *entry) action(a *routev3.RateLimit_Action) produced {
 		return produced{key: "masked_remote_address", vals: anyOnly}
 	case a.GetGenericKey() != nil:
 		g := a.GetGenericKey()
-		return produced{key: or(g.GetDescriptorKey(), "generic_key"), vals: []value{{known, g.GetDescriptorValue()}}}
+		return produced{key: or(g.GetDescriptorKey(), forwardauth.DefaultGenericKey), vals: []value{{known, g.GetDescriptorValue()}}}
 	case a.GetHeaderValueMatch() != nil:
 		return headerValueMatch(a.GetHeaderValueMatch())
 	case a.GetQueryParameterValueMatch() != nil:
@@ -194,7 +196,7 @@ func headerValueMatch(h *routev3.RateLimit_Action_HeaderValueMatch) produced {
 	for _, m := range h.GetHeaders() {
 		names = append(names, m.GetName())
 	}
-	return produced{key: or(h.GetDescriptorKey(), "header_match"), vals: []value{{known, h.GetDescriptorValue()}},
+	return produced{key: or(h.GetDescriptorKey(), forwardauth.DefaultHeaderMatchKey), vals: []value{{known, h.GetDescriptorValue()}},
 		when: matchWhen("headers", names, h.GetExpectMatch() == nil || h.GetExpectMatch().GetValue())}
 }
 

@@ -184,16 +184,20 @@ const (
 // holdHit is a hit with a Hold: the kind's hit and the hold's commands.
 type holdHit struct {
 	pending
-	s      *Store
-	key    string
-	id     string
-	limit  limits.Limit
-	cost   int64
-	now    int64
-	latest int64 // Store.latest, for an undo decided here
-	role   holdRole
-	slots  bool // a concurrency limit's: its slots are named by the id
-	named  bool // a reserve whose members are named by the id (isNamed)
+	s   *Store
+	key string
+	id  string
+	// setKey and recKey are the key's set of holds and, for a reserve or
+	// a settle, its id's record (holdsKey, holdKey), made once for the
+	// hit's commands.
+	setKey, recKey string
+	limit          limits.Limit
+	cost           int64
+	now            int64
+	latest         int64 // Store.latest, for an undo decided here
+	role           holdRole
+	slots          bool // a concurrency limit's: its slots are named by the id
+	named          bool // a reserve whose members are named by the id (isNamed)
 	// lapsed reads the key's lapsed holds; rec is a reserve's SET … GET
 	// or a settle's GETDEL; mine is the record a reserve writes.
 	lapsed *redis.StringSliceCmd
@@ -216,26 +220,28 @@ func (s *Store) newHoldHit(ctx context.Context, i int, h *limits.Hit, now int64,
 	lease := h.Hold.Lease.Microseconds()
 	hh := &holdHit{s: s, key: h.Key, id: h.Hold.ID, limit: h.Limit, cost: h.Cost, now: now, latest: s.latest(now),
 		slots: h.Limit.Algorithm == limits.Concurrency && !h.Limit.Blocks()}
-	hh.lapsed = redis.NewStringSliceCmd(ctx, "zrange", holdsKey(h.Key), "-inf", now, "byscore", "limit", 0, lapseScan)
+	hh.setKey = holdsKey(h.Key)
+	hh.lapsed = redis.NewStringSliceCmd(ctx, "zrange", hh.setKey, "-inf", now, "byscore", "limit", 0, lapseScan)
 	wk.Cmds = append(wk.Cmds, hh.lapsed)
 	switch {
 	case h.Reserves():
 		res := limits.NewReservation(h.Limit, h.Cost, now, h.Hold.Lease)
 		hh.role, hh.mine = holdReserve, holdRecord{cost: res.Cost, at: res.At, until: res.Until}
+		hh.recKey = holdKey(h.Key, hh.id)
 		hh.pending = s.newReserve(ctx, i, h, now, prevs, wk, later)
 		hh.limit, hh.named = limits.ReserveLimit(h.Limit, h.Hold.Lease), isNamed(h.Limit)
 		ttl := holdTTL(h.Limit, now, lease)
 		pending := hh.mine
 		pending.pending = true
-		hh.rec = redis.NewStringCmd(ctx, "set", holdKey(h.Key, hh.id), pending.String(), "px", ttl, "nx", "get")
-		hh.confirm = redis.NewStringCmd(ctx, "set", holdKey(h.Key, hh.id), hh.mine.String(), "px", ttl, "xx", "get")
+		hh.rec = redis.NewStringCmd(ctx, "set", hh.recKey, pending.String(), "px", ttl, "nx", "get")
+		hh.confirm = redis.NewStringCmd(ctx, "set", hh.recKey, hh.mine.String(), "px", ttl, "xx", "get")
 		wk.Cmds = append(wk.Cmds, hh.rec,
-			hh.writes.keep(redis.NewIntCmd(ctx, "zadd", holdsKey(h.Key), "nx", hh.mine.until, hh.id)),
-			hh.writes.keep(redis.NewIntCmd(ctx, "pexpire", holdsKey(h.Key), ttl)))
+			hh.writes.keep(redis.NewIntCmd(ctx, "zadd", hh.setKey, "nx", hh.mine.until, hh.id)),
+			hh.writes.keep(redis.NewIntCmd(ctx, "pexpire", hh.setKey, ttl)))
 	case h.Settles():
-		hh.role = holdSettle
-		hh.rec = redis.NewStringCmd(ctx, "getdel", holdKey(h.Key, hh.id))
-		wk.Cmds = append(wk.Cmds, hh.rec, hh.writes.keep(redis.NewIntCmd(ctx, "zrem", holdsKey(h.Key), hh.id)))
+		hh.role, hh.recKey = holdSettle, holdKey(h.Key, hh.id)
+		hh.rec = redis.NewStringCmd(ctx, "getdel", hh.recKey)
+		wk.Cmds = append(wk.Cmds, hh.rec, hh.writes.keep(redis.NewIntCmd(ctx, "zrem", hh.setKey, hh.id)))
 		if hh.slots {
 			hh.pending = newSlotsRelease(ctx, h, now, wk)
 		} else {

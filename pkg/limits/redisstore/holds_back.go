@@ -28,7 +28,7 @@ func (hh *holdHit) sweep(ctx context.Context, back *work) error {
 			continue
 		}
 		recs[j] = redis.NewStringCmd(ctx, "getdel", holdKey(hh.key, id))
-		back.Cmds = append(back.Cmds, recs[j], redis.NewIntCmd(ctx, "zrem", holdsKey(hh.key), id))
+		back.Cmds = append(back.Cmds, recs[j], redis.NewIntCmd(ctx, "zrem", hh.setKey, id))
 	}
 	back.Then = append(back.Then, func(ctx context.Context) {
 		wk := &work{}
@@ -64,7 +64,7 @@ func (s *Store) sendThen(ctx context.Context, wk *work) {
 // its GETDEL returned it), then the reserve's own record if its run is
 // allowed.
 func (hh *holdHit) takeOver(ctx context.Context, back *work, old holdRecord, allowed bool) {
-	rec := redis.NewStringCmd(ctx, "getdel", holdKey(hh.key, hh.id))
+	rec := redis.NewStringCmd(ctx, "getdel", hh.recKey)
 	back.Cmds = append(back.Cmds, rec)
 	back.Then = append(back.Then, func(ctx context.Context) {
 		wk := &work{}
@@ -103,8 +103,8 @@ func (hh *holdHit) confirmed(back *work) {
 // reserve of the id found in its place (the id reserved again
 // meanwhile) is put back.
 func (hh *holdHit) unrecord(ctx context.Context, back *work) {
-	rec := redis.NewStringCmd(ctx, "getdel", holdKey(hh.key, hh.id))
-	back.Cmds = append(back.Cmds, rec, redis.NewIntCmd(ctx, "zrem", holdsKey(hh.key), hh.id))
+	rec := redis.NewStringCmd(ctx, "getdel", hh.recKey)
+	back.Cmds = append(back.Cmds, rec, redis.NewIntCmd(ctx, "zrem", hh.setKey, hh.id))
 	back.Then = append(back.Then, func(ctx context.Context) {
 		got, found, err := recordOf(rec)
 		if err != nil || !found || got.pending {
@@ -122,8 +122,8 @@ func (hh *holdHit) put(ctx context.Context, wk *work, id string, rec holdRecord)
 	ttl := holdTTL(hh.limit, rec.at, rec.until-rec.at)
 	wk.Cmds = append(wk.Cmds,
 		redis.NewStatusCmd(ctx, "set", holdKey(hh.key, id), rec.String(), "px", ttl, "nx"),
-		redis.NewIntCmd(ctx, "zadd", holdsKey(hh.key), rec.until, id),
-		redis.NewIntCmd(ctx, "pexpire", holdsKey(hh.key), ttl))
+		redis.NewIntCmd(ctx, "zadd", hh.setKey, rec.until, id),
+		redis.NewIntCmd(ctx, "pexpire", hh.setKey, ttl))
 }
 
 // giveBack queues in wk the give-back of hold rec's cost: a refund into

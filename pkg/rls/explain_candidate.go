@@ -51,11 +51,7 @@ func writeCandidate(b *strings.Builder, c *ExplainedCandidate) {
 	if c == nil {
 		return
 	}
-	p := c.Unit
-	if c.UnitMultiplier > 1 {
-		p = fmt.Sprintf("%d %ss", c.UnitMultiplier, c.Unit)
-	}
-	fmt.Fprintf(b, "      candidate (not enforced): %s, %d per %s", c.Algorithm, c.RequestsPerUnit, p)
+	fmt.Fprintf(b, "      candidate (not enforced): %s, %d per %s", c.Algorithm, c.RequestsPerUnit, period(c.ExplainedRate))
 	if c.Burst > 0 {
 		fmt.Fprintf(b, ", burst %d", c.Burst)
 	}

@@ -84,7 +84,7 @@ func writeLimit(b *strings.Builder, l ExplainedLimit) {
 	if name == "" {
 		name = "(unnamed)"
 	}
-	rate := fmt.Sprintf("%d per %s", l.RequestsPerUnit, period(l))
+	rate := fmt.Sprintf("%d per %s", l.RequestsPerUnit, period(l.ExplainedRate))
 	if l.Lease != "" {
 		rate = fmt.Sprintf("%d slots, lease %s", l.RequestsPerUnit, l.Lease)
 	}
@@ -158,7 +158,7 @@ func writeModifiers(b *strings.Builder, e limits.ModifiersExplained) {
 }
 
 // period renders a limit's period as the file writes it: `hour`, `30 seconds`.
-func period(l ExplainedLimit) string {
+func period(l ExplainedRate) string {
 	if l.UnitMultiplier > 1 {
 		return fmt.Sprintf("%d %ss", l.UnitMultiplier, l.Unit)
 	}

@@ -3,6 +3,7 @@ package rls
 import (
 	"time"
 
+	"github.com/envoy-rls/envoy-rls/pkg/descriptors"
 	"github.com/envoy-rls/envoy-rls/pkg/limits"
 	"github.com/envoy-rls/envoy-rls/pkg/limits/config"
 )
@@ -56,11 +57,14 @@ func (p *plan) planCandidates(s *Service, maxDelay time.Duration) {
 		if !d.decided() || d.sameAs != nil {
 			continue
 		}
-		keyEntries := sharedEntries(d.entries, d.path)
+		var keyEntries []descriptors.Entry // made for the first candidate only
 		for j, r := range d.rules {
 			c := r.Candidate
 			if c == nil {
 				continue
+			}
+			if keyEntries == nil {
+				keyEntries = sharedEntries(d.entries, d.path)
 			}
 			key, tag := s.storeKey(p.domain, keyEntries, c.Limit, candidateIndex(listIndex(d, r, j)))
 			p.hits = append(p.hits, limits.Hit{Key: key, Tag: tag, Limit: c.Limit, Cost: d.cost, MaxDelay: maxDelay, Hold: d.hold})

@@ -28,7 +28,18 @@ func TestBounded(t *testing.T) {
 	if _, ok := s.Get("b"); ok || len(s.m) != 2 {
 		t.Fatalf("got %v, want the stale entry dropped", s.m)
 	}
-	m.Delete("9999")
+	// Delete drops the key it names, from its shard.
+	ks := m.Shard("k")
+	ks.Lock()
+	ks.Put("k", 1, now, stale)
+	ks.Unlock()
+	m.Delete("k")
+	ks.Lock()
+	_, ok := ks.Get("k")
+	ks.Unlock()
+	if ok {
+		t.Fatal("a deleted key is still held")
+	}
 	m.Clear()
 	if n := m.Len(); n != 0 {
 		t.Fatalf("holds %d keys after Clear", n)

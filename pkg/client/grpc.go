@@ -29,23 +29,8 @@ func UnaryServerInterceptor(c *Client, domain string, describe func(ctx context.
 		if describe == nil {
 			return nil, status.Error(codes.Internal, ErrNoDescribe.Error())
 		}
-		ds := describe(ctx, info.FullMethod, req)
-		if len(ds) == 0 {
-			return handler(ctx, req)
-		}
-		d, err := c.Check(ctx, domain, 0, ds...)
-		if err != nil {
-			return nil, status.Errorf(codes.Internal, "rate limit check: %v", err)
-		}
-		md := headerMetadata(d)
-		if !d.Allowed {
-			// Sent now, as headers of their own: a refusal's status alone
-			// would carry them as trailers.
-			_ = grpc.SendHeader(ctx, md)
-			return nil, refusal(d)
-		}
-		if len(md) > 0 {
-			_ = grpc.SetHeader(ctx, md)
+		if err := admit(ctx, c, domain, describe(ctx, info.FullMethod, req), grpc.ServerTransportStreamFromContext(ctx)); err != nil {
+			return nil, err
 		}
 		return handler(ctx, req)
 	}
@@ -59,30 +44,53 @@ func StreamServerInterceptor(c *Client, domain string, describe func(ctx context
 		if describe == nil {
 			return status.Error(codes.Internal, ErrNoDescribe.Error())
 		}
-		ds := describe(ss.Context(), info.FullMethod)
-		if len(ds) == 0 {
-			return handler(srv, ss)
-		}
-		d, err := c.Check(ss.Context(), domain, 0, ds...)
-		if err != nil {
-			return status.Errorf(codes.Internal, "rate limit check: %v", err)
-		}
-		md := headerMetadata(d)
-		if !d.Allowed {
-			_ = ss.SendHeader(md)
-			return refusal(d)
-		}
-		if len(md) > 0 {
-			_ = ss.SetHeader(md)
+		if err := admit(ss.Context(), c, domain, describe(ss.Context(), info.FullMethod), ss); err != nil {
+			return err
 		}
 		return handler(srv, ss)
 	}
+}
+
+// headerSender is where a call's header metadata goes: a unary call's
+// transport stream, or a streaming call's ServerStream.
+type headerSender interface {
+	SetHeader(metadata.MD) error
+	SendHeader(metadata.MD) error
+}
+
+// admit decides a call with descriptors ds (none: it passes unasked) and
+// puts the decision's headers on hs; its error is the call's status when
+// it must not run.
+func admit(ctx context.Context, c *Client, domain string, ds []Descriptor, hs headerSender) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	d, err := c.Check(ctx, domain, 0, ds...)
+	if err != nil {
+		return status.Errorf(codes.Internal, "rate limit check: %v", err)
+	}
+	md := headerMetadata(d)
+	if !d.Allowed {
+		// Sent now, as headers of their own: a refusal's status alone
+		// would carry them as trailers.
+		if hs != nil && md != nil {
+			_ = hs.SendHeader(md)
+		}
+		return refusal(d)
+	}
+	if hs != nil && md != nil {
+		_ = hs.SetHeader(md)
+	}
+	return nil
 }
 
 // headerMetadata is the decision's HTTP headers as gRPC metadata, whose
 // keys are lower-case. gRPC drops the keys it owns itself (content-type,
 // which the service adds to a refusal under -json-429-body, and grpc-*).
 func headerMetadata(d Decision) metadata.MD {
+	if d.Response == nil {
+		return nil // nothing is known of the limit (Unavailable)
+	}
 	h := make(http.Header)
 	d.WriteHeaders(h)
 	md := make(metadata.MD, len(h))

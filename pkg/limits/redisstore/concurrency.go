@@ -65,15 +65,15 @@ func newConcHit(ctx context.Context, i int, h *limits.Hit, now int64, members *l
 	case h.Cost < 0 && refundLater:
 		ch.popped = -h.Cost
 		ch.refund = []redis.Cmder{expired, redis.NewZSliceCmd(ctx, "zpopmin", h.Key, ch.popped)}
-		ch.read(ctx, wk, -1)
+		ch.read(ctx, wk, ch.now, 0, -1)
 	case h.Cost < 0:
 		ch.count = redis.NewIntCmd(ctx, "zcard", h.Key)
 		ch.newest = newestCmd(ctx, h.Key, "("+strconv.FormatInt(now, 10), 0)
 		wk.Cmds = append(wk.Cmds, ch.writes.keep(expired), ch.writes.keep(redis.NewZSliceCmd(ctx, "zpopmin", h.Key, -h.Cost)), ch.count, ch.newest)
 	case h.Cost == 0:
-		ch.read(ctx, wk, n-1)
+		ch.read(ctx, wk, ch.now, 0, n-1)
 	case h.Cost > n && !l.CountRefused:
-		ch.read(ctx, wk, -1)
+		ch.read(ctx, wk, ch.now, 0, -1)
 	default:
 		ch.acquire(ctx, wk, expired, members.take(min(h.Cost, 2*n)), now+lease, false)
 	}
@@ -81,36 +81,9 @@ func newConcHit(ctx context.Context, i int, h *limits.Hit, now int64, members *l
 }
 
 // acquire queues the commands of an acquire whose slots are own, held
-// until until: after expired, the ZADD (… NX for a hold's, which names
-// its slots by its id, so that a repeated reserve adds none: holdconc.go),
-// the count and the key's TTL, and the reads a refusal's answer needs.
+// until until: expired (the lapsed slots' removal), then addOwn's.
 func (ch *concHit) acquire(ctx context.Context, wk *work, expired *redis.IntCmd, own []string, until int64, nx bool) {
-	ch.own = own
-	zadd := make([]any, 0, zaddLen(own, nx))
-	zadd = append(zadd, "zadd", ch.key)
-	if nx {
-		zadd = append(zadd, "nx")
-	}
-	for _, m := range own {
-		zadd = append(zadd, until, m)
-	}
-	ch.count = redis.NewIntCmd(ctx, "zcard", ch.key)
-	wk.Cmds = append(wk.Cmds, ch.writes.keep(expired), ch.writes.keep(redis.NewIntCmd(ctx, zadd...)), ch.count,
-		ch.writes.keep(redis.NewIntCmd(ctx, "pexpire", ch.key, logTTL(ch.limit.PeriodMicros()))))
-	ch.aroundOwn(ctx, wk, "("+strconv.FormatInt(ch.now, 10))
-}
-
-// read queues the count of live slots, the newest and, for rank ≥ 0, the
-// rank-th newest.
-func (ch *concHit) read(ctx context.Context, wk *work, rank int64) {
-	after := "(" + strconv.FormatInt(ch.now, 10)
-	ch.count = redis.NewIntCmd(ctx, "zcount", ch.key, after, "+inf")
-	ch.newest = newestCmd(ctx, ch.key, after, 0)
-	wk.Cmds = append(wk.Cmds, ch.count, ch.newest)
-	if rank >= 0 {
-		ch.rank = newestCmd(ctx, ch.key, after, rank)
-		wk.Cmds = append(wk.Cmds, ch.rank)
-	}
+	ch.addOwn(ctx, wk, expired, own, until, logTTL(ch.limit.PeriodMicros()), nx, "("+strconv.FormatInt(ch.now, 10))
 }
 
 // decide decides the hit from its commands' replies; a concurrency hit

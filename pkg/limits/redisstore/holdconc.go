@@ -38,7 +38,7 @@ func newHoldSlots(ctx context.Context, i int, h *limits.Hit, now int64, pipes *r
 	l.CountRefused = false
 	ch := &concHit{zsetHit: zsetHit{i: i, limit: l, cost: h.Cost, now: now, key: h.Key}, pipes: pipes, named: true}
 	if h.Cost > l.Requests {
-		ch.read(ctx, wk, -1)
+		ch.read(ctx, wk, ch.now, 0, -1)
 		return ch
 	}
 	expired := redis.NewIntCmd(ctx, "zremrangebyscore", h.Key, "-inf", now)

@@ -149,29 +149,34 @@ func zaddLen(own []string, nx bool) int {
 }
 
 // charge queues the commands of a charge whose members are own: the
-// ZREMRANGEBYSCORE of what has left the window, the ZADD (… NX for a
-// hold's, which names its members by its id, so that a repeated reserve
-// adds none: holds.go), the count and the key's TTL, and the reads a
-// refusal's answer needs.
+// ZREMRANGEBYSCORE of what has left the window, then addOwn's.
 func (lh *logHit) charge(ctx context.Context, wk *work, own []string, nx bool) {
-	lh.own = own
 	t := lh.limit.PeriodMicros()
 	cutoff := lh.now - t
+	prune := redis.NewIntCmd(ctx, "zremrangebyscore", lh.key, "-inf", cutoff)
+	lh.addOwn(ctx, wk, prune, own, lh.now, logTTL(t), nx, "("+strconv.FormatInt(cutoff, 10))
+}
+
+// addOwn queues, after prune (a log's members that have left the window,
+// a concurrency limit's lapsed slots), the ZADD of own scored score (… NX
+// for a hold's, which names its members by its id, so that a repeated
+// reserve adds none: holds.go, holdconc.go), the count, the key's TTL of
+// ttl ms, and the reads a refusal's answer needs, of the members scored
+// after after (aroundOwn).
+func (z *zsetHit) addOwn(ctx context.Context, wk *work, prune redis.Cmder, own []string, score, ttl int64, nx bool, after string) {
+	z.own = own
 	zadd := make([]any, 0, zaddLen(own, nx))
-	zadd = append(zadd, "zadd", lh.key)
+	zadd = append(zadd, "zadd", z.key)
 	if nx {
 		zadd = append(zadd, "nx")
 	}
 	for _, m := range own {
-		zadd = append(zadd, lh.now, m)
+		zadd = append(zadd, score, m)
 	}
-	lh.count = redis.NewIntCmd(ctx, "zcard", lh.key)
-	wk.Cmds = append(wk.Cmds,
-		lh.writes.keep(redis.NewIntCmd(ctx, "zremrangebyscore", lh.key, "-inf", cutoff)),
-		lh.writes.keep(redis.NewIntCmd(ctx, zadd...)),
-		lh.count,
-		lh.writes.keep(redis.NewIntCmd(ctx, "pexpire", lh.key, logTTL(t))))
-	lh.aroundOwn(ctx, wk, "("+strconv.FormatInt(cutoff, 10))
+	z.count = redis.NewIntCmd(ctx, "zcard", z.key)
+	wk.Cmds = append(wk.Cmds, z.writes.keep(prune), z.writes.keep(redis.NewIntCmd(ctx, zadd...)), z.count,
+		z.writes.keep(redis.NewIntCmd(ctx, "pexpire", z.key, ttl)))
+	z.aroundOwn(ctx, wk, after)
 }
 
 // logTTL is a sliding log key's TTL in milliseconds for a period of t µs:
@@ -180,17 +185,18 @@ func (lh *logHit) charge(ctx context.Context, wk *work, own []string, nx bool) {
 // members that have left the window count for nothing.
 func logTTL(t int64) int64 { return max(1000, ttlMillis(t)) }
 
-// read queues the count inside the window after cutoff, the newest member
-// (the newest-th newest: past those a refund held back will pop) and, for
-// rank ≥ 0, the rank-th newest.
-func (lh *logHit) read(ctx context.Context, wk *work, cutoff, newest, rank int64) {
+// read queues the count of the members scored after cutoff (a log's
+// window; a concurrency limit's slots not lapsed by now), the newest
+// member (the newest-th newest: past those a refund held back will pop)
+// and, for rank ≥ 0, the rank-th newest.
+func (z *zsetHit) read(ctx context.Context, wk *work, cutoff, newest, rank int64) {
 	after := "(" + strconv.FormatInt(cutoff, 10)
-	lh.count = redis.NewIntCmd(ctx, "zcount", lh.key, after, "+inf")
-	lh.newest = newestCmd(ctx, lh.key, after, newest)
-	wk.Cmds = append(wk.Cmds, lh.count, lh.newest)
+	z.count = redis.NewIntCmd(ctx, "zcount", z.key, after, "+inf")
+	z.newest = newestCmd(ctx, z.key, after, newest)
+	wk.Cmds = append(wk.Cmds, z.count, z.newest)
 	if rank >= 0 {
-		lh.rank = newestCmd(ctx, lh.key, after, rank)
-		wk.Cmds = append(wk.Cmds, lh.rank)
+		z.rank = newestCmd(ctx, z.key, after, rank)
+		wk.Cmds = append(wk.Cmds, z.rank)
 	}
 }
 

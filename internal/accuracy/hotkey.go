@@ -60,7 +60,7 @@ func OpenHotKey(url string, n int) (*HotKey, func(), error) {
 		}
 	}
 	for range n {
-		client, err := redisstore.NewClient(redisstore.ClientOptions{URL: url, Timeout: redisTimeout})
+		client, err := openClient(url)
 		if err != nil {
 			closeAll()
 			return nil, nil, err

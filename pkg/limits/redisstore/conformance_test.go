@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -16,7 +17,7 @@ import (
 func TestConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout})
-	c.AddHook(longerTTLs{})
+	c.AddHook(LongerTTLs(time.Hour))
 	storetest.Run(t, func(t *testing.T, clock func() int64) limits.Store {
 		return persisting{store: New(c, Options{Clock: clock}), client: c, clock: clock}
 	})
@@ -29,7 +30,7 @@ func TestConformance(t *testing.T) {
 // kept past its expiry decides exactly as an absent key (TestEquivalence
 // checks that), so the suite's expiry cases still hold. A key could still
 // expire between its PEXPIRE and the PERSIST after the call, on a machine
-// slow enough: longerTTLs adds an hour to the PEXPIREs the store sends.
+// slow enough: LongerTTLs adds an hour to the PEXPIREs the store sends.
 type persisting struct {
 	store  *Store
 	client redis.UniversalClient
@@ -54,35 +55,6 @@ func redisKeys(h limits.Hit, now int64) []string {
 	}
 	w := limits.WindowFrame(h.Limit, now).W
 	return []string{windowKey(h.Key, w), windowKey(h.Key, w-1)}
-}
-
-// longerTTLs adds an hour to every PEXPIRE sent through the client.
-type longerTTLs struct{}
-
-func (longerTTLs) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (longerTTLs) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		lengthen(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (longerTTLs) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			lengthen(cmd)
-		}
-		return next(ctx, cmds)
-	}
-}
-
-func lengthen(cmd redis.Cmder) {
-	if args := cmd.Args(); cmd.Name() == "pexpire" && len(args) >= 3 {
-		if ms, ok := args[2].(int64); ok {
-			args[2] = ms + 3_600_000
-		}
-	}
 }
 
 func (p persisting) Reset(ctx context.Context, hits []limits.Hit) error {

@@ -19,7 +19,7 @@ import (
 func TestHoldsAcross(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout})
-	c.AddHook(longerTTLs{})
+	c.AddHook(LongerTTLs(time.Hour))
 	storetest.HoldsAcross(t, func(t *testing.T, clock func() int64) (limits.Store, limits.Store) {
 		return persisting{store: New(c, Options{Clock: clock}), client: c, clock: clock},
 			persisting{store: New(c, Options{Clock: clock}), client: c, clock: clock}
@@ -325,7 +325,7 @@ func TestHoldRepeatFull(t *testing.T) {
 func TestHoldsAcrossCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	c := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: testTimeout})
-	c.AddHook(longerTTLs{})
+	c.AddHook(LongerTTLs(time.Hour))
 	storetest.HoldsAcross(t, func(t *testing.T, clock func() int64) (limits.Store, limits.Store) {
 		return persisting{store: New(c, Options{Clock: clock}), client: c, clock: clock},
 			persisting{store: New(c, Options{Clock: clock}), client: c, clock: clock}

@@ -20,7 +20,7 @@ import (
 func TestLockoutEquivalence(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, ClientOptions{URL: srv.URL(), Timeout: testTimeout})
-	c.AddHook(longerTTLs{})
+	c.AddHook(LongerTTLs(time.Hour))
 	seq := 0
 	for _, a := range []limits.Algorithm{limits.FixedWindow, limits.SlidingWindow, limits.TokenBucket, limits.SlidingLog} {
 		for _, countRefused := range []bool{false, true} {
@@ -130,7 +130,7 @@ func lockoutRun(t *testing.T, name string, rng *rand.Rand, a limits.Algorithm, c
 func TestLockoutCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	c := newClient(t, ClientOptions{Cluster: cl.Addrs(), Timeout: testTimeout})
-	c.AddHook(longerTTLs{})
+	c.AddHook(LongerTTLs(time.Hour))
 	for _, a := range []limits.Algorithm{limits.FixedWindow, limits.TokenBucket} {
 		rng := rand.New(rand.NewPCG(uint64(a), 7))
 		var now int64

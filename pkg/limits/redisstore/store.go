@@ -145,7 +145,9 @@ type Options struct {
 	// measures it), as production must: instances with skewed clocks then
 	// still agree. With a Clock, Decide also waits for the undos of its
 	// refused runs (sendBack), so that a test's next call finds them done,
-	// as it would on the embedded store.
+	// as it would on the embedded store. Redis still expires keys by its
+	// own clock: a caller whose instants run slower than real time adds
+	// LongerTTLs to the client.
 	Clock func() int64
 	// Batching chooses whether concurrent calls share pipelines (see
 	// Batching); the zero value merges them, per master on a cluster.

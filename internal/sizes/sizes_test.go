@@ -1,7 +1,9 @@
-// Package sizes holds a test of the module's shape: no Go file outside the
-// tests over maxFileLines lines, no function over maxFuncLines. A file or a
-// function past them is one a reader cannot hold at once; the test names
-// each, so that the one who grew it splits it by what its parts do.
+// Package sizes holds the tests of the module's shape: no Go file outside
+// the tests over maxFileLines lines, no function over maxFuncLines (a file
+// or a function past them is one a reader cannot hold at once; the test
+// names each, so that the one who grew it splits it by what its parts
+// do), and every folder of Go files on docs/architecture.md's map
+// (layout_test.go).
 package sizes
 
 import (

@@ -74,8 +74,8 @@ func remaining(t *testing.T, s *server, key string) uint32 {
 // an upper bound of their actual cost and settle with the actual cost.
 // The costs of the admitted requests never add up past the budget (the
 // overshoot of a charge made after the response is N × the cost), and once
-// every request has settled, the budget is charged with exactly the sum of
-// the actual costs.
+// every request has settled and the refused reserves' undos have landed,
+// the budget is charged with exactly the sum of the actual costs.
 func TestHoldsBudget(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, st store) {
@@ -130,8 +130,24 @@ func TestHoldsBudget(t *testing.T) {
 		if s := spent.Load(); s < budget/2 {
 			t.Fatalf("the admitted requests cost %d of a budget of %d: reserves refused far from it", s, budget)
 		}
-		if got, want := int64(remaining(t, servers[0], "budget")), budget-spent.Load(); got != want {
-			t.Fatalf("remaining after every settle: %d, want budget − actual costs = %d", got, want)
+		// The undos of the last refused reserves go after their answers
+		// (docs/semantics.md, "The transient of charge-then-undo"): a peek
+		// may still count one for a moment (on a loaded machine, for
+		// longer), never read more than is left.
+		want := budget - spent.Load()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got := int64(remaining(t, servers[0], "budget"))
+			if got > want {
+				t.Fatalf("remaining after every settle: %d, more than budget − actual costs = %d", got, want)
+			}
+			if got == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("remaining 10 s after every settle: %d, want budget − actual costs = %d", got, want)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	})
 }

@@ -28,14 +28,15 @@ import (
 //     they were before the hit (the reply less the cost), which is what
 //     the embedded store decides with too;
 //   - a hit whose run is refused, unless its limit counts refused hits,
-//     takes its cost back (undo) in a second round trip before Decide
-//     returns, with the same saturating INCRBY.
+//     takes its cost back (undo) with the same saturating INCRBY, in a
+//     second round trip that Decide sends aside and does not wait for
+//     (sendBack), so that the answer costs one round trip.
 //
 // BITFIELD is atomic, so no two hits ever see the same count, whatever the
 // number of instances: the counts of the allowed hits never add up past N.
 // Between a refused hit's charge and its undo, its cost is counted: a
-// concurrent hit may then be refused where it would have fitted, never
-// allowed where it would not. A peek reads the counters (GET).
+// concurrent hit, or the caller's next one, may then be refused where it
+// would have fitted, never allowed where it would not. A peek reads the counters (GET).
 //
 // The counter is a BITFIELD field, not an INCRBY string, so that nothing
 // that takes units back can take it below zero: OVERFLOW SAT stops a

@@ -590,6 +590,7 @@ func testCountRefused(t *testing.T, s *server) {
 		lim := limit("refused-free", 5, unitYear)
 		checkResponse(t, s.decide(t, hits(3, "refused", "free")), codeOK, want{codeOK, lim, 2})
 		checkResponse(t, s.decide(t, hits(4, "refused", "free")), codeOver, want{codeOver, lim, 2})
+		awaitUndo(t, s, "algo", 2, "refused", "free")
 		checkResponse(t, s.decide(t, hits(1, "refused", "free")), codeOK, want{codeOK, lim, 1})
 	})
 }

@@ -77,46 +77,68 @@ descriptors:
 		t.Fatalf("the servers took until %s before the boundary to start: no time left to count before it", left)
 	}
 	day := 24 * time.Hour
-	// Before the boundary: exactly N between the two, the reset at the
-	// boundary (fixed) or a day after it (sliding: the count weighs on);
-	// a sliding refusal waits until the count's weight has fallen by one,
-	// a fifth into the next day.
-	countCalendar(t, servers, "fixed", n, boundary, boundary)
-	countCalendar(t, servers, "sliding", n, boundary.Add(day), boundary.Add(day/n))
-	// The counters live until their windows' real ends: the boundary, and
-	// a day after it for the sliding window's.
 	zone, err := time.LoadLocationFromTZData("Test/Soon", tzif)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
 	defer c.Close()
+	limitOf := func(key string) limits.Limit {
+		alg := limits.FixedWindow
+		if key == "sliding" {
+			alg = limits.SlidingWindow
+		}
+		return limits.Limit{Algorithm: alg, Requests: n, Period: day, Calendar: limits.Calendar{Unit: limits.CalendarDay, Zone: zone}}
+	}
+	// counter is the Redis key of key's count in the window of now.
+	counter := func(key string) string {
+		l := limitOf(key)
+		k := descriptors.Key(descriptors.KeyInput{Domain: "cal", Entries: []descriptors.Entry{{Key: key, Value: "acme"}}, Limit: l})
+		return k + "#" + strconv.FormatInt(limits.WindowFrame(l, time.Now().UnixMicro()).W, 10)
+	}
+	// counted is key's count in Redis in the window of now (a BITFIELD
+	// field, u63 at offset 0).
+	counted := func(key string) int64 {
+		v, err := c.BitField(t.Context(), counter(key), "get", "u63", 0).Result()
+		if err != nil || len(v) != 1 {
+			t.Fatalf("BITFIELD GET %s: %v %v", counter(key), v, err)
+		}
+		return v[0]
+	}
+	// Before the boundary: exactly N between the two, the reset at the
+	// boundary (fixed) or a day after it (sliding: the count weighs on);
+	// a sliding refusal waits until the count's weight has fallen by one,
+	// a fifth into the next day.
+	countCalendar(t, servers, "fixed", n, boundary, boundary, counted)
+	countCalendar(t, servers, "sliding", n, boundary.Add(day), boundary.Add(day/n), counted)
+	// The counters live until their windows' real ends: the boundary, and
+	// a day after it for the sliding window's.
 	for _, tc := range []struct {
 		key string
-		alg limits.Algorithm
 		end time.Time
-	}{{"fixed", limits.FixedWindow, boundary}, {"sliding", limits.SlidingWindow, boundary.Add(day)}} {
-		l := limits.Limit{Algorithm: tc.alg, Requests: n, Period: day, Calendar: limits.Calendar{Unit: limits.CalendarDay, Zone: zone}}
-		key := descriptors.Key(descriptors.KeyInput{Domain: "cal", Entries: []descriptors.Entry{{Key: tc.key, Value: "acme"}}, Limit: l})
-		counter := key + "#" + strconv.FormatInt(limits.WindowFrame(l, time.Now().UnixMicro()).W, 10)
-		ttl, err := c.PTTL(t.Context(), counter).Result()
+	}{{"fixed", boundary}, {"sliding", boundary.Add(day)}} {
+		ttl, err := c.PTTL(t.Context(), counter(tc.key)).Result()
 		if want := time.Until(tc.end); err != nil || ttl > want+time.Second || ttl < want-time.Second {
-			t.Errorf("%s: PTTL %s = %s (%v), want %s", tc.alg, counter, ttl, err, want.Round(time.Millisecond))
+			t.Errorf("%s: PTTL %s = %s (%v), want %s", tc.key, counter(tc.key), ttl, err, want.Round(time.Millisecond))
 		}
 	}
 	time.Sleep(time.Until(boundary.Add(500 * time.Millisecond)))
 	// After it: the fixed window starts over, until the next midnight.
-	countCalendar(t, servers, "fixed", n, boundary.Add(day), boundary.Add(day))
+	countCalendar(t, servers, "fixed", n, boundary.Add(day), boundary.Add(day), counted)
 	// The sliding window weighs yesterday's 5 by the 99.999% of today
 	// left: nothing fits, on either instance, until it decays.
-	countCalendar(t, servers, "sliding", 0, boundary.Add(day), boundary.Add(day/n))
+	countCalendar(t, servers, "sliding", 0, boundary.Add(day), boundary.Add(day/n), counted)
 }
 
 // countCalendar sends allowed requests for key through the servers in
 // turn, each of which must be allowed and report its reset at okEnd, then
 // one more to each server, which must be refused and report its wait until
 // overEnd (within a second: the answer's time is from this host's clock).
-func countCalendar(t *testing.T, servers []*server, key string, allowed int, okEnd, overEnd time.Time) {
+// Before each refused request but the first, it waits until counted, the
+// key's count in Redis, is back at allowed: a refusal's undo goes after
+// its answer, and a refusal that counted the one before it would compute
+// its wait from one more.
+func countCalendar(t *testing.T, servers []*server, key string, allowed int, okEnd, overEnd time.Time, counted func(string) int64) {
 	t.Helper()
 	check := func(i int, s *server, wantOK bool) {
 		t.Helper()
@@ -137,6 +159,9 @@ func countCalendar(t *testing.T, servers []*server, key string, allowed int, okE
 		check(i, servers[i%len(servers)], true)
 	}
 	for i, s := range servers {
+		if i > 0 && !poll(10*time.Second, func() bool { return counted(key) == int64(allowed) }) {
+			t.Fatalf("%s: count %d in Redis 10 s after a refusal, want its undo back at %d", key, counted(key), allowed)
+		}
 		check(allowed+i, s, false)
 	}
 }

@@ -479,6 +479,21 @@ func desc(kv ...string) *ratelimitv3.RateLimitDescriptor {
 	return d
 }
 
+// awaitUndo waits until a peek of the descriptor kv of domain reads
+// remaining want. A refusal's undo goes after its answer
+// (docs/semantics.md, "The transient of charge-then-undo"): the caller's
+// next call, at once, may still count the refused cost.
+func awaitUndo(t *testing.T, s *server, domain string, want uint32, kv ...string) {
+	t.Helper()
+	var got uint32
+	if !poll(10*time.Second, func() bool {
+		got = s.decide(t, request(domain, withHits(desc(kv...), 0))).GetStatuses()[0].GetLimitRemaining()
+		return got == want
+	}) {
+		t.Fatalf("%v: remaining %d 10 s after a refusal, want its undo back at %d", kv, got, want)
+	}
+}
+
 // withHits sets the descriptor's own hits_addend.
 func withHits(d *ratelimitv3.RateLimitDescriptor, n uint64) *ratelimitv3.RateLimitDescriptor {
 	d.HitsAddend = wrapperspb.UInt64(n)

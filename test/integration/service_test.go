@@ -341,6 +341,9 @@ func testHits(t *testing.T, s *server, _ store) {
 			req.HitsAddend = step.hits
 			resp := s.decide(t, req)
 			checkResponse(t, resp, step.w.code, step.w)
+			if step.w.code == codeOver && step.w.remaining > 0 {
+				awaitUndo(t, s, "it", step.w.remaining, "hits", "req")
+			}
 		}
 	})
 	t.Run("descriptor hits_addend overrides", func(t *testing.T) {

@@ -22,7 +22,10 @@ descriptors:
 // TestRedisTLSAndAuth runs the binary against a Redis that speaks TLS only
 // and requires an ACL user: -redis-url rediss://user:pass@… with
 // -redis-tls-ca decides, with its keys under -redis-key-prefix and, with
-// -hash-values, no descriptor value in Redis.
+// -hash-values, no descriptor value in Redis. The deciding cases give the
+// store 2 s (-store-timeout) and wait for /healthz to find it: what they
+// check is the credentials, and a TLS handshake on a loaded machine can
+// take longer than the default 50 ms, which the failure mode would answer.
 func TestRedisTLSAndAuth(t *testing.T) {
 	t.Parallel()
 	const (
@@ -38,7 +41,8 @@ func TestRedisTLSAndAuth(t *testing.T) {
 			"-redis-url", srv.URLWithUser(user, password),
 			"-redis-tls-ca", srv.TLS().CA.File,
 			"-redis-key-prefix", "sec-test:",
-			"-hash-values")
+			"-hash-values", "-store-timeout", "2s")
+		awaitStoreOK(t, s)
 		lim := limit("per-key", 1, unitHour)
 		checkResponse(t, s.decide(t, request("sec", desc("api_key", secret))), codeOK, want{codeOK, lim, 0})
 		checkResponse(t, s.decide(t, request("sec", desc("api_key", secret))), codeOver, want{codeOver, lim, 0})
@@ -66,9 +70,10 @@ func TestRedisTLSAndAuth(t *testing.T) {
 	t.Run("flag and environment credentials", func(t *testing.T) {
 		s := startServerWith(t, func(grpcAddr, httpAddr string) ([]string, []string) {
 			args := append(standardFlags(config, grpcAddr, httpAddr),
-				"-redis-url", srv.URL(), "-redis-username", user, "-redis-key-prefix", "sec-env:")
+				"-redis-url", srv.URL(), "-redis-username", user, "-redis-key-prefix", "sec-env:", "-store-timeout", "2s")
 			return args, []string{"RLS_REDIS_PASSWORD=" + password, "RLS_REDIS_TLS_CA=" + srv.TLS().CA.File}
 		})
+		awaitStoreOK(t, s)
 		lim := limit("per-key", 1, unitHour)
 		checkResponse(t, s.decide(t, request("sec", desc("api_key", "env"))), codeOK, want{codeOK, lim, 0})
 		checkResponse(t, s.decide(t, request("sec", desc("api_key", "env"))), codeOver, want{codeOver, lim, 0})
@@ -129,4 +134,17 @@ func startServerRefused(t *testing.T, config string, flags ...string) *server {
 	return startServerHealth(t, healthpb.HealthCheckResponse_NOT_SERVING, func(grpcAddr, httpAddr string) ([]string, []string) {
 		return append(standardFlags(config, grpcAddr, httpAddr), flags...), nil
 	})
+}
+
+// awaitStoreOK waits until s's /healthz finds its store answering.
+func awaitStoreOK(t *testing.T, s *server) {
+	t.Helper()
+	var code int
+	var body string
+	if !poll(reloadBound, func() bool {
+		code, body = s.get(t, "/healthz")
+		return code == http.StatusOK && strings.Contains(body, "store: ok")
+	}) {
+		t.Fatalf("/healthz: %d %q %s after the start, want 200 with store: ok", code, body, reloadBound)
+	}
 }

@@ -124,7 +124,9 @@ func TestRLQSFleetSilentEnvoy(t *testing.T) {
 // one at its next report timer, as Envoy does, and gets an assignment
 // again within one interval of the instance serving. On Redis the killed
 // process's entries live until they expire (three intervals), so until
-// then the Envoys get less than their fair shares, never more. On the
+// then the Envoys get less than their fair shares, never more (checked
+// when the Envoys were assigned again within two intervals of the kill,
+// while the entries surely live). On the
 // embedded store the new process knows no demand: each Envoy's first
 // report to it is divided among the Envoys that have reported so far, so
 // the first to reconnect may hold the whole limit until its next report
@@ -147,6 +149,7 @@ func TestRLQSFleetRestart(t *testing.T) {
 		for i, e := range envoys {
 			before[i] = e.Stats().Responses
 		}
+		killed := time.Now()
 		s.kill(t)
 		startServerAt(t, s, config, flags...) // on the same ports; the Envoys find it there
 		serving := time.Now()
@@ -165,11 +168,20 @@ func TestRLQSFleetRestart(t *testing.T) {
 			return
 		}
 		t.Logf("both Envoys reconnected and assigned %v after the new process served", time.Since(serving).Round(time.Millisecond))
+		// The killed process's entries expire three intervals after its
+		// last reports, at most an interval before the kill: Envoys
+		// assigned within two intervals of the kill are divided beside
+		// them. Past that (a start slowed by a loaded machine) they may be
+		// gone, and the new process divides as the embedded store does.
+		beside := st.name == "redis" && time.Since(killed) < 2*fleetInterval
+		if st.name == "redis" && !beside {
+			t.Logf("assigned %v after the kill, past two intervals: the old entries may have expired; the embedded store's bound applies", time.Since(killed).Round(time.Millisecond))
+		}
 		sum := 0.0
 		for i, e := range envoys {
 			got := e.assigned()
 			sum += got
-			if st.name == "redis" && got > fair[i]*1.05 {
+			if beside && got > fair[i]*1.05 {
 				t.Errorf("%s after the restart: assigned %.1f a second, over its fair share %.0f", e.name, got, fair[i])
 			}
 		}

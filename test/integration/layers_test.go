@@ -155,8 +155,8 @@ func TestLayersWalkThrough(t *testing.T) {
 	}
 	cfg := filepath.Join(root, layersConfig)
 	rdb := redistest.Start(t)
-	a := startLayeredApp(t, startServer(t, cfg, "-redis-url", rdb.URL(), "-hash-values").grpcAddr)
-	b := startLayeredApp(t, startServer(t, cfg, "-redis-url", rdb.URL(), "-hash-values").grpcAddr)
+	a := startLayeredApp(t, startServer(t, cfg, layersStoreFlags(rdb)...).grpcAddr)
+	b := startLayeredApp(t, startServer(t, cfg, layersStoreFlags(rdb)...).grpcAddr)
 	awayFromMinuteEnd(t, 10*time.Second)
 
 	resp, body := a.get(t, "")
@@ -217,8 +217,8 @@ func TestLayersShareOneLimit(t *testing.T) {
 	}
 	cfg := filepath.Join(root, layersConfig)
 	rdb := redistest.Start(t)
-	a := startLayeredApp(t, startServer(t, cfg, "-redis-url", rdb.URL(), "-hash-values").grpcAddr)
-	b := startLayeredApp(t, startServer(t, cfg, "-redis-url", rdb.URL(), "-hash-values").grpcAddr)
+	a := startLayeredApp(t, startServer(t, cfg, layersStoreFlags(rdb)...).grpcAddr)
+	b := startLayeredApp(t, startServer(t, cfg, layersStoreFlags(rdb)...).grpcAddr)
 	awayFromMinuteEnd(t, 10*time.Second)
 
 	const each = 2 * perUser // requests per instance
@@ -248,4 +248,12 @@ func TestLayersShareOneLimit(t *testing.T) {
 	if codes[http.StatusOK] != perUser || codes[http.StatusTooManyRequests] != 2*each-perUser {
 		t.Errorf("carol's %d requests over two instances: %v, want %d allowed and the rest 429", 2*each, codes, perUser)
 	}
+}
+
+// layersStoreFlags put an envoy-rls of the layered tests on rdb with the
+// walk-through's -hash-values, and 2 s for each store call: the tests
+// count exact decisions, and on a loaded machine a call past the default
+// 50 ms would be answered by the failure mode instead.
+func layersStoreFlags(rdb *redistest.Server) []string {
+	return []string{"-redis-url", rdb.URL(), "-hash-values", "-store-timeout", "2s"}
 }

@@ -31,7 +31,7 @@ func TestHotKeyBound(t *testing.T) {
 	}
 	t.Log("\n" + b.String())
 	// The published file is this run's: the replay depends on its seed
-	// only (keepKeys), so a change to the mode shows here until the file
+	// only (keepLonger), so a change to the mode shows here until the file
 	// is written again (docs/accuracy.md says how).
 	published, err := os.ReadFile(filepath.Join("..", "..", "docs", HotKeyFile))
 	if err != nil {

@@ -135,19 +135,14 @@ func TestHoldsBudget(t *testing.T) {
 		// may still count one for a moment (on a loaded machine, for
 		// longer), never read more than is left.
 		want := budget - spent.Load()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			got := int64(remaining(t, servers[0], "budget"))
-			if got > want {
+		var got int64
+		if !poll(10*time.Second, func() bool {
+			if got = int64(remaining(t, servers[0], "budget")); got > want {
 				t.Fatalf("remaining after every settle: %d, more than budget − actual costs = %d", got, want)
 			}
-			if got == want {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("remaining 10 s after every settle: %d, want budget − actual costs = %d", got, want)
-			}
-			time.Sleep(10 * time.Millisecond)
+			return got == want
+		}) {
+			t.Fatalf("remaining 10 s after every settle: %d, want budget − actual costs = %d", got, want)
 		}
 	})
 }

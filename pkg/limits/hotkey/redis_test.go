@@ -73,7 +73,8 @@ func TestRedisFarUnder(t *testing.T) {
 			before := commands(t, srv)
 			n := drive(t, fleet, h, time.Second)
 			fast := commands(t, srv) - before - 1 // the first INFO
-			paced := offer(t, fleet, h, 1, 15_000, false)[0]
+			admitted, _ := offer(t, fleet, h, 1, 15_000, false)
+			paced := admitted[0]
 			slow := commands(t, srv) - before - 2 - fast
 			for _, m := range []struct {
 				name    string
@@ -131,11 +132,14 @@ func TestRedisAtLimit(t *testing.T) {
 	for _, a := range []limits.Algorithm{limits.FixedWindow, limits.SlidingWindow, limits.TokenBucket} {
 		t.Run(a.String(), func(t *testing.T) {
 			h := limits.Hit{Key: "limit:" + a.String(), Limit: limits.Limit{Algorithm: a, Requests: 1000, Period: time.Second, SyncInterval: 10 * time.Millisecond}, Cost: 1}
-			got := offer(t, fleet, h, secs, 2000, true)
-			t.Logf("%s: admitted per second %v", a, got)
-			for s, n := range got[1:] {
-				if n > 1010 || n < 950 {
-					t.Errorf("second %d admitted %d, want 950 to 1,010 (all: %v)", s+1, n, got)
+			got, late := offer(t, fleet, h, secs, 2000, true)
+			t.Logf("%s: admitted per second %v (of which answered in a later second: %v)", a, got, late)
+			// A call answered in a later second than it was made may have
+			// been decided in either: the bound is on those surely in
+			// the second, and all that may be.
+			for s := 1; s < secs; s++ {
+				if sure, maybe := got[s]-late[s], got[s]+late[s-1]; sure > 1010 || maybe < 950 {
+					t.Errorf("second %d admitted %d to %d, want 950 to 1,010 (all: %v, answered later: %v)", s, sure, maybe, got, late)
 				}
 			}
 		})
@@ -146,15 +150,16 @@ func TestRedisAtLimit(t *testing.T) {
 // test's goroutines may wait for a core), from two goroutines per
 // instance, for secs seconds (whole ones of the clock when align), and
 // counts the hits admitted in each second by the instant each call was
-// made.
-func offer(t *testing.T, fleet []*Store, h limits.Hit, secs, perSecond int, align bool) []int64 {
+// made, and, in late, those of them answered in a later second (on a
+// loaded machine, a call can wait for a core past a second's end).
+func offer(t *testing.T, fleet []*Store, h limits.Hit, secs, perSecond int, align bool) (admitted, late []int64) {
 	t.Helper()
 	start := time.Now()
 	if align {
 		start = start.Truncate(time.Second).Add(time.Second)
 		time.Sleep(time.Until(start))
 	}
-	admitted := make([]atomic.Int64, secs)
+	counts, lates := make([]atomic.Int64, secs), make([]atomic.Int64, secs)
 	workers := 2 * len(fleet)
 	gap := time.Second * time.Duration(workers) / time.Duration(perSecond)
 	var wg sync.WaitGroup
@@ -173,17 +178,20 @@ func offer(t *testing.T, fleet []*Store, h limits.Hit, secs, perSecond int, alig
 					t.Errorf("%v", r.Err)
 				}
 				if r.Allowed {
-					admitted[sec].Add(1)
+					counts[sec].Add(1)
+					if int(time.Since(start)/time.Second) > sec {
+						lates[sec].Add(1)
+					}
 				}
 			}
 		})
 	}
 	wg.Wait()
-	out := make([]int64, secs)
-	for i := range admitted {
-		out[i] = admitted[i].Load()
+	admitted, late = make([]int64, secs), make([]int64, secs)
+	for i := range counts {
+		admitted[i], late[i] = counts[i].Load(), lates[i].Load()
 	}
-	return out
+	return admitted, late
 }
 
 // TestRedisDown: with Redis gone, a key of the mode takes the failure

@@ -127,7 +127,9 @@ func concurrencyRunCases() []testCase {
 // acquires allowed than there are slots, none expiring), or if any is left
 // held at the end (every release gave one back: no leak). A store may
 // refuse where a slot was free (a refused acquire counted until undone),
-// so it need not fill every slot.
+// so it need not fill every slot; a refused worker waits a hold's length
+// before it tries again, so that on a loaded machine it does not spend
+// every round on refusals before the undos land.
 func Holders(t *testing.T, store limits.Store, key string) {
 	t.Helper()
 	const slots, workers, rounds = 4, 16, 60
@@ -145,11 +147,7 @@ func Holders(t *testing.T, store limits.Store, key string) {
 					return
 				}
 				if !res[0].Allowed {
-					// As long as a hold: a shared store's refused acquire
-					// stays counted until its undo lands, and on a loaded
-					// machine workers retrying at once spent every round
-					// before a slot came free.
-					time.Sleep(time.Millisecond)
+					time.Sleep(time.Millisecond) // a hold's length: refused acquires count until undone
 					continue
 				}
 				taken.Add(1)
